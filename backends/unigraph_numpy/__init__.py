@@ -1,0 +1,1 @@
+"""The NumPy reference engine: `numpy:eager` and `numpy:static`."""

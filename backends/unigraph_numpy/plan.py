@@ -1,0 +1,200 @@
+"""`numpy:static`: a graph compiled once into a plan, and reverse-mode autodiff over plans.
+
+A `Plan` numbers every value of a graph (a slot in a flat list) and turns every node into a
+step with its attrs bound, so a run is one loop over prepared steps. `forward(record=True)`
+also keeps what the backward pass needs: all slot values, the branch a `cond` took, and the
+per-iteration values of a `while_loop` (the trip count is the length of that list).
+`backward` walks the steps in reverse applying the op records' VJP rules.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from unigraph.errors import UnigraphError
+from unigraph.ir import Graph
+from unigraph.ops import OPS
+
+
+def _add(grads: dict, slot: int, g) -> None:
+    if g is None:
+        return
+    grads[slot] = grads[slot] + g if slot in grads else g
+
+
+def _gather(slots: list, gradients: list) -> dict:
+    """{slot: gradient}, summing where one slot appears twice among a plan's outputs."""
+    grads: dict = {}
+    for slot, g in zip(slots, gradients):
+        _add(grads, slot, g)
+    return grads
+
+
+class OpStep:
+    __slots__ = ("op", "fn", "attrs", "ins", "out")
+
+    def __init__(self, node, slots):
+        self.op = OPS[node.op]
+        self.attrs = node.attrs
+        self.fn = functools.partial(self.op.reference, **node.attrs) if node.attrs \
+            else self.op.reference
+        self.ins = [slots[v.id] for v in node.inputs]
+        self.out = slots[node.outputs[0].id]
+
+    def forward(self, env, record):
+        env[self.out] = self.fn(*[env[i] for i in self.ins])
+        return None
+
+    def backward(self, env, residual, grads):
+        g = grads.get(self.out)
+        if g is None or self.op.vjp is None:
+            return
+        inputs = [env[i] for i in self.ins]
+        for slot, x, gx in zip(self.ins, inputs, self.op.vjp(g, inputs, env[self.out],
+                                                             **self.attrs)):
+            if gx is not None and x.dtype.kind == "f":
+                _add(grads, slot, gx)
+
+
+class CondStep:
+    __slots__ = ("pred", "operands", "branches", "outs")
+
+    def __init__(self, node, slots):
+        self.pred = slots[node.inputs[0].id]
+        self.operands = [slots[v.id] for v in node.inputs[1:]]
+        self.branches = (Plan(node.subgraphs["then"]), Plan(node.subgraphs["else"]))
+        self.outs = [slots[v.id] for v in node.outputs]
+
+    def forward(self, env, record):
+        index = 0 if bool(env[self.pred]) else 1
+        plan = self.branches[index]
+        sub_env, sub_res = plan.forward([env[i] for i in self.operands], record)
+        for slot, value in zip(self.outs, plan.outputs_of(sub_env)):
+            env[slot] = value
+        return (index, sub_env, sub_res) if record else None
+
+    def backward(self, env, residual, grads):
+        index, sub_env, sub_res = residual
+        plan = self.branches[index]
+        out_grads = _gather(plan.output_slots, [grads.get(o) for o in self.outs])
+        if not out_grads:
+            return
+        for slot, g in zip(self.operands, plan.backward(sub_env, sub_res, out_grads)):
+            _add(grads, slot, g)
+
+
+class WhileStep:
+    __slots__ = ("carried", "captured", "cond", "body", "outs")
+
+    def __init__(self, node, slots):
+        count = node.attrs["num_carried"]
+        ins = [slots[v.id] for v in node.inputs]
+        self.carried, self.captured = ins[:count], ins[count:]
+        self.cond = Plan(node.subgraphs["cond"])
+        self.body = Plan(node.subgraphs["body"])
+        self.outs = [slots[v.id] for v in node.outputs]
+
+    def forward(self, env, record):
+        values = [env[i] for i in self.carried]
+        captured = [env[i] for i in self.captured]
+        iterations = []
+        while True:
+            cond_env, _ = self.cond.forward(values + captured, False)
+            if not bool(self.cond.outputs_of(cond_env)[0]):
+                break
+            body_env, body_res = self.body.forward(values + captured, record)
+            if record:
+                iterations.append((body_env, body_res))
+            values = self.body.outputs_of(body_env)
+        for slot, value in zip(self.outs, values):
+            env[slot] = value
+        return iterations if record else None
+
+    def backward(self, env, iterations, grads):
+        carried_grads = [grads.get(o) for o in self.outs]
+        captured_grads: list = [None] * len(self.captured)
+        count = len(self.carried)
+        for body_env, body_res in reversed(iterations):
+            out_grads = _gather(self.body.output_slots, carried_grads)
+            if not out_grads:
+                break
+            input_grads = self.body.backward(body_env, body_res, out_grads)
+            carried_grads = input_grads[:count]
+            for i, g in enumerate(input_grads[count:]):
+                if g is not None:
+                    captured_grads[i] = g if captured_grads[i] is None else captured_grads[i] + g
+        for slot, g in zip(self.carried + self.captured, carried_grads + captured_grads):
+            _add(grads, slot, g)
+
+
+class GradStep:
+    __slots__ = ("fn", "operands", "wrt", "output", "outs")
+
+    def __init__(self, node, slots):
+        self.fn = Plan(node.subgraphs["fn"])
+        self.operands = [slots[v.id] for v in node.inputs]
+        self.wrt = node.attrs["wrt"]
+        self.output = node.attrs["output"]
+        self.outs = [slots[v.id] for v in node.outputs]
+
+    def forward(self, env, record):
+        operands = [env[i] for i in self.operands]
+        sub_env, sub_res = self.fn.forward(operands, True)
+        outputs = self.fn.outputs_of(sub_env)
+        seed = np.ones_like(outputs[self.output])
+        grads = self.fn.backward(sub_env, sub_res, {self.fn.output_slots[self.output]: seed})
+        grads = [grads[i] if grads[i] is not None else np.zeros_like(operands[i])
+                 for i in self.wrt]
+        for slot, value in zip(self.outs, outputs + grads):
+            env[slot] = value
+        return None
+
+    def backward(self, env, residual, grads):
+        if any(o in grads for o in self.outs):
+            raise UnigraphError("numpy: gradients of gradients (second order) are not supported")
+
+
+STEP_TYPES = {"cond": CondStep, "while_loop": WhileStep, "grad": GradStep}
+
+
+class Plan:
+    """A graph compiled into slots and steps."""
+
+    def __init__(self, graph: Graph):
+        self.graph = graph
+        slots: dict = {}
+        for value in [*graph.inputs, *graph.params]:
+            slots[value.id] = len(slots)
+        for node in graph.nodes:
+            for value in node.outputs:
+                slots[value.id] = len(slots)
+        self.slots = slots
+        self.size = len(slots)
+        self.input_slots = [slots[v.id] for v in [*graph.inputs, *graph.params]]
+        self.output_slots = [slots[v.id] for v in graph.outputs]
+        self.steps = [STEP_TYPES.get(node.op, OpStep)(node, slots) for node in graph.nodes]
+
+    def forward(self, inputs: list, record: bool):
+        """Run; `inputs` are the graph's inputs followed by its params. Returns (env,
+        residuals); residuals is None unless `record`."""
+        env = [None] * self.size
+        for slot, value in zip(self.input_slots, inputs):
+            env[slot] = value
+        if not record:
+            for step in self.steps:
+                step.forward(env, False)
+            return env, None
+        residuals = [step.forward(env, True) for step in self.steps]
+        return env, residuals
+
+    def outputs_of(self, env) -> list:
+        return [env[s] for s in self.output_slots]
+
+    def backward(self, env, residuals, out_grads: dict) -> list:
+        """Gradients of the inputs (then params) given gradients of output slots."""
+        grads = dict(out_grads)
+        for step, residual in zip(reversed(self.steps), reversed(residuals)):
+            step.backward(env, residual, grads)
+        return [grads.get(s) for s in self.input_slots]

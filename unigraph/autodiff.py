@@ -1,0 +1,151 @@
+"""`ug.grad` and `ug.value_and_grad`, computed by each backend's own autodiff.
+
+Eager targets call `backend.eager_grad` (torch.autograd, tf.GradientTape, paddle.grad, the
+NumPy engine's VJP tape). When tracing, the differentiated function becomes a `grad` node
+holding its subgraph; static backends lower it with tf.gradients, paddle's
+append_backward, torch.autograd inside the compiled callable, or the NumPy VJP rules.
+"""
+
+from __future__ import annotations
+
+from unigraph import pytree
+from unigraph.dispatch import _param_leaves, current_backend, native, symbolic, value_of
+from unigraph.dtypes import is_float
+from unigraph.errors import UnigraphError
+from unigraph.function import Function, as_input_tensor, is_array_leaf
+from unigraph.ops.base import TensorSpec
+from unigraph.tensor import Parameter, Tensor
+from unigraph.tracing import GraphBuilder, current_builder
+
+
+def _positions(argnums, count: int) -> tuple:
+    positions = (argnums,) if isinstance(argnums, int) else tuple(argnums or ())
+    for p in positions:
+        if not 0 <= p < count:
+            raise ValueError(f"argnums {argnums!r} is out of range for {count} arguments")
+    return positions
+
+
+def _scalar_of(result, fn) -> Tensor:
+    leaves, _ = pytree.flatten(result, is_array_leaf)
+    first = leaves[0] if leaves else None
+    if not isinstance(first, Tensor) or first.shape not in ((), (1,)) or not is_float(first.dtype):
+        got = f"{first.dtype}{list(first.shape)}" if isinstance(first, Tensor) else repr(first)
+        raise UnigraphError(
+            f"grad of {getattr(fn, '__name__', fn)!r}: the function must return a floating "
+            f"scalar (or a tuple whose first item is one), got {got}; reduce it with ug.sum "
+            "or ug.mean"
+        )
+    return first
+
+
+def value_and_grad(fn, argnums=0, wrt=None):
+    """Return a function giving `(fn(*args), gradients)`.
+
+    Gradients are taken of `fn`'s output (a floating scalar, or the first item of a tuple)
+    with respect to the arguments `argnums` (an int gives one gradient, a tuple a tuple),
+    or, when `wrt` is a list of Parameters, with respect to those (a list).
+
+    >>> loss, g = ug.value_and_grad(lambda x: ug.sum(x * x))(ug.tensor([1.0, 2.0]))
+    """
+    wrt = list(wrt) if wrt is not None else None
+    if wrt is not None and not all(isinstance(p, Parameter) for p in wrt):
+        raise TypeError("wrt must be a list of ug.nn.Parameter objects")
+
+    def differentiated(*args):
+        positions = () if wrt is not None and argnums == 0 else _positions(argnums, len(args))
+        args = [as_input_tensor(a) if i in positions else a for i, a in enumerate(args)]
+        for p in positions:
+            if not is_float(args[p].dtype):
+                raise UnigraphError(
+                    f"grad with respect to argument {p}, which is {args[p].dtype}: only "
+                    "floating tensors have gradients (cast it with ug.cast)"
+                )
+        builder = current_builder()
+        if builder is not None:
+            value, grads = _traced(builder, fn, args, positions, wrt or [])
+        else:
+            value, grads = _eager(fn, args, positions, wrt or [])
+        if wrt is not None:
+            return value, grads
+        return value, grads[0] if isinstance(argnums, int) else tuple(grads)
+
+    differentiated.__name__ = f"value_and_grad({getattr(fn, '__name__', 'fn')})"
+    return Function(differentiated)
+
+
+def grad(fn, argnums=0, wrt=None):
+    """Return a function giving the gradients of `fn` (see `value_and_grad`).
+
+    >>> ug.grad(lambda x: ug.sum(x * x))(ug.tensor([1.0, 2.0]))   # [2., 4.]
+    """
+    both = value_and_grad(fn, argnums, wrt)
+
+    def gradient(*args):
+        return both(*args)[1]
+
+    gradient.__name__ = f"grad({getattr(fn, '__name__', 'fn')})"
+    return Function(gradient)
+
+
+def _eager(fn, args, positions, params):
+    backend = current_backend()
+    watched = [native(args[p], backend) for p in positions] + [p.native_for(backend)
+                                                                 for p in params]
+    out_holder = {}
+
+    def run(*leaves):
+        call_args = list(args)
+        for p, leaf in zip(positions, leaves):
+            call_args[p] = Tensor(args[p].shape, args[p].dtype, backend=backend, native=leaf)
+        overrides = dict(_param_leaves.get() or {})
+        overrides.update({id(p): leaf for p, leaf in zip(params, leaves[len(positions):])})
+        token = _param_leaves.set(overrides)
+        try:
+            result = fn(*call_args)
+        finally:
+            _param_leaves.reset(token)
+        scalar = _scalar_of(result, fn)
+        out_leaves, treedef = pytree.flatten(result, is_array_leaf)
+        out_holder["treedef"], out_holder["leaves"] = treedef, out_leaves
+        return [native(scalar, backend)] + [native(x, backend) for x in out_leaves]
+
+    outputs, grads = backend.eager_grad(run, watched)
+    values = [Tensor(x.shape, x.dtype, backend=backend, native=o)
+              for x, o in zip(out_holder["leaves"], outputs[1:])]
+    value = pytree.unflatten(out_holder["treedef"], values)
+    targets = [args[p] for p in positions] + params
+    return value, [Tensor(t.shape, t.dtype, backend=backend, native=g)
+                   for t, g in zip(targets, grads)]
+
+
+def _traced(builder, fn, args, positions, params):
+    """Trace `fn` into a subgraph and emit one `grad` node."""
+    leaves, treedef = pytree.flatten(args, is_array_leaf)
+    leaves = [as_input_tensor(x) for x in leaves]
+    index_of_arg = {}
+    for i, a in enumerate(args):
+        for j, leaf in enumerate(leaves):
+            if leaf is a:
+                index_of_arg[i] = j
+    sub = GraphBuilder("fn", parent=builder)
+    with sub:
+        inner = [symbolic(sub, sub.add_input(x.shape, x.dtype)) for x in leaves]
+        result = fn(*pytree.unflatten(treedef, inner))
+        _scalar_of(result, fn)
+        out_leaves, out_treedef = pytree.flatten(result, is_array_leaf)
+        sub.graph.outputs = [value_of(sub, x) for x in out_leaves]
+        for param in params:  # make sure every parameter is an operand, used or not
+            sub.value_of_param(param)
+    captured = sub.share_captures([])
+    operands = [value_of(builder, x) for x in [*leaves, *captured]]
+    wrt = [index_of_arg[p] for p in positions]
+    for param in params:
+        wrt.append(len(leaves) + next(i for i, c in enumerate(captured) if c is param))
+    out_specs = [TensorSpec(v.shape, v.dtype) for v in sub.graph.outputs]
+    grad_specs = [TensorSpec(operands[i].shape, operands[i].dtype) for i in wrt]
+    outs = builder.add_node("grad", operands, out_specs + grad_specs,
+                            {"wrt": tuple(wrt), "output": 0}, {"fn": sub.graph})
+    tensors = [symbolic(builder, v) for v in outs]
+    value = pytree.unflatten(out_treedef, tensors[:len(out_specs)])
+    return value, tensors[len(out_specs):]

@@ -1,0 +1,151 @@
+"""What a backend is: the object every framework adapter subclasses.
+
+A backend is a plain object; several live in one process at once (the checker holds all of
+them). It imports its framework only on first use, through `load()`. The frontend talks to
+it through two doors:
+
+* eager: `to_native`, `to_numpy`, `eager_op` (one op on native tensors, which stay native
+  between ops) and `eager_grad` (the framework's own autodiff over a Python function);
+* static: `compile(graph, mode)` builds the native graph once and returns an `Executable`
+  that only feeds, runs and fetches. Control-flow nodes (`cond`, `while_loop`, `grad`,
+  see `unigraph.ir`) arrive with their subgraphs and become the framework's own constructs.
+
+`lower_nodes` is the shared walk over a graph's nodes used while *building* a native graph;
+each backend passes its flat lowering table and its control-flow builders.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import importlib.util
+import sys
+from typing import Callable
+
+import numpy as np
+
+from unigraph.errors import BackendError
+from unigraph.ir import Graph
+
+
+class Executable:
+    """A compiled graph. Parameters live inside it as native variables between runs.
+
+    run(inputs) -> list of outputs (NumPy arrays or this backend's natives); after the run
+        the graph's `updates` have been applied to the parameters.
+    set_param(index, array) / get_param(index): move one parameter's value in or out
+        (index into `graph.params`), as NumPy arrays.
+    run_all(inputs) -> {value id: np.ndarray}: every intermediate value of the top-level
+        graph, for localizing disagreements; does not apply updates.
+    """
+
+    graph: Graph
+
+    def run(self, inputs: list) -> list:
+        raise NotImplementedError
+
+    def set_param(self, index: int, array: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def get_param(self, index: int) -> np.ndarray:
+        raise NotImplementedError
+
+    def run_all(self, inputs: list) -> dict:
+        raise NotImplementedError
+
+
+class Backend:
+    """Base class of a framework adapter. Subclasses set the class attributes and override
+    the methods; none of them may import the framework before `load()` is called."""
+
+    name: str = ""
+    modes: tuple = ("eager", "static")
+    framework: str = ""  # importable module name, e.g. "torch"
+    distribution: str = ""  # the pip distribution that provides it, e.g. "torch"
+    extra: str = ""  # `pip install unigraph[extra]` installs it
+    import_after: tuple = ()  # modules that must be imported before `framework`
+
+    # -- availability -------------------------------------------------------------------
+    def version(self) -> str | None:
+        """The framework's installed version, without importing it; None if missing."""
+        if not self.distribution:
+            return None
+        try:
+            return importlib.metadata.version(self.distribution)
+        except importlib.metadata.PackageNotFoundError:
+            return None
+
+    def status(self) -> tuple[bool, str]:
+        """(available, reason) for `unigraph backends`."""
+        if self.framework and importlib.util.find_spec(self.framework) is None:
+            return False, f"not installed: pip install 'unigraph[{self.extra}]'"
+        return True, "available"
+
+    def load(self):
+        """Import the framework (once) and return its module, honouring `import_after`."""
+        available, reason = self.status()
+        if not available:
+            raise BackendError(f"backend {self.name!r} is {reason}")
+        return import_framework(self.framework, self.import_after)
+
+    # -- eager --------------------------------------------------------------------------
+    def to_native(self, array: np.ndarray):
+        raise NotImplementedError
+
+    def to_numpy(self, native) -> np.ndarray:
+        raise NotImplementedError
+
+    def is_native(self, obj) -> bool:
+        raise NotImplementedError
+
+    def eager_op(self, op: str, inputs: list, attrs: dict):
+        """Apply op `op` to native `inputs`; return one native output."""
+        raise NotImplementedError
+
+    def eager_grad(self, fn: Callable, watched: list) -> tuple[list, list]:
+        """Call `fn(*leaves)` -> list of native outputs, where `leaves` stand for the native
+        tensors `watched`; return (outputs, gradients of outputs[0] with respect to each
+        leaf). outputs[0] is a scalar. A leaf that does not influence it gets zeros."""
+        raise NotImplementedError
+
+    # -- static -------------------------------------------------------------------------
+    def compile(self, graph: Graph, mode: str) -> Executable:
+        raise NotImplementedError
+
+    def __repr__(self):
+        return f"<{type(self).__name__} {self.name!r}>"
+
+
+def import_framework(module: str, import_after: tuple = ()):
+    """Import `module`, importing each of `import_after` first when it is installed.
+
+    tensorflow 2.21 imported before paddlepaddle 3.3.1 crashes the process; the TensorFlow
+    backend declares `import_after = ("paddle",)` so paddle, if present, goes first.
+    """
+    if module not in sys.modules:
+        for earlier in import_after:
+            if earlier not in sys.modules and importlib.util.find_spec(earlier) is not None:
+                importlib.import_module(earlier)
+    return importlib.import_module(module)
+
+
+def lower_nodes(graph: Graph, env: dict, lowerings: dict, control_flow: dict) -> list:
+    """Walk `graph.nodes` once, building native values into `env` (value id -> native).
+
+    `env` must already hold the graph's inputs and params. `lowerings[op](*args, **attrs)`
+    builds one op; `control_flow[op](node, args)` builds a cond/while_loop/grad node and
+    returns its outputs. Returns the natives of `graph.outputs`.
+    """
+    for node in graph.nodes:
+        args = [env[v.id] for v in node.inputs]
+        if node.op in control_flow:
+            outs = control_flow[node.op](node, args)
+        else:
+            try:
+                lowering = lowerings[node.op]
+            except KeyError:
+                raise BackendError(f"no lowering for op {node.op!r} in this backend") from None
+            outs = [lowering(*args, **node.attrs)]
+        for value, out in zip(node.outputs, outs):
+            env[value.id] = out
+    return [env[v.id] for v in graph.outputs]

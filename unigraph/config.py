@@ -1,0 +1,98 @@
+"""Which target runs: `Target(backend, mode)` and the rules that pick it.
+
+Precedence, highest first: an explicit argument, `use_backend(...)` (a context variable, so
+threads and async tasks do not leak into each other), `set_backend(...)`, the environment
+variables `UNIGRAPH_BACKEND` / `UNIGRAPH_MODE`, `[tool.unigraph]` in the nearest
+`pyproject.toml` or a `unigraph.toml` (searched from the working directory upwards), and
+finally `numpy:eager`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import functools
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_BACKEND = "numpy"
+DEFAULT_MODE = "eager"
+
+
+@dataclass(frozen=True)
+class Target:
+    """A backend and one of its modes, e.g. `Target("paddle", "static")`."""
+
+    backend: str
+    mode: str = DEFAULT_MODE
+
+    def __str__(self):
+        return f"{self.backend}:{self.mode}"
+
+    @staticmethod
+    def parse(text: str) -> Target:
+        """`"torch:static"` -> Target("torch", "static"); `"torch"` -> its eager mode."""
+        backend, _, mode = text.partition(":")
+        return Target(backend.strip(), mode.strip() or DEFAULT_MODE)
+
+
+_context_target: contextvars.ContextVar = contextvars.ContextVar("unigraph_target", default=None)
+_global_target: Target | None = None
+
+
+def _validated(backend: str, mode: str | None) -> Target:
+    from unigraph.plugins import get_backend
+
+    target = Target(backend, mode or DEFAULT_MODE)
+    get_backend(target.backend, target.mode)  # raises listing what is installed
+    return target
+
+
+def set_backend(backend: str, mode: str | None = None) -> None:
+    """Make `backend:mode` the target for the whole process (below `use_backend`)."""
+    global _global_target
+    _global_target = _validated(backend, mode)
+
+
+@contextlib.contextmanager
+def use_backend(backend: str, mode: str | None = None):
+    """Run the block on `backend:mode`; restores the previous choice on exit.
+
+    >>> with ug.use_backend("tensorflow", mode="static"):
+    ...     counter(0, 10)
+    """
+    token = _context_target.set(_validated(backend, mode))
+    try:
+        yield
+    finally:
+        _context_target.reset(token)
+
+
+@functools.lru_cache(maxsize=8)
+def _from_file(cwd: str) -> Target | None:
+    here = Path(cwd).resolve()
+    for folder in (here, *here.parents):
+        for name, table_path in (("unigraph.toml", ()), ("pyproject.toml", ("tool", "unigraph"))):
+            path = folder / name
+            if not path.is_file():
+                continue
+            table = tomllib.loads(path.read_text())
+            for key in table_path:
+                table = table.get(key, {})
+            if "backend" in table:
+                return Target(table["backend"], table.get("mode", DEFAULT_MODE))
+    return None
+
+
+def current_target(explicit: Target | str | None = None) -> Target:
+    """The target that runs now, by the precedence in this module's docstring."""
+    if explicit is not None:
+        return Target.parse(explicit) if isinstance(explicit, str) else explicit
+    for target in (_context_target.get(), _global_target):
+        if target is not None:
+            return target
+    if "UNIGRAPH_BACKEND" in os.environ:
+        return Target(os.environ["UNIGRAPH_BACKEND"], os.environ.get("UNIGRAPH_MODE", DEFAULT_MODE))
+    return _from_file(os.getcwd()) or Target(DEFAULT_BACKEND, os.environ.get("UNIGRAPH_MODE", DEFAULT_MODE))

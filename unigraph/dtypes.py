@@ -1,0 +1,53 @@
+"""Dtype rules. NumPy's promotion is the reference (`np.result_type`), with Python scalars
+"weak" as in NumPy 2 (NEP 50): `float32 tensor + 2.0` stays float32.
+
+Where we differ from NumPy, on purpose, so that every framework can follow:
+* `ug.tensor(1.5)` and a Python float passed to a `@ug.function` become float32 (NumPy:
+  float64), like PyTorch, TensorFlow and Paddle. Python ints become int64, bools bool.
+* `sum` keeps the input dtype (NumPy widens int32 to int64).
+* `div` of integers returns float64 as NumPy does; `mean` of integers is float64 too.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from unigraph.ir import DTYPES
+
+DEFAULT_FLOAT = "float32"
+DEFAULT_INT = "int64"
+
+
+def is_float(dtype: str) -> bool:
+    return dtype.startswith("float")
+
+
+def is_int(dtype: str) -> bool:
+    return dtype.startswith("int")
+
+
+def python_scalar_dtype(value) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return DEFAULT_INT
+    if isinstance(value, float):
+        return DEFAULT_FLOAT
+    raise TypeError(f"expected a tensor or a Python number, got {type(value).__name__}")
+
+
+def result_dtype(strong: list, weak: list) -> str:
+    """Promote the dtypes of tensors (`strong`) with Python scalars (`weak`, the values)."""
+    if not strong:
+        return np.result_type(*[python_scalar_dtype(w) for w in weak]).name
+    dtype = np.result_type(*strong).name if len(strong) > 1 else strong[0]
+    for value in weak:
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, int) and dtype == "bool":
+            dtype = DEFAULT_INT
+        elif isinstance(value, float) and not is_float(dtype):
+            dtype = "float64"
+    if dtype not in DTYPES:
+        raise TypeError(f"dtype {dtype} is not supported")
+    return dtype

@@ -1,0 +1,38 @@
+"""Op records, one per op, grouped by family. `OPS` maps name -> `OpDef`.
+
+Conventions every op follows (the frontend guarantees them before a record is used):
+
+* Inputs of an elementwise op already share one dtype: the frontend inserts `cast` nodes
+  following NumPy's promotion rules (`np.result_type`), treating Python scalars as "weak"
+  (NEP 50). Broadcasting is NumPy's.
+* Attrs are normalised by the frontend: axes are non-negative ints (tuples where several
+  are allowed, sorted), `reshape` shapes contain no -1, `slice` bounds are resolved and
+  clamped with positive strides. Tuples stay tuples.
+
+Signatures (inputs ; attrs) -> output:
+
+  elementwise  add sub mul div pow maximum minimum (x, y) -> x.dtype   [div, pow: float]
+               equal not_equal less less_equal greater greater_equal (x, y) -> bool
+               logical_and logical_or (x: bool, y: bool) -> bool;  logical_not (x: bool)
+               neg abs (x) ; exp log sqrt (x: float)
+               where (cond: bool, x, y) -> x.dtype ; cast (x ; dtype)
+  linalg       matmul (a, b): rank >= 2, batch dims broadcast, float
+  reduction    sum mean max min (x ; axis: tuple | None, keepdims: bool) [sum keeps dtype]
+               argmax (x ; axis: int, keepdims: bool) -> int64, first maximum wins
+  shape        reshape (x ; shape) ; transpose (x ; perm) ; concat stack (*xs ; axis)
+               squeeze (x ; axis: tuple) ; expand_dims (x ; axis: int)
+               broadcast_to (x ; shape) ; slice (x ; begin, end, stride: tuples, one per dim)
+               take (x, indices: int ; axis) ; one_hot (indices: int ; depth, dtype)
+               constant ( ; value: np.ndarray)
+  nn           relu sigmoid tanh (x: float) ; softmax log_softmax (x ; axis)
+               conv2d (x: NCHW, w: [O, C/groups, KH, KW] ; stride, padding, dilation: pairs,
+                       groups) — symmetric zero padding, no bias (bias is an `add`)
+               max_pool2d avg_pool2d (x: NCHW ; kernel, stride, padding: pairs) — max pads
+                       with -inf; avg pads with zeros and divides by kh*kw
+               sparse_softmax_cross_entropy (logits: [N, C] float, labels: [N] int) -> [N]
+"""
+
+from unigraph.ops import elementwise, linalg, nn, reduction, shape  # noqa: F401  (register)
+from unigraph.ops.base import OPS, OpDef, Sample, TensorSpec
+
+__all__ = ["OPS", "OpDef", "Sample", "TensorSpec"]

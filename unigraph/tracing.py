@@ -1,0 +1,161 @@
+"""Tracing: turning Python calls on symbolic tensors into an IR graph.
+
+A `GraphBuilder` records nodes into one `Graph`. Subgraphs (branches of `cond`, bodies of
+`while_loop`, the function of `grad`) get their own builder whose parent is the enclosing
+one; when code inside uses a value from outside, the builder *captures* it: it becomes an
+explicit input of the subgraph, and the outer value becomes an operand of the node. That
+keeps every subgraph closed, which is what TF, Paddle and torch codegen all want.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import os
+import sys
+
+import numpy as np
+
+from unigraph.ir import Graph, Node, Value
+
+_builder: contextvars.ContextVar = contextvars.ContextVar("unigraph_builder", default=None)
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+_SKIP_DIRS = (_PACKAGE_DIR, os.path.dirname(contextvars.__file__))
+
+
+def current_builder():
+    return _builder.get()
+
+
+def user_source() -> str:
+    """file:line of the innermost frame outside unigraph (the user's line)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not filename.startswith(_SKIP_DIRS) and not filename.startswith("<frozen"):
+            return f"{_short(filename)}:{frame.f_lineno}"
+        frame = frame.f_back
+    return ""
+
+
+def _short(filename: str) -> str:
+    """A path relative to the working directory when it lies below it."""
+    cwd = os.getcwd()
+    if filename.startswith(cwd + os.sep):
+        return filename[len(cwd) + 1:]
+    return filename
+
+
+class GraphBuilder:
+    """Records nodes into `self.graph`.
+
+    capture_eager: when True (abstract checking of an untaken eager branch), eager tensors
+    from outside become subgraph inputs instead of constants.
+    """
+
+    def __init__(self, name: str, parent: GraphBuilder | None = None, capture_eager=False):
+        self.graph = Graph(name)
+        self.parent = parent
+        self.capture_eager = capture_eager
+        self.explicit_inputs: list = []  # inputs given by the caller, before any captures
+        self.captured: dict = {}  # key -> (outer Tensor or Parameter, inner Value)
+        self.param_objects: list = []  # Parameter objects, parallel to graph.params
+        self._params: dict = {}
+        self.random_inputs: list = []  # inputs fed with fresh random draws, after the args
+        self.updates: dict = {}  # param Value -> new Value (graph.updates when done)
+
+    def __enter__(self):
+        self._token = _builder.set(self)
+        return self
+
+    def __exit__(self, *exc):
+        _builder.reset(self._token)
+
+    # -- values ---------------------------------------------------------------------------
+    def add_input(self, shape, dtype, name="") -> Value:
+        value = Value(shape, dtype, name)
+        self.graph.inputs.append(value)
+        self.explicit_inputs.append(value)
+        return value
+
+    def add_random_input(self, shape, dtype) -> Value:
+        """An input that each run feeds with fresh uniform draws (see unigraph.random)."""
+        value = Value(shape, dtype, f"random{len(self.random_inputs)}")
+        self.random_inputs.append(value)
+        return value
+
+    def add_node(self, op: str, inputs: list, specs: list, attrs=None, subgraphs=None) -> list:
+        outputs = [Value(s.shape, s.dtype) for s in specs]
+        node = Node(op, list(inputs), outputs, dict(attrs or {}), dict(subgraphs or {}),
+                    user_source())
+        self.graph.nodes.append(node)
+        return outputs
+
+    def constant(self, array: np.ndarray) -> Value:
+        from unigraph.ops.base import TensorSpec
+
+        spec = TensorSpec(array.shape, array.dtype.name)
+        return self.add_node("constant", [], [spec], {"value": array})[0]
+
+    def value_of_param(self, param) -> Value:
+        """The value standing for Parameter `param` in this graph (captured if nested)."""
+        key = ("param", id(param))
+        if key in self.captured:
+            return self.captured[key][1]
+        if self.parent is None and not self.capture_eager:
+            if key not in self._params:
+                name = param.name or f"param{len(self.graph.params)}"
+                self._params[key] = Value(param.shape, param.dtype, name)
+                self.graph.params.append(self._params[key])
+                self.param_objects.append(param)
+            return self._params[key]
+        return self._capture(key, param)
+
+    def value_of_symbolic(self, tensor) -> Value:
+        """The value standing for symbolic `tensor` (from this or an enclosing builder)."""
+        if tensor._builder is self:
+            return tensor._value
+        key = ("value", tensor._value.id)
+        if key in self.captured:
+            return self.captured[key][1]
+        if self.parent is None:
+            raise_foreign(tensor)
+        return self._capture(key, tensor)
+
+    def value_of_eager(self, tensor) -> Value:
+        if not self.capture_eager:
+            return self.constant(tensor.numpy())
+        key = ("eager", id(tensor))
+        if key in self.captured:
+            return self.captured[key][1]
+        return self._capture(key, tensor)
+
+    def _capture(self, key, outer) -> Value:
+        value = Value(outer.shape, outer.dtype, "captured")
+        self.captured[key] = (outer, value)
+        return value
+
+    def share_captures(self, siblings: list) -> list:
+        """Give this builder and its `siblings` one common list of captured objects (each
+        captures what any of them captured, in one order) and set every subgraph's inputs
+        to its explicit inputs followed by those captures. Returns the outer objects."""
+        union: dict = {}
+        for builder in (self, *siblings):
+            for key, (outer, _) in builder.captured.items():
+                union.setdefault(key, outer)
+        for builder in (self, *siblings):
+            for key, outer in union.items():
+                if key not in builder.captured:
+                    builder._capture(key, outer)
+            inner = [builder.captured[key][1] for key in union]
+            builder.graph.inputs = builder.explicit_inputs + inner
+        return list(union.values())
+
+
+def raise_foreign(tensor) -> None:
+    from unigraph.errors import TracingError
+
+    raise TracingError(
+        f"a symbolic tensor ({tensor.dtype}{list(tensor.shape)}) from another traced function "
+        f"was used here ({user_source()}); symbolic tensors only live inside the function "
+        "that traced them: return it and pass it in as an argument instead"
+    )
