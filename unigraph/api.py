@@ -264,26 +264,28 @@ def getitem(x, index):
     used = builtins.sum(i is not None and i is not Ellipsis for i in index)
     if used > len(x.shape):
         raise IndexError(f"too many indices for a tensor of rank {len(x.shape)}")
-    if Ellipsis in index:
-        at = index.index(Ellipsis)
-        index = index[:at] + (builtins.slice(None),) * (len(x.shape) - used) + index[at + 1:]
-    index = index + (builtins.slice(None),) * (len(x.shape) - used)
+    fill = (builtins.slice(None),) * (len(x.shape) - used)
+    at = next((i for i, item in enumerate(index) if item is Ellipsis), len(index))
+    index = index[:at] + fill + index[at + 1:]
     begin, end, stride, squeeze_axes, new_axes = [], [], [], [], []
-    dim = 0
-    for position, item in enumerate(index):
+    dim = out_dim = 0
+    for item in index:
         if item is None:
-            new_axes.append(position)
+            new_axes.append(out_dim)
+            out_dim += 1
             continue
         size = x.shape[dim]
         if isinstance(item, int | np.integer):
             if size is None:
                 raise IndexError("cannot index a dimension of unknown size with an int")
             if not -size <= item < size:
-                raise IndexError(f"index {item} is out of bounds for dimension {dim} of size {size}")
+                raise IndexError(
+                    f"index {item} is out of bounds for dimension {dim} of size {size}")
             item = int(item) % size
             begin.append(item), end.append(item + 1), stride.append(1)
             squeeze_axes.append(dim)
         elif isinstance(item, builtins.slice):
+            out_dim += 1
             if size is None and item != builtins.slice(None):
                 raise IndexError("cannot slice a dimension of unknown size with bounds")
             if item.step is not None and item.step <= 0:

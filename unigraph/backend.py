@@ -20,7 +20,7 @@ import importlib
 import importlib.metadata
 import importlib.util
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

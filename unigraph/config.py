@@ -95,4 +95,5 @@ def current_target(explicit: Target | str | None = None) -> Target:
             return target
     if "UNIGRAPH_BACKEND" in os.environ:
         return Target(os.environ["UNIGRAPH_BACKEND"], os.environ.get("UNIGRAPH_MODE", DEFAULT_MODE))
-    return _from_file(os.getcwd()) or Target(DEFAULT_BACKEND, os.environ.get("UNIGRAPH_MODE", DEFAULT_MODE))
+    mode = os.environ.get("UNIGRAPH_MODE", DEFAULT_MODE)
+    return _from_file(os.getcwd()) or Target(DEFAULT_BACKEND, mode)

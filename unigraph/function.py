@@ -132,7 +132,8 @@ class Function:
             param = compiled.params[index]
             param._written_by(executable, index)
             compiled.loaded[index] = param.version
-        wrapped = [_wrap(backend, value, out) for value, out in zip(compiled.graph.outputs, outputs)]
+        wrapped = [_wrap(backend, value, out)
+                   for value, out in zip(compiled.graph.outputs, outputs)]
         return pytree.unflatten(compiled.out_treedef, wrapped)
 
 

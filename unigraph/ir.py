@@ -121,7 +121,8 @@ def _verify(graph: Graph, where: str) -> None:
         label = f"{where}: node {index} ({node.op}{' at ' + node.source if node.source else ''})"
         for value in node.inputs:
             if not isinstance(value, Value) or value.id not in defined:
-                raise GraphError(f"{label} uses %{getattr(value, 'id', value)} before it is defined")
+                name = getattr(value, "id", value)
+                raise GraphError(f"{label} uses %{name} before it is defined")
         for name, sub in node.subgraphs.items():
             _verify(sub, f"{label}/{name}")
         for value in node.outputs:
@@ -202,7 +203,7 @@ def _graph_to_dict(graph: Graph) -> dict:
                 "inputs": [v.id for v in node.inputs],
                 "outputs": [_value_to_dict(v) for v in node.outputs],
                 "attrs": {k: _attr_to_json(v) for k, v in node.attrs.items()},
-                "subgraphs": {k: _graph_to_dict(g) for k, g in node.subgraphs.items()},
+                "subgraphs": [[k, _graph_to_dict(g)] for k, g in node.subgraphs.items()],
                 "source": node.source,
             }
             for node in graph.nodes
@@ -218,10 +219,11 @@ def _graph_from_dict(data: dict, values: dict) -> Graph:
         values[value.id] = value
         return value
 
-    graph = Graph(data["name"], [make(d) for d in data["inputs"]], [make(d) for d in data["params"]])
+    inputs = [make(d) for d in data["inputs"]]
+    graph = Graph(data["name"], inputs, [make(d) for d in data["params"]])
     for nd in data["nodes"]:
         inputs = [values[i] for i in nd["inputs"]]
-        subgraphs = {k: _graph_from_dict(g, values) for k, g in nd["subgraphs"].items()}
+        subgraphs = {k: _graph_from_dict(g, values) for k, g in nd["subgraphs"]}
         outputs = [make(d) for d in nd["outputs"]]
         attrs = {k: _attr_from_json(v) for k, v in nd["attrs"].items()}
         graph.nodes.append(Node(nd["op"], inputs, outputs, attrs, subgraphs, nd["source"]))

@@ -14,8 +14,8 @@ from unigraph.errors import BackendError
 _lock = threading.Lock()
 _manager: pluggy.PluginManager | None = None
 _backends: dict | None = None
-_checked: dict = {}
-load_errors: dict = {}  # entry-point name -> why its plugin module failed to import  # (name, mode) -> backend, for lookups that already passed
+_checked: dict = {}  # (name, mode) -> backend, for lookups that already passed
+load_errors: dict = {}  # entry-point name -> why its plugin module failed to import
 
 
 def plugin_manager() -> pluggy.PluginManager:

@@ -77,5 +77,6 @@ def describe(treedef) -> str:
         inner = ", ".join(describe(x) for x in treedef[1])
         return f"({inner})" if kind == "tuple" else f"[{inner}]"
     if kind == "dict":
-        return "{" + ", ".join(f"{k!r}: {describe(x)}" for k, x in zip(treedef[1], treedef[2])) + "}"
+        items = (f"{k!r}: {describe(x)}" for k, x in zip(treedef[1], treedef[2]))
+        return "{" + ", ".join(items) + "}"
     return repr(treedef[1])

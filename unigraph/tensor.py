@@ -99,7 +99,8 @@ class Tensor:
 
     def __repr__(self):
         if self._value is not None:
-            return f"Tensor(symbolic %{self._value.id}, shape={list(self.shape)}, dtype={self.dtype})"
+            return (f"Tensor(symbolic %{self._value.id}, shape={list(self.shape)}, "
+                    f"dtype={self.dtype})")
         where = self._backend.name if self._backend is not None else "numpy"
         return f"Tensor({self.numpy()!r}, backend={where})"
 

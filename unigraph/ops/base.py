@@ -6,10 +6,8 @@ their lowering table. The NumPy `reference` is the definition; `vjp` is its grad
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
-
-import numpy as np
 
 # Default tolerances (rtol, atol) against the float64 reference, per dtype of the run.
 DEFAULT_TOLERANCE = {

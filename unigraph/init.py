@@ -1,0 +1,194 @@
+"""Initializers: NumPy arrays drawn from unigraph's one seeded generator.
+
+Every weight starts here, on the host, before any framework sees it, so `ug.manual_seed(s)`
+gives bit-identical initial weights on every backend. Draws are made in float64 and then
+rounded to the parameter's dtype.
+
+An initializer is an object called as `init(shape, dtype, fan_in=None, fan_out=None)`; the
+layers pass their own fans. Without them, `fans(shape)` applies unigraph's layouts: a 2-D
+weight is `[in, out]` (`x @ W`), a conv weight `[out, in / groups, kh, kw]`.
+
+>>> w = ug.init.xavier_normal()((64, 10))           # float32 [64, 10]
+>>> conv = ug.nn.Conv2D(3, 2, 3, weight_init=ug.init.kaiming_uniform())
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from unigraph.ir import check_dtype
+from unigraph.random import generator
+
+__all__ = [
+    "Initializer", "constant", "fans", "kaiming_normal", "kaiming_uniform", "normal", "ones",
+    "uniform", "xavier_normal", "xavier_uniform", "zeros",
+]
+
+
+def fans(shape) -> tuple[int, int]:
+    """(fan_in, fan_out) of a weight of `shape` in unigraph's layouts.
+
+    1-D [n]: (n, n); 2-D [in, out]: (in, out); k-D conv [out, in, *kernel]:
+    (in * prod(kernel), out * prod(kernel)).
+    """
+    shape = tuple(int(d) for d in shape)
+    if not shape:
+        return 1, 1
+    if len(shape) == 1:
+        return shape[0], shape[0]
+    if len(shape) == 2:
+        return shape[0], shape[1]
+    receptive = math.prod(shape[2:])
+    return shape[1] * receptive, shape[0] * receptive
+
+
+_GAINS = {"linear": 1.0, "sigmoid": 1.0, "tanh": 5.0 / 3.0, "relu": math.sqrt(2.0)}
+
+
+def gain(nonlinearity: str, negative_slope: float = 0.0) -> float:
+    """The recommended scale for a nonlinearity (PyTorch's `calculate_gain`)."""
+    if nonlinearity == "leaky_relu":
+        return math.sqrt(2.0 / (1.0 + negative_slope ** 2))
+    try:
+        return _GAINS[nonlinearity]
+    except KeyError:
+        known = ", ".join([*_GAINS, "leaky_relu"])
+        raise ValueError(f"unknown nonlinearity {nonlinearity!r}; use one of {known}") from None
+
+
+class Initializer:
+    """Base class: subclasses implement `draw(shape, fan_in, fan_out) -> float64 array`."""
+
+    def __call__(self, shape, dtype="float32", fan_in=None, fan_out=None) -> np.ndarray:
+        shape = tuple(int(d) for d in shape)
+        dtype = check_dtype(dtype)
+        default_in, default_out = fans(shape)
+        fan_in = default_in if fan_in is None else int(fan_in)
+        fan_out = default_out if fan_out is None else int(fan_out)
+        return np.asarray(self.draw(shape, fan_in, fan_out)).astype(dtype)
+
+    def draw(self, shape, fan_in, fan_out) -> np.ndarray:
+        raise NotImplementedError
+
+    def __repr__(self):
+        fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())
+        return f"{type(self).__name__}({fields})"
+
+
+class Constant(Initializer):
+    def __init__(self, value):
+        self.value = float(value)
+
+    def draw(self, shape, fan_in, fan_out):
+        return np.full(shape, self.value)
+
+
+class Normal(Initializer):
+    def __init__(self, mean=0.0, std=1.0):
+        self.mean, self.std = float(mean), float(std)
+
+    def draw(self, shape, fan_in, fan_out):
+        return generator().normal(self.mean, self.std, shape)
+
+
+class Uniform(Initializer):
+    def __init__(self, low=-1.0, high=1.0):
+        if not low < high:
+            raise ValueError(f"uniform: low ({low}) must be below high ({high})")
+        self.low, self.high = float(low), float(high)
+
+    def draw(self, shape, fan_in, fan_out):
+        return generator().uniform(self.low, self.high, shape)
+
+
+class XavierNormal(Initializer):
+    def __init__(self, gain=1.0):
+        self.gain = float(gain)
+
+    def draw(self, shape, fan_in, fan_out):
+        std = self.gain * math.sqrt(2.0 / (fan_in + fan_out))
+        return generator().normal(0.0, std, shape)
+
+
+class XavierUniform(Initializer):
+    def __init__(self, gain=1.0):
+        self.gain = float(gain)
+
+    def draw(self, shape, fan_in, fan_out):
+        bound = self.gain * math.sqrt(6.0 / (fan_in + fan_out))
+        return generator().uniform(-bound, bound, shape)
+
+
+class _Kaiming(Initializer):
+    def __init__(self, negative_slope=0.0, mode="fan_in", nonlinearity="relu"):
+        if mode not in ("fan_in", "fan_out"):
+            raise ValueError(f"mode must be 'fan_in' or 'fan_out', got {mode!r}")
+        self.negative_slope, self.mode, self.nonlinearity = float(negative_slope), mode, \
+            nonlinearity
+        gain(nonlinearity, negative_slope)  # validate now, not at the first draw
+
+    def _std(self, fan_in, fan_out) -> float:
+        fan = fan_in if self.mode == "fan_in" else fan_out
+        return gain(self.nonlinearity, self.negative_slope) / math.sqrt(fan)
+
+
+class KaimingNormal(_Kaiming):
+    def draw(self, shape, fan_in, fan_out):
+        return generator().normal(0.0, self._std(fan_in, fan_out), shape)
+
+
+class KaimingUniform(_Kaiming):
+    def draw(self, shape, fan_in, fan_out):
+        bound = math.sqrt(3.0) * self._std(fan_in, fan_out)
+        return generator().uniform(-bound, bound, shape)
+
+
+def zeros() -> Initializer:
+    """All zeros."""
+    return Constant(0.0)
+
+
+def ones() -> Initializer:
+    """All ones."""
+    return Constant(1.0)
+
+
+def constant(value) -> Initializer:
+    """Every entry equal to `value`. `ug.init.constant(0.1)((3,))` -> [0.1, 0.1, 0.1]."""
+    return Constant(value)
+
+
+def normal(mean=0.0, std=1.0) -> Initializer:
+    """N(mean, std**2). `ug.init.normal(std=0.01)((784, 10))`."""
+    return Normal(mean, std)
+
+
+def uniform(low=-1.0, high=1.0) -> Initializer:
+    """U[low, high). `ug.init.uniform(-0.1, 0.1)((10,))`."""
+    return Uniform(low, high)
+
+
+def xavier_normal(gain=1.0) -> Initializer:
+    """Glorot & Bengio: N(0, std**2) with std = gain * sqrt(2 / (fan_in + fan_out)).
+
+    >>> ug.init.xavier_normal()((2, 3, 3, 3))   # conv weight: fans 27 and 18
+    """
+    return XavierNormal(gain)
+
+
+def xavier_uniform(gain=1.0) -> Initializer:
+    """Glorot & Bengio: U[-b, b) with b = gain * sqrt(6 / (fan_in + fan_out))."""
+    return XavierUniform(gain)
+
+
+def kaiming_normal(negative_slope=0.0, mode="fan_in", nonlinearity="relu") -> Initializer:
+    """He et al.: N(0, std**2) with std = gain(nonlinearity) / sqrt(fan), fan by `mode`
+    (relu: std = sqrt(2 / fan_in))."""
+    return KaimingNormal(negative_slope, mode, nonlinearity)
+
+
+def kaiming_uniform(negative_slope=0.0, mode="fan_in", nonlinearity="relu") -> Initializer:
+    """He et al.: U[-b, b) with b = sqrt(3) * gain(nonlinearity) / sqrt(fan)."""
+    return KaimingUniform(negative_slope, mode, nonlinearity)

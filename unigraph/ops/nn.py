@@ -1,0 +1,390 @@
+"""Neural-network ops: activations, softmax, conv2d, pooling, cross-entropy.
+
+Images are NCHW. conv2d and the pools are written with NumPy window views
+(`sliding_window_view`): a [N, C, OH, OW, KH, KW] view of the padded input, one window per
+output position, contracted with the kernel or reduced.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from unigraph.errors import ShapeError
+from unigraph.ops._util import (
+    ACCUMULATING_TOLERANCE,
+    check_axis,
+    dims_conflict,
+    distinct,
+    fmt,
+    grad_for,
+    merge_dim,
+    nonzero,
+    normal,
+    require_float,
+    require_int,
+    require_rank,
+    require_same_dtype,
+)
+from unigraph.ops.base import OpDef, Sample, TensorSpec, register
+
+
+def _float_unary(name, compute, grad, doc, samples, tolerance=None):
+    """An op f(x, **attrs) of a float x; grad(g, x, out, **attrs) -> dx."""
+
+    def infer(x, **attrs):
+        require_float(name, "x", x)
+        if "axis" in attrs:
+            check_axis(name, x, attrs["axis"])
+        return x
+
+    def reference(x, **attrs):
+        return np.asarray(compute(x, **attrs)).astype(x.dtype, copy=False)
+
+    def vjp(g, inputs, out, **attrs):
+        return [grad_for(grad(g, inputs[0], out, **attrs), inputs[0])]
+
+    register(OpDef(name, infer, reference, vjp, doc, samples, tolerance=tolerance or {}))
+
+
+def _activation_samples(make):
+    return lambda rng: [Sample((make(rng, (3, 4)),)), Sample((make(rng, (2, 1, 5)) * 3,))]
+
+
+def _sigmoid(x):
+    # exp of -|x| only, so large |x| never overflows.
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
+
+
+_float_unary(
+    "relu", lambda x: np.maximum(x, 0), lambda g, x, out: np.where(x > 0, g, 0),
+    "max(x, 0) for floats. Gradient 1 where x > 0, else 0 (so 0 at x == 0).",
+    _activation_samples(nonzero),
+)
+_float_unary(
+    "sigmoid", _sigmoid, lambda g, x, out: g * out * (1 - out),
+    "1 / (1 + exp(-x)), computed without overflow for large |x|. Gradient s * (1 - s).",
+    _activation_samples(normal),
+)
+_float_unary(
+    "tanh", np.tanh, lambda g, x, out: g * (1 - out * out),
+    "Hyperbolic tangent. Gradient 1 - tanh(x)**2.",
+    _activation_samples(normal),
+)
+
+
+def _softmax(x, *, axis):
+    # Shifting by the max changes nothing mathematically and keeps exp from overflowing.
+    e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def _log_softmax(x, *, axis):
+    shifted = x - np.max(x, axis=axis, keepdims=True)
+    return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
+
+
+def _softmax_grad(g, x, out, *, axis):
+    return out * (g - np.sum(g * out, axis=axis, keepdims=True))
+
+
+def _log_softmax_grad(g, x, out, *, axis):
+    return g - np.exp(out) * np.sum(g, axis=axis, keepdims=True)
+
+
+def _axis_samples(rng):
+    return [
+        Sample((normal(rng, (3, 4)),), {"axis": 1}),
+        Sample((normal(rng, (2, 3, 4)) * 3,), {"axis": 0}),
+    ]
+
+
+_float_unary(
+    "softmax", _softmax, _softmax_grad,
+    "exp(x) / sum(exp(x)) along `axis`, computed as exp(x - max) / sum(exp(x - max)).",
+    _axis_samples, tolerance=ACCUMULATING_TOLERANCE,
+)
+_float_unary(
+    "log_softmax", _log_softmax, _log_softmax_grad,
+    "x - log(sum(exp(x))) along `axis`, computed with the max subtracted first.",
+    _axis_samples, tolerance=ACCUMULATING_TOLERANCE,
+)
+
+
+# --- conv2d and pooling ---------------------------------------------------------------------
+
+
+def _check_pairs(op, **pairs):
+    """Each attr is a pair of ints: stride and dilation >= 1, padding and kernel as named."""
+    lowest = {"stride": 1, "dilation": 1, "kernel": 1, "padding": 0}
+    for name, pair in pairs.items():
+        ok = len(pair) == 2 and all(isinstance(v, (int, np.integer)) for v in pair)
+        if not ok or min(pair) < lowest[name]:
+            raise ShapeError(f"{op}: {name} is {pair!r}; pass two ints >= {lowest[name]}")
+
+
+def _out_size(op, x, dim, window, stride, padding):
+    """Output length along spatial `dim` (2 or 3) of x; None if that dim is unknown."""
+    size = x.shape[dim]
+    if size is None:
+        return None
+    if size + 2 * padding < window:
+        raise ShapeError(
+            f"{op}: the window ({window} along dim {dim}) is bigger than the padded input: "
+            f"x is {fmt(x)}, padded to {size + 2 * padding} (use a smaller kernel or dilation, "
+            "or more padding)"
+        )
+    return (size + 2 * padding - window) // stride + 1
+
+
+def _pad(x, padding, value):
+    ph, pw = padding
+    return np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=value)
+
+
+def _windows(xp, kernel, stride, dilation=(1, 1)):
+    """[N, C, OH, OW, KH, KW] view of the padded input xp: one window per output position."""
+    (kh, kw), (sh, sw), (dh, dw) = kernel, stride, dilation
+    spans = (dh * (kh - 1) + 1, dw * (kw - 1) + 1)
+    view = sliding_window_view(xp, spans, axis=(2, 3))
+    return view[:, :, ::sh, ::sw, ::dh, ::dw]
+
+
+def _scatter_windows(dxp, contributions, stride, dilation=(1, 1)):
+    """Add contributions [N, C, OH, OW, KH, KW] back onto the padded input positions their
+    windows read: the adjoint of `_windows`. One strided add per kernel offset."""
+    _, _, oh, ow, kh, kw = contributions.shape
+    (sh, sw), (dh, dw) = stride, dilation
+    for i in range(kh):
+        for j in range(kw):
+            rows = slice(i * dh, i * dh + sh * (oh - 1) + 1, sh)
+            cols = slice(j * dw, j * dw + sw * (ow - 1) + 1, sw)
+            dxp[:, :, rows, cols] += contributions[:, :, :, :, i, j]
+    return dxp
+
+
+def _crop(dxp, padding, shape):
+    ph, pw = padding
+    return dxp[:, :, ph: ph + shape[2], pw: pw + shape[3]]
+
+
+def _conv2d_infer(x, w, *, stride, padding, dilation, groups):
+    require_rank("conv2d", "x", x, 4, "NCHW")
+    require_rank("conv2d", "w", w, 4, "[O, C/groups, KH, KW]")
+    require_float("conv2d", "x", x)
+    dtype = require_same_dtype("conv2d", {"x": x, "w": w})
+    _check_pairs("conv2d", stride=stride, padding=padding, dilation=dilation)
+    if not isinstance(groups, (int, np.integer)) or groups < 1:
+        raise ShapeError(f"conv2d: groups is {groups!r}; pass an int >= 1")
+    in_channels = None if w.shape[1] is None else w.shape[1] * groups
+    if dims_conflict(x.shape[1], in_channels):
+        raise ShapeError(
+            f"conv2d: x has {x.shape[1]} channels but w expects {in_channels} "
+            f"(w.shape[1] * groups = {w.shape[1]} * {groups}): x is {fmt(x)}, w is {fmt(w)} "
+            "(w must be [O, C/groups, KH, KW] for NCHW x)"
+        )
+    if w.shape[0] is not None and w.shape[0] % groups:
+        raise ShapeError(
+            f"conv2d: w is {fmt(w)}, but its {w.shape[0]} output channels do not split into "
+            f"{groups} groups (O must be a multiple of groups)"
+        )
+    spatial = []
+    for k in range(2):
+        kernel = w.shape[2 + k]
+        window = None if kernel is None else dilation[k] * (kernel - 1) + 1
+        if window is None:
+            spatial.append(None)
+        else:
+            spatial.append(_out_size("conv2d", x, 2 + k, window, stride[k], padding[k]))
+    return TensorSpec((x.shape[0], w.shape[0], *spatial), dtype)
+
+
+def _grouped(x, w, groups):
+    """x windows [N, C, ...] -> [N, G, C/G, ...]; w [O, ...] -> [G, O/G, ...]."""
+    return (
+        x.reshape((x.shape[0], groups, x.shape[1] // groups) + x.shape[2:]),
+        w.reshape((groups, w.shape[0] // groups) + w.shape[1:]),
+    )
+
+
+def _conv2d_reference(x, w, *, stride, padding, dilation, groups):
+    win = _windows(_pad(x, padding, 0), w.shape[2:], stride, dilation)
+    win_g, w_g = _grouped(win, w, groups)
+    out = np.einsum("ngcyxij,gocij->ngoyx", win_g, w_g, optimize=True)
+    n, _, _, oh, ow = out.shape
+    return out.reshape(n, w.shape[0], oh, ow).astype(x.dtype, copy=False)
+
+
+def _conv2d_vjp(g, inputs, out, *, stride, padding, dilation, groups):
+    x, w = inputs
+    xp = _pad(x, padding, 0)
+    win_g, w_g = _grouped(_windows(xp, w.shape[2:], stride, dilation), w, groups)
+    n, o, oh, ow = g.shape
+    g_g = g.reshape(n, groups, o // groups, oh, ow)
+    dw = np.einsum("ngcyxij,ngoyx->gocij", win_g, g_g, optimize=True).reshape(w.shape)
+    dwin = np.einsum("ngoyx,gocij->ngcyxij", g_g, w_g, optimize=True)
+    dwin = dwin.reshape((n, x.shape[1]) + dwin.shape[3:])
+    dxp = _scatter_windows(np.zeros_like(xp), dwin, stride, dilation)
+    return [grad_for(_crop(dxp, padding, x.shape), x), grad_for(dw, w)]
+
+
+def _conv2d_attrs(stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
+    return {"stride": stride, "padding": padding, "dilation": dilation, "groups": groups}
+
+
+register(OpDef(
+    name="conv2d",
+    infer=_conv2d_infer,
+    reference=_conv2d_reference,
+    vjp=_conv2d_vjp,
+    doc="2-D cross-correlation (no kernel flip, as in every framework) of NCHW x with "
+        "w [O, C/groups, KH, KW]: out[n, o, y, x] = sum over c, i, j of "
+        "xpad[n, g*C/G + c, y*sh + i*dh, x*sw + j*dw] * w[o, c, i, j], where g is o's group. "
+        "Symmetric zero padding; no bias (add it).",
+    samples=lambda rng: [
+        Sample((normal(rng, (2, 3, 5, 5)), normal(rng, (4, 3, 3, 3))), _conv2d_attrs()),
+        Sample(
+            (normal(rng, (1, 4, 6, 5)), normal(rng, (6, 2, 3, 2))),
+            _conv2d_attrs(stride=(2, 1), padding=(1, 2), groups=2),
+        ),
+        Sample(
+            (normal(rng, (1, 2, 7, 7)), normal(rng, (2, 1, 3, 3))),
+            _conv2d_attrs(stride=(1, 2), padding=(2, 1), dilation=(2, 2), groups=2),
+        ),
+    ],
+    tolerance=ACCUMULATING_TOLERANCE,  # each output sums C/groups * KH * KW products
+))
+
+
+def _pool_infer(op):
+    def infer(x, *, kernel, stride, padding):
+        require_rank(op, "x", x, 4, "NCHW")
+        require_float(op, "x", x)
+        _check_pairs(op, kernel=kernel, stride=stride, padding=padding)
+        if any(p > k // 2 for p, k in zip(padding, kernel, strict=True)):
+            # A window made only of padding has no maximum (and PyTorch and Paddle refuse it).
+            raise ShapeError(
+                f"{op}: padding {padding} is more than half the kernel {kernel} for x "
+                f"{fmt(x)} (use padding <= kernel // 2)"
+            )
+        spatial = [_out_size(op, x, 2 + k, kernel[k], stride[k], padding[k]) for k in range(2)]
+        return TensorSpec((x.shape[0], x.shape[1], *spatial), x.dtype)
+
+    return infer
+
+
+def _max_pool_reference(x, *, kernel, stride, padding):
+    win = _windows(_pad(x, padding, -np.inf), kernel, stride)
+    return win.max(axis=(-2, -1)).astype(x.dtype, copy=False)
+
+
+def _max_pool_vjp(g, inputs, out, *, kernel, stride, padding):
+    (x,) = inputs
+    xp = _pad(x, padding, -np.inf)
+    win = _windows(xp, kernel, stride)
+    # The first maximum of each window, in row-major order inside the window, gets it all.
+    first = win.reshape(win.shape[:4] + (-1,)).argmax(axis=-1)
+    n, c, oy, ox = np.indices(g.shape, sparse=True)
+    rows = oy * stride[0] + first // kernel[1]
+    cols = ox * stride[1] + first % kernel[1]
+    dxp = np.zeros_like(xp)
+    np.add.at(dxp, (n, c, rows, cols), g)  # overlapping windows may pick one element twice
+    return [grad_for(_crop(dxp, padding, x.shape), x)]
+
+
+def _pool_attrs(kernel, stride, padding=(0, 0)):
+    return {"kernel": kernel, "stride": stride, "padding": padding}
+
+
+register(OpDef(
+    name="max_pool2d",
+    infer=_pool_infer("max_pool2d"),
+    reference=_max_pool_reference,
+    vjp=_max_pool_vjp,
+    doc="Maximum over each kh x kw window of NCHW x, padded with -inf (padding <= kernel // "
+        "2). The gradient of each window goes only to its FIRST maximal element in row-major "
+        "order; overlapping windows add up.",
+    samples=lambda rng: [
+        Sample((distinct(rng, (1, 2, 4, 6)),), _pool_attrs((2, 2), (2, 2))),
+        Sample((distinct(rng, (2, 1, 5, 6)),), _pool_attrs((3, 3), (2, 1), (1, 1))),
+        Sample((distinct(rng, (1, 1, 5, 5)),), _pool_attrs((3, 2), (1, 2), (1, 0))),
+    ],
+))
+
+
+def _avg_pool_reference(x, *, kernel, stride, padding):
+    win = _windows(_pad(x, padding, 0), kernel, stride)
+    return (win.sum(axis=(-2, -1)) / (kernel[0] * kernel[1])).astype(x.dtype, copy=False)
+
+
+def _avg_pool_vjp(g, inputs, out, *, kernel, stride, padding):
+    (x,) = inputs
+    xp = _pad(x, padding, 0)
+    share = g / (kernel[0] * kernel[1])
+    spread = np.broadcast_to(share[..., None, None], g.shape + tuple(kernel))
+    dxp = _scatter_windows(np.zeros_like(xp), spread, stride)
+    return [grad_for(_crop(dxp, padding, x.shape), x)]
+
+
+register(OpDef(
+    name="avg_pool2d",
+    infer=_pool_infer("avg_pool2d"),
+    reference=_avg_pool_reference,
+    vjp=_avg_pool_vjp,
+    doc="Mean over each kh x kw window of NCHW x, padded with zeros that COUNT: every window "
+        "divides by kh * kw, also at the border (PyTorch's count_include_pad=True; "
+        "TensorFlow's SAME pooling and Paddle's exclusive=True divide by fewer).",
+    samples=lambda rng: [
+        Sample((normal(rng, (1, 2, 4, 6)),), _pool_attrs((2, 2), (2, 2))),
+        Sample((normal(rng, (2, 1, 5, 6)),), _pool_attrs((3, 3), (2, 1), (1, 1))),
+    ],
+))
+
+
+def _cross_entropy_infer(logits, labels):
+    op = "sparse_softmax_cross_entropy"
+    require_rank(op, "logits", logits, 2, "[N, C]")
+    require_rank(op, "labels", labels, 1, "[N]")
+    require_float(op, "logits", logits)
+    require_int(op, "labels", labels)
+    if dims_conflict(logits.shape[0], labels.shape[0]):
+        raise ShapeError(
+            f"{op}: logits is {fmt(logits)} but labels is {fmt(labels)} (one label per row)"
+        )
+    return TensorSpec((merge_dim(logits.shape[0], labels.shape[0]),), logits.dtype)
+
+
+def _cross_entropy_reference(logits, labels):
+    classes = logits.shape[1]
+    if labels.size and (labels.min() < 0 or labels.max() >= classes):
+        raise IndexError(
+            f"sparse_softmax_cross_entropy: labels must lie in [0, {classes}); got values "
+            f"from {labels.min()} to {labels.max()}"
+        )
+    log_p = _log_softmax(logits, axis=1)
+    return (-log_p[np.arange(len(labels)), labels]).astype(logits.dtype, copy=False)
+
+
+def _cross_entropy_vjp(g, inputs, out):
+    logits, labels = inputs
+    d_logits = _softmax(logits, axis=1)
+    d_logits[np.arange(len(labels)), labels] -= 1
+    return [grad_for(d_logits * g[:, None], logits), None]
+
+
+register(OpDef(
+    name="sparse_softmax_cross_entropy",
+    infer=_cross_entropy_infer,
+    reference=_cross_entropy_reference,
+    vjp=_cross_entropy_vjp,
+    doc="Per-row loss -log_softmax(logits)[n, labels[n]], shape [N], no reduction (take "
+        "the mean yourself). Labels must lie in [0, C). Gradient softmax - one_hot(labels) "
+        "for logits; labels have none.",
+    samples=lambda rng: [
+        Sample((normal(rng, (4, 3)), np.array([0, 2, 1, 2]))),
+        Sample((normal(rng, (2, 5)) * 3, np.array([4, 0], dtype=np.int32))),
+    ],
+    tolerance=ACCUMULATING_TOLERANCE,
+    differentiable_inputs=(0,),
+))

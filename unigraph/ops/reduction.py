@@ -1,0 +1,185 @@
+"""Reductions: sum mean max min over a tuple of axes (None: all), and argmax over one axis."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from unigraph.errors import ShapeError
+from unigraph.ops._util import (
+    ACCUMULATING_TOLERANCE,
+    NUMERIC_DTYPES,
+    check_axis,
+    distinct,
+    expand_reduced,
+    fmt,
+    grad_for,
+    normal,
+    reduced_axes,
+    require_dtype,
+    require_float,
+    require_numeric,
+)
+from unigraph.ops.base import OpDef, Sample, TensorSpec, register
+
+
+def _reduced_shape(op, x, axis, keepdims, need_nonempty=False):
+    if axis is not None:
+        if not isinstance(axis, tuple):
+            raise ShapeError(f"{op}: axis is {axis!r}; pass a tuple of ints or None")
+        for a in axis:
+            check_axis(op, x, a)
+        if len(set(axis)) != len(axis):
+            raise ShapeError(f"{op}: axis {axis} repeats an axis of {fmt(x)}")
+    axes = reduced_axes(axis, len(x.shape))
+    if need_nonempty and any(x.shape[a] == 0 for a in axes):
+        raise ShapeError(f"{op}: reducing {fmt(x)} over axis {axis} has no elements to compare")
+    if keepdims:
+        return tuple(1 if i in axes else d for i, d in enumerate(x.shape))
+    return tuple(d for i, d in enumerate(x.shape) if i not in axes)
+
+
+def _first_extreme_mask(x, axis, pick):
+    """Bool mask, True at the first element (row-major) that `pick` (np.argmax or
+    np.argmin) finds in each reduced slice: where ties go in max/min gradients."""
+    axes = reduced_axes(axis, x.ndim)
+    kept = [i for i in range(x.ndim) if i not in axes]
+    moved = np.transpose(x, kept + list(axes))
+    flat = moved.reshape(moved.shape[: len(kept)] + (-1,))
+    mask = np.zeros(flat.shape, dtype=bool)
+    np.put_along_axis(mask, pick(flat, axis=-1)[..., None], True, axis=-1)
+    return np.transpose(mask.reshape(moved.shape), np.argsort(kept + list(axes)))
+
+
+def _reduction_samples(make):
+    def samples(rng):
+        return [
+            Sample((make(rng, (3, 4)),), {"axis": None, "keepdims": False}),
+            Sample((make(rng, (2, 3, 4)),), {"axis": (0, 2), "keepdims": True}),
+            Sample((make(rng, (2, 3, 4)),), {"axis": (1,), "keepdims": False}),
+        ]
+
+    return samples
+
+
+def _sum_infer(x, *, axis, keepdims):
+    require_numeric("sum", "x", x)
+    return TensorSpec(_reduced_shape("sum", x, axis, keepdims), x.dtype)
+
+
+def _sum_vjp(g, inputs, out, *, axis, keepdims):
+    (x,) = inputs
+    return [grad_for(np.broadcast_to(expand_reduced(g, axis, x.ndim, keepdims), x.shape), x)]
+
+
+def _sum_samples(rng):
+    # One long reduction, so the accumulating tolerance gets exercised. Positive values of
+    # about 1e-3 keep the sum (~55) well inside float16's range.
+    long = rng.uniform(0.1, 1.0, 100_000) * 1e-3
+    ints = rng.integers(-5, 5, (3, 4)).astype(np.int32)
+    int_sample = Sample((ints,), {"axis": (1,), "keepdims": False})
+    long_sample = Sample((long,), {"axis": None, "keepdims": False})
+    # The long sample already covers axis=None.
+    return _reduction_samples(normal)(rng)[1:] + [long_sample, int_sample]
+
+
+register(OpDef(
+    name="sum",
+    infer=_sum_infer,
+    reference=lambda x, *, axis, keepdims: np.asarray(
+        np.sum(x, axis=axis, keepdims=keepdims, dtype=x.dtype)
+    ),
+    vjp=_sum_vjp,
+    doc="Sum of x over `axis` (a tuple; None: all). Unlike NumPy the result keeps x's dtype: "
+        "int32 stays int32 (and wraps on overflow) where NumPy widens it to int64, and bools "
+        "are refused (cast them first).",
+    samples=_sum_samples,
+    tolerance=ACCUMULATING_TOLERANCE,
+))
+
+
+def _mean_infer(x, *, axis, keepdims):
+    require_float("mean", "x", x)
+    return TensorSpec(_reduced_shape("mean", x, axis, keepdims), x.dtype)
+
+
+def _mean_reference(x, *, axis, keepdims):
+    # NumPy accumulates a float16 mean in float32; the result is cast back to x's dtype.
+    return np.asarray(np.mean(x, axis=axis, keepdims=keepdims)).astype(x.dtype, copy=False)
+
+
+def _mean_vjp(g, inputs, out, *, axis, keepdims):
+    (x,) = inputs
+    count = int(np.prod([x.shape[a] for a in reduced_axes(axis, x.ndim)], dtype=np.int64))
+    spread = np.broadcast_to(expand_reduced(g, axis, x.ndim, keepdims), x.shape)
+    return [grad_for(spread / count, x)]
+
+
+register(OpDef(
+    name="mean",
+    infer=_mean_infer,
+    reference=_mean_reference,
+    vjp=_mean_vjp,
+    doc="Mean of a floating x over `axis` (a tuple; None: all): sum / count. NaN over an "
+        "empty axis. Cast ints first (NumPy would return float64).",
+    samples=_reduction_samples(normal),
+    tolerance=ACCUMULATING_TOLERANCE,
+))
+
+
+def _extreme(name, np_fn, pick, word):
+    def infer(x, *, axis, keepdims):
+        require_numeric(name, "x", x)
+        return TensorSpec(_reduced_shape(name, x, axis, keepdims, need_nonempty=True), x.dtype)
+
+    def reference(x, *, axis, keepdims):
+        return np.asarray(np_fn(x, axis=axis, keepdims=keepdims)).astype(x.dtype, copy=False)
+
+    def vjp(g, inputs, out, *, axis, keepdims):
+        (x,) = inputs
+        spread = np.broadcast_to(expand_reduced(g, axis, x.ndim, keepdims), x.shape)
+        return [grad_for(np.where(_first_extreme_mask(x, axis, pick), spread, 0), x)]
+
+    register(OpDef(
+        name=name,
+        infer=infer,
+        reference=reference,
+        vjp=vjp,
+        doc=f"{word.capitalize()} of x over `axis` (a tuple; None: all); NaN if the slice holds "
+            f"a NaN. The gradient goes only to the FIRST {word} element of each slice (in "
+            f"row-major order over the reduced axes), not shared among ties.",
+        samples=_reduction_samples(distinct),
+    ))
+
+
+_extreme("max", np.max, np.argmax, "maximal")
+_extreme("min", np.min, np.argmin, "minimal")
+
+
+def _argmax_infer(x, *, axis, keepdims):
+    require_dtype("argmax", "x", x, NUMERIC_DTYPES, "use cast(x, 'int32') first")
+    check_axis("argmax", x, axis)
+    if x.shape[axis] == 0:
+        raise ShapeError(f"argmax: axis {axis} of {fmt(x)} is empty; there is no maximum")
+    return TensorSpec(_reduced_shape("argmax", x, (axis,), keepdims), "int64")
+
+
+def _argmax_samples(rng):
+    ties = np.array([[1.0, 3.0, 3.0], [2.0, 2.0, 0.0]])  # first maximum wins: [1, 0]
+    return [
+        Sample((distinct(rng, (3, 4)),), {"axis": 1, "keepdims": False}),
+        Sample((distinct(rng, (2, 3, 4)),), {"axis": 0, "keepdims": True}),
+        Sample((ties,), {"axis": 1, "keepdims": False}),
+    ]
+
+
+register(OpDef(
+    name="argmax",
+    infer=_argmax_infer,
+    reference=lambda x, *, axis, keepdims: np.asarray(
+        np.argmax(x, axis=axis, keepdims=keepdims), dtype=np.int64
+    ),
+    vjp=None,
+    doc="Index (int64) of the maximum of x along one `axis`; among ties the first wins, and "
+        "a NaN counts as the maximum.",
+    samples=_argmax_samples,
+))

@@ -1,0 +1,368 @@
+"""Shape ops: they move, copy or pick elements, and never change a value.
+
+Attrs arrive normalised by the frontend: non-negative axes, no -1 in `reshape`, resolved
+and clamped `slice` bounds with positive strides.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from unigraph.errors import ShapeError
+from unigraph.ops._util import (
+    check_axis,
+    dims_conflict,
+    fmt,
+    grad_for,
+    is_float,
+    merge_dim,
+    normal,
+    require_dtype_name,
+    require_int,
+    require_same_dtype,
+    unbroadcast,
+)
+from unigraph.ops.base import OpDef, Sample, TensorSpec, register
+
+
+def _size(shape):
+    """Number of elements, or None if a dim is unknown."""
+    return None if None in shape else int(np.prod(shape, dtype=np.int64))
+
+
+def _reshape_infer(x, *, shape):
+    shape = tuple(shape)
+    if any(d is None or d < 0 for d in shape):
+        raise ShapeError(f"reshape: target shape {shape} must hold known sizes >= 0 (no -1)")
+    if _size(x.shape) is not None and _size(x.shape) != _size(shape):
+        raise ShapeError(
+            f"reshape: cannot reshape {fmt(x)} ({_size(x.shape)} elements) to {list(shape)} "
+            f"({_size(shape)} elements); the number of elements must stay the same"
+        )
+    return TensorSpec(shape, x.dtype)
+
+
+register(OpDef(
+    name="reshape",
+    infer=_reshape_infer,
+    reference=lambda x, *, shape: np.reshape(x, shape),
+    vjp=lambda g, inputs, out, *, shape: [grad_for(g.reshape(inputs[0].shape), inputs[0])],
+    doc="The elements of x in row-major order, laid out as `shape` (no -1: the frontend "
+        "resolves it).",
+    samples=lambda rng: [
+        Sample((normal(rng, (2, 6)),), {"shape": (3, 4)}),
+        Sample((normal(rng, (2, 3, 4)),), {"shape": (24,)}),
+        Sample((normal(rng, (5,)),), {"shape": (1, 5, 1)}),
+    ],
+))
+
+
+def _transpose_infer(x, *, perm):
+    if sorted(perm) != list(range(len(x.shape))):
+        raise ShapeError(
+            f"transpose: perm {tuple(perm)} is not a permutation of the {len(x.shape)} axes "
+            f"of {fmt(x)} (list each of 0..{len(x.shape) - 1} once)"
+        )
+    return TensorSpec(tuple(x.shape[p] for p in perm), x.dtype)
+
+
+register(OpDef(
+    name="transpose",
+    infer=_transpose_infer,
+    reference=lambda x, *, perm: np.transpose(x, perm),
+    vjp=lambda g, inputs, out, *, perm: [
+        grad_for(np.transpose(g, np.argsort(perm)), inputs[0])
+    ],
+    doc="x with its axes reordered: output axis i is input axis perm[i].",
+    samples=lambda rng: [
+        Sample((normal(rng, (3, 4)),), {"perm": (1, 0)}),
+        Sample((normal(rng, (2, 3, 4)),), {"perm": (2, 0, 1)}),
+    ],
+))
+
+
+def _named(specs):
+    return {f"xs[{i}]": spec for i, spec in enumerate(specs)}
+
+
+def _concat_infer(*xs, axis):
+    if not xs:
+        raise ShapeError("concat: needs at least one tensor")
+    dtype = require_same_dtype("concat", _named(xs))
+    check_axis("concat", xs[0], axis)
+    shape = list(xs[0].shape)
+    shape[axis] = 0
+    for spec in xs:
+        mismatch = len(spec.shape) != len(shape) or any(
+            dims_conflict(d, shape[i]) for i, d in enumerate(spec.shape) if i != axis
+        )
+        if mismatch:
+            listed = ", ".join(fmt(s) for s in xs)
+            raise ShapeError(
+                f"concat: shapes {listed} differ outside axis {axis} (all dims but the "
+                "concatenated one must match)"
+            )
+        for i, d in enumerate(spec.shape):
+            if i == axis:
+                shape[i] = None if d is None or shape[i] is None else shape[i] + d
+            else:
+                shape[i] = merge_dim(shape[i], d)
+    return TensorSpec(tuple(shape), dtype)
+
+
+def _concat_vjp(g, inputs, out, *, axis):
+    bounds = np.cumsum([x.shape[axis] for x in inputs])[:-1]
+    parts = np.split(g, bounds, axis=axis)
+    return [grad_for(part, x) for part, x in zip(parts, inputs, strict=True)]
+
+
+register(OpDef(
+    name="concat",
+    infer=_concat_infer,
+    reference=lambda *xs, axis: np.concatenate(xs, axis=axis),
+    vjp=_concat_vjp,
+    doc="The tensors joined along an existing `axis`; every other dim must match.",
+    samples=lambda rng: [
+        Sample((normal(rng, (2, 3)), normal(rng, (4, 3))), {"axis": 0}),
+        Sample((normal(rng, (2, 1)), normal(rng, (2, 3)), normal(rng, (2, 2))), {"axis": 1}),
+        Sample((normal(rng, (3,)),), {"axis": 0}),
+    ],
+))
+
+
+def _stack_infer(*xs, axis):
+    if not xs:
+        raise ShapeError("stack: needs at least one tensor")
+    dtype = require_same_dtype("stack", _named(xs))
+    shape = list(xs[0].shape)
+    check_axis("stack", xs[0], axis, rank=len(shape) + 1)
+    for spec in xs:
+        if len(spec.shape) != len(shape) or any(map(dims_conflict, spec.shape, shape)):
+            listed = ", ".join(fmt(s) for s in xs)
+            raise ShapeError(f"stack: shapes {listed} differ (stack needs equal shapes)")
+        shape = [merge_dim(a, b) for a, b in zip(shape, spec.shape, strict=True)]
+    shape.insert(axis, len(xs))
+    return TensorSpec(tuple(shape), dtype)
+
+
+def _stack_vjp(g, inputs, out, *, axis):
+    return [grad_for(np.take(g, i, axis=axis), x) for i, x in enumerate(inputs)]
+
+
+register(OpDef(
+    name="stack",
+    infer=_stack_infer,
+    reference=lambda *xs, axis: np.stack(xs, axis=axis),
+    vjp=_stack_vjp,
+    doc="Equal-shaped tensors joined along a new `axis` (0 <= axis <= rank).",
+    samples=lambda rng: [
+        Sample((normal(rng, (2, 3)), normal(rng, (2, 3))), {"axis": 0}),
+        Sample((normal(rng, (2, 3)), normal(rng, (2, 3)), normal(rng, (2, 3))), {"axis": 2}),
+    ],
+))
+
+
+def _squeeze_infer(x, *, axis):
+    for a in axis:
+        check_axis("squeeze", x, a)
+        if x.shape[a] not in (1, None):
+            raise ShapeError(
+                f"squeeze: axis {a} of {fmt(x)} has size {x.shape[a]}, not 1 (only size-1 "
+                "axes can be squeezed)"
+            )
+    return TensorSpec(tuple(d for i, d in enumerate(x.shape) if i not in axis), x.dtype)
+
+
+register(OpDef(
+    name="squeeze",
+    infer=_squeeze_infer,
+    reference=lambda x, *, axis: np.squeeze(x, axis=axis),
+    vjp=lambda g, inputs, out, *, axis: [grad_for(g.reshape(inputs[0].shape), inputs[0])],
+    doc="x without the size-1 axes listed in `axis` (a tuple; every listed axis must be 1).",
+    samples=lambda rng: [
+        Sample((normal(rng, (1, 3, 1)),), {"axis": (0, 2)}),
+        Sample((normal(rng, (2, 1, 3)),), {"axis": (1,)}),
+    ],
+))
+
+
+def _expand_dims_infer(x, *, axis):
+    check_axis("expand_dims", x, axis, rank=len(x.shape) + 1)
+    return TensorSpec(x.shape[:axis] + (1,) + x.shape[axis:], x.dtype)
+
+
+register(OpDef(
+    name="expand_dims",
+    infer=_expand_dims_infer,
+    reference=lambda x, *, axis: np.expand_dims(x, axis),
+    vjp=lambda g, inputs, out, *, axis: [grad_for(g.reshape(inputs[0].shape), inputs[0])],
+    doc="x with a new size-1 axis at position `axis` (0 <= axis <= rank).",
+    samples=lambda rng: [
+        Sample((normal(rng, (2, 3)),), {"axis": 0}),
+        Sample((normal(rng, (2, 3)),), {"axis": 2}),
+    ],
+))
+
+
+def _broadcast_to_infer(x, *, shape):
+    shape = tuple(shape)
+    offset = len(shape) - len(x.shape)
+    bad = offset < 0 or any(
+        d != 1 and dims_conflict(d, shape[offset + i]) for i, d in enumerate(x.shape)
+    )
+    if bad:
+        raise ShapeError(
+            f"broadcast_to: cannot broadcast {fmt(x)} to {list(shape)} (each dim of x, aligned "
+            "from the right, must be 1 or equal the target's)"
+        )
+    return TensorSpec(shape, x.dtype)
+
+
+register(OpDef(
+    name="broadcast_to",
+    infer=_broadcast_to_infer,
+    # A copy, not NumPy's read-only view: a result must be an ordinary array.
+    reference=lambda x, *, shape: np.array(np.broadcast_to(x, shape)),
+    vjp=lambda g, inputs, out, *, shape: [grad_for(unbroadcast(g, inputs[0].shape), inputs[0])],
+    doc="x repeated along new leading axes and along its size-1 axes to `shape` "
+        "(NumPy broadcasting). Gradient: summed back over the repeats.",
+    samples=lambda rng: [
+        Sample((normal(rng, (3, 1)),), {"shape": (2, 3, 4)}),
+        Sample((normal(rng, (4,)),), {"shape": (3, 4)}),
+    ],
+))
+
+
+def _slice_infer(x, *, begin, end, stride):
+    rank = len(x.shape)
+    if not len(begin) == len(end) == len(stride) == rank:
+        raise ShapeError(
+            f"slice: begin {tuple(begin)}, end {tuple(end)} and stride {tuple(stride)} need "
+            f"one entry per dim of {fmt(x)}"
+        )
+    shape = []
+    for i, (b, e, s, d) in enumerate(zip(begin, end, stride, x.shape, strict=True)):
+        if s <= 0 or b < 0 or e < 0 or (d is not None and (b > d or e > d)):
+            raise ShapeError(
+                f"slice: dim {i} of {fmt(x)} cannot take begin={b}, end={e}, stride={s} "
+                "(bounds must be clamped to 0..size and strides positive; the frontend "
+                "normally does this)"
+            )
+        shape.append(max(0, -(-(e - b) // s)))
+    return TensorSpec(tuple(shape), x.dtype)
+
+
+def _slice_index(begin, end, stride):
+    return tuple(slice(b, e, s) for b, e, s in zip(begin, end, stride, strict=True))
+
+
+def _slice_vjp(g, inputs, out, *, begin, end, stride):
+    (x,) = inputs
+    dx = np.zeros_like(x)
+    dx[_slice_index(begin, end, stride)] = g
+    return [grad_for(dx, x)]
+
+
+register(OpDef(
+    name="slice",
+    infer=_slice_infer,
+    reference=lambda x, *, begin, end, stride: x[_slice_index(begin, end, stride)].copy(),
+    vjp=_slice_vjp,
+    doc="x[begin[0]:end[0]:stride[0], ...], one (begin, end, stride) per dim; the frontend "
+        "resolves negative bounds and clamps them, and strides are positive.",
+    samples=lambda rng: [
+        Sample((normal(rng, (5, 6)),), {"begin": (1, 0), "end": (4, 6), "stride": (1, 2)}),
+        Sample((normal(rng, (3, 4, 5)),), {"begin": (0, 1, 4), "end": (3, 3, 5),
+                                            "stride": (2, 1, 1)}),
+        Sample((normal(rng, (4,)),), {"begin": (3,), "end": (1,), "stride": (1,)}),
+    ],
+))
+
+
+def _take_infer(x, indices, *, axis):
+    require_int("take", "indices", indices)
+    check_axis("take", x, axis)
+    return TensorSpec(x.shape[:axis] + indices.shape + x.shape[axis + 1:], x.dtype)
+
+
+def _take_reference(x, indices, *, axis):
+    size = x.shape[axis]
+    if indices.size and (indices.min() < 0 or indices.max() >= size):
+        # NumPy would wrap negative indices; backends disagree there, so we refuse them.
+        raise IndexError(
+            f"take: indices must lie in [0, {size}) for axis {axis} of a {x.shape} tensor; "
+            f"got values from {indices.min()} to {indices.max()}"
+        )
+    return np.take(x, indices, axis=axis)
+
+
+def _take_vjp(g, inputs, out, *, axis):
+    x, indices = inputs
+    if not is_float(x.dtype):
+        return [None, None]
+    dx = np.zeros_like(x)
+    # Put the indices' dims of g first, to line up with axis `axis` of dx moved first;
+    # add.at sums over repeated indices.
+    index_dims = range(axis, axis + indices.ndim)
+    g_moved = np.moveaxis(g, list(index_dims), list(range(indices.ndim)))
+    np.add.at(np.moveaxis(dx, axis, 0), indices, g_moved)
+    return [dx, None]
+
+
+register(OpDef(
+    name="take",
+    infer=_take_infer,
+    reference=_take_reference,
+    vjp=_take_vjp,
+    doc="Gather along `axis`: out[..., i, ...] = x[..., indices[i], ...], with indices' shape "
+        "in place of the axis. Indices (int32/int64) must lie in [0, n): unlike NumPy, "
+        "negative indices are an error. Repeated indices sum their gradients.",
+    samples=lambda rng: [
+        Sample((normal(rng, (5, 3)), np.array([4, 0, 2, 0])), {"axis": 0}),
+        Sample((normal(rng, (2, 4, 3)), np.array([[1, 3], [3, 3]], dtype=np.int32)), {"axis": 1}),
+        Sample((normal(rng, (2, 3)), np.array(2)), {"axis": 1}),
+    ],
+    differentiable_inputs=(0,),
+))
+
+
+def _one_hot_infer(indices, *, depth, dtype):
+    require_int("one_hot", "indices", indices)
+    if depth < 0:
+        raise ShapeError(f"one_hot: depth is {depth}; it must be >= 0")
+    return TensorSpec(indices.shape + (depth,), require_dtype_name("one_hot", dtype))
+
+
+register(OpDef(
+    name="one_hot",
+    infer=_one_hot_infer,
+    reference=lambda indices, *, depth, dtype: (
+        indices[..., None] == np.arange(depth)
+    ).astype(dtype),
+    vjp=None,
+    doc="out[..., j] = 1 where indices[...] == j else 0, in `dtype`, with a new last axis of "
+        "size `depth`. An index outside [0, depth) gives a row of zeros (as TensorFlow and "
+        "JAX; PyTorch raises).",
+    samples=lambda rng: [
+        Sample((np.array([0, 2, 1, 2]),), {"depth": 3, "dtype": "float32"}),
+        Sample((np.array([[1, 0], [3, 5]], dtype=np.int32),), {"depth": 4, "dtype": "int64"}),
+    ],
+))
+
+
+def _constant_infer(*, value):
+    value = np.asarray(value)
+    return TensorSpec(value.shape, require_dtype_name("constant", value.dtype))
+
+
+register(OpDef(
+    name="constant",
+    infer=_constant_infer,
+    reference=lambda *, value: np.array(value),
+    vjp=None,
+    doc="The array `value` (a copy, so nothing downstream can change the attr).",
+    samples=lambda rng: [
+        Sample((), {"value": normal(rng, (2, 3))}),
+        Sample((), {"value": np.array(3, dtype=np.int32)}),
+    ],
+))
