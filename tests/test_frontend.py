@@ -182,3 +182,12 @@ def test_dict_loop_vars_and_nested_control_flow():
     for mode in MODES:
         with ug.use_backend("numpy", mode):
             assert fn()["total"].item() == 0 + 1 + 2 + 3 + 4
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_numpy_second_order_gradient_is_refused_not_wrong(mode):
+    from unigraph.errors import UnigraphError
+
+    second = ug.grad(ug.grad(lambda x: x * x * x))
+    with ug.use_backend("numpy", mode), pytest.raises(UnigraphError, match="second order"):
+        second(1.5)

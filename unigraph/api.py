@@ -35,6 +35,10 @@ def _as_operand(x):
 
 def _promote(*xs, to_float=False):
     """Bring operands to one dtype (NumPy rules, Python scalars weak); optionally to float."""
+    first = xs[0]
+    if type(first) is Tensor and all(type(x) is Tensor and x.dtype == first.dtype for x in xs) \
+            and (not to_float or is_float(first.dtype)):
+        return list(xs)  # the common case, kept cheap for eager mode
     xs = [_as_operand(x) for x in xs]
     strong = [x.dtype if isinstance(x, Tensor) else x.dtype.name for x in xs
               if not isinstance(x, _SCALARS)]

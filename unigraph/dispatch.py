@@ -15,7 +15,7 @@ from unigraph.errors import ShapeError
 from unigraph.ops import OPS, TensorSpec
 from unigraph.plugins import get_backend
 from unigraph.tensor import Parameter, Tensor
-from unigraph.tracing import current_builder, user_source
+from unigraph.tracing import _builder, user_source
 
 # id(Parameter) -> native leaf, while `eager_grad` differentiates with respect to them.
 _param_leaves: contextvars.ContextVar = contextvars.ContextVar("unigraph_leaves", default=None)
@@ -27,23 +27,40 @@ def current_backend():
     return get_backend(target.backend, target.mode)
 
 
+# (op, input types, attrs) -> output spec: eager mode asks the same question every step.
+_inferred: dict = {}
+
+
 def infer(op: str, inputs: list, attrs: dict):
     specs = [TensorSpec(x.shape, x.dtype.name) if isinstance(x, np.ndarray) else x
              for x in inputs]
     try:
-        return OPS[op].infer(*specs, **attrs)
+        key = (op, *[(x.shape, x.dtype) for x in specs], *attrs.items())
+        spec = _inferred.get(key)
+    except TypeError:  # an unhashable attr (a constant's array): do not cache
+        key, spec = None, None
+    if spec is not None:
+        return spec
+    try:
+        spec = OPS[op].infer(*specs, **attrs)
     except ShapeError as error:
         raise ShapeError(f"{error} (at {user_source()})") from None
+    if key is not None:
+        if len(_inferred) > 10000:
+            _inferred.clear()
+        _inferred[key] = spec
+    return spec
 
 
 def apply(op: str, inputs: list, attrs: dict) -> Tensor:
     """Apply op `op` to `inputs` (Tensors, Parameters or NumPy arrays) with `attrs`."""
-    builder = current_builder()
+    builder = _builder.get()
     if builder is not None:
         return apply_symbolic(builder, op, inputs, attrs)
     spec = infer(op, inputs, attrs)
     backend = current_backend()
-    natives = [native(x, backend) for x in inputs]
+    natives = [x._native if type(x) is Tensor and x._backend is backend and x._native is not None
+               else native(x, backend) for x in inputs]
     out = backend.eager_op(op, natives, attrs)
     return Tensor(spec.shape, spec.dtype, backend=backend, native=out)
 

@@ -8,6 +8,7 @@ import contextvars
 import numpy as np
 
 from unigraph.backend import Backend, Executable
+from unigraph.errors import UnigraphError
 from unigraph.ops import OPS
 from unigraph_numpy.plan import Plan
 
@@ -65,6 +66,9 @@ class NumpyBackend(Backend):
         return out
 
     def eager_grad(self, fn, watched):
+        if _tape.get() is not None:
+            raise UnigraphError("numpy: gradients of gradients (second order) are not supported; "
+                                "use the torch backend for higher-order derivatives")
         leaves = [np.asarray(w).view() for w in watched]  # distinct objects, shared memory
         tape = Tape(leaves)
         token = _tape.set(tape)

@@ -1,0 +1,91 @@
+"""`TorchBackend`: the PyTorch adapter. Eager ops go straight to the lowering table; static
+graphs are compiled by `unigraph_torch.static`. Nothing here imports torch until first use."""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+import numpy as np
+
+from unigraph.backend import Backend
+from unigraph.errors import BackendError
+
+
+class TorchBackend(Backend):
+    """torch:eager runs each op as a torch op on torch tensors; torch:static compiles a graph
+    once into a Python function over torch ops (see `unigraph_torch.static`)."""
+
+    name = "torch"
+    modes = ("eager", "static")
+    framework = "torch"
+    distribution = "torch"
+    extra = "torch"
+
+    def __init__(self):
+        self._torch = None
+        self._lowerings = None
+        self._feed = None
+        self._nesting = threading.local()  # how many eager_grad calls enclose this thread
+
+    def load(self):
+        if self._torch is None:
+            torch = super().load()
+            from unigraph_torch.lowerings import LOWERINGS
+            from unigraph_torch.static import feed
+
+            self._lowerings = LOWERINGS
+            self._feed = feed
+            self._torch = torch
+        return self._torch
+
+    # -- eager --------------------------------------------------------------------------
+    def to_native(self, array: np.ndarray):
+        if self._feed is None:
+            self.load()
+        return self._feed(array)  # shares memory where torch allows; keeps the dtype
+
+    def to_numpy(self, native) -> np.ndarray:
+        return native.detach().numpy()
+
+    def is_native(self, obj) -> bool:
+        torch = sys.modules.get("torch")  # a torch tensor implies torch is imported
+        return torch is not None and isinstance(obj, torch.Tensor)
+
+    def eager_op(self, op: str, inputs: list, attrs: dict):
+        lowerings = self._lowerings
+        if lowerings is None:
+            self.load()
+            lowerings = self._lowerings
+        try:
+            lowering = lowerings[op]
+        except KeyError:
+            raise BackendError(f"no lowering for op {op!r} in backend 'torch'") from None
+        return lowering(*inputs, **attrs)
+
+    def eager_grad(self, fn, watched: list) -> tuple[list, list]:
+        torch = self._torch or self.load()
+        from unigraph_torch.gradients import gradients, leaf
+
+        depth = getattr(self._nesting, "depth", 0)
+        nested = depth > 0  # a gradient of a gradient: keep the inner graph differentiable
+        leaves = [leaf(x, nested) for x in watched]
+        self._nesting.depth = depth + 1
+        try:
+            with torch.enable_grad():
+                outputs = list(fn(*leaves))
+                grads = gradients(outputs[0], leaves, create_graph=nested)
+        finally:
+            self._nesting.depth = depth
+        if not nested:
+            outputs = [x.detach() if isinstance(x, torch.Tensor) else x for x in outputs]
+        return outputs, grads
+
+    # -- static -------------------------------------------------------------------------
+    def compile(self, graph, mode: str):
+        if mode != "static":
+            raise BackendError(f"backend 'torch' compiles graphs in mode 'static', not {mode!r}")
+        self.load()
+        from unigraph_torch.static import TorchExecutable
+
+        return TorchExecutable(graph)

@@ -1,0 +1,40 @@
+"""Differentiation with torch.autograd, shared by `eager_grad` and the `grad` node of
+`torch:static`.
+
+A gradient is taken with respect to *leaves* made from the operands: `leaf` detaches an
+operand and switches `requires_grad` on for that copy only (never for a caller's tensor or a
+stored parameter). Inside an enclosing differentiation (a gradient of a gradient), `leaf`
+keeps the operand connected to the outer graph through a `view_as`, a fresh node, so the
+inner derivative counts only the paths through this operand, and the outer derivative can
+still flow through the inner one (`create_graph=True`).
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def leaf(x, nested: bool = False):
+    """A tensor standing for `x` that autograd differentiates with respect to. Ints and bools
+    have no gradient: they are returned unchanged."""
+    if not (x.is_floating_point() or x.is_complex()):
+        return x
+    if nested and x.requires_grad:
+        return x.view_as(x)
+    return x.detach().requires_grad_(True)
+
+
+def gradients(output, leaves, create_graph: bool = False) -> list:
+    """d output / d leaf for each of `leaves` (made by `leaf`); zeros where `output` does not
+    depend on a leaf, or where the leaf is not floating."""
+    wanted = [x for x in leaves if x.requires_grad]
+    found = iter(())
+    if wanted and output.requires_grad:
+        found = iter(
+            torch.autograd.grad(output, wanted, allow_unused=True, create_graph=create_graph)
+        )
+    grads = []
+    for x in leaves:
+        grad = next(found, None) if x.requires_grad else None
+        grads.append(torch.zeros_like(x) if grad is None else grad)
+    return grads

@@ -1,0 +1,212 @@
+"""The lowering table: op name -> the torch function that computes it.
+
+Each entry takes the op's inputs as positional torch tensors and its attrs as keywords, the
+way `unigraph.backend.lower_nodes` calls it. The same table serves `torch:eager` (called op
+by op) and `torch:static` (bound as globals of the generated function). Where torch's own
+function already has the op's meaning, the entry *is* that function; the small wrappers
+below only rename attrs or cover a corner where torch and the reference differ.
+
+This module imports torch: the backend imports it only from `TorchBackend.load`.
+"""
+
+from __future__ import annotations
+
+import builtins
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+TORCH_DTYPES = {
+    "float16": torch.float16,
+    "float32": torch.float32,
+    "float64": torch.float64,
+    "int32": torch.int32,
+    "int64": torch.int64,
+    "bool": torch.bool,
+}
+
+
+# -- elementwise ------------------------------------------------------------------------------
+
+
+def cast(x, *, dtype):
+    # Float -> int truncates toward zero and anything -> bool is x != 0, as NumPy's astype.
+    return x.to(TORCH_DTYPES[dtype])
+
+
+# -- reductions -------------------------------------------------------------------------------
+# torch reads dim=() as "every dim"; the reference reads axis=() as "no dim": the identity.
+
+
+def reduce_sum(x, *, axis, keepdims):
+    if axis == ():
+        return x
+    # dtype=x.dtype: torch would widen int32 to int64; the op keeps the input dtype.
+    return torch.sum(x, dim=axis, keepdim=keepdims, dtype=x.dtype)
+
+
+def reduce_mean(x, *, axis, keepdims):
+    if axis == ():
+        return x
+    return torch.mean(x, dim=axis, keepdim=keepdims)
+
+
+def reduce_max(x, *, axis, keepdims):
+    if axis == ():
+        return x
+    return torch.amax(x, dim=() if axis is None else axis, keepdim=keepdims)
+
+
+def reduce_min(x, *, axis, keepdims):
+    if axis == ():
+        return x
+    return torch.amin(x, dim=() if axis is None else axis, keepdim=keepdims)
+
+
+def argmax(x, *, axis, keepdims):
+    # torch.argmax returns the first maximum among ties and counts a NaN as the maximum.
+    return torch.argmax(x, dim=axis, keepdim=keepdims)
+
+
+# -- shape ------------------------------------------------------------------------------------
+
+
+def reshape(x, *, shape):
+    return torch.reshape(x, shape)
+
+
+def transpose(x, *, perm):
+    return torch.permute(x, perm)
+
+
+def concat(*xs, axis):
+    return torch.cat(xs, dim=axis)
+
+
+def stack(*xs, axis):
+    return torch.stack(xs, dim=axis)
+
+
+def squeeze(x, *, axis):
+    return torch.squeeze(x, dim=axis)  # a tuple of dims; () squeezes none, as in NumPy
+
+
+def expand_dims(x, *, axis):
+    return torch.unsqueeze(x, axis)
+
+
+def broadcast_to(x, *, shape):
+    return torch.broadcast_to(x, shape)
+
+
+def slice_(x, *, begin, end, stride):
+    return x[tuple(builtins.slice(b, e, s) for b, e, s in zip(begin, end, stride))]
+
+
+def take(x, indices, *, axis):
+    if indices.dim() == 1:
+        return torch.index_select(x, axis, indices)
+    # index_select takes 1-D indices only: gather flat, then lay the indices' shape out.
+    picked = torch.index_select(x, axis, indices.reshape(-1))
+    return picked.reshape(x.shape[:axis] + indices.shape + x.shape[axis + 1:])
+
+
+def one_hot(indices, *, depth, dtype):
+    # A comparison, not F.one_hot: an index outside [0, depth) must give a row of zeros
+    # (F.one_hot raises), and the result dtype is the op's, not int64.
+    positions = torch.arange(depth, dtype=indices.dtype, device=indices.device)
+    return (indices.unsqueeze(-1) == positions).to(TORCH_DTYPES[dtype])
+
+
+def constant(*, value):
+    # A copy, so no tensor ever aliases the graph's attr array.
+    return torch.from_numpy(np.array(value))
+
+
+# -- nn ---------------------------------------------------------------------------------------
+
+
+def softmax(x, *, axis):
+    return torch.softmax(x, axis)
+
+
+def log_softmax(x, *, axis):
+    return torch.log_softmax(x, axis)
+
+
+def conv2d(x, w, *, stride, padding, dilation, groups):
+    return F.conv2d(x, w, None, stride, padding, dilation, groups)
+
+
+def max_pool2d(x, *, kernel, stride, padding):
+    # torch pads max pooling with -inf, like the reference; padding <= kernel // 2 is checked
+    # by the op record, which is also torch's limit.
+    return F.max_pool2d(x, kernel, stride, padding)
+
+
+def avg_pool2d(x, *, kernel, stride, padding):
+    return F.avg_pool2d(x, kernel, stride, padding, count_include_pad=True)
+
+
+def sparse_softmax_cross_entropy(logits, labels):
+    # cross_entropy wants int64 class indices; .long() is free when they already are.
+    return F.cross_entropy(logits, labels.long(), reduction="none")
+
+
+LOWERINGS = {
+    # elementwise
+    "add": torch.add,
+    "sub": torch.sub,
+    "mul": torch.mul,
+    "div": torch.div,
+    "pow": torch.pow,
+    "maximum": torch.maximum,
+    "minimum": torch.minimum,
+    "equal": torch.eq,
+    "not_equal": torch.ne,
+    "less": torch.lt,
+    "less_equal": torch.le,
+    "greater": torch.gt,
+    "greater_equal": torch.ge,
+    "logical_and": torch.logical_and,
+    "logical_or": torch.logical_or,
+    "logical_not": torch.logical_not,
+    "neg": torch.neg,
+    "abs": torch.abs,
+    "exp": torch.exp,
+    "log": torch.log,
+    "sqrt": torch.sqrt,
+    "where": torch.where,
+    "cast": cast,
+    # linalg
+    "matmul": torch.matmul,
+    # reductions
+    "sum": reduce_sum,
+    "mean": reduce_mean,
+    "max": reduce_max,
+    "min": reduce_min,
+    "argmax": argmax,
+    # shape
+    "reshape": reshape,
+    "transpose": transpose,
+    "concat": concat,
+    "stack": stack,
+    "squeeze": squeeze,
+    "expand_dims": expand_dims,
+    "broadcast_to": broadcast_to,
+    "slice": slice_,
+    "take": take,
+    "one_hot": one_hot,
+    "constant": constant,
+    # nn
+    "relu": torch.relu,
+    "sigmoid": torch.sigmoid,
+    "tanh": torch.tanh,
+    "softmax": softmax,
+    "log_softmax": log_softmax,
+    "conv2d": conv2d,
+    "max_pool2d": max_pool2d,
+    "avg_pool2d": avg_pool2d,
+    "sparse_softmax_cross_entropy": sparse_softmax_cross_entropy,
+}

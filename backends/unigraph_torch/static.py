@@ -1,0 +1,306 @@
+"""`torch:static`: an IR graph compiled once into a Python function over torch ops.
+
+`compile_graph` writes the source of one function, a line per node calling the lowering
+table (bound as globals `op_<name>`), and `exec`s it. Nothing walks the IR per call.
+Control flow becomes Python's own: `cond` an `if`, `while_loop` a `while`, both inlined
+(subgraphs are closed, so their inputs are just the node's operands renamed). A `grad` node
+runs its function under `torch.enable_grad()` on leaves made from the operands and calls
+`torch.autograd.grad`; everything else then runs under `torch.no_grad()`.
+
+    def run(P, a0, a1):
+        i0 = feed(a0)
+        i1 = feed(a1)
+        p0 = P[0]
+        t0, = i0,                 # while_loop(i0; captured i1): the state starts as i0
+        while True:
+            t1 = op_less(t0, i1)
+            if not t1:
+                break
+            t2 = op_add(t0, k3)   # k3: a constant, converted at compile time
+            t0, = t2,
+        t4 = op_mul(t0, p0)
+        P[0] = t4                 # graph.updates (the run variant only)
+        return (t0, )
+
+The source is kept on the executable (`executable.source`) and registered with `linecache`,
+so a traceback through it shows the generated lines.
+"""
+
+from __future__ import annotations
+
+import itertools
+import linecache
+
+import numpy as np
+import torch
+
+from unigraph.backend import Executable, lower_nodes
+from unigraph.errors import BackendError
+from unigraph.ir import Graph
+from unigraph_torch.gradients import gradients, leaf
+from unigraph_torch.lowerings import LOWERINGS, TORCH_DTYPES
+
+_compiled_ids = itertools.count()
+
+
+def feed(x):
+    """A run input as a torch tensor: natives pass through, NumPy arrays share memory where
+    torch allows (read-only or negatively strided arrays are copied)."""
+    if isinstance(x, torch.Tensor):
+        return x
+    x = np.asarray(x)
+    if not x.flags.writeable or any(s < 0 for s in x.strides):
+        x = x.copy()
+    return torch.from_numpy(x)
+
+
+def _is_literal(value) -> bool:
+    """True when repr(value) is Python source that evaluates back to an equal value."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return True
+    if isinstance(value, float):
+        return np.isfinite(value)
+    if isinstance(value, tuple):
+        return all(_is_literal(v) for v in value)
+    return False
+
+
+class _OpTable:
+    """Looks like a lowering table to `lower_nodes`; each "lowering" emits a line of source
+    instead of computing, and returns the name of the variable it assigned."""
+
+    def __init__(self, writer: _SourceWriter):
+        self.writer = writer
+
+    def __getitem__(self, op):
+        if op not in LOWERINGS:
+            raise KeyError(op)
+        return lambda *args, **attrs: self.writer.call(op, args, attrs)
+
+
+class _SourceWriter:
+    def __init__(self):
+        self.lines: list = []
+        self.depth = 1  # indentation level
+        self.grad_depth = 0  # how many `grad` regions enclose the current line
+        self.names = itertools.count()
+        self.scope = {
+            "torch": torch,
+            "feed": feed,
+            "leaf": leaf,
+            "gradients": gradients,
+            "no_grad": torch.no_grad,
+            "enable_grad": torch.enable_grad,
+        }
+        self.table = _OpTable(self)
+        self.control_flow = {"cond": self.cond, "while_loop": self.while_loop, "grad": self.grad}
+
+    # -- helpers --------------------------------------------------------------------------
+    def emit(self, line: str) -> None:
+        self.lines.append("    " * self.depth + line)
+
+    def fresh(self, prefix: str = "t") -> str:
+        return f"{prefix}{next(self.names)}"
+
+    def bind(self, value, prefix: str = "k") -> str:
+        """A global of the generated module holding `value`."""
+        name = self.fresh(prefix)
+        self.scope[name] = value
+        return name
+
+    def attr(self, value) -> str:
+        if isinstance(value, np.integer | np.bool_):
+            value = value.item()
+        return repr(value) if _is_literal(value) else self.bind(value)
+
+    def assign(self, targets: list, sources: list) -> None:
+        """targets = sources, all at once (a loop state may swap its own variables)."""
+        if targets:
+            self.emit(f"{', '.join(targets)}, = {', '.join(sources)},")
+        else:
+            self.emit("pass")
+
+    def inline(self, graph: Graph, operands: list) -> list:
+        """Emit `graph`'s nodes with its inputs standing for `operands`; return the names of
+        its outputs."""
+        if graph.params:
+            raise BackendError(f"subgraph {graph.name!r} has parameters; subgraphs must be closed")
+        env = {value.id: name for value, name in zip(graph.inputs, operands)}
+        return lower_nodes(graph, env, self.table, self.control_flow)
+
+    # -- ordinary ops ---------------------------------------------------------------------
+    def call(self, op: str, args: tuple, attrs: dict) -> str:
+        if op == "constant":
+            # Converted once, here: the value is a global that the run only reads.
+            return self.bind(LOWERINGS["constant"](**attrs))
+        out = self.fresh()
+        function = f"op_{op}"
+        self.scope[function] = LOWERINGS[op]
+        if op == "cast":  # look the torch dtype up now rather than on every run
+            self.emit(f"{out} = {args[0]}.to({self.bind(TORCH_DTYPES[attrs['dtype']], 'dtype')})")
+            return out
+        arguments = list(args) + [f"{key}={self.attr(v)}" for key, v in attrs.items()]
+        self.emit(f"{out} = {function}({', '.join(arguments)})")
+        return out
+
+    # -- control flow ---------------------------------------------------------------------
+    def cond(self, node, args: list) -> list:
+        pred, operands = args[0], args[1:]
+        outs = [self.fresh() for _ in node.outputs]
+        for keyword, branch in (("if", "then"), ("else", "else")):
+            self.emit(f"if {pred}:" if keyword == "if" else "else:")
+            self.depth += 1
+            self.assign(outs, self.inline(node.subgraphs[branch], operands))
+            self.depth -= 1
+        return outs
+
+    def while_loop(self, node, args: list) -> list:
+        carried_count = node.attrs["num_carried"]
+        captured = args[carried_count:]
+        state = [self.fresh() for _ in range(carried_count)]
+        self.assign(state, args[:carried_count])
+        self.emit("while True:")
+        self.depth += 1
+        (keep_going,) = self.inline(node.subgraphs["cond"], state + captured)[:1]
+        self.emit(f"if not {keep_going}:")
+        self.emit("    break")
+        self.assign(state, self.inline(node.subgraphs["body"], state + captured))
+        self.depth -= 1
+        return state
+
+    def grad(self, node, args: list) -> list:
+        wrt, output = node.attrs["wrt"], node.attrs["output"]
+        nested = self.grad_depth > 0
+        self.emit("with enable_grad():")
+        self.depth += 1
+        operands = list(args)
+        leaves = []
+        for index in wrt:
+            name = self.fresh("w")
+            self.emit(f"{name} = leaf({args[index]}, {nested})")
+            operands[index] = name
+            leaves.append(name)
+        self.grad_depth += 1
+        fn_outs = self.inline(node.subgraphs["fn"], operands)
+        self.grad_depth -= 1
+        grads = [self.fresh("g") for _ in wrt]
+        call = f"gradients({fn_outs[output]}, ({''.join(x + ', ' for x in leaves)}), {nested})"
+        self.assign(grads, [f"*{call}"] if grads else [])
+        self.depth -= 1
+        if nested:
+            return fn_outs + grads
+        # Outside every grad region nothing needs the autograd graph: drop it.
+        detached = [self.fresh() for _ in fn_outs]
+        for name, source in zip(detached, fn_outs):
+            self.emit(f"{name} = {source}.detach()")
+        return detached + grads
+
+
+def _contains_grad(graph: Graph) -> bool:
+    return any(
+        node.op == "grad" or any(_contains_grad(sub) for sub in node.subgraphs.values())
+        for node in graph.nodes
+    )
+
+
+def compile_graph(graph: Graph) -> tuple:
+    """Build the two functions of `graph`: run(P, *inputs) -> outputs, applying the
+    updates to the parameter list P, and every_value(P, *inputs) -> {value id: tensor}.
+    Returns (run, every_value, source)."""
+    writer = _SourceWriter()
+    arguments = [f"a{i}" for i in range(len(graph.inputs))]
+    env = {}
+    for value, argument in zip(graph.inputs, arguments):
+        env[value.id] = f"i{argument[1:]}"
+        writer.emit(f"{env[value.id]} = feed({argument})")
+    for index, value in enumerate(graph.params):
+        env[value.id] = f"p{index}"
+        writer.emit(f"p{index} = P[{index}]")
+    guarded = _contains_grad(graph)
+    if guarded:
+        writer.emit("with no_grad():")
+        writer.depth += 1
+    outputs = lower_nodes(graph, env, writer.table, writer.control_flow)
+    body = writer.lines
+    writer.depth = 1
+
+    input_ids = {value.id for value in graph.inputs}
+    updates = []
+    for param, new in graph.updates:
+        index = next(i for i, p in enumerate(graph.params) if p is param)
+        # Fed inputs may share memory with the caller's arrays: a parameter must not.
+        source = env[new.id] + (".clone()" if new.id in input_ids else "")
+        updates.append(f"    P[{index}] = {source}")
+    returned = "".join(name + ", " for name in outputs)
+    header = f"({', '.join(['P'] + arguments)}):"
+    run_source = "\n".join(
+        [f"def run{header}", *body, *updates, f"    return ({returned})"]
+    )
+    everything = ", ".join(f"{value_id}: {name}" for value_id, name in env.items())
+    all_source = "\n".join([f"def every_value{header}", *body, f"    return {{{everything}}}"])
+    source = run_source + "\n\n\n" + all_source + "\n"
+
+    filename = f"<unigraph_torch {graph.name} #{next(_compiled_ids)}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    scope = dict(writer.scope)
+    exec(compile(source, filename, "exec"), scope)
+    return scope["run"], scope["every_value"], source
+
+
+class TorchExecutable(Executable):
+    """A compiled graph; parameters live in `self.params` as torch tensors between runs.
+
+    Updates rebind a parameter to its new tensor (no tensor is ever written in place), so an
+    output that reads a parameter keeps the value it had during the run.
+    """
+
+    def __init__(self, graph: Graph):
+        self.graph = graph
+        self._run, self._every_value, self.source = compile_graph(graph)
+        self.params: list = [None] * len(graph.params)
+
+    def run(self, inputs: list) -> list:
+        try:
+            return list(self._run(self.params, *inputs))
+        except Exception:
+            self._check_ready(inputs)
+            raise
+
+    def run_all(self, inputs: list) -> dict:
+        try:
+            values = self._every_value(self.params, *inputs)
+        except Exception:
+            self._check_ready(inputs)
+            raise
+        # Copies: a value may be a stored parameter or share memory with an input.
+        return {value_id: tensor.detach().numpy().copy() for value_id, tensor in values.items()}
+
+    def set_param(self, index: int, array: np.ndarray) -> None:
+        value = self.graph.params[index]
+        array = np.array(array, dtype=value.dtype)  # a copy: the caller keeps its array
+        if array.shape != value.shape and None not in value.shape:
+            raise BackendError(
+                f"parameter {value.name!r} is {value.dtype}{list(value.shape)}; "
+                f"got an array of shape {list(array.shape)}"
+            )
+        self.params[index] = torch.from_numpy(array)
+
+    def get_param(self, index: int) -> np.ndarray:
+        value = self.params[index]
+        if value is None:
+            raise BackendError(f"parameter {self.graph.params[index].name!r} was never set")
+        return value.detach().numpy().copy()
+
+    def _check_ready(self, inputs: list) -> None:
+        """Turn a failure caused by a missing parameter or input into a plain message."""
+        if len(inputs) != len(self.graph.inputs):
+            raise BackendError(
+                f"graph {self.graph.name!r} takes {len(self.graph.inputs)} inputs; "
+                f"got {len(inputs)}"
+            )
+        for value, stored in zip(self.graph.params, self.params):
+            if stored is None:
+                raise BackendError(
+                    f"parameter {value.name!r} of graph {self.graph.name!r} was never set "
+                    "(call set_param before run)"
+                )

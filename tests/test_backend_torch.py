@@ -1,0 +1,427 @@
+"""The PyTorch backend on its own: lowerings against the op records, eager autograd against
+the VJP rules, and hand-built IR graphs (while_loop, cond, grad, updates) compiled by
+`torch:static`. The cross-target consistency suite lives in test_consistency.py."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import zlib
+
+import numpy as np
+import pytest
+
+from unigraph.errors import BackendError
+from unigraph.ir import DTYPES, Graph, Node, Value
+from unigraph.ops import OPS
+
+torch = pytest.importorskip("torch")
+
+from unigraph_torch.backend import TorchBackend  # noqa: E402
+from unigraph_torch.lowerings import LOWERINGS  # noqa: E402
+
+FLOATS = ("float16", "float32", "float64")
+
+
+@pytest.fixture(scope="module")
+def backend():
+    return TorchBackend()
+
+
+def _samples():
+    cases = []
+    for name, op in sorted(OPS.items()):
+        rng = np.random.default_rng(zlib.crc32(name.encode()))
+        for index, sample in enumerate(op.samples(rng)):
+            cases.append(pytest.param(op, sample, id=f"{name}-{index}"))
+    return cases
+
+
+SAMPLES = _samples()
+
+
+def _as(dtype, arrays):
+    return tuple(x.astype(dtype) if x.dtype.kind == "f" else x for x in arrays)
+
+
+def _attrs_as(dtype, attrs):
+    value = attrs.get("value")
+    if isinstance(value, np.ndarray) and value.dtype.kind == "f":
+        return {**attrs, "value": value.astype(dtype)}
+    return attrs
+
+
+# -- lowerings ----------------------------------------------------------------------------
+
+
+def test_every_op_has_a_lowering():
+    assert set(OPS) <= set(LOWERINGS), sorted(set(OPS) - set(LOWERINGS))
+
+
+def test_plugin_does_not_import_torch():
+    code = (
+        "import sys, numpy as np\n"
+        "from unigraph_torch.plugin import unigraph_backends\n"
+        "(backend,) = unigraph_backends()\n"
+        "assert backend.name == 'torch' and backend.modes == ('eager', 'static')\n"
+        "assert not backend.is_native(np.zeros(2))\n"
+        "assert backend.status()[0]\n"
+        "assert 'torch' not in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("op, sample", SAMPLES)
+def test_eager_op_matches_reference(backend, op, sample, dtype):
+    inputs = _as(dtype, sample.inputs)
+    attrs = _attrs_as(dtype, sample.attrs)
+    with np.errstate(all="ignore"):
+        expected = op.reference(*inputs, **attrs)  # in the run's dtype: gives the type
+        exact = op.reference(*_as("float64", inputs), **attrs)  # the float64 truth
+    native = backend.eager_op(op.name, [backend.to_native(x) for x in inputs], attrs)
+    assert backend.is_native(native)
+    out = backend.to_numpy(native)
+    assert (out.shape, out.dtype) == (expected.shape, expected.dtype)
+    if out.dtype.kind == "f":
+        rtol, atol = op.tolerance_for(dtype)
+        np.testing.assert_allclose(out.astype("float64"), exact.astype("float64"),
+                                   rtol=rtol, atol=atol)
+    else:
+        np.testing.assert_array_equal(out, expected)
+
+
+DIFFERENTIABLE = [case for case in SAMPLES if case.values[0].vjp is not None]
+
+
+@pytest.mark.parametrize("op, sample", DIFFERENTIABLE)
+def test_eager_grad_matches_vjp_rule(backend, op, sample):
+    """torch.autograd and the op record's VJP agree (ties, kinks and padding included)."""
+    inputs = sample.inputs
+    out = op.reference(*inputs, **sample.attrs)
+    cotangent = np.random.default_rng(0).standard_normal(out.shape)
+    expected = op.vjp(cotangent, inputs, out, **sample.attrs)
+    weights = torch.from_numpy(cotangent)
+
+    def fn(*leaves):
+        value = LOWERINGS[op.name](*leaves, **sample.attrs)
+        return [torch.sum(value * weights)]
+
+    outputs, grads = backend.eager_grad(fn, [backend.to_native(x) for x in inputs])
+    np.testing.assert_allclose(outputs[0].numpy(), np.sum(out * cotangent), rtol=1e-10)
+    # The cotangent flows back in the output's dtype (cast to float32 rounds it).
+    rtol, atol = op.tolerance_for(out.dtype.name if out.dtype.kind == "f" else "float64")
+    for x, grad, want in zip(inputs, grads, expected):
+        assert grad.shape == x.shape
+        if want is None:
+            np.testing.assert_array_equal(grad.numpy(), 0)  # ints, labels: zeros
+        else:
+            np.testing.assert_allclose(grad.numpy(), want, rtol=max(rtol, 1e-9), atol=atol)
+
+
+# -- eager --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_native_round_trip_keeps_dtype(backend, dtype):
+    array = (np.arange(6).reshape(2, 3) % 3).astype(dtype)
+    native = backend.to_native(array)
+    assert native.dtype == getattr(torch, dtype)
+    back = backend.to_numpy(native)
+    assert back.dtype == array.dtype
+    np.testing.assert_array_equal(back, array)
+
+
+def test_to_native_takes_read_only_and_reversed_arrays(backend):
+    frozen = np.arange(4.0)
+    frozen.flags.writeable = False
+    reversed_view = np.arange(4.0)[::-1]
+    np.testing.assert_array_equal(backend.to_numpy(backend.to_native(frozen)), frozen)
+    np.testing.assert_array_equal(backend.to_numpy(backend.to_native(reversed_view)),
+                                  reversed_view)
+    scalar = backend.to_native(np.array(True))
+    assert scalar.dtype == torch.bool and scalar.shape == ()
+
+
+def test_eager_grad_zeros_where_unused_and_for_ints(backend):
+    x = backend.to_native(np.array([1.0, 2.0]))
+    unused = backend.to_native(np.array([3.0]))
+    count = backend.to_native(np.array(4))
+
+    def fn(a, b, n):
+        return [torch.sum(a * a), a + 1]
+
+    outputs, (dx, db, dn) = backend.eager_grad(fn, [x, unused, count])
+    np.testing.assert_array_equal(dx.numpy(), [2.0, 4.0])
+    np.testing.assert_array_equal(db.numpy(), [0.0])
+    assert dn.dtype == torch.int64 and dn.item() == 0
+    assert not any(o.requires_grad for o in outputs)  # no autograd graph leaks out
+    assert not dx.requires_grad
+    assert not x.requires_grad  # the caller's tensor is untouched
+
+
+def test_eager_grad_of_a_grad(backend):
+    x = backend.to_native(np.array(1.5))
+
+    def inner(a):
+        return [a * a * a]
+
+    def outer(a):
+        _, (da,) = backend.eager_grad(inner, [a])
+        return [da]
+
+    (first,), (second,) = backend.eager_grad(outer, [x])
+    assert first.item() == pytest.approx(3 * 1.5**2)
+    assert second.item() == pytest.approx(6 * 1.5)
+
+
+def test_eager_grad_restores_grad_mode(backend):
+    x = backend.to_native(np.array([1.0]))
+    with torch.no_grad():
+        _, (dx,) = backend.eager_grad(lambda a: [torch.sum(a * 3)], [x])
+        assert not torch.is_grad_enabled()
+    assert dx.item() == 3.0
+
+
+# -- static: hand-built graphs ------------------------------------------------------------
+
+
+def _v(shape=(), dtype="float64"):
+    return Value(shape, dtype)
+
+
+def _counter_graph() -> Graph:
+    """while a < b: a, b = a + 2, b + 1 (the DESIGN.md counter)."""
+    a, b = _v((), "int64"), _v((), "int64")
+    ca, cb, less = _v((), "int64"), _v((), "int64"), _v((), "bool")
+    cond = Graph("cond", [ca, cb], [], [Node("less", [ca, cb], [less])], [less])
+    ba, bb, two, one = _v((), "int64"), _v((), "int64"), _v((), "int64"), _v((), "int64")
+    na, nb = _v((), "int64"), _v((), "int64")
+    body = Graph("body", [ba, bb], [], [
+        Node("constant", [], [two], {"value": np.array(2)}),
+        Node("constant", [], [one], {"value": np.array(1)}),
+        Node("add", [ba, two], [na]),
+        Node("add", [bb, one], [nb]),
+    ], [na, nb])
+    out_a, out_b = _v((), "int64"), _v((), "int64")
+    loop = Node("while_loop", [a, b], [out_a, out_b], {"num_carried": 2},
+                {"cond": cond, "body": body})
+    return Graph("counter", [a, b], [], [loop], [out_a, out_b]).verify()
+
+
+def _branch_graph() -> Graph:
+    """x + y if x > y else x - y, with y captured by both branches."""
+    x, y, pred = _v(), _v(), _v((), "bool")
+    branches = {}
+    for name, op in (("then", "add"), ("else", "sub")):
+        bx, by, out = _v(), _v(), _v()
+        branches[name] = Graph(name, [bx, by], [], [Node(op, [bx, by], [out])], [out])
+    result = _v()
+    return Graph("branch", [x, y], [], [
+        Node("greater", [x, y], [pred]),
+        Node("cond", [pred, x, y], [result], {}, branches),
+    ], [result]).verify()
+
+
+def _training_graph() -> Graph:
+    """loss = mean((x @ w - t)**2); w <- w - 0.1 * dloss/dw; returns loss and the gradient."""
+    x, t, w = _v((4, 3)), _v((4, 1)), _v((3, 1))
+    w.name = "w"
+    fx, ft, fw = _v((4, 3)), _v((4, 1)), _v((3, 1))
+    pred, err, sq, loss = _v((4, 1)), _v((4, 1)), _v((4, 1)), _v()
+    fn = Graph("fn", [fx, ft, fw], [], [
+        Node("matmul", [fx, fw], [pred]),
+        Node("sub", [pred, ft], [err]),
+        Node("mul", [err, err], [sq]),
+        Node("mean", [sq], [loss], {"axis": None, "keepdims": False}),
+    ], [loss])
+    value, dw, lr, step, new_w = _v(), _v((3, 1)), _v(), _v((3, 1)), _v((3, 1))
+    return Graph("train", [x, t], [w], [
+        Node("grad", [x, t, w], [value, dw], {"wrt": (2,), "output": 0}, {"fn": fn}),
+        Node("constant", [], [lr], {"value": np.array(0.1)}),
+        Node("mul", [lr, dw], [step]),
+        Node("sub", [w, step], [new_w]),
+    ], [value, dw], [(w, new_w)]).verify()
+
+
+def test_static_while_loop_is_a_python_while(backend):
+    executable = backend.compile(_counter_graph(), "static")
+    assert "while True:" in executable.source
+    out = executable.run([np.array(0), np.array(10)])
+    assert [int(o) for o in out] == [20, 20]
+    out = executable.run([torch.tensor(5), torch.tensor(3)])  # natives feed too; no iteration
+    assert [int(o) for o in out] == [5, 3]
+
+
+def test_static_cond_is_a_python_if(backend):
+    executable = backend.compile(_branch_graph(), "static")
+    assert re.search(r"^ +if t\d+:$", executable.source, re.MULTILINE)
+    assert re.search(r"^ +else:$", executable.source, re.MULTILINE)
+    (taken,) = executable.run([np.array(3.0), np.array(1.0)])
+    (other,) = executable.run([np.array(1.0), np.array(3.0)])
+    assert (float(taken), float(other)) == (4.0, -2.0)
+
+
+def test_static_training_step_updates_the_parameter(backend):
+    rng = np.random.default_rng(1)
+    x, t, w = rng.standard_normal((4, 3)), rng.standard_normal((4, 1)), rng.standard_normal((3, 1))
+    executable = backend.compile(_training_graph(), "static")
+    executable.set_param(0, w)
+    for _ in range(3):
+        loss, grad = executable.run([x, t])
+        expected_grad = 2 * x.T @ (x @ w - t) / 4
+        assert float(loss) == pytest.approx(np.mean((x @ w - t) ** 2), rel=1e-12)
+        np.testing.assert_allclose(grad.numpy(), expected_grad, rtol=1e-12)
+        w = w - 0.1 * expected_grad
+        np.testing.assert_allclose(executable.get_param(0), w, rtol=1e-12)
+    assert torch.is_grad_enabled()  # the run restored grad mode
+    assert not loss.requires_grad and not grad.requires_grad
+
+
+def test_static_run_all_applies_no_update(backend):
+    graph = _training_graph()
+    executable = backend.compile(graph, "static")
+    w = np.ones((3, 1))
+    executable.set_param(0, w)
+    x, t = np.ones((4, 3)), np.zeros((4, 1))
+    values = executable.run_all([x, t])
+    top_level = {v.id for v in graph.inputs + graph.params}
+    top_level |= {v.id for node in graph.nodes for v in node.outputs}
+    assert set(values) == top_level
+    assert all(isinstance(v, np.ndarray) for v in values.values())
+    np.testing.assert_array_equal(executable.get_param(0), w)
+    (loss, _), (new_w_value,) = graph.outputs, [new for _, new in graph.updates]
+    assert values[loss.id] == pytest.approx(9.0)
+    np.testing.assert_allclose(values[new_w_value.id], w - 0.1 * 2 * x.T @ (x @ w) / 4)
+
+
+def test_static_grad_of_grad(backend):
+    """d2/dx2 of x**3, as a grad node whose function holds a grad node."""
+    x = _v()
+    ix, cube_sq, cube = _v(), _v(), _v()
+    inner_fn = Graph("fn", [ix], [], [
+        Node("mul", [ix, ix], [cube_sq]), Node("mul", [cube_sq, ix], [cube]),
+    ], [cube])
+    ox, inner_value, inner_grad = _v(), _v(), _v()
+    outer_fn = Graph("fn", [ox], [], [
+        Node("grad", [ox], [inner_value, inner_grad], {"wrt": (0,), "output": 0},
+             {"fn": inner_fn}),
+    ], [inner_grad, inner_value])
+    first, value, second = _v(), _v(), _v()
+    graph = Graph("second", [x], [], [
+        Node("grad", [x], [first, value, second], {"wrt": (0,), "output": 0},
+             {"fn": outer_fn}),
+    ], [first, value, second]).verify()
+    first, value, second = backend.compile(graph, "static").run([np.array(1.5)])
+    assert float(value) == pytest.approx(1.5**3)
+    assert float(first) == pytest.approx(3 * 1.5**2)
+    assert float(second) == pytest.approx(6 * 1.5)
+
+
+def test_static_grad_inside_a_loop(backend):
+    """Gradient descent on (x - 3)**2 for a fixed number of steps, all inside one graph."""
+    x, steps = _v(), _v((), "int64")
+    cx, ci, cn, more = _v(), _v((), "int64"), _v((), "int64"), _v((), "bool")
+    cond = Graph("cond", [cx, ci, cn], [], [Node("less", [ci, cn], [more])], [more])
+    bx, bi, bn = _v(), _v((), "int64"), _v((), "int64")
+    fx, three, diff, sq = _v(), _v(), _v(), _v()
+    fn = Graph("fn", [fx], [], [
+        Node("constant", [], [three], {"value": np.array(3.0)}),
+        Node("sub", [fx, three], [diff]),
+        Node("mul", [diff, diff], [sq]),
+    ], [sq])
+    value, dx, rate, step, nx, one, ni = _v(), _v(), _v(), _v(), _v(), _v((), "int64"), _v(
+        (), "int64")
+    body = Graph("body", [bx, bi, bn], [], [
+        Node("grad", [bx], [value, dx], {"wrt": (0,), "output": 0}, {"fn": fn}),
+        Node("constant", [], [rate], {"value": np.array(0.25)}),
+        Node("mul", [rate, dx], [step]),
+        Node("sub", [bx, step], [nx]),
+        Node("constant", [], [one], {"value": np.array(1)}),
+        Node("add", [bi, one], [ni]),
+    ], [nx, ni])
+    zero, out_x, out_i = _v((), "int64"), _v(), _v((), "int64")
+    graph = Graph("descent", [x, steps], [], [
+        Node("constant", [], [zero], {"value": np.array(0)}),
+        Node("while_loop", [x, zero, steps], [out_x, out_i], {"num_carried": 2},
+             {"cond": cond, "body": body}),
+    ], [out_x]).verify()
+    (result,) = backend.compile(graph, "static").run([np.array(1.0), np.array(3)])
+    assert float(result) == pytest.approx(3 - 2 * 0.5**3)  # each step halves the distance
+
+
+def test_params_round_trip_and_never_alias(backend):
+    executable = backend.compile(_training_graph(), "static")
+    w = np.arange(3.0).reshape(3, 1)
+    executable.set_param(0, w)
+    w[0, 0] = 99.0  # the caller's array is not the stored parameter
+    got = executable.get_param(0)
+    np.testing.assert_array_equal(got, [[0.0], [1.0], [2.0]])
+    got[1, 0] = 99.0  # nor is what get_param hands out
+    np.testing.assert_array_equal(executable.get_param(0), [[0.0], [1.0], [2.0]])
+    executable.set_param(0, np.ones((3, 1), dtype=np.float32))  # cast to the param's dtype
+    assert executable.get_param(0).dtype == np.float64
+
+
+def test_update_from_an_input_is_copied(backend):
+    x, w = _v((2,)), _v((2,))
+    w.name = "w"
+    graph = Graph("store", [x], [w], [], [w], [(w, x)]).verify()
+    executable = backend.compile(graph, "static")
+    executable.set_param(0, np.zeros(2))
+    fed = np.array([1.0, 2.0])
+    (old,) = executable.run([fed])
+    np.testing.assert_array_equal(old.numpy(), [0.0, 0.0])  # outputs read before the update
+    fed[:] = 7.0
+    np.testing.assert_array_equal(executable.get_param(0), [1.0, 2.0])
+
+
+def test_compile_is_a_pure_build(backend):
+    """compile runs nothing and needs no parameter values; a run before set_param says so."""
+    executable = backend.compile(_training_graph(), "static")
+    with pytest.raises(BackendError, match="parameter 'w'.*never set"):
+        executable.run([np.ones((4, 3)), np.ones((4, 1))])
+
+
+def test_json_round_trip_compiles(backend):
+    graph = Graph.from_json(_counter_graph().to_json())
+    out = backend.compile(graph, "static").run([np.array(1), np.array(4)])
+    assert [int(o) for o in out] == [7, 7]  # (1, 4) (3, 5) (5, 6) (7, 7)
+
+
+def test_static_leaves_torch_state_alone(backend):
+    threads = torch.get_num_threads()
+    executable = backend.compile(_training_graph(), "static")
+    executable.set_param(0, np.ones((3, 1)))
+    with torch.no_grad():
+        executable.run([np.ones((4, 3)), np.ones((4, 1))])  # grad works under no_grad too
+        assert not torch.is_grad_enabled()
+    assert torch.is_grad_enabled()
+    assert torch.get_num_threads() == threads
+
+
+def test_compile_rejects_eager_mode(backend):
+    with pytest.raises(BackendError, match="static"):
+        backend.compile(_counter_graph(), "eager")
+
+
+def test_run_never_reads_the_ir(backend):
+    """Everything is decided at compile time: emptying the graph afterwards changes nothing."""
+    graph = _counter_graph()
+    executable = backend.compile(graph, "static")
+    graph.nodes.clear()
+    assert [int(o) for o in executable.run([np.array(0), np.array(10)])] == [20, 20]
+
+
+@pytest.mark.parametrize("mode", ["eager", "static"])
+def test_frontend_counter(mode):
+    import unigraph as ug
+
+    @ug.function
+    def counter(a, b):
+        return ug.while_loop(lambda a, b: a < b, lambda a, b: (a + 2, b + 1), (a, b))
+
+    with ug.use_backend("torch", mode=mode):
+        a, b = counter(0, 10)
+    assert (int(a.numpy()), int(b.numpy())) == (20, 20)
