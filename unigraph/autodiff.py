@@ -71,7 +71,7 @@ def value_and_grad(fn, argnums=0, wrt=None):
         return value, grads[0] if isinstance(argnums, int) else tuple(grads)
 
     differentiated.__name__ = f"value_and_grad({getattr(fn, '__name__', 'fn')})"
-    return Function(differentiated)
+    return Function(differentiated, autograph=False)
 
 
 def grad(fn, argnums=0, wrt=None):
@@ -85,7 +85,7 @@ def grad(fn, argnums=0, wrt=None):
         return both(*args)[1]
 
     gradient.__name__ = f"grad({getattr(fn, '__name__', 'fn')})"
-    return Function(gradient)
+    return Function(gradient, autograph=False)
 
 
 def _eager(fn, args, positions, params):

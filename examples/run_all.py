@@ -1,0 +1,110 @@
+"""`make demo`: run every example on every target and check that they agree.
+
+Each example's `run(args)` returns its numbers (outputs, losses, accuracies, weights after
+training); every target's numbers are compared with numpy:eager's, within float32
+tolerance. Then `unigraph check` runs each example's checkable functions on every target
+against the float64 reference (forward and gradients). Exit status 1 on any disagreement.
+
+    python examples/run_all.py [--targets numpy:static,torch:eager] [--examples cond,mlp]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import unigraph as ug  # noqa: E402
+from unigraph.plugins import all_targets  # noqa: E402
+
+EXAMPLES = ["counter_loop", "cond", "conv2d", "softmax_regression", "mlp"]
+RTOL, ATOL = 2e-4, 2e-5  # float32 runs of the same math on different frameworks
+
+
+def numbers(result) -> dict:
+    """Flatten an example's result into {name: float64 array} for comparison."""
+    flat = {}
+
+    def walk(prefix, value):
+        if isinstance(value, dict):
+            for key, item in value.items():
+                walk(f"{prefix}.{key}" if prefix else str(key), item)
+        elif isinstance(value, str):
+            return
+        else:
+            flat[prefix] = np.asarray(value, dtype=np.float64)
+
+    walk("", result)
+    return flat
+
+
+def compare(reference: dict, got: dict) -> tuple[bool, str]:
+    worst, where = 0.0, ""
+    for key, want in reference.items():
+        have = got.get(key)
+        if have is None or have.shape != want.shape:
+            return False, f"{key}: missing or shape {None if have is None else have.shape}"
+        excess = np.abs(have - want) - (ATOL + RTOL * np.abs(want))
+        if excess.size and excess.max() > worst:
+            worst, where = float(excess.max()), key
+    if worst > 0:
+        return False, f"{where} differs beyond rtol={RTOL}, atol={ATOL}"
+    return True, "agrees with numpy:eager"
+
+
+def run_example(name: str, target: str):
+    module = importlib.import_module(name)
+    backend, mode = target.split(":")
+    args = module_args(module, ["--backend", backend, "--mode", mode, "--no-progress"])
+    return numbers(module.run(args))
+
+
+def module_args(module, argv):
+    from _cli import parse_args
+
+    extra = getattr(module, "_extra", None)
+    return parse_args(module.__doc__.splitlines()[0], extra, argv)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--targets", default=None, help="comma-separated (default: all)")
+    parser.add_argument("--examples", default=",".join(EXAMPLES))
+    parser.add_argument("--no-check", action="store_true", help="skip `unigraph check`")
+    args = parser.parse_args(argv)
+    targets = args.targets.split(",") if args.targets else [str(t) for t in all_targets()]
+    failures = 0
+    for name in args.examples.split(","):
+        print(f"\n== examples/{name}.py")
+        reference = run_example(name, "numpy:eager")
+        for target in targets:
+            start = time.perf_counter()
+            try:
+                ok, note = compare(reference, run_example(name, target))
+            except ug.UnigraphError as error:
+                ok, note = False, f"error: {error}"
+            failures += not ok
+            status = "ok  " if ok else "FAIL"
+            print(f"  {status} {target:22s} {time.perf_counter() - start:6.2f}s  {note}")
+    if not args.no_check:
+        for name in args.examples.split(","):
+            command = [sys.executable, "-m", "unigraph.cli", "check", os.path.join(HERE,
+                       f"{name}.py")]
+            if args.targets:
+                command += ["--targets", args.targets]
+            print(f"\n== unigraph check examples/{name}.py", flush=True)
+            failures += subprocess.run(command).returncode != 0
+    print(f"\n{'all examples agree on every target' if not failures else f'{failures} failures'}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

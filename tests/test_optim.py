@@ -1,0 +1,202 @@
+"""ug.optim: every optimizer's update against its formula computed by hand in float64, on
+numpy:eager and numpy:static (where the updates are graph updates of one compiled step)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import unigraph as ug
+
+MODES = ["eager", "static"]
+STEPS = 3
+
+
+def _gradients(shape, steps=STEPS, seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(shape) for _ in range(steps)]
+
+
+def _run_optimizer(make, mode, dtype="float64", weight_decay=0.0, lr_scale=1.0, steps=STEPS):
+    """Apply `steps` given gradients to two parameters (the second frozen) on numpy:<mode>;
+    return (trained values, frozen values, the optimizer)."""
+    start = np.random.default_rng(1).standard_normal((2, 3))
+    param = ug.Parameter(start, name="w", lr_scale=lr_scale, dtype=dtype)
+    frozen = ug.Parameter(start, name="frozen", trainable=False, dtype=dtype)
+    optimizer = make([param, frozen], weight_decay)
+    grads = _gradients(start.shape, steps)
+
+    @ug.function
+    def step(g):
+        optimizer.apply([g, g])  # the frozen parameter's gradient is ignored
+
+    with ug.use_backend("numpy", mode):
+        for g in grads:
+            step(g.astype(dtype))
+    if mode == "static":
+        assert len(step._cache) == 1
+    return param.numpy(), frozen.numpy(), optimizer, start, grads
+
+
+def _sgd_by_hand(p, grads, lr, wd):
+    for g in grads:
+        p = p - lr * (g + wd * p)
+    return p
+
+
+def _momentum_by_hand(p, grads, lr, wd, mu, nesterov):
+    v = np.zeros_like(p)
+    for g in grads:
+        g = g + wd * p
+        v = mu * v + g
+        p = p - lr * (g + mu * v if nesterov else v)
+    return p
+
+
+def _adam_by_hand(p, grads, lr, wd, b1, b2, eps):
+    m, v = np.zeros_like(p), np.zeros_like(p)
+    for t, g in enumerate(grads, start=1):
+        g = g + wd * p
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * g * g
+        m_hat, v_hat = m / (1 - b1 ** t), v / (1 - b2 ** t)
+        p = p - lr * m_hat / (np.sqrt(v_hat) + eps)
+    return p
+
+
+CASES = {
+    "sgd": (lambda ps, wd: ug.optim.SGD(ps, lr=0.3, weight_decay=wd),
+            lambda p, gs, lr_scale, wd: _sgd_by_hand(p, gs, 0.3 * lr_scale, wd)),
+    "momentum": (lambda ps, wd: ug.optim.Momentum(ps, lr=0.2, momentum=0.8, weight_decay=wd),
+                 lambda p, gs, s, wd: _momentum_by_hand(p, gs, 0.2 * s, wd, 0.8, False)),
+    "nesterov": (lambda ps, wd: ug.optim.Momentum(ps, lr=0.2, momentum=0.8, nesterov=True,
+                                                  weight_decay=wd),
+                 lambda p, gs, s, wd: _momentum_by_hand(p, gs, 0.2 * s, wd, 0.8, True)),
+    "adam": (lambda ps, wd: ug.optim.Adam(ps, lr=0.05, betas=(0.8, 0.95), eps=1e-6,
+                                          weight_decay=wd),
+             lambda p, gs, s, wd: _adam_by_hand(p, gs, 0.05 * s, wd, 0.8, 0.95, 1e-6)),
+}
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("weight_decay, lr_scale", [(0.0, 1.0), (0.1, 0.5)])
+@pytest.mark.parametrize("name", list(CASES))
+def test_update_matches_the_formula(name, weight_decay, lr_scale, mode):
+    make, by_hand = CASES[name]
+    got, frozen, _, start, grads = _run_optimizer(make, mode, "float64", weight_decay,
+                                                  lr_scale)
+    np.testing.assert_allclose(got, by_hand(start, grads, lr_scale, weight_decay),
+                               rtol=1e-12, atol=1e-14)
+    np.testing.assert_array_equal(frozen, start)  # trainable=False: never touched
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_float32_eager_and_static_agree_with_the_formula(name):
+    make, by_hand = CASES[name]
+    eager, *_ = _run_optimizer(make, "eager", "float32")
+    static, _, _, start, grads = _run_optimizer(make, "static", "float32")
+    expected = by_hand(start, grads, 1.0, 0.0)
+    assert eager.dtype == static.dtype == np.float32
+    np.testing.assert_allclose(eager, expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(static, eager, rtol=1e-6, atol=1e-7)
+
+
+def test_adam_state_holds_moments_and_step_count():
+    _, _, optimizer, start, grads = _run_optimizer(CASES["adam"][0], "static")
+    state = optimizer.state_dict()
+    assert sorted(state) == ["0.m", "0.step", "0.v", "lr"]  # nothing for the frozen one
+    assert float(state["0.step"]) == STEPS
+    m = np.zeros_like(start)
+    for g in grads:
+        m = 0.8 * m + 0.2 * g
+    np.testing.assert_allclose(state["0.m"], m, rtol=1e-12)
+
+
+def test_state_dict_round_trip_and_reset():
+    make = CASES["momentum"][0]
+    _, _, optimizer, start, grads = _run_optimizer(make, "eager")
+    saved = optimizer.state_dict()
+    velocity = optimizer.state(optimizer.params[0], "velocity")
+    optimizer.reset()
+    np.testing.assert_array_equal(velocity.numpy(), np.zeros_like(start))
+    optimizer.load_state_dict(saved)
+    np.testing.assert_array_equal(velocity.numpy(), saved["0.velocity"])
+    with pytest.raises(KeyError, match="unexpected keys 7.velocity"):
+        optimizer.load_state_dict({"7.velocity": np.zeros(1)})
+    with pytest.raises(ValueError, match=r"'0.velocity' has shape \[3\]"):
+        optimizer.load_state_dict({"0.velocity": np.zeros(3)})
+
+
+def test_changing_lr_needs_no_recompilation():
+    param = ug.Parameter(np.ones(3), name="w")
+    optimizer = ug.optim.SGD([param], lr=0.5)
+
+    @ug.function
+    def step(g):
+        optimizer.apply([g])
+
+    with ug.use_backend("numpy", "static"):
+        step(np.ones(3))
+        optimizer.lr = 0.25
+        step(np.ones(3))
+    assert len(step._cache) == 1
+    np.testing.assert_allclose(param.numpy(), 1 - 0.5 - 0.25)
+    assert optimizer.lr == 0.25
+
+
+def test_lr_scale_is_applied_in_the_parameter_dtype():
+    param = ug.Parameter(np.zeros(2, np.float32), lr_scale=0.001)
+    ug.optim.SGD([param], lr=0.5).apply([ug.tensor(np.ones(2, np.float32))])
+    np.testing.assert_array_equal(param.numpy(), -np.float32(0.5 * 0.001))
+
+
+def test_a_module_can_be_given_instead_of_its_parameters():
+    net = ug.nn.Linear(3, 2)
+    optimizer = ug.optim.Adam(net)
+    assert [p.name for p in optimizer.params] == ["weight", "bias"]
+
+
+def test_gradients_by_dict_and_by_trainable_order():
+    a, b = ug.Parameter(np.zeros(2), name="a"), ug.Parameter(np.zeros(3), name="b")
+    frozen = ug.Parameter(np.zeros(1), name="frozen", trainable=False)
+    optimizer = ug.optim.SGD([a, frozen, b], lr=1.0)
+    optimizer.apply({b: ug.tensor(np.ones(3))})
+    np.testing.assert_array_equal(b.numpy(), -np.ones(3))
+    np.testing.assert_array_equal(a.numpy(), np.zeros(2))
+    optimizer.apply([ug.tensor(np.ones(2)), ug.tensor(np.ones(3))])  # trainable() order
+    np.testing.assert_array_equal(a.numpy(), -np.ones(2))
+
+
+def test_bad_gradients_are_explained():
+    a = ug.Parameter(np.zeros(2), name="a")
+    optimizer = ug.optim.SGD([a], lr=1.0)
+    with pytest.raises(ValueError, match="got 2 gradients for 1 parameters"):
+        optimizer.apply([ug.tensor(np.ones(2)), ug.tensor(np.ones(2))])
+    with pytest.raises(ValueError, match=r"gradient of 'a' has shape \[3\]"):
+        optimizer.apply([ug.tensor(np.ones(3))])
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda ps: ug.optim.SGD(ps, lr=-1.0), "lr must be >= 0"),
+    (lambda ps: ug.optim.Adam(ps, betas=(0.9, 1.0)), "betas"),
+    (lambda ps: ug.optim.Adam(ps, eps=0.0), "eps"),
+    (lambda ps: ug.optim.Momentum(ps, momentum=-0.1), "momentum"),
+    (lambda ps: ug.optim.SGD([np.zeros(2)]), "Parameter"),
+])
+def test_bad_hyperparameters(make, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        make([ug.Parameter(np.zeros(2))])
+
+
+def test_copy_for_carries_hyperparameters_and_state():
+    make = CASES["adam"][0]
+    _, _, optimizer, start, grads = _run_optimizer(make, "eager", "float32")
+    twin_params = [ug.Parameter(p.numpy(), dtype="float64", trainable=p.trainable)
+                   for p in optimizer.params]
+    twin = optimizer.copy_for(twin_params)
+    assert isinstance(twin, ug.optim.Adam) and twin.hyperparameters() == \
+        optimizer.hyperparameters()
+    assert twin.state(twin_params[0], "m").dtype == "float64"
+    np.testing.assert_allclose(twin.state_dict()["0.m"], optimizer.state_dict()["0.m"],
+                               rtol=1e-7)
+    assert float(twin.state_dict()["0.step"]) == STEPS

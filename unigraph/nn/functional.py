@@ -1,0 +1,185 @@
+"""`ug.nn.functional`: activations, losses and metrics written once with unigraph ops.
+
+>>> F = ug.nn.functional
+>>> loss = F.cross_entropy(logits, labels)     # integer labels [N] or one-hot [N, C]
+>>> acc = F.accuracy(logits, labels)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from unigraph import api
+from unigraph.dtypes import is_float
+from unigraph.errors import ShapeError
+from unigraph.random import uniform
+from unigraph.tensor import Tensor, tensor
+
+__all__ = [
+    "accuracy", "activation", "cross_entropy", "dropout", "flatten", "linear",
+    "log_softmax", "mse_loss", "relu", "sigmoid", "softmax", "tanh",
+]
+
+
+def relu(x):
+    """max(x, 0)."""
+    return api.relu(x)
+
+
+def sigmoid(x):
+    """1 / (1 + exp(-x))."""
+    return api.sigmoid(x)
+
+
+def tanh(x):
+    """Hyperbolic tangent."""
+    return api.tanh(x)
+
+
+def softmax(x, axis=-1):
+    """exp(x) / sum(exp(x)) along `axis`."""
+    return api.softmax(x, axis)
+
+
+def log_softmax(x, axis=-1):
+    """x - log(sum(exp(x))) along `axis`."""
+    return api.log_softmax(x, axis)
+
+
+_ACTIVATIONS = {"relu": relu, "sigmoid": sigmoid, "tanh": tanh, "softmax": softmax,
+                "log_softmax": log_softmax}
+
+
+def activation(act):
+    """The activation function for `act`: None (identity), a name, or a callable."""
+    if act is None:
+        return lambda x: x
+    if callable(act):
+        return act
+    try:
+        return _ACTIVATIONS[act]
+    except KeyError:
+        known = ", ".join(_ACTIVATIONS)
+        raise ValueError(f"unknown activation {act!r}; use None, a callable, or one of "
+                         f"{known}") from None
+
+
+def linear(x, weight, bias=None):
+    """x @ weight + bias, with weight [in, out]."""
+    out = api.matmul(x, weight)
+    return out if bias is None else out + bias
+
+
+def flatten(x, start_axis=1):
+    """Merge the dimensions from `start_axis` on into one: [N, C, H, W] -> [N, C*H*W]."""
+    x = _as_tensor(x)
+    keep = tuple(x.shape[:start_axis])
+    return api.reshape(x, keep + (-1,))
+
+
+def dropout(x, p=0.5, training=True):
+    """Zero each entry with probability `p` and scale the rest by 1 / (1 - p) (inverted
+    dropout), so the expected value is unchanged; the identity when not `training`.
+
+    The mask is `ug.random.uniform(x.shape) >= p`: drawn from unigraph's generator, so every
+    backend drops the same units, and in a static graph a fresh mask is fed on every run.
+    """
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability must lie in [0, 1], got {p}")
+    if not training or p == 0.0:
+        return x
+    x = _as_tensor(x)
+    if p == 1.0:
+        return x * 0.0
+    keep = api.cast(uniform(x.shape, x.dtype) >= p, x.dtype)
+    return x * keep * (1.0 / (1.0 - p))
+
+
+def _reduce(losses, reduction: str, where: str):
+    if reduction == "mean":
+        return api.mean(losses)
+    if reduction == "sum":
+        return api.sum(losses)
+    if reduction == "none":
+        return losses
+    raise ValueError(f"{where}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+
+
+def _as_tensor(x):
+    return x if isinstance(x, Tensor) else tensor(x)
+
+
+def _check_labels(labels, classes: int, logits_shape) -> None:
+    """Eager only: integer labels must lie in [0, classes)."""
+    values = np.asarray(labels.numpy() if isinstance(labels, Tensor) else labels)
+    if values.size == 0:
+        return
+    bad = np.flatnonzero((values < 0) | (values >= classes))
+    if bad.size:
+        first = int(bad[0])
+        raise ValueError(
+            f"cross_entropy: labels must lie in [0, {classes}) for logits of shape "
+            f"{list(logits_shape)}, but labels[{first}] = {values[first]} ({bad.size} of "
+            f"{values.size} labels out of range; their values run from {values.min()} to "
+            f"{values.max()})"
+        )
+
+
+def cross_entropy(logits, labels, reduction="mean"):
+    """Softmax cross-entropy of `logits` [N, C] (unnormalised scores, not probabilities).
+
+    * integer `labels` [N]: loss_n = -log_softmax(logits)[n, labels[n]]
+    * float `labels` [N, C] (one-hot or probabilities): loss_n = -sum_c labels[n, c] *
+      log_softmax(logits)[n, c]
+
+    then the mean over n (`reduction="sum"`: the sum; `"none"`: the [N] losses).
+
+    Integer labels must lie in [0, C). Eagerly that is checked and a bad label raises a
+    ValueError naming it. Inside a static graph the labels' values are not known while
+    tracing, so it cannot be checked there: an out-of-range label then gives whatever the
+    backend does (an error on some, garbage on others). Check your data, or run one eager
+    step first.
+
+    >>> F.cross_entropy(ug.tensor([[2.0, 0.5]]), np.array([0]))
+    """
+    logits = _as_tensor(logits)
+    if logits.ndim != 2:
+        raise ShapeError(f"cross_entropy: logits must be [N, C], got shape {list(logits.shape)}")
+    labels_dtype = labels.dtype if isinstance(labels, Tensor) else np.asarray(labels).dtype.name
+    if is_float(labels_dtype):
+        labels_shape = tuple(labels.shape) if isinstance(labels, Tensor) else \
+            np.shape(labels)
+        if tuple(labels_shape) != tuple(logits.shape):
+            raise ShapeError(
+                f"cross_entropy: float (one-hot or probability) labels must have the logits' "
+                f"shape {list(logits.shape)}, got {list(labels_shape)}"
+            )
+        losses = -api.sum(labels * api.log_softmax(logits, axis=1), axis=1)
+        return _reduce(losses, reduction, "cross_entropy")
+    labels_is_symbolic = isinstance(labels, Tensor) and labels.is_symbolic
+    if not labels_is_symbolic:
+        _check_labels(labels, logits.shape[1], logits.shape)
+    losses = api.sparse_softmax_cross_entropy(logits, labels)
+    return _reduce(losses, reduction, "cross_entropy")
+
+
+def mse_loss(prediction, target, reduction="mean"):
+    """Mean squared error: mean((prediction - target) ** 2) (`reduction` as in
+    cross_entropy)."""
+    difference = prediction - target
+    return _reduce(difference * difference, reduction, "mse_loss")
+
+
+def accuracy(logits, labels):
+    """Fraction of rows whose highest score is the label (float32 scalar).
+
+    `labels`: integers [N], or one-hot / probabilities [N, C] (their argmax is the label).
+    """
+    logits = _as_tensor(logits)
+    labels = _as_tensor(labels)
+    if labels.ndim == logits.ndim:
+        labels = api.argmax(labels, axis=-1)
+    predicted = api.argmax(logits, axis=-1)
+    if labels.dtype != predicted.dtype:
+        labels = api.cast(labels, predicted.dtype)
+    return api.mean(api.cast(api.equal(predicted, labels), "float32"))

@@ -1,0 +1,335 @@
+"""Layers: Linear, Conv2D, pooling, Flatten, activations, Dropout, BatchNorm2D, Sequential.
+
+Each is written once with unigraph ops. Weights are initialised in NumPy from unigraph's
+seeded generator (`ug.init`), so a seed gives the same layer on every backend. Images are
+NCHW.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from unigraph import api
+from unigraph import init as initializers
+from unigraph.errors import ShapeError
+from unigraph.nn import functional as F
+from unigraph.nn.module import Module, update_buffer
+from unigraph.tensor import Parameter
+
+__all__ = [
+    "AvgPool2D", "BatchNorm2D", "Conv2D", "Dropout", "Flatten", "Linear", "MaxPool2D", "ReLU",
+    "Sequential", "Sigmoid", "Softmax", "Tanh",
+]
+
+
+def _pair(value, name: str) -> tuple:
+    pair = (value, value) if isinstance(value, int | np.integer) else tuple(value)
+    if len(pair) != 2:
+        raise ValueError(f"{name} must be an int or a pair of ints, got {value!r}")
+    return tuple(int(v) for v in pair)
+
+
+def _label(module: Module) -> str:
+    return f"{type(module).__name__} {module.path!r}" if module.path else type(module).__name__
+
+
+def _act_name(act) -> str:
+    return act if isinstance(act, str) else getattr(act, "__name__", repr(act))
+
+
+class Linear(Module):
+    """y = act(x @ weight + bias), weight [in_features, out_features], bias [out_features].
+
+    Defaults: Xavier-uniform weight, zero bias (Keras' and Paddle's defaults). `lr_scale`
+    multiplies the learning rate of both (Paddle's `ParamAttr(learning_rate=...)`).
+
+    >>> fc = ug.nn.Linear(784, 10, act="relu")
+    """
+
+    def __init__(self, in_features, out_features, bias=True, act=None, weight_init=None,
+                 bias_init=None, lr_scale=1.0, dtype="float32"):
+        super().__init__()
+        self.in_features, self.out_features = int(in_features), int(out_features)
+        self.act = act
+        self._act = F.activation(act)
+        weight_init = weight_init or initializers.xavier_uniform()
+        self.weight = Parameter(
+            weight_init((self.in_features, self.out_features), dtype,
+                        fan_in=self.in_features, fan_out=self.out_features),
+            lr_scale=lr_scale,
+        )
+        self.bias = None
+        if bias:
+            bias_init = bias_init or initializers.zeros()
+            self.bias = Parameter(
+                bias_init((self.out_features,), dtype, fan_in=self.in_features,
+                          fan_out=self.out_features),
+                lr_scale=lr_scale,
+            )
+
+    def forward(self, x):
+        shape = tuple(x.shape) if hasattr(x, "shape") else np.shape(x)
+        if not shape or shape[-1] != self.in_features:
+            raise ShapeError(
+                f"{_label(self)} expects inputs whose last dimension is in_features = "
+                f"{self.in_features} (weight {list(self.weight.shape)}), but got an input of "
+                f"shape {list(shape)}; flatten images first (ug.nn.Flatten) or fix in_features"
+            )
+        return self._act(F.linear(x, self.weight, self.bias))
+
+    def extra_repr(self):
+        act = f", act={_act_name(self.act)!r}" if self.act is not None else ""
+        return f"{self.in_features}, {self.out_features}, bias={self.bias is not None}{act}"
+
+
+class Conv2D(Module):
+    """y = act(conv2d(x, weight) + bias) on NCHW x.
+
+    weight [out_channels, in_channels / groups, kh, kw], bias [out_channels]; symmetric zero
+    `padding`; `stride`, `dilation` and `groups` as in every framework. Defaults:
+    Xavier-uniform weight, zero bias.
+
+    >>> conv = ug.nn.Conv2D(3, 2, 3, act="relu", weight_init=ug.init.xavier_normal(),
+    ...                     lr_scale=0.001)
+    """
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0,
+                 dilation=1, groups=1, bias=True, act=None, weight_init=None, bias_init=None,
+                 lr_scale=1.0, dtype="float32"):
+        super().__init__()
+        self.in_channels, self.out_channels = int(in_channels), int(out_channels)
+        self.kernel_size = _pair(kernel_size, "kernel_size")
+        self.stride = _pair(stride, "stride")
+        self.padding = _pair(padding, "padding")
+        self.dilation = _pair(dilation, "dilation")
+        self.groups = int(groups)
+        if self.in_channels % self.groups or self.out_channels % self.groups:
+            raise ValueError(
+                f"Conv2D: in_channels ({self.in_channels}) and out_channels "
+                f"({self.out_channels}) must both be multiples of groups ({self.groups})"
+            )
+        self.act = act
+        self._act = F.activation(act)
+        shape = (self.out_channels, self.in_channels // self.groups, *self.kernel_size)
+        fan_in, fan_out = initializers.fans(shape)
+        weight_init = weight_init or initializers.xavier_uniform()
+        self.weight = Parameter(weight_init(shape, dtype, fan_in=fan_in, fan_out=fan_out),
+                                lr_scale=lr_scale)
+        self.bias = None
+        if bias:
+            bias_init = bias_init or initializers.zeros()
+            self.bias = Parameter(
+                bias_init((self.out_channels,), dtype, fan_in=fan_in, fan_out=fan_out),
+                lr_scale=lr_scale,
+            )
+
+    def forward(self, x):
+        shape = tuple(x.shape) if hasattr(x, "shape") else np.shape(x)
+        if len(shape) != 4 or shape[1] != self.in_channels:
+            raise ShapeError(
+                f"{_label(self)} expects NCHW inputs with {self.in_channels} channels "
+                f"(weight {list(self.weight.shape)}), but got an input of shape {list(shape)}"
+            )
+        out = api.conv2d(x, self.weight, self.stride, self.padding, self.dilation,
+                         self.groups)
+        if self.bias is not None:
+            out = out + api.reshape(self.bias, (1, self.out_channels, 1, 1))
+        return self._act(out)
+
+    def extra_repr(self):
+        act = f", act={_act_name(self.act)!r}" if self.act is not None else ""
+        return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+                f"stride={self.stride}, padding={self.padding}{act}")
+
+
+class _Pool2D(Module):
+    _op = None
+
+    def __init__(self, kernel_size, stride=None, padding=0):
+        super().__init__()
+        self.kernel_size = _pair(kernel_size, "kernel_size")
+        self.stride = _pair(stride, "stride") if stride is not None else self.kernel_size
+        self.padding = _pair(padding, "padding")
+
+    def forward(self, x):
+        return type(self)._op(x, self.kernel_size, self.stride, self.padding)
+
+    def extra_repr(self):
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class MaxPool2D(_Pool2D):
+    """Maximum over each window of NCHW x (stride defaults to the kernel size; padding is
+    -inf and at most kernel // 2)."""
+
+    _op = staticmethod(api.max_pool2d)
+
+
+class AvgPool2D(_Pool2D):
+    """Mean over each window of NCHW x; zero padding counts in the mean (PyTorch's
+    count_include_pad=True)."""
+
+    _op = staticmethod(api.avg_pool2d)
+
+
+class Flatten(Module):
+    """[N, d1, d2, ...] -> [N, d1 * d2 * ...] (from `start_axis` on)."""
+
+    def __init__(self, start_axis=1):
+        super().__init__()
+        self.start_axis = int(start_axis)
+
+    def forward(self, x):
+        return F.flatten(x, self.start_axis)
+
+
+class ReLU(Module):
+    """max(x, 0)."""
+
+    def forward(self, x):
+        return F.relu(x)
+
+
+class Sigmoid(Module):
+    """1 / (1 + exp(-x))."""
+
+    def forward(self, x):
+        return F.sigmoid(x)
+
+
+class Tanh(Module):
+    """tanh(x)."""
+
+    def forward(self, x):
+        return F.tanh(x)
+
+
+class Softmax(Module):
+    """softmax along `axis`."""
+
+    def __init__(self, axis=-1):
+        super().__init__()
+        self.axis = axis
+
+    def forward(self, x):
+        return F.softmax(x, self.axis)
+
+
+class Dropout(Module):
+    """Inverted dropout with drop probability `p` in training mode; the identity in eval mode.
+
+    The mask comes from unigraph's generator (`ug.random.uniform`), so every backend drops
+    the same units for the same seed, and a static graph draws a fresh mask on every run.
+    """
+
+    def __init__(self, p=0.5):
+        super().__init__()
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"Dropout: p must lie in [0, 1], got {p}")
+        self.p = float(p)
+
+    def forward(self, x):
+        return F.dropout(x, self.p, self.training)
+
+    def extra_repr(self):
+        return f"p={self.p}"
+
+
+class BatchNorm2D(Module):
+    """Batch normalisation over the channels of NCHW x (PyTorch's semantics and defaults).
+
+    Training mode (`module.train()`): with the batch's per-channel mean and *biased* variance
+    (divide by n = N * H * W),
+
+        y = (x - mean) / sqrt(var + eps) * weight + bias
+        running_mean = (1 - momentum) * running_mean + momentum * mean
+        running_var  = (1 - momentum) * running_var  + momentum * var * n / (n - 1)
+
+    (the running variance takes the *unbiased* estimate, like PyTorch; momentum 0.1 like
+    PyTorch, i.e. Paddle's momentum 0.9). Evaluation mode (`module.eval()`): normalises
+    with running_mean and running_var and changes nothing.
+
+    weight (gamma) starts at 1, bias (beta) at 0; running_mean at 0, running_var at 1; the
+    running statistics are buffers: saved in `state_dict`, never trained. Inside a static
+    training step they are graph updates (ug.assign), applied after the run like the
+    weights' updates.
+    """
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, dtype="float32"):
+        super().__init__()
+        self.num_features, self.eps, self.momentum = int(num_features), float(eps), \
+            float(momentum)
+        self.affine = affine
+        if affine:
+            self.weight = Parameter(np.ones(self.num_features, dtype=dtype))
+            self.bias = Parameter(np.zeros(self.num_features, dtype=dtype))
+        self.register_buffer("running_mean", np.zeros(self.num_features, dtype=dtype))
+        self.register_buffer("running_var", np.ones(self.num_features, dtype=dtype))
+
+    def forward(self, x):
+        shape = tuple(x.shape) if hasattr(x, "shape") else np.shape(x)
+        if len(shape) != 4 or shape[1] != self.num_features:
+            raise ShapeError(
+                f"{_label(self)} expects NCHW inputs with {self.num_features} channels, but "
+                f"got an input of shape {list(shape)}"
+            )
+        channels = (1, self.num_features, 1, 1)
+        if self.training:
+            count = shape[0] * shape[2] * shape[3]
+            if count < 2:
+                raise ShapeError(
+                    f"{_label(self)}: training mode needs more than one value per channel "
+                    f"to estimate a variance, got an input of shape {list(shape)}"
+                )
+            mean = api.mean(x, axis=(0, 2, 3))
+            centered = x - api.reshape(mean, channels)
+            var = api.mean(centered * centered, axis=(0, 2, 3))
+            m = self.momentum
+            update_buffer(self, self.running_mean, self.running_mean * (1 - m) + mean * m)
+            update_buffer(self, self.running_var,
+                          self.running_var * (1 - m) + var * (m * count / (count - 1)))
+        else:
+            mean, var = self.running_mean, self.running_var
+            centered = x - api.reshape(mean, channels)
+        out = centered / api.reshape(api.sqrt(var + self.eps), channels)
+        if self.affine:
+            out = out * api.reshape(self.weight, channels) + api.reshape(self.bias, channels)
+        return out
+
+    def extra_repr(self):
+        return f"{self.num_features}, eps={self.eps}, momentum={self.momentum}"
+
+
+class Sequential(Module):
+    """Layers applied in order; children are named "0", "1", ...
+
+    >>> ug.nn.Sequential(ug.nn.Linear(64, 256, act="relu"), ug.nn.Linear(256, 10))
+    """
+
+    def __init__(self, *layers):
+        super().__init__()
+        if len(layers) == 1 and isinstance(layers[0], list | tuple):
+            layers = tuple(layers[0])
+        for index, layer in enumerate(layers):
+            if not isinstance(layer, Module):
+                raise TypeError(f"Sequential: item {index} is a {type(layer).__name__}, "
+                                "not a ug.nn.Module")
+            setattr(self, str(index), layer)
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __getitem__(self, index):
+        return list(self._modules.values())[index]
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def append(self, layer: Module) -> Sequential:
+        setattr(self, str(len(self._modules)), layer)
+        return self
+
+    def forward(self, x):
+        for layer in self._modules.values():
+            x = layer(x)
+        return x

@@ -1,0 +1,343 @@
+"""`Module`: a tree of layers that owns Parameters (weights) and buffers (running statistics).
+
+A module's weights are `ug.Parameter`s, initialised once in NumPy, so the same module runs
+on every target. Assigning a Parameter or a Module to an attribute registers it; the
+parameter's `name` becomes its dotted path from the root (`"fc1.weight"`), which is also its
+name in traced graphs and the key in `state_dict()`.
+
+>>> class Net(ug.nn.Module):
+...     def __init__(self):
+...         super().__init__()
+...         self.fc1 = ug.nn.Linear(784, 10)
+...     def forward(self, x):
+...         return self.fc1(x)
+>>> net = Net(); [name for name, _ in net.named_parameters()]
+['fc1.weight', 'fc1.bias']
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import copy
+
+import numpy as np
+
+from unigraph.function import assign
+from unigraph.tensor import Parameter
+from unigraph.tracing import current_builder
+
+__all__ = ["Module", "collect_updates", "update_buffer"]
+
+# A list of (buffer, new value) while `collect_updates()` is active, else None.
+_pending_updates: contextvars.ContextVar = contextvars.ContextVar(
+    "unigraph_nn_pending_updates", default=None
+)
+# A list of (path, module, output) while `Module.summary` traces, else None.
+_summary_rows: contextvars.ContextVar = contextvars.ContextVar(
+    "unigraph_nn_summary_rows", default=None
+)
+
+
+@contextlib.contextmanager
+def collect_updates():
+    """Collect buffer updates (BatchNorm running statistics) instead of assigning them.
+
+    A differentiated function (`ug.value_and_grad`) cannot assign parameters inside a static
+    graph, so a training step runs the forward pass inside this block, returns the collected
+    values from the differentiated function, and assigns them after it:
+
+    >>> def closure():
+    ...     with ug.nn.collect_updates() as updates:
+    ...         loss = loss_fn(model(x), y)
+    ...     return loss, [value for _, value in updates]
+    >>> (loss, values), grads = ug.value_and_grad(closure, wrt=params)()
+    >>> for (buffer, _), value in zip(updates, values):
+    ...     ug.assign(buffer, value)
+
+    `ug.Trainer` does this for you.
+    """
+    updates: list = []
+    token = _pending_updates.set(updates)
+    try:
+        yield updates
+    finally:
+        _pending_updates.reset(token)
+
+
+def update_buffer(module: Module, buffer: Parameter, value) -> None:
+    """Give `buffer` a new value now, or hand it to an active `collect_updates()`."""
+    pending = _pending_updates.get()
+    if pending is not None:
+        pending.append((buffer, value))
+        return
+    builder = current_builder()
+    if builder is not None and builder.parent is not None:
+        raise RuntimeError(
+            f"{type(module).__name__} {module.path!r} updates its buffer {buffer.name!r} in "
+            "training mode inside a differentiated function (ug.value_and_grad) or a "
+            "cond/while_loop branch, where a static graph cannot assign it: run the forward "
+            "pass inside `with ug.nn.collect_updates() as updates:` and assign the values "
+            "after the gradient (ug.Trainer does), or call module.eval()"
+        )
+    assign(buffer, value)
+
+
+class Module:
+    """Base class of every layer and model. Subclasses define `forward`; calling the module
+    calls `forward`.
+
+    Registration is by attribute: `self.fc = Linear(...)` adds a child module,
+    `self.w = ug.Parameter(...)` a parameter, `self.register_buffer(name, array)` a
+    non-trainable buffer (saved in `state_dict`, never given to optimizers).
+    """
+
+    def __init__(self):
+        object.__setattr__(self, "_parameters", {})
+        object.__setattr__(self, "_buffers", {})
+        object.__setattr__(self, "_modules", {})
+        object.__setattr__(self, "training", True)
+        object.__setattr__(self, "path", "")
+
+    # -- registration ---------------------------------------------------------------------
+    def __setattr__(self, name, value):
+        if "_parameters" not in self.__dict__:
+            raise AttributeError(
+                f"{type(self).__name__}: call super().__init__() before assigning attributes"
+            )
+        for table in (self._parameters, self._buffers, self._modules):
+            table.pop(name, None)
+        if isinstance(value, Parameter):
+            self._parameters[name] = value
+            value.name = self._child_path(name)
+        elif isinstance(value, Module):
+            self._modules[name] = value
+            value._set_path(self._child_path(name))
+        object.__setattr__(self, name, value)
+
+    def __delattr__(self, name):
+        for table in (self._parameters, self._buffers, self._modules):
+            table.pop(name, None)
+        object.__delattr__(self, name)
+
+    def _child_path(self, name: str) -> str:
+        return f"{self.path}.{name}" if self.path else name
+
+    def _set_path(self, path: str) -> None:
+        object.__setattr__(self, "path", path)
+        for name, param in {**self._parameters, **self._buffers}.items():
+            param.name = self._child_path(name)
+        for name, child in self._modules.items():
+            child._set_path(self._child_path(name))
+
+    def register_buffer(self, name: str, value, dtype=None) -> Parameter:
+        """Add a non-trainable tensor (e.g. running statistics) saved with the weights."""
+        buffer = value if isinstance(value, Parameter) else Parameter(value, dtype=dtype)
+        buffer.trainable = False
+        for table in (self._parameters, self._modules):
+            table.pop(name, None)
+        self._buffers[name] = buffer
+        buffer.name = self._child_path(name)
+        object.__setattr__(self, name, buffer)
+        return buffer
+
+    def add_parameter(self, name: str, array, trainable=True, lr_scale=1.0) -> Parameter:
+        """Register `array` as a Parameter called `name` (a shortcut for setattr)."""
+        param = Parameter(array, trainable=trainable, lr_scale=lr_scale)
+        setattr(self, name, param)
+        return param
+
+    # -- traversal ------------------------------------------------------------------------
+    def named_modules(self, prefix: str = ""):
+        """(dotted name, module) for this module ("") and every descendant, depth first."""
+        yield prefix, self
+        for name, child in self._modules.items():
+            yield from child.named_modules(f"{prefix}.{name}" if prefix else name)
+
+    def modules(self):
+        return [module for _, module in self.named_modules()]
+
+    def children(self):
+        return list(self._modules.values())
+
+    def _named(self, table: str):
+        seen = set()
+        for prefix, module in self.named_modules():
+            for name, param in getattr(module, table).items():
+                if id(param) in seen:
+                    continue  # a parameter shared by two layers is listed (and trained) once
+                seen.add(id(param))
+                yield (f"{prefix}.{name}" if prefix else name), param
+
+    def named_parameters(self):
+        """(dotted name, Parameter) for every parameter, trainable or frozen."""
+        return list(self._named("_parameters"))
+
+    def parameters(self):
+        """Every parameter (give these to an optimizer; frozen ones are skipped there)."""
+        return [param for _, param in self._named("_parameters")]
+
+    def trainable_parameters(self):
+        return [param for param in self.parameters() if param.trainable]
+
+    def named_buffers(self):
+        return list(self._named("_buffers"))
+
+    def buffers(self):
+        return [buffer for _, buffer in self._named("_buffers")]
+
+    # -- modes ----------------------------------------------------------------------------
+    def train(self, mode: bool = True) -> Module:
+        """Training mode (dropout drops, batch norm uses and updates batch statistics)."""
+        for module in self.modules():
+            object.__setattr__(module, "training", bool(mode))
+        return self
+
+    def eval(self) -> Module:
+        """Evaluation mode (dropout is the identity, batch norm uses running statistics)."""
+        return self.train(False)
+
+    # -- weights as NumPy -----------------------------------------------------------------
+    def state_dict(self) -> dict:
+        """{dotted name: NumPy array copy} of every parameter and buffer."""
+        state = {name: param.numpy().copy() for name, param in self.named_parameters()}
+        state.update({name: buffer.numpy().copy() for name, buffer in self.named_buffers()})
+        return state
+
+    def load_state_dict(self, state: dict, strict: bool = True) -> None:
+        """Load arrays saved by `state_dict` (shapes must match; dtypes are converted).
+
+        With `strict` (the default) the keys must be exactly this module's keys.
+        """
+        own = dict(self.named_parameters())
+        own.update(self.named_buffers())
+        missing = [key for key in own if key not in state]
+        unexpected = [key for key in state if key not in own]
+        if strict and (missing or unexpected):
+            parts = []
+            if missing:
+                parts.append(f"missing keys: {', '.join(missing)}")
+            if unexpected:
+                parts.append(f"unexpected keys: {', '.join(unexpected)}")
+            raise KeyError(f"load_state_dict into {type(self).__name__}: {'; '.join(parts)}")
+        checked = []
+        for key, param in own.items():
+            if key not in state:
+                continue
+            array = np.asarray(state[key])
+            if array.shape != param.shape:
+                raise ValueError(
+                    f"load_state_dict into {type(self).__name__}: {key!r} has shape "
+                    f"{list(array.shape)} in the state dict but {list(param.shape)} in the model"
+                )
+            checked.append((param, array))
+        for param, array in checked:  # all or nothing
+            param.set_value(array)
+
+    def copy(self, dtype=None) -> Module:
+        """A deep copy with new Parameters holding copies of the values (floating ones cast
+        to `dtype` when given): e.g. a float64 twin of a float32 model for a reference run.
+
+        >>> reference = net.copy("float64")
+        """
+        memo: dict = {}
+        for param in [*self.parameters(), *self.buffers()]:
+            array = np.array(param.numpy(), copy=True)
+            if dtype is not None and array.dtype.kind == "f":
+                array = array.astype(dtype)
+            memo[id(param)] = Parameter(array, name=param.name, trainable=param.trainable,
+                                        lr_scale=param.lr_scale)
+        return copy.deepcopy(self, memo)
+
+    # -- calling --------------------------------------------------------------------------
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(f"{type(self).__name__} must define forward()")
+
+    def __call__(self, *args, **kwargs):
+        out = self.forward(*args, **kwargs)
+        rows = _summary_rows.get()
+        if rows is not None:
+            rows.append((self, out))
+        return out
+
+    def extra_repr(self) -> str:
+        return ""
+
+    def __repr__(self):
+        lines = [f"{type(self).__name__}({self.extra_repr()}"]
+        for name, child in self._modules.items():
+            child_lines = repr(child).splitlines()
+            lines.append(f"  ({name}): {child_lines[0]}")
+            lines.extend(f"  {line}" for line in child_lines[1:])
+        if len(lines) == 1:
+            return lines[0] + ")"
+        return "\n".join(lines) + "\n)"
+
+    def summary(self, input_shape, dtype="float32", print_fn=print) -> str:
+        """A table of layers, output shapes and parameter counts, like Keras' summary.
+
+        The model is traced with a symbolic input of `input_shape` (nothing is computed)
+        in evaluation mode. Returns the table and passes it to `print_fn` (None: don't).
+
+        >>> net.summary((1, 784))
+        """
+        from unigraph.function import function
+
+        rows: list = []
+        was_training = self.training
+        self.eval()
+        token = _summary_rows.set(rows)
+        try:
+            function(lambda x: self(x), name="summary", autograph=False).trace(
+                np.zeros(tuple(input_shape), dtype=dtype)
+            )
+        finally:
+            _summary_rows.reset(token)
+            self.train(was_training)
+        table = _summary_table(self, rows)
+        if print_fn is not None:
+            print_fn(table)
+        return table
+
+
+def _shape_text(out) -> str:
+    if isinstance(out, tuple | list):
+        return ", ".join(_shape_text(x) for x in out)
+    shape = getattr(out, "shape", None)
+    return str(list(shape)) if shape is not None else type(out).__name__
+
+
+def _summary_table(model: Module, rows: list) -> str:
+    # Modules report after their children, so put each row back in call-entry order:
+    # a parent's row goes before the first row of its descendants.
+    order = {id(module): i for i, module in enumerate(model.modules())}
+    rows = sorted(rows, key=lambda row: order.get(id(row[0]), len(order)))
+    if model._modules:  # like Keras, list the layers, not the model around them
+        rows = [row for row in rows if row[0] is not model]
+    body = []
+    for module, out in rows:
+        count = sum(int(np.prod(p.shape)) for p in module.parameters())  # with children's
+        name = module.path or "(model)"
+        body.append((f"{name} ({type(module).__name__})", _shape_text(out), f"{count:,}"))
+    header = ("Layer (type)", "Output shape", "Param #")
+    widths = [max(len(r[i]) for r in [header, *body]) for i in range(3)]
+    rule = "-" * (sum(widths) + 4)
+
+    def line(row):
+        return f"{row[0]:<{widths[0]}}  {row[1]:<{widths[1]}}  {row[2]:>{widths[2]}}"
+
+    params = model.parameters()
+    trainable = sum(int(np.prod(p.shape)) for p in params if p.trainable)
+    frozen = sum(int(np.prod(p.shape)) for p in params if not p.trainable)
+    buffers = sum(int(np.prod(b.shape)) for b in model.buffers())
+    lines = [f'Model: "{type(model).__name__}"', rule, line(header), rule.replace("-", "=")]
+    lines += [line(row) for row in body]
+    lines += [
+        rule,
+        f"Total params: {trainable + frozen:,}",
+        f"Trainable params: {trainable:,}",
+        f"Non-trainable params: {frozen:,}",
+        f"Buffers: {buffers:,}",
+        rule,
+    ]
+    return "\n".join(lines)

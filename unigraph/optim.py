@@ -1,0 +1,300 @@
+"""Optimizers: SGD, Momentum (optionally Nesterov) and Adam, each one documented formula.
+
+The updates are written with unigraph ops and `ug.assign`, so one implementation runs
+eagerly on every backend and is traced into a static training step, where every assignment
+becomes a graph update. Optimizer state (velocities, Adam's moments and step counts, the
+learning rate itself) lives in non-trainable `ug.Parameter`s owned by the optimizer, so a
+compiled step keeps it inside the graph between runs, and changing `optimizer.lr` needs no
+recompilation.
+
+Common to all, for each parameter p with gradient g (parameters with `trainable=False`, and
+gradients given as None, are skipped):
+
+    g  <- g + weight_decay * p          (L2 regularisation added to the gradient, as in
+                                         torch.optim and Paddle's L2Decay; not AdamW)
+    lr_p = lr * p.lr_scale              (per-parameter multiplier, Paddle's
+                                         ParamAttr(learning_rate=...))
+
+then the optimizer's own update with lr_p.
+
+>>> opt = ug.optim.SGD(net.parameters(), lr=0.5)
+>>> loss, grads = ug.value_and_grad(closure, wrt=opt.params)()
+>>> opt.apply(grads)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from unigraph import api
+from unigraph.function import assign
+from unigraph.tensor import Parameter
+
+__all__ = ["Adam", "Momentum", "Optimizer", "SGD"]
+
+
+class Optimizer:
+    """Base class. Subclasses implement `update(param, grad, lr, state)`.
+
+    params: Parameters (or a Module, meaning its `parameters()`); duplicates are dropped.
+    """
+
+    slots: tuple = ()  # names of the per-parameter state tensors, created at first update
+
+    def __init__(self, params, lr, weight_decay=0.0):
+        from unigraph.nn.module import Module
+
+        if isinstance(params, Module):
+            params = params.parameters()
+        unique, seen = [], set()
+        for param in params:
+            if not isinstance(param, Parameter):
+                raise TypeError(f"{type(self).__name__}: expected ug.Parameter objects, got "
+                                f"{type(param).__name__}")
+            if id(param) not in seen:
+                seen.add(id(param))
+                unique.append(param)
+        if lr < 0:
+            raise ValueError(f"{type(self).__name__}: lr must be >= 0, got {lr}")
+        if weight_decay < 0:
+            raise ValueError(f"{type(self).__name__}: weight_decay must be >= 0, "
+                             f"got {weight_decay}")
+        self.params = unique
+        self.weight_decay = float(weight_decay)
+        # float64, cast to each parameter's dtype in the update: float32(lr * lr_scale).
+        self._lr = Parameter(np.float64(lr), name=f"{type(self).__name__.lower()}.lr",
+                             trainable=False)
+        self._state: dict = {}  # (id(param), slot) -> Parameter
+
+    # -- learning rate ----------------------------------------------------------------------
+    @property
+    def lr(self) -> float:
+        """The base learning rate; setting it takes effect at the next step, also in a
+        compiled static step (it is a parameter of the graph, not a constant)."""
+        return float(self._lr.numpy())
+
+    @lr.setter
+    def lr(self, value: float) -> None:
+        if value < 0:
+            raise ValueError(f"lr must be >= 0, got {value}")
+        self._lr.set_value(np.float64(value))
+
+    def trainable(self) -> list:
+        """The parameters that the next `apply` will update."""
+        return [param for param in self.params if param.trainable]
+
+    # -- state ----------------------------------------------------------------------------
+    def _initial(self, param: Parameter, slot: str) -> np.ndarray:
+        """The value a state slot starts with (zeros shaped like the parameter)."""
+        return np.zeros(param.shape, dtype=param.dtype)
+
+    def state(self, param: Parameter, slot: str) -> Parameter:
+        """The state tensor `slot` of `param` (created on first use)."""
+        key = (id(param), slot)
+        if key not in self._state:
+            index = self._index(param)
+            name = f"{type(self).__name__.lower()}.{param.name or index}.{slot}"
+            self._state[key] = Parameter(self._initial(param, slot), name=name,
+                                         trainable=False)
+        return self._state[key]
+
+    def _index(self, param) -> int:
+        for index, own in enumerate(self.params):
+            if own is param:
+                return index
+        raise ValueError(f"parameter {param.name!r} is not one of this optimizer's parameters")
+
+    def state_dict(self) -> dict:
+        """{"lr": array, "<index>.<slot>": array}: the learning rate and every state tensor
+        created so far (index: position in `params`), as NumPy copies."""
+        state = {"lr": self._lr.numpy().copy()}
+        for index, param in enumerate(self.params):
+            for slot in self.slots:
+                holder = self._state.get((id(param), slot))
+                if holder is not None:
+                    state[f"{index}.{slot}"] = holder.numpy().copy()
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        """Load what `state_dict` saved (state tensors not in `state` are reset)."""
+        known = {"lr"} | {f"{i}.{s}" for i in range(len(self.params)) for s in self.slots}
+        unknown = [key for key in state if key not in known]
+        if unknown:
+            raise KeyError(f"{type(self).__name__}.load_state_dict: unexpected keys "
+                           f"{', '.join(unknown)}")
+        if "lr" in state:
+            self._lr.set_value(np.float64(state["lr"]))
+        for index, param in enumerate(self.params):
+            for slot in self.slots:
+                key = f"{index}.{slot}"
+                value = state.get(key)
+                if value is None:
+                    if (id(param), slot) in self._state:
+                        self.state(param, slot).set_value(self._initial(param, slot))
+                    continue
+                holder = self.state(param, slot)
+                if np.shape(value) != holder.shape:
+                    raise ValueError(
+                        f"{type(self).__name__}.load_state_dict: {key!r} has shape "
+                        f"{list(np.shape(value))}, expected {list(holder.shape)}"
+                    )
+                holder.set_value(value)
+
+    def reset(self) -> None:
+        """Put every state tensor back to its initial value (the objects stay the same,
+        so compiled steps that hold them stay valid)."""
+        for (param_id, slot), holder in self._state.items():
+            param = next(p for p in self.params if id(p) == param_id)
+            holder.set_value(self._initial(param, slot))
+
+    def hyperparameters(self) -> dict:
+        """The constructor's keyword arguments, e.g. {"lr": 0.5, "weight_decay": 0.0}."""
+        return {"lr": self.lr, "weight_decay": self.weight_decay}
+
+    def copy_for(self, params) -> Optimizer:
+        """The same optimizer (hyperparameters and state, matched by position) for other
+        parameters, e.g. those of `model.copy("float64")`."""
+        twin = type(self)(params, **self.hyperparameters())
+        if len(twin.params) != len(self.params):
+            raise ValueError(f"copy_for: {len(twin.params)} parameters given, this optimizer "
+                             f"has {len(self.params)}")
+        twin.load_state_dict(self.state_dict())
+        return twin
+
+    # -- updating -------------------------------------------------------------------------
+    def _pairs(self, grads) -> list:
+        if isinstance(grads, dict):
+            by_id = {id(param): grad for param, grad in grads.items()}
+            return [(param, by_id.get(id(param))) for param in self.params]
+        grads = list(grads)
+        trainable = self.trainable()
+        if len(grads) == len(self.params):
+            return list(zip(self.params, grads))
+        if len(grads) == len(trainable):
+            return list(zip(trainable, grads))
+        raise ValueError(
+            f"{type(self).__name__}.apply: got {len(grads)} gradients for {len(self.params)} "
+            f"parameters ({len(trainable)} trainable); pass one per parameter (in `params` "
+            "or `trainable()` order), or a dict {parameter: gradient}"
+        )
+
+    def apply(self, grads) -> None:
+        """Update the parameters with `grads` (see the module docstring for the common
+        part and the class docstring for the update). Eager: now; tracing: graph updates."""
+        for param, grad in self._pairs(grads):
+            if grad is None or not param.trainable:
+                continue
+            if tuple(grad.shape) != tuple(param.shape):
+                raise ValueError(
+                    f"{type(self).__name__}: the gradient of {param.name!r} has shape "
+                    f"{list(grad.shape)}, but the parameter has {list(param.shape)}"
+                )
+            if grad.dtype != param.dtype:
+                grad = api.cast(grad, param.dtype)
+            if self.weight_decay:
+                grad = grad + param * self.weight_decay
+            lr = api.cast(self._lr * param.lr_scale, param.dtype)
+            self.update(param, grad, lr)
+
+    def update(self, param: Parameter, grad, lr) -> None:
+        raise NotImplementedError
+
+
+class SGD(Optimizer):
+    """Plain stochastic gradient descent:
+
+        p <- p - lr_p * g
+
+    >>> opt = ug.optim.SGD(net.parameters(), lr=0.5)
+    """
+
+    def __init__(self, params, lr=0.01, weight_decay=0.0):
+        super().__init__(params, lr, weight_decay)
+
+    def update(self, param, grad, lr):
+        assign(param, param - lr * grad)
+
+
+class Momentum(Optimizer):
+    """SGD with momentum (PyTorch's SGD(momentum=mu), Paddle's Momentum; the velocity v
+    starts at 0):
+
+        v <- mu * v + g
+        p <- p - lr_p * v                   (nesterov=False)
+        p <- p - lr_p * (g + mu * v)        (nesterov=True, with the new v)
+
+    >>> opt = ug.optim.Momentum(net.parameters(), lr=0.1, momentum=0.9, nesterov=True)
+    """
+
+    slots = ("velocity",)
+
+    def __init__(self, params, lr=0.01, momentum=0.9, nesterov=False, weight_decay=0.0):
+        if momentum < 0:
+            raise ValueError(f"Momentum: momentum must be >= 0, got {momentum}")
+        super().__init__(params, lr, weight_decay)
+        self.momentum = float(momentum)
+        self.nesterov = bool(nesterov)
+
+    def hyperparameters(self):
+        return {**super().hyperparameters(), "momentum": self.momentum,
+                "nesterov": self.nesterov}
+
+    def update(self, param, grad, lr):
+        velocity = self.state(param, "velocity")
+        new_velocity = velocity * self.momentum + grad
+        assign(velocity, new_velocity)
+        step = grad + new_velocity * self.momentum if self.nesterov else new_velocity
+        assign(param, param - lr * step)
+
+
+class Adam(Optimizer):
+    """Adam (Kingma & Ba, 2015) with bias correction, as in torch.optim.Adam. With
+    t the parameter's step count (starting at 1) and m, v starting at 0:
+
+        m <- beta1 * m + (1 - beta1) * g
+        v <- beta2 * v + (1 - beta2) * g * g
+        m_hat = m / (1 - beta1 ** t)
+        v_hat = v / (1 - beta2 ** t)
+        p <- p - lr_p * m_hat / (sqrt(v_hat) + eps)
+
+    eps is added to sqrt(v_hat) (PyTorch's and the paper's form; Paddle and TF add an
+    eps-hat to sqrt(v) before bias correction, which differs by O(eps)). t is a float64
+    scalar per parameter; 1 - beta ** t is computed in float64, then cast to p's dtype.
+
+    >>> opt = ug.optim.Adam(net.parameters(), lr=1e-3)
+    """
+
+    slots = ("m", "v", "step")
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
+        beta1, beta2 = (float(b) for b in betas)
+        if not (0.0 <= beta1 < 1.0 and 0.0 <= beta2 < 1.0):
+            raise ValueError(f"Adam: betas must lie in [0, 1), got {betas}")
+        if eps <= 0:
+            raise ValueError(f"Adam: eps must be > 0, got {eps}")
+        super().__init__(params, lr, weight_decay)
+        self.beta1, self.beta2, self.eps = beta1, beta2, float(eps)
+
+    def hyperparameters(self):
+        return {**super().hyperparameters(), "betas": (self.beta1, self.beta2),
+                "eps": self.eps}
+
+    def _initial(self, param, slot):
+        if slot == "step":
+            return np.zeros((), dtype=np.float64)
+        return super()._initial(param, slot)
+
+    def update(self, param, grad, lr):
+        m, v, step = (self.state(param, slot) for slot in self.slots)
+        b1, b2 = self.beta1, self.beta2
+        t = step + 1.0
+        new_m = m * b1 + grad * (1.0 - b1)
+        new_v = v * b2 + grad * grad * (1.0 - b2)
+        correction1 = api.cast(1.0 - api.pow(b1, t), param.dtype)
+        correction2 = api.cast(1.0 - api.pow(b2, t), param.dtype)
+        m_hat = new_m / correction1
+        v_hat = new_v / correction2
+        assign(m, new_m)
+        assign(v, new_v)
+        assign(step, t)
+        assign(param, param - lr * m_hat / (api.sqrt(v_hat) + self.eps))
