@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 
 import unigraph as ug
 
@@ -43,6 +44,9 @@ def parse_args(description: str, extra=None, argv=None) -> argparse.Namespace:
     parser.add_argument("--no-progress", dest="progress", action="store_false",
                         help="do not show a progress bar")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument("--steps", type=int, default=None, metavar="N",
+                        help="training examples: take only N steps and report the weights "
+                             "(how `make demo` compares targets)")
     if extra is not None:
         extra(parser)
     return parser.parse_args(argv)
@@ -61,6 +65,19 @@ def target_name(args) -> str:
     """The target the example runs on, e.g. "numpy:static"."""
     with target_context(args):
         return str(ug.current_target())
+
+
+def training_plan(args, batches, epochs: int):
+    """(data, epochs) for `Trainer.fit`: all of `batches` for `epochs`, or with `--steps N`
+    just the first N batches (cycling through epochs) once."""
+    if not args.steps:
+        return batches, epochs
+    return list(itertools.islice(itertools.cycle(list(batches)), args.steps)), 1
+
+
+def steps_report(args, model) -> dict:
+    """With `--steps`, the weights after training (for comparing targets); else nothing."""
+    return {"weights": model.state_dict()} if args.steps else {}
 
 
 def load_data(args):

@@ -15,7 +15,14 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _cli import load_data, parse_args, target_context, target_name  # noqa: E402
+from _cli import (  # noqa: E402
+    load_data,
+    parse_args,
+    steps_report,
+    target_context,
+    target_name,
+    training_plan,
+)
 
 import unigraph as ug  # noqa: E402
 
@@ -47,12 +54,14 @@ def run(args) -> dict:
     if args.summary:
         model.summary((args.batch_size, x_train.shape[1]))
     with target_context(args):
-        trainer.fit(train, epochs=args.epochs, validation=test, progress=args.progress)
+        data, epochs = training_plan(args, train, args.epochs)
+        trainer.fit(data, epochs=epochs, validation=test, progress=args.progress)
         result = trainer.evaluate(test)
     if args.plot:
         trainer.plot(args.plot)
     return {"train_loss": trainer.history["loss"][-1], "test_loss": result["loss"],
-            "test_accuracy": result["accuracy"], "history": trainer.history}
+            "test_accuracy": result["accuracy"], "history": trainer.history,
+            **steps_report(args, model)}
 
 
 def _extra(parser):

@@ -1,7 +1,8 @@
 """`make demo`: run every example on every target and check that they agree.
 
-Each example's `run(args)` returns its numbers (outputs, losses, accuracies, weights after
-training); every target's numbers are compared with numpy:eager's, within float32
+Each example's `run(args)` returns its numbers (outputs, losses, accuracies, and for the
+training examples the weights after 20 steps from the same initial weights and batches);
+every target's numbers are compared with numpy:eager's, within float32
 tolerance. Then `unigraph check` runs each example's checkable functions on every target
 against the float64 reference (forward and gradients). Exit status 1 on any disagreement.
 
@@ -27,6 +28,7 @@ from unigraph.plugins import all_targets  # noqa: E402
 
 EXAMPLES = ["counter_loop", "cond", "conv2d", "softmax_regression", "mlp"]
 RTOL, ATOL = 2e-4, 2e-5  # float32 runs of the same math on different frameworks
+STEPS = 20  # training examples: compare the weights after this many steps
 
 
 def numbers(result) -> dict:
@@ -63,7 +65,8 @@ def compare(reference: dict, got: dict) -> tuple[bool, str]:
 def run_example(name: str, target: str):
     module = importlib.import_module(name)
     backend, mode = target.split(":")
-    args = module_args(module, ["--backend", backend, "--mode", mode, "--no-progress"])
+    argv = ["--backend", backend, "--mode", mode, "--no-progress", "--steps", str(STEPS)]
+    args = module_args(module, argv)
     return numbers(module.run(args))
 
 

@@ -15,7 +15,14 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _cli import load_data, parse_args, target_context, target_name  # noqa: E402
+from _cli import (  # noqa: E402
+    load_data,
+    parse_args,
+    steps_report,
+    target_context,
+    target_name,
+    training_plan,
+)
 
 import unigraph as ug  # noqa: E402
 
@@ -46,12 +53,13 @@ def run(args) -> dict:
                          metrics=["accuracy"])
     train = ug.data.batches(x_train, y_train, batch_size=100, shuffle=True, seed=args.seed)
     with target_context(args):
-        trainer.fit(train, epochs=args.epochs, progress=args.progress)
+        data, epochs = training_plan(args, train, args.epochs)
+        trainer.fit(data, epochs=epochs, progress=args.progress)
         test = trainer.evaluate(ug.data.batches(x_test, y_test, batch_size=1000))
     if args.plot:
         trainer.plot(args.plot)
     return {"train_loss": trainer.history["loss"][-1], "test_loss": test["loss"],
-            "test_accuracy": test["accuracy"]}
+            "test_accuracy": test["accuracy"], **steps_report(args, model)}
 
 
 def main(argv=None) -> dict:
