@@ -124,7 +124,7 @@ def test_parameters_updates_and_random_inputs(mode):
 
 
 def test_bool_of_traced_tensor_names_the_line_and_the_fix():
-    @ug.function
+    @ug.function(autograph=False)  # with autograph (the default) this `if` becomes a cond
     def f(x):
         if x > 0:  # the line the error must name
             return x

@@ -216,8 +216,8 @@ def test_example_cli_defaults():
     before = ug.current_target()
     with target_context(args):  # no --backend/--mode: the configured target stays
         assert ug.current_target() == before
-    args = parse_args("demo", lambda p: p.add_argument("--steps", type=int, default=3),
+    args = parse_args("demo", lambda p: p.add_argument("--epochs", type=int, default=3),
                       ["--backend", "numpy", "--mode", "static", "--no-progress"])
-    assert args.steps == 3 and not args.progress
+    assert args.epochs == 3 and not args.progress and args.steps is None
     with target_context(args):
         assert str(ug.current_target()) == "numpy:static"

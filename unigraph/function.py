@@ -52,12 +52,34 @@ class Compiled:
 class Function:
     """A function that runs on whatever target is current. See `function`."""
 
-    def __init__(self, fn, name=None):
+    def __init__(self, fn, name=None, autograph=True):
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.name = name or getattr(fn, "__name__", "function")
+        self.autograph = autograph
+        self._conversion = None  # autograph.Conversion, made on first call
         self._cache: dict = {}
         self._lock = threading.Lock()
+
+    @property
+    def python_function(self):
+        """What runs: `fn` with its Python control flow converted (autograph), or `fn`."""
+        if self._conversion is None:
+            from unigraph import autograph
+
+            self._conversion = autograph.convert(self.fn) if self.autograph else \
+                autograph.Conversion(self.fn, "", False)
+        return self._conversion.function
+
+    def source(self) -> str:
+        """The code that runs: the autograph-converted source of the function (or the
+        original, with a note saying why it was not converted), for debugging."""
+        from unigraph import autograph
+
+        if not self.autograph:
+            return "# autograph=False\n" + autograph.original_source(self.fn)
+        self.python_function  # noqa: B018  (converts on first use)
+        return self._conversion.source
 
     def __get__(self, instance, owner):
         # A method: the instance becomes a static argument (part of the cache key).
@@ -65,13 +87,13 @@ class Function:
 
     def __call__(self, *args, **kwargs):
         if current_builder() is not None:
-            return self.fn(*args, **kwargs)  # inside a trace: inline
+            return self.python_function(*args, **kwargs)  # inside a trace: inline
         target = current_target()
         backend = get_backend(target.backend, target.mode)
         if target.mode == "eager":
             leaves, treedef = pytree.flatten((args, kwargs), is_array_leaf)
             args, kwargs = pytree.unflatten(treedef, [as_input_tensor(x) for x in leaves])
-            return self.fn(*args, **kwargs)
+            return self.python_function(*args, **kwargs)
         return self._call_static(target, backend, args, kwargs)
 
     # -- static ---------------------------------------------------------------------------
@@ -100,7 +122,7 @@ class Function:
                 shape, dtype = leaf_spec(leaf)
                 inputs.append(symbolic(builder, builder.add_input(shape, dtype, f"arg{i}")))
             args, kwargs = pytree.unflatten(treedef, inputs)
-            result = self.fn(*args, **kwargs)
+            result = self.python_function(*args, **kwargs)
             out_leaves, out_treedef = pytree.flatten(result, is_array_leaf)
             builder.graph.outputs = [value_of(builder, x) for x in out_leaves]
             builder.graph.updates = list(builder.updates.items())
@@ -143,9 +165,13 @@ def _wrap(backend, value, out) -> Tensor:
     return Tensor(value.shape, value.dtype, backend=backend, native=out)
 
 
-def function(fn=None, *, name=None):
+def function(fn=None, *, name=None, autograph=True):
     """Make `fn` run on the current target: op by op in eager mode, or traced once per input
     signature into a graph that the backend compiles and caches in static mode.
+
+    With `autograph` (the default) Python `if`/`while`/`for ... in ug.range(n)` and
+    `a if c else b` whose conditions are tensors become `cond`/`while_loop` in a static
+    graph; conditions on Python values stay Python. `autograph=False` runs `fn` as written.
 
     >>> @ug.function
     ... def counter(a, b):
@@ -153,8 +179,8 @@ def function(fn=None, *, name=None):
     >>> counter(0, 10)
     """
     if fn is None:
-        return lambda f: Function(f, name)
-    return Function(fn, name)
+        return lambda f: Function(f, name, autograph)
+    return Function(fn, name, autograph)
 
 
 def assign(param: Parameter, value) -> None:

@@ -23,6 +23,7 @@ import copy
 
 import numpy as np
 
+from unigraph import autograph
 from unigraph.function import assign
 from unigraph.tensor import Parameter
 from unigraph.tracing import current_builder
@@ -254,7 +255,11 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} must define forward()")
 
     def __call__(self, *args, **kwargs):
-        out = self.forward(*args, **kwargs)
+        forward = self.forward
+        if current_builder() is not None:
+            # Traced: Python control flow in forward() becomes cond/while_loop (cached).
+            forward = autograph.convert(forward).function
+        out = forward(*args, **kwargs)
         rows = _summary_rows.get()
         if rows is not None:
             rows.append((self, out))

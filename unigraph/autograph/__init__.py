@@ -1,0 +1,246 @@
+"""Autograph: plain Python control flow inside `@ug.function`, run as graph control flow.
+
+`convert(fn)` rewrites the source of `fn` (see `transformer`) so that `if`/`elif`/`else`,
+`a if c else b`, `and`/`or`/`not`, `while` and `for` call into `runtime`, which keeps
+Python's semantics for Python values and eager tensors and builds `cond`/`while_loop`
+nodes for symbolic ones:
+
+    @ug.function
+    def counter(a, b):
+        while a < b:          # a while_loop node on static targets
+            a = a + 2
+            b = b + 1
+        return a, b
+
+The converted function is compiled under the original file name with the original line
+numbers, and shares the original's globals and closure cells, so tracebacks, error
+messages and `user_source()` point at the user's lines. `Function.source()` shows the
+converted code. Functions that cannot be converted (lambdas, builtins, generators, code
+whose source is unavailable) run as written.
+"""
+
+import __future__  # the compiler flags of future features, to compile like the original
+
+import ast
+import inspect
+import types
+import warnings
+import weakref
+
+from unigraph.autograph import runtime
+
+# The transformer is imported on first conversion: `import unigraph` stays light.
+
+__all__ = ["Conversion", "convert", "original_source", "runtime"]
+
+_FUTURE_FLAGS = 0
+for _feature in __future__.all_feature_names:
+    _FUTURE_FLAGS |= getattr(__future__, _feature).compiler_flag
+_UNCONVERTIBLE_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+
+
+class Conversion:
+    """The outcome of `convert`: what to call, and the code it runs (for `source()`)."""
+
+    __slots__ = ("function", "source", "converted")
+
+    def __init__(self, function, source: str, converted: bool):
+        self.function = function
+        self.source = source
+        self.converted = converted
+
+
+_conversions: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def convert(fn) -> Conversion:
+    """Convert `fn` (a Python function or bound method), once per function; if it cannot
+    be converted, the result calls `fn` itself and its `source` says why.
+
+    >>> autograph.convert(counter).function(0, 10)
+    """
+    if isinstance(fn, types.MethodType):
+        inner = convert(fn.__func__)
+        return Conversion(types.MethodType(inner.function, fn.__self__), inner.source,
+                          inner.converted)
+    reason = _unconvertible(fn)
+    if reason is None:
+        conversion = _conversions.get(fn)
+        if conversion is not None:
+            return conversion
+        try:
+            conversion = _conversions[fn] = _convert(fn)
+            return conversion
+        except Exception as error:  # noqa: BLE001 (a function that cannot be converted still runs)
+            reason = f"{type(error).__name__}: {error}"
+            warnings.warn(
+                f"unigraph autograph could not convert {fn.__qualname__}: {reason}. It runs "
+                "as written, so Python `if`/`while` on traced tensors will fail in it; use "
+                "ug.cond / ug.while_loop there", stacklevel=4)
+    return Conversion(fn, f"# not converted: {reason}\n{original_source(fn)}", False)
+
+
+class _Unsupported(Exception):
+    pass
+
+
+def _unconvertible(fn) -> str | None:
+    if not isinstance(fn, types.FunctionType):
+        return f"{type(fn).__name__} is not a Python function"
+    if fn.__name__ == "<lambda>":
+        return "lambdas are not converted"
+    if hasattr(fn, "__wrapped__"):
+        return "it is wrapped by another decorator"
+    if fn.__code__.co_flags & _UNCONVERTIBLE_FLAGS:
+        return "generators and coroutines are not converted"
+    return None
+
+
+def original_source(fn) -> str:
+    try:
+        return inspect.getsource(fn)
+    except (OSError, TypeError):
+        return f"# (source of {fn!r} is not available)\n"
+
+
+def _parse(fn) -> ast.FunctionDef:
+    """The `def` of `fn`, with the line and column numbers it has in its file."""
+    lines, first_line = inspect.getsourcelines(fn)
+    text = "".join(lines)
+    if lines[0][:1].isspace():
+        # An indented `def` (a method, a nested function) parses as the body of an `if`:
+        # dedenting instead would also change the text of multi-line strings.
+        tree = ast.parse("if 1:\n" + text)
+        block = tree.body[0].body
+        first_line -= 1
+    else:
+        tree = ast.parse(text)
+        block = tree.body
+    function = block[0] if block else None
+    if not isinstance(function, ast.FunctionDef) or function.name != fn.__name__:
+        raise _Unsupported("its source does not start with its own `def`")
+    ast.increment_lineno(tree, first_line - 1)
+    return function
+
+
+def _convert(fn) -> Conversion:
+    from unigraph.autograph.transformer import Namer, convert_function
+
+    function = _parse(fn)
+    # Decorators, defaults and annotations were evaluated when `fn` was defined; the
+    # converted function takes them from `fn` rather than evaluating them again.
+    function.decorator_list = []
+    args = function.args
+    args.defaults = []
+    args.kw_defaults = [None] * len(args.kwonlyargs)
+    function.returns = None
+    for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg):
+        if arg is not None:
+            arg.annotation = None
+    class_name = _class_name(fn)
+    if class_name:
+        _mangle_private_names(function, class_name)
+    if "__class__" in fn.__code__.co_freevars:
+        _explicit_super(function)
+    namer = Namer(function)
+    alias = namer.alias()
+    convert_function(function, namer, alias)
+    source = ast.unparse(function)
+    return Conversion(_compile(fn, function, namer, alias), source, True)
+
+
+def _compile(fn, function: ast.FunctionDef, namer, alias: str):
+    """Compile the converted `def` inside a factory whose parameters are `fn`'s free
+    variables (and the runtime alias), then rebuild the function on `fn`'s own globals and
+    closure cells, so that it sees the same, live, variables."""
+    freevars = fn.__code__.co_freevars
+    factory_name = namer.new("factory")
+    params = [ast.arg(arg=name) for name in (*freevars, alias)]
+    factory = ast.FunctionDef(
+        name=factory_name,
+        args=ast.arguments(posonlyargs=[], args=params, vararg=None, kwonlyargs=[],
+                           kw_defaults=[], kwarg=None, defaults=[]),
+        body=[function, ast.Return(value=ast.Name(id=function.name, ctx=ast.Load()))],
+        decorator_list=[], returns=None, type_comment=None)
+    if "type_params" in ast.FunctionDef._fields:
+        factory.type_params = []
+    ast.copy_location(factory, function)
+    module = ast.fix_missing_locations(ast.Module(body=[factory], type_ignores=[]))
+    code = compile(module, fn.__code__.co_filename, "exec",
+                   flags=fn.__code__.co_flags & _FUTURE_FLAGS, dont_inherit=True)
+    namespace: dict = {}
+    exec(code, namespace)  # defines the factory only: nothing of the user's runs
+    made = namespace[factory_name](*[None] * len(params))
+    cells = []
+    for name in made.__code__.co_freevars:
+        if name == alias:
+            cells.append(types.CellType(runtime))
+        else:
+            cells.append(fn.__closure__[freevars.index(name)])
+    converted = types.FunctionType(made.__code__, fn.__globals__, fn.__name__, fn.__defaults__,
+                                   tuple(cells) or None)
+    converted.__kwdefaults__ = fn.__kwdefaults__
+    converted.__qualname__ = fn.__qualname__
+    converted.__module__ = fn.__module__
+    converted.__doc__ = fn.__doc__
+    converted.__annotations__ = dict(getattr(fn, "__annotations__", {}))
+    converted.__dict__.update(fn.__dict__)
+    return converted
+
+
+def _class_name(fn) -> str | None:
+    parts = fn.__qualname__.split(".")
+    if len(parts) >= 2 and parts[-2] != "<locals>":
+        return parts[-2]
+    return None
+
+
+def _mangle_private_names(function: ast.FunctionDef, class_name: str) -> None:
+    """Apply the `__name` -> `_Class__name` mangling Python did when it compiled the method
+    inside its class (the converted copy is compiled outside any class)."""
+    stripped = class_name.lstrip("_")
+    if not stripped:
+        return
+
+    def mangle(name):
+        if name and name.startswith("__") and not name.endswith("__") and "." not in name:
+            return f"_{stripped}{name}"
+        return name
+
+    stack = [function]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.ClassDef):
+            continue  # a nested class mangles with its own name
+        if isinstance(node, ast.Name):
+            node.id = mangle(node.id)
+        elif isinstance(node, ast.Attribute):
+            node.attr = mangle(node.attr)
+        elif isinstance(node, ast.arg):
+            node.arg = mangle(node.arg)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            node.name = mangle(node.name)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            node.names = [mangle(n) for n in node.names]
+        elif isinstance(node, ast.alias) and node.asname:
+            node.asname = mangle(node.asname)
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def _explicit_super(function: ast.FunctionDef) -> None:
+    """`super()` -> `super(__class__, self)`: a zero-argument `super()` finds neither inside
+    the nested functions that converted branches and loop bodies become."""
+    positional = [*function.args.posonlyargs, *function.args.args]
+    if not positional:
+        return
+    first = positional[0].arg
+    stack = list(function.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                and node.func.id == "super" and not node.args and not node.keywords):
+            node.args = [ast.Name(id="__class__", ctx=ast.Load()),
+                         ast.Name(id=first, ctx=ast.Load())]
+        stack.extend(ast.iter_child_nodes(node))

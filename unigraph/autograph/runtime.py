@@ -1,0 +1,447 @@
+"""What converted code calls (as `ag__.<name>`): control flow decided at run time.
+
+A condition that is a Python value, or an eager tensor, runs as plain Python: eager
+targets keep Python's control flow, and loops over Python values unroll when traced. A
+condition that is a *symbolic* tensor (a static target, while tracing) becomes one `cond`
+or `while_loop` node over the variables the statement changes.
+
+State protocol: `get_state()` returns the values of the statement's state variables (a
+tuple, names in `names`); `set_state(values)` assigns them in the user's function.
+"""
+
+from __future__ import annotations
+
+import builtins
+import functools
+import re
+
+import numpy as np
+
+from unigraph import api, pytree
+from unigraph.control_flow import _finish, _trace_subgraph, while_loop
+from unigraph.dispatch import symbolic, value_of
+from unigraph.dtypes import python_scalar_dtype
+from unigraph.errors import ControlFlowError, TracingError
+from unigraph.function import is_array_leaf
+from unigraph.ops.base import TensorSpec
+from unigraph.tensor import Tensor, tensor
+from unigraph.tracing import GraphBuilder, current_builder, user_source
+
+_SCALARS = (bool, int, float)
+
+
+# -- undefined variables ------------------------------------------------------------------
+class Undefined:
+    """The value of a variable not assigned yet. Using it raises, naming the variable."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def _fail(self, *args, **kwargs):
+        raise UnboundLocalError(
+            f"variable {self.name!r} is used at {user_source()} but was never assigned "
+            "on the path the program took"
+        )
+
+    def __getattr__(self, attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        self._fail()
+
+    __bool__ = __iter__ = __len__ = __call__ = __getitem__ = __index__ = _fail
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _fail
+    __truediv__ = __rtruediv__ = __matmul__ = __rmatmul__ = __neg__ = _fail
+    __lt__ = __le__ = __gt__ = __ge__ = _fail
+
+    def __repr__(self):
+        return f"<undefined {self.name}>"
+
+
+class UndefinedReturnValue(Undefined):
+    """The return value before any `return` ran. Where a tensor condition decides whether
+    a branch returns, the other branch fills it with zeros of the same type: the flag that
+    says "returned" keeps those zeros from ever being seen."""
+
+    __slots__ = ()
+
+    def __init__(self):
+        super().__init__("<return value>")
+
+
+def ld(read, name: str):
+    """`read()` (a variable's value), or an `Undefined` marker if it is not bound yet."""
+    try:
+        return read()
+    except NameError:
+        return Undefined(name)
+
+
+def return_value(value):
+    """What the function returns: None if no `return` ran; a variable never assigned on
+    the path taken raises here, as Python would have at the `return`."""
+    if isinstance(value, UndefinedReturnValue):
+        return None
+    for item in value if isinstance(value, tuple | list) else (value,):
+        if isinstance(item, Undefined):
+            item._fail()
+    return value
+
+
+# -- helpers ------------------------------------------------------------------------------
+def is_symbolic(x) -> bool:
+    return isinstance(x, Tensor) and x.is_symbolic
+
+
+def _type_text(x) -> str:
+    if isinstance(x, Tensor | np.ndarray | np.generic):
+        return f"{np.dtype(x.dtype).name}{list(x.shape)}"
+    return f"Python {type(x).__name__} {x!r}"
+
+
+def _predicate(x, what: str) -> Tensor:
+    """A symbolic condition as a bool scalar (`x != 0` for numbers, like Python's truth)."""
+    if x.shape not in ((), (1,)):
+        raise ControlFlowError(
+            f"{what} at {user_source()}: the condition must be a scalar, got a tensor of shape "
+            f"{list(x.shape)}; reduce it first (ug.max, ug.min, ug.sum)"
+        )
+    return x if x.dtype == "bool" else api.not_equal(x, 0)
+
+
+def _as_tensor(x):
+    """Python numbers and NumPy values carried through a graph become tensors (the dtypes a
+    @ug.function argument would get: Python floats float32, ints int64)."""
+    if isinstance(x, _SCALARS):
+        return tensor(x, python_scalar_dtype(x))
+    if isinstance(x, np.ndarray | np.generic):
+        return tensor(np.asarray(x))
+    return x
+
+
+def _zeros_like(tree):
+    leaves, treedef = pytree.flatten(tree, is_array_leaf)
+    zeros = [np.zeros(x.shape, x.dtype) if isinstance(x, Tensor | np.ndarray | np.generic)
+             else type(x)(0) for x in leaves]
+    return pytree.unflatten(treedef, zeros)
+
+
+def _spec_of(x) -> tuple:
+    if isinstance(x, Tensor):
+        return (tuple(x.shape), x.dtype)
+    array = np.asarray(x)
+    return (array.shape, array.dtype.name)
+
+
+def _mismatch(name, what: str, a: str, b: str, labels: tuple, need: str):
+    if name is not None and re.fullmatch(r"retval__\d+", name):
+        # The value of an early `return` lives in a generated variable: say so plainly.
+        return ControlFlowError(
+            f"`return` at {user_source()}: the function returns {a} on one path but {b} on "
+            f"another, and a tensor decides which; every `return` must give {need}"
+        )
+    subject = "its value" if name is None else f"variable {name!r}"
+    return ControlFlowError(
+        f"{what} at {user_source()}: {subject} is {a} {labels[0]} but {b} {labels[1]}; "
+        f"both must have {need}"
+    )
+
+
+def _merge(name, values: list, labels: tuple, what: str) -> list:
+    """Give one variable's values from two code paths one type: Python numbers take the
+    dtype of the tensor on the other path; shapes and dtypes must then agree. `name`
+    None: the value of a conditional expression."""
+    flat = [pytree.flatten(v, is_array_leaf) for v in values]
+    (leaves_a, tree_a), (leaves_b, tree_b) = flat
+    if tree_a != tree_b:
+        raise _mismatch(name, what, pytree.describe(tree_a), pytree.describe(tree_b), labels,
+                        "the same structure")
+    out_a, out_b = [], []
+    for a, b in zip(leaves_a, leaves_b):
+        a_weak, b_weak = isinstance(a, _SCALARS), isinstance(b, _SCALARS)
+        if a_weak and b_weak:
+            dtype = np.result_type(python_scalar_dtype(a), python_scalar_dtype(b)).name
+            a, b = np.asarray(a, dtype), np.asarray(b, dtype)
+        elif a_weak and _spec_of(b)[0] == ():
+            a = np.asarray(a, _spec_of(b)[1])
+        elif b_weak and _spec_of(a)[0] == ():
+            b = np.asarray(b, _spec_of(a)[1])
+        if _spec_of(a) != _spec_of(b):
+            raise _mismatch(name, what, _type_text(a), _type_text(b), labels,
+                            "one shape and dtype in a static graph (cast, or initialise it "
+                            "with a value of the right dtype)")
+        out_a.append(a)
+        out_b.append(b)
+    return [pytree.unflatten(tree_a, out_a), pytree.unflatten(tree_b, out_b)]
+
+
+# -- if / conditional expression ----------------------------------------------------------
+def if_stmt(cond, body, orelse, get_state, set_state, names):
+    """`if cond: body() else: orelse()`; a `cond` node when `cond` is a symbolic tensor."""
+    if not is_symbolic(cond):
+        if cond:
+            body()
+        else:
+            orelse()
+        return
+    entry = get_state()
+
+    def branch(fn):
+        def run():
+            set_state(entry)
+            fn()
+            return list(get_state())
+        return run
+
+    results = _symbolic_cond(cond, branch(body), branch(orelse), names, "`if`")
+    set_state(tuple(results))
+
+
+def if_exp(cond, true_value, false_value):
+    """`true_value() if cond else false_value()`; a `cond` node for a symbolic `cond`."""
+    if not is_symbolic(cond):
+        return true_value() if cond else false_value()
+    return _symbolic_cond(cond, lambda: [true_value()], lambda: [false_value()], (None,),
+                          "conditional expression")[0]
+
+
+def _symbolic_cond(pred, true_run, false_run, names, what: str) -> list:
+    """Trace both branches (each returns one value per name) into one `cond` node."""
+    builder = current_builder()
+    pred = _predicate(pred, what)
+    then_builder, then_values = _trace_subgraph(builder, "then", true_run, [])
+    else_builder, else_values = _trace_subgraph(builder, "else", false_run, [])
+    results = list(then_values)
+    kept, then_out, else_out = [], [], []
+    for index, name in enumerate(names):
+        a, b = then_values[index], else_values[index]
+        if isinstance(a, Undefined) and isinstance(b, Undefined):
+            continue
+        if isinstance(a, UndefinedReturnValue):
+            a = _zeros_like(b)
+        elif isinstance(b, UndefinedReturnValue):
+            b = _zeros_like(a)
+        elif isinstance(a, Undefined) or isinstance(b, Undefined):
+            assigned, missing = ("if", "else") if isinstance(b, Undefined) else ("else", "if")
+            raise ControlFlowError(
+                f"{what} at {user_source()} (its condition is a tensor): variable {name!r} is "
+                f"assigned in the {assigned} branch but not in the {missing} branch, and is "
+                f"used after the `if`; assign it before the `if` or in both branches"
+            )
+        labels = ("in the if branch", "in the else branch") if name else ("when true",
+                                                                          "when false")
+        a, b = _merge(name, [a, b], labels, what)
+        kept.append(index)
+        then_out.append(a)
+        else_out.append(b)
+    treedef = _finish(then_builder, tuple(then_out))
+    _finish(else_builder, tuple(else_out))
+    captured = then_builder.share_captures([else_builder])
+    inputs = [value_of(builder, pred)] + [value_of(builder, x) for x in captured]
+    specs = [TensorSpec(v.shape, v.dtype) for v in then_builder.graph.outputs]
+    outs = builder.add_node("cond", inputs, specs, {},
+                            {"then": then_builder.graph, "else": else_builder.graph})
+    values = pytree.unflatten(treedef, [symbolic(builder, v) for v in outs])
+    for index, value in zip(kept, values):
+        results[index] = value
+    return results
+
+
+# -- loops --------------------------------------------------------------------------------
+def while_stmt(test, body, get_state, set_state, names):
+    """`while test(): body()`. Python iterations while the test is a Python value (or an
+    eager tensor); from the first symbolic test on, one `while_loop` node."""
+    while True:
+        cond = _probe(test)
+        if is_symbolic(cond):
+            break
+        if not cond:
+            return
+        body()
+
+    def loop_cond(*values):
+        set_state(values)
+        return _predicate(_as_tensor(test()), "`while`")
+
+    def loop_body(*values):
+        set_state(values)
+        body()
+        return get_state()
+
+    _symbolic_loop(loop_cond, loop_body, get_state, set_state, names, "`while` loop")
+
+
+def _probe(test):
+    """`test()`, with any graph nodes it records thrown away: a symbolic test is traced
+    again inside the `while_loop`, and must not leave a dead copy in the enclosing graph."""
+    builder = current_builder()
+    if builder is None:
+        return test()
+    with GraphBuilder("probe", parent=builder):
+        return test()
+
+
+def for_stmt(iterable, extra_test, body, get_state, set_state, names):
+    """`for item in iterable: body(item)`, stopping early once `extra_test()` is false
+    (a lowered `break`/`return`). A `ug.range` with a symbolic bound is one `while_loop`;
+    anything else is iterated in Python (unrolled when traced), and iterations that a
+    symbolic `extra_test` may skip become `cond` nodes."""
+    if isinstance(iterable, SymbolicRange):
+        _symbolic_range_loop(iterable, extra_test, body, get_state, set_state, names)
+        return
+    for item in iterable:
+        if extra_test is not None:
+            go = extra_test()
+            if is_symbolic(go):
+                if_stmt(go, functools.partial(body, item), _nothing, get_state, set_state, names)
+                continue
+            if not go:
+                return
+        body(item)
+
+
+def _nothing():
+    pass
+
+
+def _symbolic_range_loop(iterable, extra_test, body, get_state, set_state, names):
+    start, stop, step = iterable.start, iterable.stop, iterable.step
+    counter = api.cast(_as_tensor(start), iterable.dtype)
+
+    def loop_cond(index, *values):
+        set_state(values)
+        if isinstance(step, Tensor):
+            going = api.where(step > 0, index < stop, index > stop)
+        else:
+            going = index < stop if step > 0 else index > stop
+        if extra_test is not None:
+            going = api.logical_and(going, _predicate(_as_tensor(extra_test()), "`for`"))
+        return going
+
+    def loop_body(index, *values):
+        set_state(values)
+        body(index)
+        return (index + step, *get_state())
+
+    _symbolic_loop(loop_cond, loop_body, get_state, set_state, names, "`for` loop",
+                   prefix=(counter,))
+
+
+def _symbolic_loop(loop_cond, loop_body, get_state, set_state, names, what, prefix=()):
+    """One `while_loop` node carrying `prefix` and the state variables."""
+    entry = list(get_state())
+    for name, value in zip(names, entry):
+        if isinstance(value, UndefinedReturnValue):
+            raise ControlFlowError(
+                f"`return` inside the {what} at {user_source()}, whose condition is a tensor, "
+                "is not supported: assign the result to a variable, `break`, and return it "
+                "after the loop"
+            )
+        if isinstance(value, Undefined):
+            raise ControlFlowError(
+                f"{what} at {user_source()} (its condition is a tensor): variable {name!r} "
+                "is first assigned inside the loop but read before it is assigned in an "
+                "iteration or after the loop; assign it before the loop"
+            )
+    initial = [_as_tensor(x) for x in entry]
+    labels = ("before the loop", "after the loop body")
+
+    def body(*values):
+        new = list(loop_body(*values))
+        head, new = new[:len(prefix)], new[len(prefix):]
+        merged = [_merge(name, [old, value], labels, what)[1]
+                  for name, old, value in zip(names, initial, new)]
+        return (*head, *merged)
+
+    final = while_loop(loop_cond, body, (*prefix, *initial))
+    set_state(tuple(final[len(prefix):]))
+
+
+# -- and / or / not -----------------------------------------------------------------------
+def _as_bool(x):
+    x = _as_tensor(x)
+    return x if x.dtype == "bool" else api.not_equal(x, 0)
+
+
+def and_(first, *rest):
+    """`first and rest[0]() and ...`: Python's, or elementwise `logical_and` once an
+    operand is symbolic (both sides are then evaluated: a graph has no short circuit)."""
+    value = first
+    for index, operand in enumerate(rest):
+        if is_symbolic(value):
+            for remaining in rest[index:]:
+                value = api.logical_and(_as_bool(value), _as_bool(remaining()))
+            return value
+        if not value:
+            return value
+        value = operand()
+    return value
+
+
+def or_(first, *rest):
+    """`first or rest[0]() or ...`, like `and_`."""
+    value = first
+    for index, operand in enumerate(rest):
+        if is_symbolic(value):
+            for remaining in rest[index:]:
+                value = api.logical_or(_as_bool(value), _as_bool(remaining()))
+            return value
+        if value:
+            return value
+        value = operand()
+    return value
+
+
+def not_(x):
+    return api.logical_not(_as_bool(x)) if is_symbolic(x) else not x
+
+
+# -- ug.range -----------------------------------------------------------------------------
+class SymbolicRange:
+    """`ug.range` with a symbolic bound: iterated by converted `for` loops as a
+    `while_loop`."""
+
+    def __init__(self, start, stop, step):
+        if isinstance(step, _SCALARS) and step == 0:
+            raise ValueError("ug.range() arg 3 must not be zero")
+        self.start, self.stop, self.step = start, stop, step
+        dtypes = [x.dtype for x in (start, stop, step) if isinstance(x, Tensor)]
+        if any(not dtype.startswith("int") for dtype in dtypes):
+            raise TypeError(f"ug.range() needs integer bounds, got {', '.join(dtypes)}")
+        self.dtype = np.result_type(*dtypes).name
+
+    def __iter__(self):
+        raise TracingError(
+            f"`for ... in ug.range(n)` with a traced tensor bound at {user_source()} runs as "
+            "a while_loop only inside a converted function: keep autograph on "
+            "(@ug.function, not @ug.function(autograph=False)), or use ug.while_loop"
+        )
+
+
+def range_call(callee, *args):
+    """`range(...)` in a `for` statement: the builtin range becomes `ug.range` (so a tensor
+    bound makes a graph loop); any other callee named `range` is just called."""
+    return range(*args) if callee is builtins.range else callee(*args)
+
+
+def range(*args):  # noqa: A001 (the point: `ug.range` mirrors `range`)
+    """`range(...)` that a traced tensor bound turns into a graph loop.
+
+    With Python ints (or eager tensors) it is the builtin `range`, so loops unroll or run
+    in Python; with a symbolic tensor bound inside `@ug.function`, `for i in ug.range(n)`
+    becomes one `while_loop` and `i` is an int tensor.
+
+    >>> @ug.function
+    ... def total(n):
+    ...     s = 0
+    ...     for i in ug.range(n):
+    ...         s = s + i
+    ...     return s
+    """
+    if not any(is_symbolic(x) for x in args):
+        return builtins.range(*[int(x) if isinstance(x, Tensor) else x for x in args])
+    if not 1 <= len(args) <= 3:
+        raise TypeError(f"ug.range expected 1 to 3 arguments, got {len(args)}")
+    start, stop, step = (0, args[0], 1) if len(args) == 1 else (*args, 1)[:3]
+    return SymbolicRange(start, stop, step)

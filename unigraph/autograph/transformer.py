@@ -1,0 +1,484 @@
+"""The source transformation: one function's AST in, the converted AST out.
+
+Two passes per function scope (the decorated function and every function nested in it):
+
+1. *Jump lowering* removes `break`, `continue` and `return` from inside `if`s and loops:
+   each sets a flag (`break__1 = True`, `do_return__2 = True; retval__3 = value`), the
+   statements after it are guarded by `if not flag:`, and loops test the flag. What is left
+   is structured code whose only jumps are the function's final `return`.
+2. *Conversion* turns every `if`, `while` and `for` into a call into `runtime` with the
+   branches and body as nested functions and the variables they change as explicit state
+   (get/set functions), and every `a if c else b`, `and`, `or`, `not` into a runtime call
+   taking its lazily evaluated operands. The runtime keeps Python semantics for Python
+   conditions and eager tensors, and builds `cond`/`while_loop` for symbolic ones.
+
+Generated statements carry the line of the statement they replace, so tracebacks and
+`user_source()` name the user's own line. Generated names end in `__<n>` and are chosen to
+miss every name in the function; runtime helpers are reached through one alias (`ag__`,
+lengthened if the function uses that name).
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+
+from unigraph.autograph.analysis import (
+    EXTRA_TEST,
+    SCOPES,
+    TRIES,
+    Facts,
+    analyse,
+    assigned_names,
+)
+
+
+class Namer:
+    """Fresh names that collide with nothing the user wrote."""
+
+    def __init__(self, tree):
+        self.taken = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name):
+                self.taken.add(node.id)
+            elif isinstance(node, ast.arg):
+                self.taken.add(node.arg)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                self.taken.add(node.name)
+            elif isinstance(node, ast.alias):
+                self.taken.add(node.asname or node.name.split(".")[0])
+        self._counter = itertools.count(1)
+
+    def alias(self, base: str = "ag__") -> str:
+        while base in self.taken:
+            base += "_"
+        self.taken.add(base)
+        return base
+
+    def new(self, base: str) -> str:
+        while True:
+            name = f"{base}__{next(self._counter)}"
+            if name not in self.taken:
+                self.taken.add(name)
+                return name
+
+
+# -- small AST builders -------------------------------------------------------------------
+def _place(node, where):
+    """Put `node`, and every descendant that has no position yet, on the first line of
+    `where` (one line: CPython places a call on its attribute's *last* line, and the frame
+    line of a runtime call must be the line of the statement it replaces)."""
+    line, col = where.lineno, where.col_offset
+    end = where.end_col_offset if where.end_lineno == line else col
+
+    def visit(current):
+        if "lineno" in current._attributes:
+            if hasattr(current, "lineno"):
+                return
+            current.lineno, current.end_lineno = line, line
+            current.col_offset, current.end_col_offset = col, end
+        for child in ast.iter_child_nodes(current):
+            visit(child)
+
+    visit(node)
+    return node
+
+
+def _name(identifier: str, store=False) -> ast.Name:
+    return ast.Name(id=identifier, ctx=ast.Store() if store else ast.Load())
+
+
+def _assign(identifier: str, value, where) -> ast.Assign:
+    value = value if isinstance(value, ast.AST) else ast.Constant(value=value)
+    return _place(ast.Assign(targets=[_name(identifier, True)], value=value), where)
+
+
+def _none_set(flags: list) -> ast.expr:
+    """`not f` or `not (f1 or f2)`."""
+    operand = _name(flags[0]) if len(flags) == 1 else \
+        ast.BoolOp(op=ast.Or(), values=[_name(f) for f in flags])
+    return ast.UnaryOp(op=ast.Not(), operand=operand)
+
+
+def _function(name: str, params: list, body: list, where) -> ast.FunctionDef:
+    arguments = ast.arguments(posonlyargs=[], args=[ast.arg(arg=p) for p in params],
+                              vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None,
+                              defaults=[])
+    node = ast.FunctionDef(name=name, args=arguments, body=body or [ast.Pass()],
+                           decorator_list=[], returns=None, type_comment=None)
+    if "type_params" in ast.FunctionDef._fields:
+        node.type_params = []
+    return _place(node, where)
+
+
+def _lambda(body: ast.expr) -> ast.Lambda:
+    arguments = ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[],
+                              kw_defaults=[], kwarg=None, defaults=[])
+    return _place(ast.Lambda(args=arguments, body=body), body)
+
+
+def _contains(node, kinds, into_loops: bool) -> bool:
+    """Whether `node` holds one of `kinds`, not looking into nested functions, nor into the
+    bodies of nested loops unless `into_loops` (their `break` is theirs, not ours)."""
+    if isinstance(node, kinds):
+        return True
+    if isinstance(node, SCOPES):
+        return False
+    if not into_loops and isinstance(node, (ast.While, ast.For, ast.AsyncFor)):
+        children = node.orelse
+    else:
+        children = ast.iter_child_nodes(node)
+    return any(_contains(child, kinds, into_loops) for child in children)
+
+
+def _contains_any(stmts, kinds, into_loops: bool) -> bool:
+    return any(_contains(stmt, kinds, into_loops) for stmt in stmts)
+
+
+# -- pass 1: jump lowering ----------------------------------------------------------------
+class _Loop:
+    __slots__ = ("break_flag", "continue_flag")
+
+    def __init__(self, break_flag, continue_flag):
+        self.break_flag = break_flag
+        self.continue_flag = continue_flag
+
+
+class JumpLowering:
+    """Rewrites `break`/`continue`/nested `return` of one function body into flags."""
+
+    def __init__(self, namer: Namer, alias: str):
+        self.namer = namer
+        self.alias = alias
+        self.do_return = None
+        self.retval = None
+
+    def lower(self, function: ast.FunctionDef) -> None:
+        body = function.body
+        nested_return = any(not isinstance(stmt, ast.Return)
+                            and _contains(stmt, ast.Return, into_loops=True) for stmt in body)
+        if not nested_return:
+            function.body = self.block(body, None)
+            return
+        first = body[0]
+        self.do_return = self.namer.new("do_return")
+        self.retval = self.namer.new("retval")
+        undefined = ast.Call(func=ast.Attribute(value=_name(self.alias),
+                                                attr="UndefinedReturnValue", ctx=ast.Load()),
+                             args=[], keywords=[])
+        final = ast.Call(func=ast.Attribute(value=_name(self.alias), attr="return_value",
+                                            ctx=ast.Load()),
+                         args=[_name(self.retval)], keywords=[])
+        function.body = [_assign(self.do_return, False, first),
+                         _assign(self.retval, undefined, first),
+                         *self.block(body, None),
+                         _place(ast.Return(value=final), body[-1])]
+
+    def block(self, stmts: list, loop) -> list:
+        out = []
+        for index, stmt in enumerate(stmts):
+            if isinstance(stmt, ast.Break):
+                out.append(_assign(loop.break_flag, True, stmt))
+                return out
+            if isinstance(stmt, ast.Continue):
+                out.append(_assign(loop.continue_flag, True, stmt))
+                return out
+            if isinstance(stmt, ast.Return):
+                if self.do_return is None:
+                    out.append(stmt)
+                else:
+                    value = stmt.value or _place(ast.Constant(value=None), stmt)
+                    out += [_assign(self.do_return, True, stmt),
+                            _assign(self.retval, value, stmt)]
+                return out
+            flags = self._flags(stmt, loop)
+            out.extend(self._statement(stmt, loop))
+            rest = stmts[index + 1:]
+            if flags and rest:
+                guarded = ast.If(test=_none_set(flags), body=self.block(rest, loop), orelse=[])
+                out.append(_place(guarded, rest[0]))
+                return out
+        return out
+
+    def _flags(self, stmt, loop) -> list:
+        """The flags `stmt` may set that must stop the rest of the current block."""
+        flags = []
+        if loop is not None:
+            if loop.break_flag and _contains(stmt, ast.Break, into_loops=False):
+                flags.append(loop.break_flag)
+            if loop.continue_flag and _contains(stmt, ast.Continue, into_loops=False):
+                flags.append(loop.continue_flag)
+        if self.do_return and _contains(stmt, ast.Return, into_loops=True):
+            flags.append(self.do_return)
+        return flags
+
+    def _statement(self, stmt, loop) -> list:
+        if isinstance(stmt, ast.If):
+            stmt.body = self.block(stmt.body, loop) or [ast.Pass()]
+            stmt.orelse = self.block(stmt.orelse, loop)
+        elif isinstance(stmt, (ast.While, ast.For)):
+            return self._loop(stmt, loop)
+        elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+            stmt.body = self.block(stmt.body, loop)
+        elif isinstance(stmt, TRIES):
+            stmt.body = self.block(stmt.body, loop)
+            for handler in stmt.handlers:
+                handler.body = self.block(handler.body, loop) or [ast.Pass()]
+            stmt.orelse = self.block(stmt.orelse, loop)
+            stmt.finalbody = self.block(stmt.finalbody, loop)
+        elif isinstance(stmt, ast.Match):
+            for case in stmt.cases:
+                case.body = self.block(case.body, loop) or [ast.Pass()]
+        return [stmt]
+
+    def _loop(self, stmt, outer) -> list:
+        has_break = _contains_any(stmt.body, ast.Break, into_loops=False)
+        has_continue = _contains_any(stmt.body, ast.Continue, into_loops=False)
+        has_return = self.do_return and _contains_any(stmt.body, ast.Return, into_loops=True)
+        inner = _Loop(self.namer.new("break") if has_break else None,
+                      self.namer.new("continue") if has_continue else None)
+        before = []
+        body = self.block(stmt.body, inner)
+        if has_break:
+            before.append(_assign(inner.break_flag, False, stmt))
+        if has_continue:
+            body.insert(0, _assign(inner.continue_flag, False, stmt.body[0]))
+        stmt.body = body
+        stop = [flag for flag in (inner.break_flag, has_return and self.do_return) if flag]
+        if stop and isinstance(stmt, ast.While):
+            stmt.test = _place(
+                ast.BoolOp(op=ast.And(), values=[_none_set(stop), stmt.test]), stmt.test)
+        elif stop:
+            setattr(stmt, EXTRA_TEST, _place(_none_set(stop), stmt.iter))
+        after = []
+        if stmt.orelse:
+            orelse = self.block(stmt.orelse, outer)
+            guarded = ast.If(test=_none_set(stop), body=orelse, orelse=[])
+            after = [_place(guarded, stmt.orelse[0])] if stop else orelse
+            stmt.orelse = []
+        return [*before, stmt, *after]
+
+
+# -- pass 2: conversion ------------------------------------------------------------------
+def _declarations(function) -> tuple[set, set]:
+    """Names `function` declares global and nonlocal (not looking into nested scopes)."""
+    globals_, nonlocals = set(), set()
+    stack = list(function.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Global):
+            globals_.update(node.names)
+        elif isinstance(node, ast.Nonlocal):
+            nonlocals.update(node.names)
+        elif not isinstance(node, SCOPES):
+            stack.extend(ast.iter_child_nodes(node))
+    return globals_, nonlocals
+
+
+def _parameters(function) -> set:
+    args = function.args
+    names = [a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)]
+    names += [a.arg for a in (args.vararg, args.kwarg) if a is not None]
+    return set(names)
+
+
+def _has_walrus(node) -> bool:
+    return any(isinstance(child, ast.NamedExpr) for child in ast.walk(node))
+
+
+def convert_function(function: ast.FunctionDef, namer: Namer, alias: str) -> None:
+    """Lower and convert one function scope in place (nested functions recursively)."""
+    JumpLowering(namer, alias).lower(function)
+    globals_, nonlocals = _declarations(function)
+    facts = analyse(function.body, _parameters(function), globals_, nonlocals)
+    converter = Converter(namer, alias, facts, globals_, nonlocals | globals_)
+    function.body = converter.visit_block(function.body)
+    if converter.guarded:
+        # A guarded variable may hold an Undefined marker: check what is returned.
+        for stmt in function.body:
+            if isinstance(stmt, ast.Return) and stmt.value is not None \
+                    and not _is_runtime_call(stmt.value, alias, "return_value"):
+                stmt.value = converter._runtime("return_value", [stmt.value], stmt.value)
+
+
+def _is_runtime_call(node, alias: str, attr: str) -> bool:
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr == attr and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == alias)
+
+
+class Converter(ast.NodeTransformer):
+    """Rewrites the control flow of one function scope into runtime calls."""
+
+    def __init__(self, namer: Namer, alias: str, facts: Facts, globals_: set, declared: set):
+        self.namer = namer
+        self.alias = alias
+        self.facts = facts
+        self.globals = globals_
+        self.declared = declared  # global or nonlocal: bound elsewhere, never guarded
+        self.guarded = False  # whether any `ld` guard was emitted
+
+    def visit_block(self, stmts: list) -> list:
+        out = []
+        for stmt in stmts:
+            result = self.visit(stmt)
+            out.extend(result if isinstance(result, list) else [result])
+        return out
+
+    def _runtime(self, attr: str, args: list, where) -> ast.Call:
+        func = ast.Attribute(value=_name(self.alias), attr=attr, ctx=ast.Load())
+        return _place(ast.Call(func=func, args=args, keywords=[]), where)
+
+    # -- scopes -------------------------------------------------------------------------
+    def visit_FunctionDef(self, node):
+        # Decorators and defaults run in this scope; the body is a scope of its own.
+        node.decorator_list = [self.visit(d) for d in node.decorator_list]
+        node.args.defaults = [self.visit(d) for d in node.args.defaults]
+        node.args.kw_defaults = [d if d is None else self.visit(d)
+                                 for d in node.args.kw_defaults]
+        convert_function(node, self.namer, self.alias)
+        return node
+
+    def visit_AsyncFunctionDef(self, node):
+        return node  # coroutines cannot be traced: left as they are
+
+    def visit_ClassDef(self, node):
+        return node  # a class body is not a function scope: left as it is
+
+    # -- expressions --------------------------------------------------------------------
+    def visit_IfExp(self, node):
+        self.generic_visit(node)
+        if _has_walrus(node.body) or _has_walrus(node.orelse):
+            return node  # a lambda would give `:=` a scope of its own
+        return self._runtime("if_exp", [node.test, _lambda(node.body), _lambda(node.orelse)],
+                             node)
+
+    def visit_BoolOp(self, node):
+        self.generic_visit(node)
+        if any(_has_walrus(value) for value in node.values[1:]):
+            return node
+        helper = "and_" if isinstance(node.op, ast.And) else "or_"
+        return self._runtime(helper, [node.values[0], *map(_lambda, node.values[1:])], node)
+
+    def visit_UnaryOp(self, node):
+        self.generic_visit(node)
+        if isinstance(node.op, ast.Not):
+            return self._runtime("not_", [node.operand], node)
+        return node
+
+    # -- statements ---------------------------------------------------------------------
+    def _facts(self, node, modified):
+        key = id(node)
+        live = self.facts.live_after.get(key, frozenset(modified))
+        head = self.facts.live_head.get(key, frozenset())
+        return self.facts.defined.get(key, frozenset()), live, head
+
+    def _guards(self, state, defined, where) -> list:
+        """`x = ag__.ld(lambda: x, 'x')` for state perhaps unbound here: binds it (the
+        nested functions declare it nonlocal) to its value or to an Undefined marker."""
+        guards = []
+        for name in state:
+            if name in defined or name in self.declared:
+                continue
+            read = self._runtime("ld", [_lambda(_place(_name(name), where)),
+                                        ast.Constant(value=name)], where)
+            guards.append(_assign(name, read, where))
+            self.guarded = True
+        return guards
+
+    def _scope_function(self, name, params, body, state, modified, where) -> ast.FunctionDef:
+        """A nested function whose assignments to `state` (and to names this scope declares
+        global or nonlocal) land in this scope; its other assignments stay its own (they
+        are dead after the statement)."""
+        declarations = []
+        shared = [n for n in modified if n in state or n in self.declared]
+        globals_ = [n for n in shared if n in self.globals]
+        nonlocals = [n for n in shared if n not in self.globals]
+        if globals_:
+            declarations.append(_place(ast.Global(names=globals_), where))
+        if nonlocals:
+            declarations.append(_place(ast.Nonlocal(names=nonlocals), where))
+        return _function(name, params, declarations + body, where)
+
+    def _state(self, state, where) -> tuple[list, str, str]:
+        get_name, set_name = self.namer.new("get_state"), self.namer.new("set_state")
+        values = ast.Tuple(elts=[_name(n) for n in state], ctx=ast.Load())
+        getter = _function(get_name, [], [_place(ast.Return(value=values), where)], where)
+        argument = self.namer.new("values")
+        targets = ast.Tuple(elts=[_name(n, store=True) for n in state], ctx=ast.Store())
+        body = [_place(ast.Assign(targets=[targets], value=_name(argument)), where)]
+        setter = self._scope_function(set_name, [argument], body if state else [], state,
+                                      state, where)
+        return [getter, setter], get_name, set_name
+
+    def _state_names(self, modified, live) -> list:
+        """The variables a statement carries: those it may change that are read later.
+        Globals are not state: assigning one is a Python side effect, like an attribute."""
+        return [n for n in modified if n in live and n not in self.globals]
+
+    def _names(self, state) -> ast.Tuple:
+        return ast.Tuple(elts=[ast.Constant(value=n) for n in state], ctx=ast.Load())
+
+    def visit_If(self, node):
+        modified = assigned_names(node.body + node.orelse)
+        defined, live, _ = self._facts(node, modified)
+        self.generic_visit(node)
+        state = self._state_names(modified, live)
+        functions, get_name, set_name = self._state(state, node)
+        body_name, else_name = self.namer.new("if_body"), self.namer.new("else_body")
+        functions += [self._scope_function(body_name, [], node.body, state, modified, node),
+                      self._scope_function(else_name, [], node.orelse, state, modified, node)]
+        call = self._runtime("if_stmt", [node.test, _name(body_name), _name(else_name),
+                                         _name(get_name), _name(set_name), self._names(state)],
+                             node)
+        return [*self._guards(state, defined, node), *functions,
+                _place(ast.Expr(value=call), node)]
+
+    def visit_While(self, node):
+        if node.orelse or _has_walrus(node.test):
+            # `:=` in the test would change loop variables in the loop's *condition*,
+            # which a while_loop cannot do: the loop stays a Python `while`.
+            return self.generic_visit(node)
+        modified = assigned_names([node.test, *node.body])
+        defined, live, head = self._facts(node, modified)
+        self.generic_visit(node)
+        state = self._state_names(modified, live | head)
+        functions, get_name, set_name = self._state(state, node)
+        test_name, body_name = self.namer.new("loop_test"), self.namer.new("loop_body")
+        test = [_place(ast.Return(value=node.test), node.test)]
+        functions += [self._scope_function(test_name, [], test, state, modified, node),
+                      self._scope_function(body_name, [], node.body, state, modified, node)]
+        call = self._runtime("while_stmt", [_name(test_name), _name(body_name),
+                                            _name(get_name), _name(set_name),
+                                            self._names(state)], node)
+        return [*self._guards(state, defined, node), *functions,
+                _place(ast.Expr(value=call), node)]
+
+    def visit_For(self, node):
+        if node.orelse:
+            return self.generic_visit(node)
+        modified = assigned_names([node.target, *node.body])
+        defined, live, head = self._facts(node, modified)
+        self.generic_visit(node)
+        state = self._state_names(modified, live | head)
+        functions, get_name, set_name = self._state(state, node)
+        body_name, item = self.namer.new("loop_body"), self.namer.new("item")
+        bind = _place(ast.Assign(targets=[node.target], value=_name(item)), node.target)
+        functions.append(self._scope_function(body_name, [item], [bind, *node.body], state,
+                                              modified, node))
+        extra = getattr(node, EXTRA_TEST, None)
+        extra_test = ast.Constant(value=None)
+        if extra is not None:
+            test_name = self.namer.new("extra_test")
+            body = [_place(ast.Return(value=self.visit(extra)), node)]
+            functions.append(_function(test_name, [], body, node))
+            extra_test = _name(test_name)
+        iterable = node.iter
+        if isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name) \
+                and iterable.func.id == "range" and not iterable.keywords:
+            iterable = self._runtime("range_call", [iterable.func, *iterable.args], iterable)
+        call = self._runtime("for_stmt", [iterable, extra_test, _name(body_name),
+                                          _name(get_name), _name(set_name),
+                                          self._names(state)], node)
+        return [*self._guards(state, defined, node), *functions,
+                _place(ast.Expr(value=call), node)]
