@@ -21,6 +21,18 @@ from _cli import parse_args, target_context, target_name  # noqa: E402
 import unigraph as ug  # noqa: E402
 
 
+def checks() -> dict:
+    """For `unigraph check examples/conv2d.py`: the layer's output and its gradients."""
+    ug.manual_seed(0)
+    conv = ug.nn.Conv2D(3, 2, 3, act="relu", weight_init=ug.init.xavier_normal(),
+                        lr_scale=0.001)
+    x = ug.random.generator().standard_normal((1, 3, 32, 32)).astype(np.float32)
+    return {"conv2d": (conv, (x,))}
+
+
+CHECKS = checks
+
+
 def run(args) -> dict:
     """Build the layer and the input from the seed, run on the target chosen by `args`."""
     ug.manual_seed(args.seed)

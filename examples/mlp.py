@@ -41,6 +41,20 @@ class MLP(ug.nn.Module):
         return self.fc2(self.dropout(self.fc1(x)))
 
 
+def checks() -> dict:
+    """For `unigraph check examples/mlp.py`: the forward pass and three Adam steps."""
+    ug.manual_seed(0)
+    (x_train, y_train), _ = ug.data.digits()
+    x, y = x_train[:32], y_train[:32]
+    return {"forward": (MLP(x.shape[1]).eval(), (x,)),
+            "training": {"model": MLP(x.shape[1]), "loss_fn": F.cross_entropy,
+                         "optimizer": lambda m: ug.optim.Adam(m, lr=1e-3),
+                         "batches": [(x, y)], "steps": 3}}
+
+
+CHECKS = checks
+
+
 def run(args) -> dict:
     """Train and test on the target chosen by `args`; returns the numbers it prints."""
     ug.manual_seed(args.seed)

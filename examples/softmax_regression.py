@@ -33,15 +33,31 @@ class SoftmaxRegression(ug.nn.Module):
     """One linear layer; `forward` gives the logits (softmax is folded into the loss, which
     is the numerically stable way to compute -sum(y * log(softmax(logits))))."""
 
-    def __init__(self, in_features, classes=10):
+    def __init__(self, in_features, classes=10, init=None):
         super().__init__()
-        self.fc1 = ug.nn.Linear(in_features, classes, weight_init=ug.init.zeros())
+        self.fc1 = ug.nn.Linear(in_features, classes, weight_init=init or ug.init.zeros())
 
     def forward(self, x):
         return self.fc1(x)
 
     def probabilities(self, x):
         return F.softmax(self.forward(x))
+
+
+def checks() -> dict:
+    """For `unigraph check examples/softmax_regression.py`: the probabilities, and three SGD
+    steps (lr 0.5, batch 100) compared weight by weight."""
+    ug.manual_seed(0)
+    (x_train, y_train), _ = ug.data.digits()
+    x, y = x_train[:100], y_train[:100]
+    model = SoftmaxRegression(x.shape[1], init=ug.init.normal(std=0.01))
+    return {"probabilities": (ug.function(model.probabilities), (x,)),
+            "training": {"model": SoftmaxRegression(x.shape[1]), "loss_fn": F.cross_entropy,
+                         "optimizer": lambda m: ug.optim.SGD(m, lr=0.5),
+                         "batches": [(x, y)], "steps": 3}}
+
+
+CHECKS = checks
 
 
 def run(args) -> dict:

@@ -191,3 +191,19 @@ def test_numpy_second_order_gradient_is_refused_not_wrong(mode):
     second = ug.grad(ug.grad(lambda x: x * x * x))
     with ug.use_backend("numpy", mode), pytest.raises(UnigraphError, match="second order"):
         second(1.5)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_reading_a_parameter_after_assign_sees_the_new_value(mode):
+    w = ug.Parameter(np.array([1.0, 2.0], np.float32), name="w")
+
+    @ug.function
+    def step():
+        ug.assign(w, w * 3.0)
+        ug.assign(w, w + 1.0)
+        return w * 1.0
+
+    with ug.use_backend("numpy", mode):
+        out = step()
+    np.testing.assert_array_equal(out.numpy(), [4.0, 7.0])
+    np.testing.assert_array_equal(w.numpy(), [4.0, 7.0])

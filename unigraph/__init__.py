@@ -4,7 +4,7 @@ eagerly or as a compiled static graph; prove, number by number, that they agree.
 `import unigraph` imports no framework: each backend imports its own on first use.
 """
 
-from unigraph import random
+from unigraph import data, init, nn, optim, random
 from unigraph.api import (
     abs,
     add,
@@ -58,6 +58,8 @@ from unigraph.api import (
     where,
 )
 from unigraph.autodiff import grad, value_and_grad
+from unigraph.autograph.runtime import range
+from unigraph.check import Report, check, check_training
 from unigraph.config import Target, current_target, set_backend, use_backend
 from unigraph.control_flow import cond, while_loop
 from unigraph.errors import (
@@ -72,5 +74,6 @@ from unigraph.function import Function, assign, function
 from unigraph.ir import Graph
 from unigraph.random import manual_seed
 from unigraph.tensor import Parameter, Tensor, tensor
+from unigraph.training import Trainer
 
 __version__ = "0.1.0"

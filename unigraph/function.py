@@ -199,7 +199,7 @@ def assign(param: Parameter, value) -> None:
     if builder is not None:
         if builder.parent is not None:
             raise TracingError("assign() inside a cond/while_loop branch is not supported")
-        builder.updates[builder.value_of_param(param)] = value_of(builder, value)
+        builder.assign_param(param, value_of(builder, value))
         return
     backend = current_backend()
     param._written_eager(backend, native(value, backend))

@@ -62,6 +62,7 @@ class GraphBuilder:
         self._params: dict = {}
         self.random_inputs: list = []  # inputs fed with fresh random draws, after the args
         self.updates: dict = {}  # param Value -> new Value (graph.updates when done)
+        self._assigned: dict = {}  # param key -> its newest Value, after ug.assign
 
     def __enter__(self):
         self._token = _builder.set(self)
@@ -76,6 +77,13 @@ class GraphBuilder:
         self.graph.inputs.append(value)
         self.explicit_inputs.append(value)
         return value
+
+    def assign_param(self, param, value: Value) -> None:
+        """Record `param <- value` (a graph update); later reads of `param` see `value`."""
+        key = ("param", id(param))
+        self._assigned.pop(key, None)
+        self.updates[self.value_of_param(param)] = value
+        self._assigned[key] = value
 
     def add_random_input(self, shape, dtype) -> Value:
         """An input that each run feeds with fresh uniform draws (see unigraph.random)."""
@@ -102,6 +110,8 @@ class GraphBuilder:
         if key in self.captured:
             return self.captured[key][1]
         if self.parent is None and not self.capture_eager:
+            if key in self._assigned:  # read after ug.assign: the new value, as in eager mode
+                return self._assigned[key]
             if key not in self._params:
                 name = param.name or f"param{len(self.graph.params)}"
                 self._params[key] = Value(param.shape, param.dtype, name)

@@ -1,0 +1,540 @@
+"""ug.check catches what it claims to catch: test backends with one deliberately wrong op
+(forward or gradient), one that crashes, one that hangs, and legitimate float32 rounding
+that must not be flagged.
+
+The test backends are the NumPy engine with one op swapped, registered at run time. They
+and the checked functions live at module level so that isolated workers can import them.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import json
+import time
+
+import numpy as np
+import pytest
+from unigraph_numpy import backend as numpy_backend
+from unigraph_numpy.backend import NumpyBackend
+from unigraph_numpy.plan import CondStep, GradStep, OpStep, WhileStep
+
+import unigraph as ug
+from unigraph import plugins
+from unigraph.check import Report, check, check_training, resolve_targets
+from unigraph.check.compare import compare
+from unigraph.hookspecs import hookimpl
+from unigraph.ops import OPS
+
+
+# -- test backends -----------------------------------------------------------------------
+def _patch(plan, op: str, fn=None, vjp=None) -> None:
+    """Swap `op`'s forward function or VJP in every step of a compiled NumPy plan."""
+    for step in plan.steps:
+        if isinstance(step, OpStep) and step.op.name == op:
+            if fn is not None:
+                step.fn = fn
+            if vjp is not None:
+                step.op = dataclasses.replace(step.op, vjp=vjp)
+        elif isinstance(step, CondStep):
+            for branch in step.branches:
+                _patch(branch, op, fn, vjp)
+        elif isinstance(step, WhileStep):
+            _patch(step.cond, op, fn, vjp)
+            _patch(step.body, op, fn, vjp)
+        elif isinstance(step, GradStep):
+            _patch(step.fn, op, fn, vjp)
+
+
+class BadTanhBackend(NumpyBackend):
+    """Computes tanh as sigmoid, eagerly and in compiled plans."""
+
+    name = "badtanh"
+
+    def eager_op(self, op, inputs, attrs):
+        return super().eager_op("sigmoid" if op == "tanh" else op, inputs, attrs)
+
+    def compile(self, graph, mode):
+        executable = super().compile(graph, mode)
+        _patch(executable.plan, "tanh", fn=OPS["sigmoid"].reference)
+        return executable
+
+
+def _wrong_tanh_vjp(g, inputs, output):
+    return [g * (1.0 - output)]  # should be g * (1 - output ** 2)
+
+
+class BadGradBackend(NumpyBackend):
+    """Right tanh, wrong gradient of tanh."""
+
+    name = "badgrad"
+    wrong_tanh = dataclasses.replace(OPS["tanh"], vjp=_wrong_tanh_vjp)
+
+    def eager_op(self, op, inputs, attrs):
+        out = super().eager_op(op, inputs, attrs)
+        tape = numpy_backend._tape.get()
+        if op == "tanh" and tape is not None and tape.records and tape.records[-1][3] is out:
+            _, attrs_, ins, output = tape.records[-1]
+            tape.records[-1] = (self.wrong_tanh, attrs_, ins, output)
+        return out
+
+    def compile(self, graph, mode):
+        executable = super().compile(graph, mode)
+        _patch(executable.plan, "tanh", vjp=_wrong_tanh_vjp)
+        return executable
+
+
+class CrashBackend(NumpyBackend):
+    """Segfaults on tanh, like a framework bug would."""
+
+    name = "crash"
+
+    def eager_op(self, op, inputs, attrs):
+        if op == "tanh":
+            ctypes.string_at(0)  # reads address 0: SIGSEGV
+        return super().eager_op(op, inputs, attrs)
+
+
+class HangBackend(NumpyBackend):
+    name = "hang"
+
+    def eager_op(self, op, inputs, attrs):
+        if op == "tanh":
+            time.sleep(120)
+        return super().eager_op(op, inputs, attrs)
+
+
+class SequentialSumBackend(NumpyBackend):
+    """Sums float32 strictly left to right (no pairwise summation): legitimate rounding."""
+
+    name = "seqsum"
+
+    def eager_op(self, op, inputs, attrs):
+        out = super().eager_op(op, inputs, attrs)  # records the op for gradients
+        x = inputs[0] if inputs else None
+        if op == "sum" and attrs.get("axis") is None and x.dtype == np.float32 and x.size:
+            out[...] = np.cumsum(x.reshape(-1), dtype=np.float32)[-1]  # same object
+        return out
+
+
+class PluginForTest:
+    def __init__(self, backend_class):
+        self.backend_class = backend_class
+
+    @hookimpl
+    def unigraph_backends(self):
+        return [self.backend_class()]
+
+
+BADTANH = PluginForTest(BadTanhBackend)
+BADGRAD = PluginForTest(BadGradBackend)
+CRASH = PluginForTest(CrashBackend)
+HANG = PluginForTest(HangBackend)
+SEQSUM = PluginForTest(SequentialSumBackend)
+
+
+@pytest.fixture
+def registered():
+    """Register test plugins for one test: `registered(BADTANH, ...)`."""
+    added = []
+
+    def register(*plugin_objects):
+        for plugin in plugin_objects:
+            plugins.register_plugin(plugin, name=plugin.backend_class.name)
+            added.append(plugin)
+
+    yield register
+    for plugin in added:
+        plugins.unregister_plugin(plugin)
+
+
+# -- checked functions -------------------------------------------------------------------
+WEIGHT = ug.Parameter(np.random.default_rng(1).normal(size=(6, 5)) * 0.5, name="w",
+                      dtype="float32")
+
+
+def chain20(x):
+    """Twenty ops (not counting constants), with tanh in the middle."""
+    h = ug.matmul(x, WEIGHT)  # 1
+    h = h + 0.5  # 2
+    h = ug.relu(h) + ug.abs(h) * 0.1  # 3 4 5 6
+    h = ug.exp(h * -0.5)  # 7 8
+    h = ug.log(h + 1.0) - 0.3  # 9 10 11
+    h = ug.maximum(h, -2.0) * 3.0  # 12 13
+    h = ug.tanh(h)  # 14  <- the op the bad backends get wrong
+    h = ug.sigmoid(h * 2.0)  # 15 16
+    h = ug.softmax(h, axis=1)  # 17
+    h = ug.sqrt(h + 0.01)  # 18 19
+    return ug.sum(h, axis=1), ug.mean(h * h)  # 20 21 22
+
+
+TANH_LINE = next(i for i, line in enumerate(open(__file__), 1) if "<- the op" in line)
+
+
+def chain20_in_cond(x):
+    return ug.cond(ug.sum(x) > -1e9, lambda: chain20(x)[0], lambda: ug.sum(x, axis=1))
+
+
+def tanh_loop(x):
+    def body(i, h):
+        return i + 1, ug.tanh(h * 1.5 + 0.1)  # <- tanh in a loop
+
+    return ug.while_loop(lambda i, h: i < 3, body, (0, x))[1]
+
+
+LOOP_LINE = next(i for i, line in enumerate(open(__file__), 1) if "<- tanh in a loop" in line)
+
+
+def long_sum(x):
+    return ug.sum(x)
+
+
+X = np.random.default_rng(2).normal(size=(4, 6))
+
+
+# -- tests -------------------------------------------------------------------------------
+def test_agreeing_targets_pass():
+    report = check(chain20, X, targets="numpy")
+    assert report.ok, report
+    assert [t.target for t in report.targets] == ["numpy:eager", "numpy:static"]
+    names = [c.name for c in report.targets[0].comparisons]
+    assert names == ["output[0]", "output[1]", "grad(x)", "grad(w)"]
+    report.assert_ok()
+    assert "OK: all 2 targets agree" in str(report)
+
+
+@pytest.mark.parametrize("mode", ["eager", "static"])
+def test_wrong_forward_op_is_localized_to_its_node_and_line(registered, mode):
+    registered(BADTANH)
+    report = check(chain20, X, targets=["numpy", f"badtanh:{mode}"])
+    assert not report.ok
+    bad = report[f"badtanh:{mode}"]
+    assert bad.status == "disagree"
+    assert report["numpy:eager"].ok and report["numpy:static"].ok
+    divergence = bad.divergence
+    assert divergence.kind == "forward"
+    assert divergence.op == "tanh"
+    assert divergence.source.endswith(f"test_check.py:{TANH_LINE}")
+    assert divergence.inputs == ["float32[4, 5]"]
+    assert not divergence.own.ok and divergence.own.max_abs > 0.1
+    assert divergence.carried is not None
+    text = str(report)
+    assert f"test_check.py:{TANH_LINE}" in text and "tanh" in text
+    assert f"odd one out: badtanh:{mode}" in text
+    with pytest.raises(AssertionError, match="badtanh"):
+        report.assert_ok()
+
+
+def test_wrong_op_inside_cond_is_localized_inside_the_branch(registered):
+    registered(BADTANH)
+    report = check(chain20_in_cond, X, targets=["badtanh:static"], grads=False)
+    divergence = report["badtanh:static"].divergence
+    assert divergence.op == "tanh"
+    assert divergence.source.endswith(f":{TANH_LINE}")
+    assert divergence.within and "then branch" in divergence.within[0]
+
+
+@pytest.mark.parametrize("mode", ["eager", "static"])
+def test_wrong_op_inside_while_loop_forward_and_backward(registered, mode):
+    registered(BADTANH, BADGRAD)
+    report = check(tanh_loop, np.linspace(-1, 1, 5), targets=[f"badtanh:{mode}",
+                                                               f"badgrad:{mode}"])
+    forward = report[f"badtanh:{mode}"].divergence
+    assert (forward.kind, forward.op) == ("forward", "tanh")
+    assert forward.source.endswith(f":{LOOP_LINE}") and "first iteration" in forward.within[0]
+    backward = report[f"badgrad:{mode}"].divergence
+    assert (backward.kind, backward.op) == ("gradient", "tanh")
+    assert backward.source.endswith(f":{LOOP_LINE}")
+    assert backward.within[0] == "the checked gradient"
+
+
+@pytest.mark.parametrize("mode", ["eager", "static"])
+def test_wrong_gradient_is_caught_and_localized(registered, mode):
+    registered(BADGRAD)
+    report = check(chain20, X, targets=["numpy:eager", f"badgrad:{mode}"])
+    bad = report[f"badgrad:{mode}"]
+    assert bad.status == "disagree"
+    by_name = {c.name: c for c in bad.comparisons}
+    assert by_name["output[0]"].ok and by_name["output[1]"].ok  # forward is right
+    assert not by_name["grad(x)"].ok and not by_name["grad(w)"].ok
+    divergence = bad.divergence
+    assert divergence.kind == "gradient"
+    assert divergence.op == "tanh"
+    assert divergence.source.endswith(f":{TANH_LINE}")
+    # Without grads=True the same backend passes: only the gradient is wrong.
+    assert check(chain20, X, targets=[f"badgrad:{mode}"], grads=False).ok
+
+
+def test_float32_rounding_of_a_long_reduction_is_not_flagged(registered):
+    registered(SEQSUM)
+    x = np.random.default_rng(3).random(100_000)
+    report = check(long_sum, x, targets=["numpy", "seqsum:eager"])
+    seq = report["seqsum:eager"].comparisons[0]
+    exact = np.sum(x.astype(np.float32).astype(np.float64))
+    naive = np.cumsum(x.astype(np.float32), dtype=np.float32)[-1]
+    assert naive != np.float32(exact)  # the naive order really rounds differently
+    assert seq.figures.max_abs > 0
+    assert report.ok, report
+
+
+def test_tolerances_come_from_the_ops_and_can_be_overridden():
+    def elementwise(x):
+        return x * 2.0 + 1.0
+
+    def reduction(x):
+        return ug.sum(x)
+
+    x = np.ones(8)
+    small = check(elementwise, x, targets="numpy:eager").targets[0].comparisons[0]
+    wide = check(reduction, x, targets="numpy:eager").targets[0].comparisons[0]
+    assert small.budget == ug.ops.base.DEFAULT_TOLERANCE["float32"]
+    assert wide.budget == OPS["sum"].tolerance_for("float32")
+    assert wide.budget[0] > small.budget[0]
+    custom = check(elementwise, x, targets="numpy:eager", rtol={"output": 0.5}, atol=0.25)
+    comparisons = custom.targets[0].comparisons
+    assert comparisons[0].budget == (0.5, 0.25)
+    assert comparisons[1].name == "grad(x)" and comparisons[1].budget[1] == 0.25
+
+
+def test_compare_figures():
+    reference = np.array([1.0, 2.0, 0.0, np.nan, np.inf])
+    good = compare(np.float32([1.0, 2.0, 0.0, np.nan, np.inf]), reference, (1e-5, 1e-6))
+    assert good.ok and good.nonfinite_match
+    off = compare(np.float32([1.0, 2.1, 0.0, np.nan, np.inf]), reference, (1e-5, 1e-6))
+    assert off.status == "FAIL"
+    assert off.max_abs == pytest.approx(0.1, rel=1e-5)
+    assert off.max_rel == pytest.approx(0.05, rel=1e-5)
+    assert off.worst == (1,)
+    # the needed tolerance is the budget scaled to just pass
+    assert off.needed_atol / 1e-6 == pytest.approx(off.needed_rtol / 1e-5)
+    rescaled = compare(np.float32([1.0, 2.1, 0.0, np.nan, np.inf]), reference,
+                       (off.needed_rtol * 1.0001, off.needed_atol * 1.0001))
+    assert rescaled.ok
+    nan_moved = compare(np.float32([1.0, 2.0, np.nan, 0.0, np.inf]), reference, (1, 1))
+    assert nan_moved.status == "nan/inf" and not nan_moved.nonfinite_match
+    assert compare(np.int64([1, 2]), np.int64([1, 3]), (1, 1)).status == "FAIL"
+    assert compare(np.zeros(3), np.zeros(4), (1, 1)).status == "shape"
+    assert compare(np.zeros(3), np.zeros(3), (1, 1), dtype="float32").status == "dtype"
+
+
+def test_report_json_and_module_and_integer_outputs():
+    class Net(ug.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = ug.nn.Linear(6, 3)
+
+        def forward(self, x):
+            logits = self.fc(x)
+            return {"logits": logits, "label": ug.argmax(logits, axis=1)}
+
+    report = check(Net(), X, targets="numpy")
+    assert report.ok, report
+    names = [c.name for c in report.targets[0].comparisons]
+    assert names[:2] == ["output[logits]", "output[label]"]
+    assert {"grad(x)", "grad(fc.weight)", "grad(fc.bias)"} <= set(names)
+    label = report.targets[0].comparisons[1]
+    assert label.budget == (0.0, 0.0) and label.dtype == "int64"
+    data = json.loads(report.to_json())
+    assert data["ok"] is True and data["targets"][0]["target"] == "numpy:eager"
+    assert data["targets"][0]["comparisons"][0]["figures"]["status"] == "ok"
+
+
+def test_parameters_are_restored_between_targets():
+    counter = ug.Parameter(np.zeros(3, dtype=np.float32), name="counter")
+
+    def bump(x):
+        ug.assign(counter, counter + x)
+        return x * 2.0
+
+    report = check(bump, np.ones(3), targets="numpy", grads=False)
+    assert report.ok, report
+    assert np.all(counter.numpy() == 0)
+
+
+def test_errors_are_reported_per_target(registered):
+    class Broken(NumpyBackend):
+        name = "broken"
+
+        def eager_op(self, op, inputs, attrs):
+            if op == "exp":
+                raise RuntimeError("exp is not lowered")
+            return super().eager_op(op, inputs, attrs)
+
+    plugin = PluginForTest(Broken)
+    registered(plugin)
+    report = check(chain20, X, targets=["numpy:eager", "broken:eager"])
+    broken = report["broken:eager"]
+    assert broken.status == "error" and "exp is not lowered" in broken.error
+    assert broken.divergence.kind == "error" and broken.divergence.op == "exp"
+    assert report["numpy:eager"].ok
+    assert "broken:eager" in str(report)
+
+
+def test_resolve_targets(registered):
+    registered(BADTANH)
+    chosen, _ = resolve_targets("all")
+    names = [str(t) for t in chosen]
+    assert {"numpy:eager", "numpy:static", "badtanh:eager", "badtanh:static"} <= set(names)
+    chosen, _ = resolve_targets("numpy:static, badtanh")
+    assert [str(t) for t in chosen] == ["numpy:static", "badtanh:eager", "badtanh:static"]
+
+
+def test_isolated_crash_and_hang_are_reported_and_the_others_finish(registered):
+    registered(CRASH, HANG)
+    started = time.monotonic()
+    report = check(chain20, X, targets=["numpy:eager", "crash:eager", "hang:eager"],
+                   isolate=True, timeout=5)
+    assert time.monotonic() - started < 60
+    assert report["numpy:eager"].ok
+    crashed = report["crash:eager"]
+    assert crashed.status == "crashed" and "SIGSEGV" in crashed.error
+    assert report["hang:eager"].status == "timeout"
+    assert not report.ok
+    assert "crashed" in str(report)
+
+
+def test_isolated_disagreement_is_localized_in_the_worker(registered):
+    registered(BADTANH)
+    report = check(chain20, X, targets=["numpy:static", "badtanh:static"], isolate=True)
+    assert report["numpy:static"].ok
+    divergence = report["badtanh:static"].divergence
+    assert divergence.op == "tanh" and divergence.source.endswith(f":{TANH_LINE}")
+
+
+def test_check_training_compares_losses_and_weights(registered):
+    registered(BADTANH)
+    ug.manual_seed(0)
+
+    class Net(ug.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1 = ug.nn.Linear(6, 8)
+            self.fc2 = ug.nn.Linear(8, 3)
+
+        def forward(self, x):
+            return self.fc2(ug.tanh(self.fc1(x)))
+
+    net = Net()
+    before = net.state_dict()
+    y = np.array([0, 1, 2, 1])
+    report = check_training(net, ug.nn.functional.cross_entropy,
+                            lambda model: ug.optim.Momentum(model, lr=0.1), [(X, y)],
+                            steps=3, targets=["numpy", "badtanh:eager"])
+    assert report["numpy:eager"].ok and report["numpy:static"].ok, report
+    assert report["badtanh:eager"].status == "disagree"
+    assert report["badtanh:eager"].divergence.op == "tanh"
+    names = [c.name for c in report["numpy:eager"].comparisons]
+    assert names == ["loss[0:3]", "weight(fc1.weight)", "weight(fc1.bias)",
+                     "weight(fc2.weight)", "weight(fc2.bias)"]
+    after = net.state_dict()
+    assert all(np.array_equal(before[k], after[k]) for k in before)  # restored
+
+
+def test_assert_agree_and_report_type():
+    from unigraph.testing import assert_agree
+
+    report = assert_agree(chain20, X, targets="numpy")
+    assert isinstance(report, Report) and report.ok
+
+
+# -- the command line and the pytest plugin ----------------------------------------------
+SCRIPT = '''
+import numpy as np
+import unigraph as ug
+
+W = ug.Parameter(np.linspace(-1, 1, 12).reshape(3, 4), name="w", dtype="float32")
+
+def layer(x):
+    return ug.tanh(x @ W)
+
+class Net(ug.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = ug.nn.Linear(3, 2)
+
+    def forward(self, x):
+        return self.fc(x)
+
+NET = Net()
+X = np.linspace(0, 1, 6).reshape(2, 3)
+
+CHECKS = {
+    "layer": (layer, (X,)),
+    "net": (NET, (X,), {"rtol": 1e-4}),
+    "training": {"model": NET, "loss_fn": lambda out, y: ug.mean(out * out),
+                 "optimizer": lambda m: ug.optim.SGD(m, lr=0.1),
+                 "batches": [(X, np.zeros(2))], "steps": 2},
+}
+
+if __name__ == "__main__":
+    raise SystemExit("the checker must import the script, not run it")
+'''
+
+
+@pytest.fixture
+def script(tmp_path):
+    path = tmp_path / "model.py"
+    path.write_text(SCRIPT)
+    return str(path)
+
+
+def test_cli_check_table_json_and_exit_status(registered, script, capsys):
+    from unigraph.cli_check import main
+
+    assert main([script, "--targets", "numpy"]) == 0
+    out = capsys.readouterr().out
+    assert "ug.check: layer" in out and "ug.check: net" in out
+    assert "ug.check_training: training" in out and "OK: all 2 targets" in out
+
+    assert main([f"{script}:layer", "--targets", "numpy", "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["ok"] is True and list(data["checks"]) == ["layer"]
+
+    registered(BADTANH)
+    assert main([f"{script}:layer", "--targets", "numpy:eager,badtanh:static"]) == 1
+    out = capsys.readouterr().out
+    assert "model.py:8" in out and "FAILED" in out
+
+    assert main([f"{script}:nope"]) == 2
+    assert "has no check 'nope'" in capsys.readouterr().err
+
+
+def test_cli_check_without_checks_is_a_usage_error(tmp_path, capsys):
+    from unigraph.cli_check import main
+
+    path = tmp_path / "plain.py"
+    path.write_text("x = 1\n")
+    assert main([str(path)]) == 2
+    assert "defines no CHECKS" in capsys.readouterr().err
+
+
+def test_cli_check_isolated(script, capsys):
+    from unigraph.cli_check import main
+
+    assert main([f"{script}:net", "--targets", "numpy", "--isolate", "--no-grads"]) == 0
+    out = capsys.readouterr().out
+    assert "numpy:static" in out and "OK" in out
+
+
+def test_pytest_plugin_parametrizes_target(tmp_path):
+    import subprocess
+    import sys
+
+    test_file = tmp_path / "test_user.py"
+    test_file.write_text(
+        "import unigraph as ug\n"
+        "def test_runs_on_target(target):\n"
+        "    assert isinstance(target, ug.Target)\n"
+        "    assert ug.current_target() == target\n"
+        "def test_plain():\n"
+        "    pass\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", str(test_file), "-v", "-p", "no:cacheprovider",
+         "--unigraph-targets=numpy"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "test_runs_on_target[numpy:eager] PASSED" in result.stdout
+    assert "test_runs_on_target[numpy:static] PASSED" in result.stdout
+    assert "3 passed" in result.stdout
