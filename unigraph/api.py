@@ -11,11 +11,12 @@ import builtins
 
 import numpy as np
 
-from unigraph.dispatch import apply
+from unigraph.dispatch import apply, current_backend
 from unigraph.dtypes import is_float, result_dtype
 from unigraph.errors import ShapeError
 from unigraph.ir import check_dtype
 from unigraph.tensor import Tensor
+from unigraph.tracing import _builder
 
 _SCALARS = (bool, int, float)
 
@@ -52,7 +53,29 @@ def _promote(*xs, to_float=False):
 def _to_dtype(x, dtype):
     if isinstance(x, Tensor):
         return x if x.dtype == dtype else cast(x, dtype)
+    if isinstance(x, _SCALARS):
+        return _scalar(x, dtype)
     return np.asarray(x, dtype=dtype)
+
+
+# (type, value, dtype, backend) -> eager Tensor: `x + 2` in a loop converts 2 only once.
+_scalars: dict = {}
+
+
+def _scalar(value, dtype):
+    """A Python number as an operand of `dtype`: a cached eager tensor on the current
+    backend (native tensors are never modified in place, so sharing one is safe)."""
+    if _builder.get() is not None:
+        return np.asarray(value, dtype=dtype)  # becomes a constant node
+    backend = current_backend()
+    key = (type(value), value, dtype, backend.name)
+    scalar = _scalars.get(key)
+    if scalar is None:
+        array = np.asarray(value, dtype=dtype)
+        scalar = Tensor((), dtype, backend=backend, native=backend.to_native(array), array=array)
+        if len(_scalars) < 4096:
+            _scalars[key] = scalar
+    return scalar
 
 
 def _axis(axis, ndim: int, op: str) -> int:

@@ -33,16 +33,21 @@ def _type_text(leaf_type) -> str:
 
 def _check_same(what: str, names: tuple, first, second) -> None:
     """Raise ControlFlowError unless two results have one structure, shapes and dtypes."""
+    if type(first) is tuple and type(second) is tuple and len(first) == len(second) and all(
+            type(a) is Tensor and type(b) is Tensor and a.shape == b.shape and a.dtype == b.dtype
+            for a, b in zip(first, second)):
+        return  # the common case (a tuple of tensors), checked without flattening
     leaves_a, tree_a = pytree.flatten(first, is_array_leaf)
     leaves_b, tree_b = pytree.flatten(second, is_array_leaf)
-    where = user_source()
     if tree_a != tree_b:
+        where = user_source()
         raise ControlFlowError(
             f"{what} at {where}: {names[0]} returns {pytree.describe(tree_a)} but {names[1]} "
             f"returns {pytree.describe(tree_b)}; both must return the same structure"
         )
     for i, (a, b) in enumerate(zip(leaves_a, leaves_b)):
         if _leaf_type(a) != _leaf_type(b):
+            where = user_source()
             raise ControlFlowError(
                 f"{what} at {where}: value {i} is {_type_text(_leaf_type(a))} in {names[0]} "
                 f"but {_type_text(_leaf_type(b))} in {names[1]}; static graphs need the same "

@@ -33,8 +33,10 @@ class Tape:
             g = grads.get(id(out))
             if g is None or op.vjp is None:
                 continue
-            for x, gx in zip(inputs, op.vjp(g, inputs, out, **attrs)):
-                if gx is not None and id(x) in self.tracked and x.dtype.kind == "f":
+            needs = [id(x) in self.tracked for x in inputs]
+            extra = {"needs": needs} if op.partial_vjp else {}
+            for x, gx, need in zip(inputs, op.vjp(g, inputs, out, **extra, **attrs), needs):
+                if need and gx is not None and x.dtype.kind == "f":
                     grads[id(x)] = grads[id(x)] + gx if id(x) in grads else gx
         return [grads.get(id(leaf), np.zeros_like(leaf)) for leaf in leaves]
 

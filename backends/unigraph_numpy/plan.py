@@ -33,7 +33,7 @@ def _gather(slots: list, gradients: list) -> dict:
 
 
 class OpStep:
-    __slots__ = ("op", "fn", "attrs", "ins", "out")
+    __slots__ = ("op", "fn", "attrs", "ins", "out", "outs")
 
     def __init__(self, node, slots):
         self.op = OPS[node.op]
@@ -42,29 +42,36 @@ class OpStep:
             else self.op.reference
         self.ins = [slots[v.id] for v in node.inputs]
         self.out = slots[node.outputs[0].id]
+        self.outs = [self.out]
 
     def forward(self, env, record):
         env[self.out] = self.fn(*[env[i] for i in self.ins])
         return None
 
-    def backward(self, env, residual, grads):
+    def backward(self, env, residual, grads, requires):
         g = grads.get(self.out)
         if g is None or self.op.vjp is None:
             return
+        needs = [requires is None or slot in requires for slot in self.ins]
+        if not any(needs):
+            return  # nothing upstream of this op is differentiated
         inputs = [env[i] for i in self.ins]
-        for slot, x, gx in zip(self.ins, inputs, self.op.vjp(g, inputs, env[self.out],
-                                                             **self.attrs)):
-            if gx is not None and x.dtype.kind == "f":
+        extra = {"needs": needs} if self.op.partial_vjp else {}
+        for slot, x, gx, need in zip(self.ins, inputs, self.op.vjp(g, inputs, env[self.out],
+                                                                   **extra, **self.attrs),
+                                     needs):
+            if need and gx is not None and x.dtype.kind == "f":
                 _add(grads, slot, gx)
 
 
 class CondStep:
-    __slots__ = ("pred", "operands", "branches", "outs")
+    __slots__ = ("pred", "operands", "branches", "ins", "outs")
 
     def __init__(self, node, slots):
         self.pred = slots[node.inputs[0].id]
         self.operands = [slots[v.id] for v in node.inputs[1:]]
         self.branches = (Plan(node.subgraphs["then"]), Plan(node.subgraphs["else"]))
+        self.ins = [self.pred, *self.operands]
         self.outs = [slots[v.id] for v in node.outputs]
 
     def forward(self, env, record):
@@ -75,7 +82,7 @@ class CondStep:
             env[slot] = value
         return (index, sub_env, sub_res) if record else None
 
-    def backward(self, env, residual, grads):
+    def backward(self, env, residual, grads, requires):
         index, sub_env, sub_res = residual
         plan = self.branches[index]
         out_grads = _gather(plan.output_slots, [grads.get(o) for o in self.outs])
@@ -86,12 +93,13 @@ class CondStep:
 
 
 class WhileStep:
-    __slots__ = ("carried", "captured", "cond", "body", "outs")
+    __slots__ = ("carried", "captured", "cond", "body", "ins", "outs")
 
     def __init__(self, node, slots):
         count = node.attrs["num_carried"]
         ins = [slots[v.id] for v in node.inputs]
         self.carried, self.captured = ins[:count], ins[count:]
+        self.ins = ins
         self.cond = Plan(node.subgraphs["cond"])
         self.body = Plan(node.subgraphs["body"])
         self.outs = [slots[v.id] for v in node.outputs]
@@ -112,7 +120,7 @@ class WhileStep:
             env[slot] = value
         return iterations if record else None
 
-    def backward(self, env, iterations, grads):
+    def backward(self, env, iterations, grads, requires):
         carried_grads = [grads.get(o) for o in self.outs]
         captured_grads: list = [None] * len(self.captured)
         count = len(self.carried)
@@ -130,28 +138,30 @@ class WhileStep:
 
 
 class GradStep:
-    __slots__ = ("fn", "operands", "wrt", "output", "outs")
+    __slots__ = ("fn", "operands", "ins", "wrt", "output", "outs", "requires")
 
     def __init__(self, node, slots):
         self.fn = Plan(node.subgraphs["fn"])
-        self.operands = [slots[v.id] for v in node.inputs]
+        self.operands = self.ins = [slots[v.id] for v in node.inputs]
         self.wrt = node.attrs["wrt"]
         self.output = node.attrs["output"]
         self.outs = [slots[v.id] for v in node.outputs]
+        self.requires = self.fn.requires_from(self.wrt)
 
     def forward(self, env, record):
         operands = [env[i] for i in self.operands]
         sub_env, sub_res = self.fn.forward(operands, True)
         outputs = self.fn.outputs_of(sub_env)
         seed = np.ones_like(outputs[self.output])
-        grads = self.fn.backward(sub_env, sub_res, {self.fn.output_slots[self.output]: seed})
+        grads = self.fn.backward(sub_env, sub_res, {self.fn.output_slots[self.output]: seed},
+                                 self.requires)
         grads = [grads[i] if grads[i] is not None else np.zeros_like(operands[i])
                  for i in self.wrt]
         for slot, value in zip(self.outs, outputs + grads):
             env[slot] = value
         return None
 
-    def backward(self, env, residual, grads):
+    def backward(self, env, residual, grads, requires):
         if any(o in grads for o in self.outs):
             raise UnigraphError("numpy: gradients of gradients (second order) are not supported")
 
@@ -192,9 +202,18 @@ class Plan:
     def outputs_of(self, env) -> list:
         return [env[s] for s in self.output_slots]
 
-    def backward(self, env, residuals, out_grads: dict) -> list:
-        """Gradients of the inputs (then params) given gradients of output slots."""
+    def requires_from(self, positions) -> frozenset:
+        """The slots that depend on the inputs at `positions`: only those need gradients."""
+        requires = {self.input_slots[p] for p in positions}
+        for step in self.steps:
+            if any(slot in requires for slot in step.ins):
+                requires.update(step.outs)
+        return frozenset(requires)
+
+    def backward(self, env, residuals, out_grads: dict, requires=None) -> list:
+        """Gradients of the inputs (then params) given gradients of output slots; with
+        `requires` (see `requires_from`), only along paths from those inputs."""
         grads = dict(out_grads)
         for step, residual in zip(reversed(self.steps), reversed(residuals)):
-            step.backward(env, residual, grads)
+            step.backward(env, residual, grads, requires)
         return [grads.get(s) for s in self.input_slots]

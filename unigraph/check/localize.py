@@ -188,7 +188,7 @@ def _backward_walk(context: _Context, graph: Graph, operands: list, seeds: list,
             g = np.ones_like(env[slot]) if isinstance(seed, str) else upcast(seed)
             cotangents[slot] = cotangents[slot] + g if slot in cotangents else g
     for step, residual in zip(reversed(plan.steps), reversed(residuals)):
-        step.backward(env, residual, cotangents)
+        step.backward(env, residual, cotangents, None)
     for inner in reversed(graph.nodes):
         inputs = [rounded(env[plan.slots[v.id]], v.dtype) for v in inner.inputs]
         outs = [cotangents.get(plan.slots[v.id]) for v in inner.outputs]

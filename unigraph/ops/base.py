@@ -58,6 +58,9 @@ class OpDef:
     tolerance: dict = field(default_factory=dict)
     skips: dict = field(default_factory=dict)
     differentiable_inputs: tuple | None = None  # None: every floating input
+    # True when `vjp` also takes `needs` (one bool per input) and may skip the inputs whose
+    # gradient nobody asked for: the NumPy engine passes it for expensive rules (matmul).
+    partial_vjp: bool = False
 
     def tolerance_for(self, dtype: str) -> tuple:
         return self.tolerance.get(dtype, DEFAULT_TOLERANCE.get(dtype, (0.0, 0.0)))

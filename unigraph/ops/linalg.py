@@ -39,10 +39,11 @@ def _infer(a, b):
     return TensorSpec(batch + (a.shape[-2], b.shape[-1]), dtype)
 
 
-def _vjp(g, inputs, out):
+def _vjp(g, inputs, out, needs=(True, True)):
     a, b = inputs
     # grad_for sums over the batch dims that broadcasting stretched.
-    return [grad_for(g @ np.swapaxes(b, -1, -2), a), grad_for(np.swapaxes(a, -1, -2) @ g, b)]
+    return [grad_for(g @ np.swapaxes(b, -1, -2), a) if needs[0] else None,
+            grad_for(np.swapaxes(a, -1, -2) @ g, b) if needs[1] else None]
 
 
 def _samples(rng):
@@ -58,6 +59,7 @@ register(OpDef(
     infer=_infer,
     reference=lambda a, b: np.matmul(a, b).astype(a.dtype, copy=False),
     vjp=_vjp,
+    partial_vjp=True,
     doc="Matrix product over the last two dims, a[..., m, k] @ b[..., k, n] -> [..., m, n]; "
         "the batch dims broadcast. Both operands must have rank >= 2 (unlike NumPy, no "
         "implicit vector promotion) and one floating dtype.",

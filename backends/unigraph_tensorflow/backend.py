@@ -1,0 +1,118 @@
+"""`TensorFlowBackend`: the TensorFlow adapter, with three targets.
+
+* tensorflow:eager    TF2 eager, op by op; gradients with `tf.GradientTape`.
+* tensorflow:static   a `tf.compat.v1.Graph` fed by a Session (`unigraph_tensorflow.static`).
+* tensorflow:function the same lowering traced into a `tf.function`
+                      (`unigraph_tensorflow.function`).
+
+Nothing here imports TensorFlow until first use, and then paddle first when it is installed
+(`import_after`): tensorflow 2.21 imported before paddlepaddle 3.3.1 crashes the process.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+
+import numpy as np
+
+from unigraph.backend import Backend
+from unigraph.errors import BackendError
+from unigraph_tensorflow.control_flow import floating, per_leaf
+
+
+def _quiet_import_environment() -> None:
+    # TF's C++ INFO and WARNING lines (oneDNN notices, CPU feature hints) on every import;
+    # errors still print. Only a default: a user's own setting wins.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def _quiet_python_logger(tf) -> None:
+    # TF's Python logger (deprecation notices, retracing warnings) down to errors, unless the
+    # user has configured it already.
+    logger = tf.get_logger()
+    if logger.level == logging.NOTSET:
+        logger.setLevel(logging.ERROR)
+
+
+class TensorFlowBackend(Backend):
+    """TensorFlow 2 eager, v1 Graph + Session, and tf.function, on TF's CPU kernels."""
+
+    name = "tensorflow"
+    modes = ("eager", "static", "function")
+    framework = "tensorflow"
+    distribution = "tensorflow-cpu"
+    extra = "tensorflow"
+    import_after = ("paddle",)
+
+    def __init__(self):
+        self._tf = None
+        self._lowerings = None
+        self._lock = threading.Lock()
+
+    def load(self):
+        if self._tf is None:
+            with self._lock:
+                if self._tf is None:
+                    _quiet_import_environment()
+                    tf = super().load()
+                    _quiet_python_logger(tf)
+                    from unigraph_tensorflow.lowerings import make_lowerings
+
+                    self._lowerings = make_lowerings(tf)
+                    self._tf = tf
+        return self._tf
+
+    # -- eager --------------------------------------------------------------------------
+    def to_native(self, array: np.ndarray):
+        tf = self._tf or self.load()
+        return tf.convert_to_tensor(np.asarray(array))  # keeps the dtype, bool included
+
+    def to_numpy(self, native) -> np.ndarray:
+        return np.asarray(native.numpy())
+
+    def is_native(self, obj) -> bool:
+        tf = sys.modules.get("tensorflow")  # a TF tensor implies TF is imported
+        return tf is not None and isinstance(obj, (tf.Tensor, tf.Variable))
+
+    def eager_op(self, op: str, inputs: list, attrs: dict):
+        lowerings = self._lowerings
+        if lowerings is None:
+            self.load()
+            lowerings = self._lowerings
+        try:
+            lowering = lowerings[op]
+        except KeyError:
+            raise BackendError(f"no lowering for op {op!r} in backend 'tensorflow'") from None
+        return lowering(*inputs, **attrs)
+
+    def eager_grad(self, fn, watched: list) -> tuple[list, list]:
+        tf = self._tf or self.load()
+        # Distinct leaves: the same tensor watched twice must get two partial derivatives.
+        # A leaf that is a float tensor already distinct from the others is used as it is.
+        distinct = len({id(w) for w in watched}) == len(watched)
+        with tf.GradientTape() as tape:
+            leaves = list(watched) if distinct else [tf.identity(w) for w in watched]
+            floats = floating(leaves)
+            tape.watch(floats)
+            outputs = list(fn(*leaves))
+        grads = tape.gradient(outputs[0], floats,
+                              unconnected_gradients=tf.UnconnectedGradients.ZERO) if floats else []
+        return outputs, per_leaf(tf, leaves, grads)
+
+    # -- static -------------------------------------------------------------------------
+    def compile(self, graph, mode: str):
+        tf = self.load()
+        if mode == "static":
+            from unigraph_tensorflow.static import SessionExecutable
+
+            return SessionExecutable(tf, graph, self._lowerings)
+        if mode == "function":
+            from unigraph_tensorflow.function import FunctionExecutable
+
+            return FunctionExecutable(tf, graph, self._lowerings)
+        raise BackendError(
+            f"backend 'tensorflow' compiles graphs in modes 'static' and 'function', not {mode!r}"
+        )

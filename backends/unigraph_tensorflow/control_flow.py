@@ -1,0 +1,92 @@
+"""Building `cond`, `while_loop` and `grad` nodes as TensorFlow's own constructs.
+
+Shared by both graph modes: inside a `tf.compat.v1.Graph` (tensorflow:static) and inside a
+`tf.function` trace (tensorflow:function), `tf.cond` and `tf.while_loop` build the
+functional control-flow ops (`If`/`StatelessIf`, `While`/`StatelessWhile`: control flow v2
+is on by default, also in a v1 graph, and we never switch it off process-wide). Only the
+gradient differs: the v1 graph uses `tf.compat.v1.gradients`, the tf.function a
+`tf.GradientTape`.
+"""
+
+from __future__ import annotations
+
+from unigraph.backend import lower_nodes
+from unigraph.ir import Graph
+
+
+def make_control_flow(tf, lowerings: dict, gradients: str) -> dict:
+    """{op: builder(node, args) -> outputs} for `lower_nodes`; `gradients` is "graph"
+    (tf.compat.v1.gradients) or "tape" (tf.GradientTape)."""
+    control_flow: dict = {}
+
+    def lower_subgraph(graph: Graph, args: list) -> list:
+        env = {value.id: arg for value, arg in zip(graph.inputs, args)}
+        return lower_nodes(graph, env, lowerings, control_flow)
+
+    def lower_cond(node, args):
+        pred, operands = args[0], args[1:]  # a [1] predicate is fine: tf.cond squeezes it
+        then_graph, else_graph = node.subgraphs["then"], node.subgraphs["else"]
+        outs = tf.cond(
+            pred,
+            lambda: lower_subgraph(then_graph, operands),
+            lambda: lower_subgraph(else_graph, operands),
+        )
+        return list(outs)
+
+    def lower_while_loop(node, args):
+        count = node.attrs["num_carried"]
+        carried, captured = args[:count], args[count:]
+        cond_graph, body_graph = node.subgraphs["cond"], node.subgraphs["body"]
+        # The IR's types are the loop invariants: a dim the frontend left unknown (None) may
+        # change from one iteration to the next.
+        invariants = [tf.TensorShape(value.shape) for value in node.inputs[:count]]
+        outs = tf.while_loop(
+            lambda *values: lower_subgraph(cond_graph, list(values) + captured)[0],
+            lambda *values: lower_subgraph(body_graph, list(values) + captured),
+            carried,
+            shape_invariants=invariants,
+        )
+        return list(outs)
+
+    def leaves_of(args):
+        # A fresh tensor per operand: the same tensor passed twice, or used again outside
+        # the subgraph, must still get its own partial derivative.
+        return [tf.identity(arg) for arg in args]
+
+    def lower_grad_graph(node, args):
+        leaves = leaves_of(args)
+        outs = lower_subgraph(node.subgraphs["fn"], leaves)
+        wrt = [leaves[i] for i in node.attrs["wrt"]]
+        floats = floating(wrt)
+        grads = tf.compat.v1.gradients(outs[node.attrs["output"]], floats,
+                                       unconnected_gradients="zero") if floats else []
+        return outs + per_leaf(tf, wrt, grads)
+
+    def lower_grad_tape(node, args):
+        with tf.GradientTape() as tape:
+            leaves = leaves_of(args)
+            wrt = [leaves[i] for i in node.attrs["wrt"]]
+            floats = floating(wrt)
+            tape.watch(floats)
+            outs = lower_subgraph(node.subgraphs["fn"], leaves)
+        grads = tape.gradient(outs[node.attrs["output"]], floats,
+                              unconnected_gradients=tf.UnconnectedGradients.ZERO) if floats else []
+        return outs + per_leaf(tf, wrt, grads)
+
+    control_flow["cond"] = lower_cond
+    control_flow["while_loop"] = lower_while_loop
+    control_flow["grad"] = lower_grad_graph if gradients == "graph" else lower_grad_tape
+    return control_flow
+
+
+def floating(leaves: list) -> list:
+    """The leaves that can have a gradient (ints and bools have none)."""
+    return [leaf for leaf in leaves if leaf.dtype.is_floating]
+
+
+def per_leaf(tf, leaves: list, grads: list) -> list:
+    """One gradient per leaf: `grads` (for the floating leaves, in order) as plain tensors,
+    and zeros for the others. tf.gather's gradient is an IndexedSlices, made dense here."""
+    found = iter(grads)
+    return [tf.convert_to_tensor(next(found)) if leaf.dtype.is_floating else tf.zeros_like(leaf)
+            for leaf in leaves]

@@ -1,0 +1,86 @@
+"""`tensorflow:function`: the same lowering traced once into a `tf.function`.
+
+Parameters are `tf.Variable`s read at the top of the function and written by `assign` at
+its end (tf.function's automatic control dependencies order the reads before the writes on
+each variable); `grad` nodes use a `tf.GradientTape` inside the trace; `cond`/`while_loop`
+are `tf.cond`/`tf.while_loop`. The trace happens in `compile`, with an `input_signature`
+taken from the IR, so there is exactly one concrete function per executable and a run only
+calls it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from unigraph.backend import Executable, lower_nodes
+from unigraph.errors import BackendError
+from unigraph.ir import Graph
+from unigraph_tensorflow.control_flow import make_control_flow
+from unigraph_tensorflow.static import op_name
+
+
+class FunctionExecutable(Executable):
+    def __init__(self, tf, graph: Graph, lowerings: dict):
+        self.graph = graph
+        self._tf = tf
+        self._lowerings = lowerings
+        self._control_flow = make_control_flow(tf, lowerings, gradients="tape")
+        # A variable needs some value to exist; zeros are a placeholder that run() never
+        # sees: it refuses to run until set_param has given every parameter its value.
+        self.variables = [
+            tf.Variable(tf.zeros(p.shape, p.dtype), trainable=False,
+                        name=op_name("param", p.name))
+            for p in graph.params
+        ]
+        self._unset = set(range(len(graph.params)))
+        index = {p.id: i for i, p in enumerate(graph.params)}
+        self._updates = [(self.variables[index[p.id]], new.id) for p, new in graph.updates]
+        self._signature = [tf.TensorSpec(v.shape, v.dtype) for v in graph.inputs]
+        self.function = tf.function(self._step, input_signature=self._signature,
+                                    autograph=False)
+        self.concrete = self.function.get_concrete_function()
+        self._all_call = None
+
+    def _lower(self, inputs) -> dict:
+        graph = self.graph
+        env = {v.id: x for v, x in zip(graph.inputs, inputs)}
+        env.update((p.id, var.read_value()) for p, var in zip(graph.params, self.variables))
+        lower_nodes(graph, env, self._lowerings, self._control_flow)
+        return env
+
+    def _step(self, *inputs):
+        env = self._lower(inputs)
+        for variable, value_id in self._updates:
+            variable.assign(env[value_id], read_value=False)
+        return [env[v.id] for v in self.graph.outputs]
+
+    def _check_params(self):
+        if self._unset:
+            names = ", ".join(repr(self.graph.params[i].name) for i in sorted(self._unset))
+            raise BackendError(f"tensorflow:function: parameters {names} were never set")
+
+    def run(self, inputs: list) -> list:
+        if self._unset:
+            self._check_params()
+        return self.concrete(*inputs)
+
+    def run_all(self, inputs: list) -> dict:
+        self._check_params()
+        if self._all_call is None:
+            # Built on first use, for the checker only: the same lowering without updates.
+            def everything(*args):
+                return self._lower(args)
+
+            self._all_call = self._tf.function(
+                everything, input_signature=self._signature, autograph=False
+            ).get_concrete_function()
+        return {value_id: np.asarray(t) for value_id, t in self._all_call(*inputs).items()}
+
+    def set_param(self, index: int, array) -> None:
+        self.variables[index].assign(np.asarray(array, dtype=self.graph.params[index].dtype))
+        self._unset.discard(index)
+
+    def get_param(self, index: int) -> np.ndarray:
+        if index in self._unset:
+            raise BackendError(f"parameter {self.graph.params[index].name!r} was never set")
+        return self.variables[index].numpy()

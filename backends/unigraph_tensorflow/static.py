@@ -1,0 +1,157 @@
+"""`tensorflow:static`: the IR graph built once into a `tf.compat.v1.Graph`, run by a Session.
+
+The build happens inside `with graph.as_default():` only; nothing process-wide changes (no
+`disable_v2_behavior`), so eager TF keeps working next to it. Inputs are placeholders,
+parameters resource variables whose values only ever come from `set_param` (through a fed
+assign op built with the graph), `cond`/`while_loop` become `tf.cond`/`tf.while_loop`
+(functional `StatelessIf`/`StatelessWhile` ops: control flow v2 also applies to a v1 graph),
+`grad` becomes `tf.compat.v1.gradients`. The graph is finalized after the build, so a run can
+only feed and fetch: one `Session.run` returns the outputs and applies the updates.
+"""
+
+from __future__ import annotations
+
+import re
+import weakref
+
+import numpy as np
+
+from unigraph.backend import Executable, lower_nodes
+from unigraph.errors import BackendError
+from unigraph.ir import Graph
+from unigraph_tensorflow.control_flow import make_control_flow
+
+# Ops whose TF kernel may hand back its input's buffer (reshape, a same-dtype cast, an empty
+# reduction, a one-tensor concat, a control-flow pass-through ...): see `may_hold_a_feed`.
+FORWARDING_OPS = frozenset({
+    "reshape", "squeeze", "expand_dims", "cast", "transpose", "slice", "broadcast_to",
+    "concat", "stack", "sum", "mean", "max", "min", "cond", "while_loop", "grad",
+})
+
+
+def may_hold_a_feed(graph: Graph, value) -> bool:
+    """Whether `value` may share memory with a fed input (conservatively).
+
+    Session.run feeds a 64-byte aligned NumPy array without copying it, and a resource
+    assign adopts the buffer it is given: a parameter updated straight from an input would
+    then alias the caller's array, and change when the caller reuses that array.
+    """
+    producers = {out.id: node for node in graph.nodes for out in node.outputs}
+    inputs = {v.id for v in graph.inputs}
+    pending, seen = [value], set()
+    while pending:
+        current = pending.pop()
+        if current.id in inputs:
+            return True
+        node = producers.get(current.id)
+        if node is not None and node.op in FORWARDING_OPS and current.id not in seen:
+            seen.add(current.id)
+            pending.extend(node.inputs)
+    return False
+
+
+def op_name(prefix: str, name: str) -> str:
+    """A TF op name from a parameter's or input's name (TF accepts only [A-Za-z0-9_.\\-/])."""
+    cleaned = re.sub(r"[^A-Za-z0-9_.\-]", "_", name)
+    return f"{prefix}_{cleaned}" if cleaned else prefix
+
+
+def session_config(tf):
+    """Thread settings for a Session: whatever the process gave TF's own runtime
+    (`tf.config.threading.set_*_parallelism_threads`), 0 meaning TF's default (all cores)."""
+    return tf.compat.v1.ConfigProto(
+        intra_op_parallelism_threads=tf.config.threading.get_intra_op_parallelism_threads(),
+        inter_op_parallelism_threads=tf.config.threading.get_inter_op_parallelism_threads(),
+    )
+
+
+def as_feed(tf, value):
+    """A feed value: Session.run refuses tf.Tensor objects, so eager tensors become NumPy."""
+    if isinstance(value, tf.Tensor):
+        return value.numpy()
+    return value
+
+
+class SessionExecutable(Executable):
+    """A v1 Graph and its long-lived Session; parameters live in the Session's variables."""
+
+    def __init__(self, tf, graph: Graph, lowerings: dict):
+        self.graph = graph
+        self._tf = tf
+        native = tf.Graph()
+        with native.as_default():
+            self._placeholders = [
+                tf.compat.v1.placeholder(v.dtype, v.shape, name=op_name("input", v.name))
+                for v in graph.inputs
+            ]
+            self._param_feeds, self._param_setters, self._reads = [], [], []
+            variables = []
+            for param in graph.params:
+                # The variable's initializer is an assign from this placeholder: it runs
+                # only in set_param, so every value comes from unigraph, never from TF.
+                feed = tf.compat.v1.placeholder(param.dtype, param.shape,
+                                                name=op_name("value", param.name))
+                variable = tf.compat.v1.Variable(feed, trainable=False, use_resource=True,
+                                                 name=op_name("param", param.name))
+                variables.append(variable)
+                self._param_feeds.append(feed)
+                self._param_setters.append(variable.initializer)
+                self._reads.append(variable.value())
+            env = {v.id: ph for v, ph in zip(graph.inputs, self._placeholders)}
+            env.update((p.id, read) for p, read in zip(graph.params, self._reads))
+            control_flow = make_control_flow(tf, lowerings, gradients="graph")
+            outputs = lower_nodes(graph, env, lowerings, control_flow)
+            self._fetches = list(outputs)
+            if graph.updates:
+                index = {p.id: i for i, p in enumerate(graph.params)}
+                # Every read happens before any write: a resource assign then swaps in a new
+                # buffer, and the values read for this step stay as they were.
+                with tf.control_dependencies(self._reads):
+                    assigns = [
+                        variables[index[p.id]].assign(
+                            tf.raw_ops.DeepCopy(x=env[new.id])
+                            if may_hold_a_feed(graph, new) else env[new.id],
+                            read_value=False,
+                        )
+                        for p, new in graph.updates
+                    ]
+                self._fetches.append(tf.group(*assigns, name="apply_updates"))
+            self._all = list(env.items())
+        native.finalize()  # from here on a run can only feed and fetch
+        self.native_graph = native
+        self._count = len(outputs)
+        self._unset = set(range(len(graph.params)))
+        self._session = tf.compat.v1.Session(graph=native, config=session_config(tf))
+        self._finalizer = weakref.finalize(self, self._session.close)
+
+    def _feed(self, inputs) -> dict:
+        if self._unset:
+            names = ", ".join(repr(self.graph.params[i].name) for i in sorted(self._unset))
+            raise BackendError(f"tensorflow:static: parameters {names} were never set")
+        tf = self._tf
+        return {ph: x if type(x) is np.ndarray else as_feed(tf, x)
+                for ph, x in zip(self._placeholders, inputs)}
+
+    def run(self, inputs: list) -> list:
+        values = self._session.run(self._fetches, self._feed(inputs))
+        # Session.run gives NumPy scalars for 0-d results: make every output an ndarray.
+        return [v if type(v) is np.ndarray else np.asarray(v) for v in values[: self._count]]
+
+    def run_all(self, inputs: list) -> dict:
+        values = self._session.run([tensor for _, tensor in self._all], self._feed(inputs))
+        return {value_id: np.asarray(v) for (value_id, _), v in zip(self._all, values)}
+
+    def set_param(self, index: int, array) -> None:
+        # A private copy: the variable adopts the fed buffer (see may_hold_a_feed).
+        array = np.array(array, dtype=self.graph.params[index].dtype, copy=True)
+        self._session.run(self._param_setters[index], {self._param_feeds[index]: array})
+        self._unset.discard(index)
+
+    def get_param(self, index: int) -> np.ndarray:
+        if index in self._unset:
+            raise BackendError(f"parameter {self.graph.params[index].name!r} was never set")
+        return np.asarray(self._session.run(self._reads[index]))
+
+    def close(self) -> None:
+        """Release the Session now (it is also released when the executable is collected)."""
+        self._finalizer()
