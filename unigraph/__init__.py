@@ -4,7 +4,7 @@ eagerly or as a compiled static graph; prove, number by number, that they agree.
 `import unigraph` imports no framework: each backend imports its own on first use.
 """
 
-from unigraph import data, init, nn, optim, random
+from unigraph import random
 from unigraph.api import (
     abs,
     add,
@@ -58,8 +58,6 @@ from unigraph.api import (
     where,
 )
 from unigraph.autodiff import grad, value_and_grad
-from unigraph.autograph.runtime import range
-from unigraph.check import Report, check, check_training
 from unigraph.config import Target, current_target, set_backend, use_backend
 from unigraph.control_flow import cond, while_loop
 from unigraph.errors import (
@@ -74,6 +72,36 @@ from unigraph.function import Function, assign, function
 from unigraph.ir import Graph
 from unigraph.random import manual_seed
 from unigraph.tensor import Parameter, Tensor, tensor
-from unigraph.training import Trainer
 
 __version__ = "0.1.0"
+
+# Imported on first use, so that `import unigraph` stays small (measured in bench/).
+_LAZY = {
+    "nn": ("unigraph.nn", None),
+    "init": ("unigraph.init", None),
+    "optim": ("unigraph.optim", None),
+    "data": ("unigraph.data", None),
+    "autograph": ("unigraph.autograph", None),
+    "testing": ("unigraph.testing", None),
+    "range": ("unigraph.autograph.runtime", "range"),
+    "check": ("unigraph.check", "check"),
+    "check_training": ("unigraph.check", "check_training"),
+    "Report": ("unigraph.check", "Report"),
+    "Trainer": ("unigraph.training", "Trainer"),
+}
+
+
+def __getattr__(name):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'unigraph' has no attribute {name!r}")
+    import importlib
+
+    module_name, attr = _LAZY[name]
+    module = importlib.import_module(module_name)
+    value = module if attr is None else getattr(module, attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted([*globals(), *_LAZY])

@@ -13,9 +13,7 @@ import contextlib
 import contextvars
 import functools
 import os
-import tomllib
 from dataclasses import dataclass
-from pathlib import Path
 
 DEFAULT_BACKEND = "numpy"
 DEFAULT_MODE = "eager"
@@ -72,6 +70,9 @@ def use_backend(backend: str, mode: str | None = None):
 
 @functools.lru_cache(maxsize=8)
 def _from_file(cwd: str) -> Target | None:
+    import tomllib  # here, not at import time: pathlib and tomllib cost milliseconds
+    from pathlib import Path
+
     here = Path(cwd).resolve()
     for folder in (here, *here.parents):
         for name, table_path in (("unigraph.toml", ()), ("pyproject.toml", ("tool", "unigraph"))):

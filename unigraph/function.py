@@ -98,13 +98,20 @@ class Function:
 
     # -- static ---------------------------------------------------------------------------
     def _call_static(self, target: Target, backend, args, kwargs):
-        leaves, treedef = pytree.flatten((args, kwargs), is_array_leaf)
-        key = (target, treedef, tuple(leaf_spec(x) for x in leaves))
+        if not kwargs and all(type(a) is Tensor for a in args):
+            # The common call, positional tensors only: keyed without flattening.
+            leaves, treedef = args, None
+            key = (target, *[(a.shape, a.dtype) for a in args])
+        else:
+            leaves, treedef = pytree.flatten((args, kwargs), is_array_leaf)
+            key = (target, treedef, tuple(leaf_spec(x) for x in leaves))
         compiled = self._cache.get(key)
         if compiled is None:
             with self._lock:
                 compiled = self._cache.get(key)
                 if compiled is None:
+                    if treedef is None:
+                        treedef = pytree.flatten((args, kwargs), is_array_leaf)[1]
                     compiled = self._compile(target, backend, treedef, leaves)
                     self._cache[key] = compiled
         return self._run(compiled, backend, leaves)

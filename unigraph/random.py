@@ -11,16 +11,20 @@ import numpy as np
 
 from unigraph.ir import check_dtype
 
-_generator = np.random.default_rng(0)
+_seed = 0
+_generator = None  # made on first use: numpy.random costs import time
 
 
 def manual_seed(seed: int) -> None:
     """Reseed the generator: the same seed gives the same weights and masks everywhere."""
-    global _generator
-    _generator = np.random.default_rng(seed)
+    global _generator, _seed
+    _seed, _generator = seed, None
 
 
 def generator() -> np.random.Generator:
+    global _generator
+    if _generator is None:
+        _generator = np.random.default_rng(_seed)
     return _generator
 
 
@@ -34,7 +38,7 @@ def uniform(shape, dtype="float32"):
     dtype = check_dtype(dtype)
     builder = current_builder()
     if builder is None:
-        return tensor(_generator.random(shape).astype(dtype))
+        return tensor(generator().random(shape).astype(dtype))
     top = builder
     while top.parent is not None:
         top = top.parent
