@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import itertools
 import linecache
+import re
 
 import numpy as np
 import torch
@@ -196,6 +197,42 @@ class _SourceWriter:
         return detached + grads
 
 
+_NAME = re.compile(r"\b[tgw]\d+\b")
+
+
+def _free_temporaries(lines: list, keep: set) -> list:
+    """Drop each temporary after the statement that last reads it, as torch.fx does:
+    a big intermediate (a conv output) is then freed early and its memory reused, instead
+    of every temporary living until the function returns. Works on the statements at the
+    outermost level of `lines`; a whole `if`/`while`/`with` block counts as one statement."""
+    if not lines:
+        return lines
+    indent = len(lines[0]) - len(lines[0].lstrip())
+    statements: list = []
+    for line in lines:
+        starts_statement = len(line) - len(line.lstrip()) == indent \
+            and not line.lstrip().startswith("else:")
+        if starts_statement or not statements:
+            statements.append([line])
+        else:
+            statements[-1].append(line)
+    last_use: dict = {}
+    for index, statement in enumerate(statements):
+        for name in _NAME.findall("\n".join(statement)):
+            last_use[name] = index
+    freed: dict = {}
+    for name, index in last_use.items():
+        if name not in keep:
+            freed.setdefault(index, []).append(name)
+    out = []
+    for index, statement in enumerate(statements):
+        out.extend(statement)
+        if index in freed:
+            # `= None` rather than `del`: a name bound only inside a loop may be unbound.
+            out.append(" " * indent + " = ".join(sorted(freed[index])) + " = None")
+    return out
+
+
 def _contains_grad(graph: Graph) -> bool:
     return any(
         node.op == "grad" or any(_contains_grad(sub) for sub in node.subgraphs.values())
@@ -221,7 +258,6 @@ def compile_graph(graph: Graph) -> tuple:
         writer.emit("with no_grad():")
         writer.depth += 1
     outputs = lower_nodes(graph, env, writer.table, writer.control_flow)
-    body = writer.lines
     writer.depth = 1
 
     input_ids = {value.id for value in graph.inputs}
@@ -232,12 +268,20 @@ def compile_graph(graph: Graph) -> tuple:
         source = env[new.id] + (".clone()" if new.id in input_ids else "")
         updates.append(f"    P[{index}] = {source}")
     returned = "".join(name + ", " for name in outputs)
+    kept = set(outputs) | {env[new.id] for _, new in graph.updates}
+    body = writer.lines
+    if guarded:  # the statements inside `with no_grad():`, after the feeds and params
+        start = len(graph.inputs) + len(graph.params) + 1
+        body = body[:start] + _free_temporaries(body[start:], kept)
+    else:
+        body = _free_temporaries(body, kept)
     header = f"({', '.join(['P'] + arguments)}):"
     run_source = "\n".join(
         [f"def run{header}", *body, *updates, f"    return ({returned})"]
     )
     everything = ", ".join(f"{value_id}: {name}" for value_id, name in env.items())
-    all_source = "\n".join([f"def every_value{header}", *body, f"    return {{{everything}}}"])
+    all_source = "\n".join([f"def every_value{header}", *writer.lines,
+                            f"    return {{{everything}}}"])
     source = run_source + "\n\n\n" + all_source + "\n"
 
     filename = f"<unigraph_torch {graph.name} #{next(_compiled_ids)}>"
