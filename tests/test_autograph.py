@@ -708,3 +708,57 @@ def test_undecorated_module_forward_is_converted_when_traced(target):
     fn = ug.function(lambda x: model(x), autograph=False)
     for x in (np.array([1.0, 2.0], f32), np.array([-1.0, -2.0], f32)):
         np.testing.assert_allclose(run_on(target, fn, x), x * 2 if x.sum() > 0 else -x)
+
+
+def _plain_counter(a, b):
+    while a < b:
+        a = a + 2
+        b = b + 1
+    return a, b
+
+
+def _plain_branch(x, y):
+    return x + y if x > y else x - y
+
+
+def _executable(fn, target, *args):
+    run_on(target, fn, *args)
+    (compiled,) = fn._cache.values()
+    return compiled.executable
+
+
+def _tensorflow_op_types(graph) -> set:
+    graph_def = graph.as_graph_def()
+    types = {node.op for node in graph_def.node}
+    for function in graph_def.library.function:
+        types |= {node.op for node in function.node_def}
+    return types
+
+
+def _paddle_op_names(program) -> set:
+    names = set()
+    for op in program.global_block().ops:
+        names.add(op.name())
+        for block in op.blocks():
+            names.update(inner.name() for inner in block.ops)
+    return names
+
+
+def test_plain_python_becomes_tf_while_and_cond_in_a_session_graph():
+    counter = ug.function(_plain_counter)
+    executable = _executable(counter, "tensorflow:static", 0, 10)
+    assert _tensorflow_op_types(executable.native_graph) & {"While", "StatelessWhile"}
+    branch = ug.function(_plain_branch)
+    executable = _executable(branch, "tensorflow:static", f32(3.0), f32(2.0))
+    assert _tensorflow_op_types(executable.native_graph) & {"If", "StatelessIf"}
+    assert [x.item() for x in run_on("tensorflow:static", counter, 0, 10)] == [20, 20]
+
+
+def test_plain_python_becomes_paddle_while_and_if_in_a_program():
+    counter = ug.function(_plain_counter)
+    executable = _executable(counter, "paddle:static", 0, 10)
+    assert "pd_op.while" in _paddle_op_names(executable.program)
+    branch = ug.function(_plain_branch)
+    executable = _executable(branch, "paddle:static", f32(3.0), f32(2.0))
+    assert "pd_op.if" in _paddle_op_names(executable.program)
+    assert [x.item() for x in run_on("paddle:static", counter, 0, 10)] == [20, 20]

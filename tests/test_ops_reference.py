@@ -31,6 +31,8 @@ def _cases():
 
 
 CASES = _cases()
+# Ops without a gradient rule (comparisons, argmax, one_hot, ...) have no VJP to test.
+GRAD_CASES = [case for case in CASES if case.values[0].vjp is not None]
 
 
 def _is_float(array) -> bool:
@@ -62,12 +64,10 @@ def test_reference_matches_infer(op, sample, dtype):
     assert (out.shape, out.dtype.name) == (tuple(spec.shape), spec.dtype)
 
 
-@pytest.mark.parametrize("op, sample", CASES)
+@pytest.mark.parametrize("op, sample", GRAD_CASES)
 def test_vjp_types(op, sample):
     """Each gradient has its input's shape and dtype (float32 stays float32), or is None
     exactly for the inputs without a gradient."""
-    if op.vjp is None:
-        pytest.skip("not differentiable")
     inputs = _cast_floats(sample.inputs, "float32")
     out = op.reference(*inputs, **sample.attrs)
     g = np.ones_like(out, dtype=out.dtype if _is_float(out) else "float32")
@@ -81,10 +81,8 @@ def test_vjp_types(op, sample):
             assert (grad.shape, grad.dtype) == (x.shape, x.dtype)
 
 
-@pytest.mark.parametrize("op, sample", CASES)
+@pytest.mark.parametrize("op, sample", GRAD_CASES)
 def test_vjp_matches_finite_differences(op, sample):
-    if op.vjp is None:
-        pytest.skip("not differentiable")
     rng = np.random.default_rng(_seed(op.name) + 1)
     inputs, attrs = sample.inputs, sample.attrs
     out = op.reference(*inputs, **attrs)

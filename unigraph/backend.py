@@ -20,6 +20,7 @@ import importlib
 import importlib.metadata
 import importlib.util
 import sys
+import warnings
 from collections.abc import Callable
 
 import numpy as np
@@ -86,6 +87,14 @@ class Backend:
         available, reason = self.status()
         if not available:
             raise BackendError(f"backend {self.name!r} is {reason}")
+        if self.framework not in sys.modules:
+            # A framework that must come first is loaded by its own backend when there is
+            # one, so that it is imported with that backend's settings (quiet logs).
+            from unigraph.plugins import backends
+
+            for other in backends().values():
+                if other.framework in self.import_after and other.status()[0]:
+                    other.load()
         return import_framework(self.framework, self.import_after)
 
     # -- eager --------------------------------------------------------------------------
@@ -122,11 +131,14 @@ def import_framework(module: str, import_after: tuple = ()):
     tensorflow 2.21 imported before paddlepaddle 3.3.1 crashes the process; the TensorFlow
     backend declares `import_after = ("paddle",)` so paddle, if present, goes first.
     """
-    if module not in sys.modules:
-        for earlier in import_after:
-            if earlier not in sys.modules and importlib.util.find_spec(earlier) is not None:
-                importlib.import_module(earlier)
-    return importlib.import_module(module)
+    with warnings.catch_warnings():
+        # paddle warns on import that a C++ build cache is missing; it builds nothing here.
+        warnings.filterwarnings("ignore", message="No ccache found", category=UserWarning)
+        if module not in sys.modules:
+            for earlier in import_after:
+                if earlier not in sys.modules and importlib.util.find_spec(earlier) is not None:
+                    importlib.import_module(earlier)
+        return importlib.import_module(module)
 
 
 def lower_nodes(graph: Graph, env: dict, lowerings: dict, control_flow: dict) -> list:

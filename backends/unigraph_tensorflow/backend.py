@@ -11,9 +11,11 @@ Nothing here imports TensorFlow until first use, and then paddle first when it i
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
+import tempfile
 import threading
 
 import numpy as np
@@ -27,6 +29,33 @@ def _quiet_import_environment() -> None:
     # TF's C++ INFO and WARNING lines (oneDNN notices, CPU feature hints) on every import;
     # errors still print. Only a default: a user's own setting wins.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+# Lines TF 2.21 writes to stderr on every import through absl's C++ logging, which
+# TF_CPP_MIN_LOG_LEVEL does not reach: an INFO notice about oneDNN and absl's preamble.
+_IMPORT_NOISE = ("port.cc:", "All log messages before absl::InitializeLog()")
+
+
+@contextlib.contextmanager
+def _filtered_stderr():
+    """Capture file descriptor 2 while TensorFlow imports, then write back every line except
+    the known notices, so real errors and warnings still reach the user."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as captured:
+        os.dup2(captured.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            captured.seek(0)
+            kept = [line for line in captured.read().decode(errors="replace").splitlines(True)
+                    if not any(noise in line for noise in _IMPORT_NOISE)]
+            if kept:
+                sys.stderr.write("".join(kept))
+                sys.stderr.flush()
 
 
 def _quiet_python_logger(tf) -> None:
@@ -57,7 +86,8 @@ class TensorFlowBackend(Backend):
             with self._lock:
                 if self._tf is None:
                     _quiet_import_environment()
-                    tf = super().load()
+                    with _filtered_stderr():
+                        tf = super().load()
                     _quiet_python_logger(tf)
                     from unigraph_tensorflow.lowerings import make_lowerings
 

@@ -1,0 +1,303 @@
+"""paddle:static, building: an IR graph becomes one PIR `paddle.static.Program`.
+
+`build_program` lowers the graph once: `paddle.static.data` for each input, a parameter (a
+persistable variable, set from NumPy, never initialised by Paddle: the startup Program is
+never run) for each graph param, one Paddle op per node from the shared lowering table,
+`paddle.static.nn.cond` / `paddle.static.nn.while_loop` for control flow,
+`paddle.static.gradients` for `grad` nodes, and the updates last (`unigraph_paddle.updates`).
+`unigraph_paddle.executable` runs the result.
+
+What Paddle 3.3.1 needs worked around (each has a test in tests/test_backend_paddle.py):
+* `paddle.static.gradients` gives total derivatives; a `grad` node wants the partial one
+  through its function: an operand that also reaches the function another way is copied
+  first (`ProgramBuilder.only_path`).
+* a cond branch that returns an operand unchanged makes the backward of the other outputs
+  with respect to it 0: such outputs are copied.
+* a while op's results count as differentiable only if the loop variables it starts from
+  do (a captured value that needs a gradient does not count), else the backward is pruned:
+  inside a `grad` function, floating carried values start from differentiable copies.
+* the backward of a while_loop nested in another while_loop fails at run time: refused at
+  build time, with the user's source line.
+
+Static mode is Paddle process state (`paddle.enable_static()`); this backend never flips
+it for good. `StaticMode` puts the calling thread in static mode only while it builds a
+Program (or makes the first run of one) and then restores the mode it found, so
+`paddle:eager` and `paddle:static` interleave freely, in either order.
+
+Threads (checked on paddlepaddle 3.3.1, CPU):
+* safe: dygraph ops on one thread while another builds or runs Programs; several threads
+  running different Executables at once; several threads running one Executable (its runs
+  are serialised by a per-Executable lock: they share feed variables and a Scope);
+* serialised: Program builds and first runs, under `_BUILD_LOCK` (one thread in static
+  mode at a time);
+* not safe: Paddle's own `paddle.enable_static()` / `disable_static()` called by user code
+  on another thread meanwhile (they change the process-wide default mode); and running one
+  Executable while another thread calls its `set_param`/`get_param` is ordered only by
+  that lock, not by any step boundary the caller means.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+
+from unigraph.backend import lower_nodes
+from unigraph.errors import BackendError
+from unigraph.ir import Graph
+from unigraph_paddle.backend import ignore_paddle_warnings
+from unigraph_paddle.updates import emit_in_place, plan_in_place
+
+# Serialises Program builds (and first runs): one thread at a time in static mode.
+_BUILD_LOCK = threading.RLock()
+
+
+class StaticMode:
+    """Inside `with StaticMode(paddle):` the current thread is in Paddle's static (PIR)
+    mode; on exit the mode it found comes back. Holds `_BUILD_LOCK`.
+
+    Paddle's mode is its dygraph tracer: None means static. `paddle.enable_static()` and
+    `disable_static()` cost ~40 us, make a fresh tracer (losing its state) and change the
+    process-wide default that new threads copy. This swaps only the calling thread's tracer
+    (Paddle's thread-local `global_var` slot and the C++ current tracer), ~1 us, so a
+    thread that first touches Paddle while another one is building still starts in
+    dygraph mode.
+    """
+
+    __slots__ = ("_local", "_switch", "_saved")
+
+    def __init__(self, paddle):
+        self._local = paddle.base.framework.global_var.__dict__
+        self._switch = paddle.base.core._switch_tracer
+
+    def __enter__(self):
+        _BUILD_LOCK.acquire()
+        self._saved = self._local["_dygraph_tracer_"]
+        self._local["_dygraph_tracer_"] = None
+        self._switch(None)
+        return self
+
+    def __exit__(self, *exc):
+        self._local["_dygraph_tracer_"] = self._saved
+        self._switch(self._saved)
+        _BUILD_LOCK.release()
+        return False
+
+
+class ProgramBuilder:
+    """Lowers one IR graph into the current Program (call inside `StaticMode` and a
+    `program_guard`). The control-flow builders recurse through `lower`."""
+
+    def __init__(self, paddle, lowerings: dict):
+        self.paddle = paddle
+        self.lowerings = lowerings
+        self.control_flow = {
+            "cond": self.lower_cond,
+            "while_loop": self.lower_while_loop,
+            "grad": self.lower_grad,
+        }
+        self._graphs = []  # the graphs being lowered, outermost first
+        self._grad_depth = 0  # how many `grad` functions are being lowered around us
+        self._producers = None  # value id -> node, for the top-level graph
+
+    def lower(self, graph, env: dict) -> list:
+        self._graphs.append(graph)
+        try:
+            return lower_nodes(graph, env, self.lowerings, self.control_flow)
+        finally:
+            self._graphs.pop()
+
+    def lower_subgraph(self, graph, args) -> list:
+        """A closed subgraph: its inputs are bound to `args`, in order."""
+        return self.lower(graph, {v.id: a for v, a in zip(graph.inputs, args)})
+
+    def lower_cond(self, node, args) -> list:
+        paddle = self.paddle
+        pred, operands = args[0], args[1:]
+        if not node.outputs:
+            return []  # nothing to compute: subgraphs are pure
+
+        def branch(name):
+            graph = node.subgraphs[name]
+
+            def build():
+                outs = self.lower_subgraph(graph, operands)
+                # A branch that hands back one of its operands unchanged breaks Paddle's
+                # backward through `cond` (3.3.1: the other outputs' gradient with respect
+                # to that operand comes out 0), so such outputs are copied.
+                return [paddle.assign(o) if _is_in(o, operands) else o for o in outs]
+
+            return build
+
+        return list(paddle.static.nn.cond(pred, branch("then"), branch("else")))
+
+    def lower_while_loop(self, node, args) -> list:
+        paddle = self.paddle
+        carried = node.attrs["num_carried"]
+        cond_graph, body_graph = node.subgraphs["cond"], node.subgraphs["body"]
+        args = list(args)
+        if self._grad_depth and any(not a.stop_gradient for a in args):
+            if any(_contains_while(g) for g in node.subgraphs.values()):
+                raise BackendError(
+                    f"paddle:static cannot differentiate through a while_loop nested in "
+                    f"another while_loop{' (' + node.source + ')' if node.source else ''}: "
+                    "Paddle 3.3.1's while backward fails at run time there. Use "
+                    "paddle:eager, or move the inner loop out of the outer one."
+                )
+            # Paddle marks a while op's results differentiable only from the loop
+            # variables it starts from (a captured value that requires a gradient does not
+            # count), and prunes the backward of the rest: each floating carried value
+            # starts from a differentiable copy when anything in the loop needs one.
+            for k in range(carried):
+                if args[k].stop_gradient and _is_float(paddle, args[k]):
+                    args[k] = paddle.assign(args[k])
+                    args[k].stop_gradient = False
+
+        def cond(*values):
+            return self.lower_subgraph(cond_graph, values)[0]
+
+        def body(*values):
+            # Captured operands are passed as loop variables the body returns unchanged,
+            # so the body sees them as its inputs. (Paddle's `optimize_update` turns such
+            # pass-through variables back into captured values; its backward handles
+            # those, given the results are marked as above.)
+            return list(self.lower_subgraph(body_graph, values)) + list(values[carried:])
+
+        outs = paddle.static.nn.while_loop(cond, body, args)
+        return list(outs[:carried])
+
+    def only_path(self, node, index, args) -> bool:
+        """True when operand `index` of a top-level `grad` node reaches `fn` only as that
+        operand: it is no other operand's native and no ancestor of another operand. Inside
+        a subgraph the answer is always False, as ancestry across its boundary is unknown."""
+        if len(self._graphs) != 1 or sum(a is args[index] for a in args) > 1:
+            return False
+        if self._producers is None:
+            self._producers = {
+                v.id: n for n in self._graphs[0].nodes for v in n.outputs
+            }
+        target, seen = node.inputs[index].id, set()
+        stack = [v.id for j, v in enumerate(node.inputs) if j != index]
+        while stack:
+            value_id = stack.pop()
+            if value_id == target:
+                return False
+            if value_id not in seen:
+                seen.add(value_id)
+                producer = self._producers.get(value_id)
+                if producer is not None:
+                    stack.extend(v.id for v in producer.inputs)
+        return True
+
+    def lower_grad(self, node, args) -> list:
+        paddle = self.paddle
+        wrt, output = node.attrs["wrt"], node.attrs["output"]
+        leaves = list(args)
+        for i in wrt:
+            # `paddle.static.gradients` gives total derivatives through the whole Program;
+            # the node wants the partial derivative through `fn` alone. A fresh copy of
+            # the operand cuts every other path; it is skipped where there is none.
+            if not self.only_path(node, i, args):
+                leaves[i] = paddle.assign(args[i])
+            leaves[i].stop_gradient = not _is_float(paddle, args[i])
+        self._grad_depth += 1
+        try:
+            outs = self.lower_subgraph(node.subgraphs["fn"], leaves)
+        finally:
+            self._grad_depth -= 1
+        xs = [leaves[i] for i in wrt]
+        differentiable = [i for i, x in enumerate(xs) if not x.stop_gradient]
+        grads = [None] * len(xs)
+        target = outs[output]
+        if differentiable and not target.stop_gradient:
+            found = paddle.static.gradients([target], [xs[i] for i in differentiable])
+            for i, g in zip(differentiable, found):
+                grads[i] = g
+        grads = [paddle.zeros_like(x) if g is None else g for g, x in zip(grads, xs)]
+        return list(outs) + grads
+
+
+class BuiltProgram:
+    """A Program and what running it needs: feed names, fetch values, parameter names."""
+
+    def __init__(self, program, feed_names, fetch, param_names):
+        self.program = program
+        self.feed_names = feed_names
+        self.fetch = fetch
+        self.param_names = param_names
+
+
+def build_program(paddle, graph, lowerings: dict, *, fetch_all: bool = False) -> BuiltProgram:
+    """Lower `graph` into a new Program. fetch_all: fetch every top-level value (keys of the
+    fetch list are value ids) and leave out the updates; else fetch `graph.outputs`."""
+    main, startup = paddle.static.Program(), paddle.static.Program()
+    placeholder = paddle.nn.initializer.Constant(0.0)  # lands in `startup`, never run
+    with (
+        warnings.catch_warnings(),  # filters set at load time may have been reset since
+        StaticMode(paddle),
+        paddle.static.program_guard(main, startup),
+        paddle.utils.unique_name.guard(),
+    ):
+        ignore_paddle_warnings()
+        env = {}
+        feed_names = []
+        for i, value in enumerate(graph.inputs):
+            name = f"input_{i}"
+            shape = [-1 if d is None else d for d in value.shape]
+            env[value.id] = paddle.static.data(name, shape, value.dtype)
+            feed_names.append(name)
+        param_names = []
+        for i, value in enumerate(graph.params):
+            name = f"param_{i}"
+            param = paddle.static.create_parameter(
+                list(value.shape), value.dtype, name=name, default_initializer=placeholder
+            )
+            # Differentiable only where a `grad` node asks for it (`lower_grad`).
+            param.stop_gradient = True
+            env[value.id] = param
+            param_names.append(name)
+        builder = ProgramBuilder(paddle, lowerings)
+        if fetch_all:
+            builder.lower(graph, env)
+            ids = list(dict.fromkeys(_top_level_ids(graph)))
+            return BuiltProgram(main, feed_names, {i: env[i] for i in ids}, param_names)
+        in_place = plan_in_place(graph)
+        absorbed = {id(node) for update in in_place.values() for node in update.nodes}
+        kept = [node for node in graph.nodes if id(node) not in absorbed]
+        outputs = builder.lower(Graph(graph.name, graph.inputs, graph.params, kept,
+                                      graph.outputs), env)
+        params = [env[p.id] for p in graph.params]
+        # An output that is a parameter must be read before the updates overwrite it.
+        outputs = [paddle.assign(o) if _is_in(o, params) else o for o in outputs]
+        for param, new in graph.updates:
+            if id(new) in in_place:
+                continue
+            source = env[new.id]
+            if _is_in(source, params):  # p <- q, q <- p: copy before either is written
+                source = paddle.assign(source)
+            paddle.assign(source, output=env[param.id])
+        for update in in_place.values():  # last: every other read of the params is done
+            emit_in_place(paddle, update, env)
+    return BuiltProgram(main, feed_names, outputs, param_names)
+
+
+def _top_level_ids(graph):
+    yield from (v.id for v in graph.inputs)
+    yield from (v.id for v in graph.params)
+    for node in graph.nodes:
+        yield from (v.id for v in node.outputs)
+
+
+def _contains_while(graph) -> bool:
+    return any(
+        node.op == "while_loop" or any(_contains_while(g) for g in node.subgraphs.values())
+        for node in graph.nodes
+    )
+
+
+def _is_in(value, values) -> bool:
+    # Identity, not ==: `==` on a pir.Value builds an `equal` op.
+    return any(value is v for v in values)
+
+
+def _is_float(paddle, value) -> bool:
+    return value.dtype in (paddle.float16, paddle.float32, paddle.float64)

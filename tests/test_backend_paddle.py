@@ -1,0 +1,708 @@
+"""The PaddlePaddle backend on its own: lowerings against the op records (float16 too),
+dygraph autodiff against the VJP rules, and hand-built IR graphs (while_loop, cond, grad,
+updates) compiled into PIR Programs by `paddle:static`; the mode switching and threading
+rules of `unigraph_paddle.static`. The cross-target consistency suite lives in
+test_consistency.py."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import warnings
+import zlib
+
+import numpy as np
+import pytest
+
+from unigraph.errors import BackendError
+from unigraph.ir import DTYPES, Graph, Node, Value
+from unigraph.ops import OPS
+from unigraph.ops.base import TensorSpec
+
+paddle = pytest.importorskip("paddle")
+
+from unigraph_paddle import static as paddle_static  # noqa: E402
+from unigraph_paddle.backend import PaddleBackend  # noqa: E402
+from unigraph_paddle.lowerings import CPU_HALF_MISSING  # noqa: E402
+
+FLOATS = ("float16", "float32", "float64")
+
+
+@pytest.fixture(scope="module")
+def backend():
+    backend = PaddleBackend()
+    backend.load()
+    return backend
+
+
+def _samples():
+    cases = []
+    for name, op in sorted(OPS.items()):
+        rng = np.random.default_rng(zlib.crc32(name.encode()))
+        for index, sample in enumerate(op.samples(rng)):
+            cases.append(pytest.param(op, sample, id=f"{name}-{index}"))
+    return cases
+
+
+SAMPLES = _samples()
+
+
+def _as(dtype, arrays):
+    return tuple(x.astype(dtype) if x.dtype.kind == "f" else x for x in arrays)
+
+
+def _attrs_as(dtype, attrs):
+    value = attrs.get("value")
+    if isinstance(value, np.ndarray) and value.dtype.kind == "f":
+        return {**attrs, "value": value.astype(dtype)}
+    return attrs
+
+
+def _check_against_reference(op, inputs, attrs, dtype, out):
+    with np.errstate(all="ignore"):
+        expected = op.reference(*inputs, **attrs)  # in the run's dtype: gives the type
+        exact = op.reference(*_as("float64", inputs), **attrs)  # the float64 truth
+    assert (out.shape, out.dtype) == (expected.shape, expected.dtype)
+    if out.dtype.kind == "f":
+        rtol, atol = op.tolerance_for(dtype)
+        np.testing.assert_allclose(out.astype("float64"), exact.astype("float64"),
+                                   rtol=rtol, atol=atol)
+    else:
+        np.testing.assert_array_equal(out, expected)
+
+
+# -- lowerings ----------------------------------------------------------------------------
+
+
+def test_every_op_has_a_lowering(backend):
+    assert set(OPS) <= set(backend.lowerings), sorted(set(OPS) - set(backend.lowerings))
+
+
+def test_plugin_does_not_import_paddle():
+    code = (
+        "import sys, numpy as np\n"
+        "from unigraph_paddle.plugin import unigraph_backends\n"
+        "(backend,) = unigraph_backends()\n"
+        "assert backend.name == 'paddle' and backend.modes == ('eager', 'static')\n"
+        "assert (backend.framework, backend.distribution, backend.extra) == "
+        "('paddle', 'paddlepaddle', 'paddle')\n"
+        "assert not backend.is_native(np.zeros(2))\n"
+        "assert backend.status()[0]\n"
+        "assert 'paddle' not in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("op, sample", SAMPLES)
+def test_eager_op_matches_reference(backend, op, sample, dtype):
+    inputs = _as(dtype, sample.inputs)
+    attrs = _attrs_as(dtype, sample.attrs)
+    native = backend.eager_op(op.name, [backend.to_native(x) for x in inputs], attrs)
+    assert backend.is_native(native)
+    _check_against_reference(op, inputs, attrs, dtype, backend.to_numpy(native))
+
+
+@pytest.mark.parametrize("op, sample", SAMPLES)
+def test_static_op_matches_reference_in_float16(backend, op, sample):
+    """float16 runs through `half_via_float32` on a CPU, in a Program as in dygraph (the
+    consistency suite covers float32 and float64 on every target)."""
+    inputs = _as("float16", sample.inputs)
+    attrs = _attrs_as("float16", sample.attrs)
+    values = [Value(x.shape, x.dtype.name) for x in inputs]
+    spec = op.infer(*[TensorSpec(v.shape, v.dtype) for v in values], **attrs)
+    out = Value(spec.shape, spec.dtype)
+    graph = Graph(op.name, values, [], [Node(op.name, values, [out], attrs)], [out]).verify()
+    (result,) = backend.compile(graph, "static").run(list(inputs))
+    _check_against_reference(op, inputs, attrs, "float16", result)
+
+
+@pytest.mark.parametrize("name", sorted(CPU_HALF_MISSING))
+def test_half_widening_is_still_needed(backend, name):
+    """Each op widened for float16 still has no CPU float16 kernel of its own. When Paddle
+    gains one, this fails: drop the op from CPU_HALF_MISSING."""
+    if backend._place.__class__.__name__ != "CPUPlace":
+        pytest.skip("the widening applies to CPU places only")
+    op = OPS[name]
+    sample = op.samples(np.random.default_rng(0))[0]
+    inputs = [backend.to_native(x) for x in _as("float16", sample.inputs)]
+    native = backend.lowerings[name].__wrapped__
+    with pytest.raises(RuntimeError, match="kernel"):
+        native(*inputs, **sample.attrs)
+
+
+def _differentiable(case) -> bool:
+    op, sample = case.values
+    return op.vjp is not None and op.reference(*sample.inputs, **sample.attrs).dtype.kind == "f"
+
+
+DIFFERENTIABLE = [case for case in SAMPLES if _differentiable(case)]
+
+
+@pytest.mark.parametrize("op, sample", DIFFERENTIABLE)
+def test_eager_grad_matches_vjp_rule(backend, op, sample):
+    """paddle.grad and the op record's VJP agree. The budget is the consistency suite's
+    (rtol 1e-7): Paddle's float64 avg_pool2d backward is off by ~7e-9 relative (it seems
+    to divide by the window size in float32)."""
+    inputs = sample.inputs
+    out = op.reference(*inputs, **sample.attrs)
+    cotangent = np.random.default_rng(0).standard_normal(out.shape)
+    expected = op.vjp(cotangent, inputs, out, **sample.attrs)
+    weights = paddle.to_tensor(cotangent.astype(out.dtype))
+
+    def fn(*leaves):
+        value = backend.lowerings[op.name](*leaves, **sample.attrs)
+        return [paddle.sum(value * weights)]
+
+    outputs, grads = backend.eager_grad(fn, [backend.to_native(x) for x in inputs])
+    rtol, atol = op.tolerance_for(out.dtype.name)  # cast-0 computes in float32
+    np.testing.assert_allclose(outputs[0].numpy(), np.sum(out * cotangent),
+                               rtol=max(rtol, 1e-10), atol=atol)
+    for x, grad, want in zip(inputs, grads, expected):
+        assert tuple(grad.shape) == x.shape
+        if want is None:
+            np.testing.assert_array_equal(grad.numpy(), 0)  # ints, labels: zeros
+        else:
+            np.testing.assert_allclose(grad.numpy(), want, rtol=max(rtol, 1e-7), atol=atol)
+
+
+def test_sgd_kernel_rounds_like_mul_then_sub():
+    """`unigraph_paddle.updates` turns float32 `p - lr * g` into Paddle's `sgd_` op; that is
+    only sound while sgd_ gives the same bits as `mul` then `sub`."""
+    rng = np.random.default_rng(0)
+    p = (rng.standard_normal((300, 200)) * 10.0).astype(np.float32)
+    g = (rng.standard_normal((300, 200)) * 0.01).astype(np.float32)
+    lr = np.float32(0.37)
+    param = paddle.to_tensor(p)
+    paddle._C_ops.sgd_(param, paddle.full([], float(lr), "float32"), paddle.to_tensor(g),
+                       None, False)
+    np.testing.assert_array_equal(param.numpy(), p - lr * g)
+
+
+# -- eager --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(), (2, 3)])
+def test_native_round_trip_keeps_dtype(backend, dtype, shape):
+    array = (np.arange(6).reshape(2, 3) % 3).astype(dtype)[(0,) * (2 - len(shape))]
+    native = backend.to_native(array)
+    assert backend.is_native(native) and native.dtype == getattr(paddle, dtype)
+    assert native.stop_gradient
+    back = backend.to_numpy(native)
+    assert (back.dtype, back.shape) == (array.dtype, array.shape)
+    np.testing.assert_array_equal(back, array)
+
+
+def test_to_native_copies_and_takes_odd_arrays(backend):
+    frozen = np.arange(4.0)
+    frozen.flags.writeable = False
+    reversed_view = np.arange(4.0)[::-1]
+    for array in (frozen, reversed_view, np.zeros((0, 3)), np.array(2**60 + 1)):
+        np.testing.assert_array_equal(backend.to_numpy(backend.to_native(array)), array)
+    source = np.ones(3)
+    native = backend.to_native(source)
+    source[:] = 5.0
+    np.testing.assert_array_equal(backend.to_numpy(native), 1.0)
+
+
+def test_eager_grad_zeros_where_unused_and_for_ints(backend):
+    x = backend.to_native(np.array([1.0, 2.0]))
+    unused = backend.to_native(np.array([3.0]))
+    count = backend.to_native(np.array(4))
+
+    def fn(a, b, n):
+        return [paddle.sum(a * a), a + 1]
+
+    outputs, (dx, db, dn) = backend.eager_grad(fn, [x, unused, count])
+    np.testing.assert_array_equal(dx.numpy(), [2.0, 4.0])
+    np.testing.assert_array_equal(db.numpy(), [0.0])
+    assert dn.dtype == paddle.int64 and int(dn) == 0
+    assert all(o.stop_gradient for o in outputs)  # no autograd graph leaks out
+    assert x.stop_gradient  # the caller's tensor is untouched
+
+
+def test_eager_grad_of_a_constant_is_zero(backend):
+    x = backend.to_native(np.array([1.0, 2.0]))
+    outputs, (dx,) = backend.eager_grad(lambda a: [paddle.full([], 3.0, "float64")], [x])
+    np.testing.assert_array_equal(dx.numpy(), [0.0, 0.0])
+
+
+def test_eager_grad_of_a_grad(backend):
+    x = backend.to_native(np.array(1.5))
+
+    def outer(a):
+        _, (da,) = backend.eager_grad(lambda b: [b * b * b], [a])
+        return [da]
+
+    (first,), (second,) = backend.eager_grad(outer, [x])
+    assert float(first) == pytest.approx(3 * 1.5**2)
+    assert float(second) == pytest.approx(6 * 1.5)
+
+
+# -- static: hand-built graphs ------------------------------------------------------------
+
+
+def _v(shape=(), dtype="float64"):
+    return Value(shape, dtype)
+
+
+def _counter_graph() -> Graph:
+    """while a < b: a, b = a + 2, b + 1 (the DESIGN.md counter)."""
+    a, b = _v((), "int64"), _v((), "int64")
+    ca, cb, less = _v((), "int64"), _v((), "int64"), _v((), "bool")
+    cond = Graph("cond", [ca, cb], [], [Node("less", [ca, cb], [less])], [less])
+    ba, bb, two, one = _v((), "int64"), _v((), "int64"), _v((), "int64"), _v((), "int64")
+    na, nb = _v((), "int64"), _v((), "int64")
+    body = Graph("body", [ba, bb], [], [
+        Node("constant", [], [two], {"value": np.array(2)}),
+        Node("constant", [], [one], {"value": np.array(1)}),
+        Node("add", [ba, two], [na]),
+        Node("add", [bb, one], [nb]),
+    ], [na, nb])
+    out_a, out_b = _v((), "int64"), _v((), "int64")
+    loop = Node("while_loop", [a, b], [out_a, out_b], {"num_carried": 2},
+                {"cond": cond, "body": body})
+    return Graph("counter", [a, b], [], [loop], [out_a, out_b]).verify()
+
+
+def _branch_grad_graph() -> Graph:
+    """d/dx, d/dw of cond(x > 0, x * w, x - w), where each branch also hands x back
+    unchanged as a second output (the case Paddle's cond backward gets wrong)."""
+    x, w = _v(), _v()
+    w.name = "w"
+    fx, fw, zero, positive = _v(), _v(), _v(), _v((), "bool")
+    branches = {}
+    for name, op in (("then", "mul"), ("else", "sub")):
+        bx, bw, out = _v(), _v(), _v()
+        branches[name] = Graph(name, [bx, bw], [], [Node(op, [bx, bw], [out])], [out, bx])
+    first, passed = _v(), _v()
+    fn = Graph("fn", [fx, fw], [], [
+        Node("constant", [], [zero], {"value": np.array(0.0)}),
+        Node("greater", [fx, zero], [positive]),
+        Node("cond", [positive, fx, fw], [first, passed], {}, branches),
+    ], [first, passed])
+    outs = [_v(), _v(), _v(), _v()]
+    grad = Node("grad", [x, w], outs, {"wrt": (0, 1), "output": 0}, {"fn": fn})
+    return Graph("branch", [x], [w], [grad], outs).verify()
+
+
+def _times_w_loop(start, acc, w, source=""):
+    """`while i < 3: i, acc = i + 1, acc * w` with w captured: (node, final acc)."""
+    ci, cacc, cw, three, more = _v((), "int64"), _v(), _v(), _v((), "int64"), _v((), "bool")
+    cond = Graph("cond", [ci, cacc, cw], [], [
+        Node("constant", [], [three], {"value": np.array(3)}),
+        Node("less", [ci, three], [more]),
+    ], [more])
+    bi, bacc, bw, nacc = _v((), "int64"), _v(), _v(), _v()
+    one, ni = _v((), "int64"), _v((), "int64")
+    body = Graph("body", [bi, bacc, bw], [], [
+        Node("constant", [], [one], {"value": np.array(1)}),
+        Node("add", [bi, one], [ni]),
+        Node("mul", [bacc, bw], [nacc]),
+    ], [ni, nacc])
+    out_i, out_acc = _v((), "int64"), _v()
+    node = Node("while_loop", [start, acc, w], [out_i, out_acc], {"num_carried": 2},
+                {"cond": cond, "body": body}, source=source)
+    return node, out_acc
+
+
+def _grad_of_fn(fn, wrt) -> Graph:
+    """A graph (x; param w) -> fn(x, w) and its gradients with respect to `wrt`."""
+    x, w = _v(), _v()
+    w.name = "w"
+    outs = [_v() for _ in range(1 + len(wrt))]
+    grad = Node("grad", [x, w], outs, {"wrt": wrt, "output": 0}, {"fn": fn})
+    return Graph("grad_of_fn", [x], [w], [grad], outs).verify()
+
+
+def _loop_grad_graph(wrt=(0, 1)) -> Graph:
+    """d/dx, d/dw of: acc = x; repeat 3 times: acc = acc * w, with w captured by the body."""
+    fx, fw, start = _v(), _v(), _v((), "int64")
+    loop, out_acc = _times_w_loop(start, fx, fw)
+    fn = Graph("fn", [fx, fw], [], [
+        Node("constant", [], [start], {"value": np.array(0)}), loop,
+    ], [out_acc])
+    return _grad_of_fn(fn, wrt)
+
+
+def _training_graph(dtype="float64", lr=0.1) -> Graph:
+    """loss = mean((x @ w - t)**2); w <- w - lr * dloss/dw; returns loss and the gradient."""
+    x, t, w = _v((4, 3), dtype), _v((4, 1), dtype), _v((3, 1), dtype)
+    w.name = "w"
+    fx, ft, fw = _v((4, 3), dtype), _v((4, 1), dtype), _v((3, 1), dtype)
+    pred, err, sq, loss = _v((4, 1), dtype), _v((4, 1), dtype), _v((4, 1), dtype), _v((), dtype)
+    fn = Graph("fn", [fx, ft, fw], [], [
+        Node("matmul", [fx, fw], [pred]),
+        Node("sub", [pred, ft], [err]),
+        Node("mul", [err, err], [sq]),
+        Node("mean", [sq], [loss], {"axis": None, "keepdims": False}),
+    ], [loss])
+    value, dw, rate = _v((), dtype), _v((3, 1), dtype), _v((), dtype)
+    step, new_w = _v((3, 1), dtype), _v((3, 1), dtype)
+    return Graph("train", [x, t], [w], [
+        Node("grad", [x, t, w], [value, dw], {"wrt": (2,), "output": 0}, {"fn": fn}),
+        Node("constant", [], [rate], {"value": np.array(lr, dtype)}),
+        Node("mul", [rate, dw], [step]),
+        Node("sub", [w, step], [new_w]),
+    ], [value, dw], [(w, new_w)]).verify()
+
+
+def _op_names(program) -> list:
+    names = []
+    for op in program.global_block().ops:
+        names.append(op.name())
+        for block in op.blocks():
+            names.extend(inner.name() for inner in block.ops)
+    return names
+
+
+def test_static_while_loop_is_a_paddle_while(backend):
+    executable = backend.compile(_counter_graph(), "static")
+    assert "pd_op.while" in _op_names(executable.program)
+    assert [int(o) for o in executable.run([np.array(0), np.array(10)])] == [20, 20]
+    fed = [backend.to_native(np.array(5)), backend.to_native(np.array(3))]
+    assert [int(o) for o in executable.run(fed)] == [5, 3]  # natives feed too; no iteration
+
+
+def test_static_cond_is_a_paddle_if_and_its_gradient_is_right(backend):
+    executable = backend.compile(_branch_grad_graph(), "static")
+    assert "pd_op.if" in _op_names(executable.program)
+    executable.set_param(0, np.array(1.5))
+    taken = executable.run([np.array(2.0)])
+    np.testing.assert_allclose(taken, [3.0, 2.0, 1.5, 2.0])  # x * w, x, w, x
+    other = executable.run([np.array(-2.0)])
+    np.testing.assert_allclose(other, [-3.5, -2.0, 1.0, -1.0])  # x - w, x, 1, -1
+
+
+@pytest.mark.parametrize("wrt", [(0, 1), (1,)])
+def test_static_gradient_reaches_what_a_loop_body_captures(backend, wrt):
+    """With wrt=(1,) the loop's carried value starts from a non-differentiable input: Paddle
+    would mark the loop's results non-differentiable and prune the backward (gradient 0)."""
+    executable = backend.compile(_loop_grad_graph(wrt), "static")
+    assert "pd_op.while" in _op_names(executable.program)
+    executable.set_param(0, np.array(1.5))
+    value, *grads = executable.run([np.array(2.0)])
+    expected = {0: 1.5**3, 1: 3 * 2 * 1.5**2}
+    np.testing.assert_allclose([value, *grads], [2 * 1.5**3, *(expected[i] for i in wrt)])
+
+
+def test_static_grad_through_nested_loops_is_refused_in_user_terms(backend):
+    """Paddle 3.3.1's while backward fails at run time for a loop inside a loop."""
+    fx, fw, start = _v(), _v(), _v((), "int64")
+    ci, cacc, cw, two, more = _v((), "int64"), _v(), _v(), _v((), "int64"), _v((), "bool")
+    cond = Graph("cond", [ci, cacc, cw], [], [
+        Node("constant", [], [two], {"value": np.array(2)}),
+        Node("less", [ci, two], [more]),
+    ], [more])
+    bi, bacc, bw, inner_start, one, ni = (_v((), "int64"), _v(), _v(), _v((), "int64"),
+                                          _v((), "int64"), _v((), "int64"))
+    inner, inner_acc = _times_w_loop(inner_start, bacc, bw)
+    body = Graph("body", [bi, bacc, bw], [], [
+        Node("constant", [], [inner_start], {"value": np.array(0)}),
+        inner,
+        Node("constant", [], [one], {"value": np.array(1)}),
+        Node("add", [bi, one], [ni]),
+    ], [ni, inner_acc])
+    out_i, out_acc = _v((), "int64"), _v()
+    fn = Graph("fn", [fx, fw], [], [
+        Node("constant", [], [start], {"value": np.array(0)}),
+        Node("while_loop", [start, fx, fw], [out_i, out_acc], {"num_carried": 2},
+             {"cond": cond, "body": body}, source="model.py:7"),
+    ], [out_acc])
+    with pytest.raises(BackendError, match=r"nested in another while_loop \(model.py:7\)"):
+        backend.compile(_grad_of_fn(fn, (1,)), "static")
+
+
+@pytest.mark.parametrize("dtype, update_op", [("float32", "pd_op.sgd_"),
+                                               ("float64", "pd_op.subtract_")])
+def test_static_training_step_updates_the_parameter(backend, dtype, update_op):
+    rng = np.random.default_rng(1)
+    x, t, w = (rng.standard_normal(s).astype(dtype) for s in ((4, 3), (4, 1), (3, 1)))
+    executable = backend.compile(_training_graph(dtype), "static")
+    assert update_op in _op_names(executable.program)
+    assert "pd_op.assign_out_" not in _op_names(executable.program)
+    executable.set_param(0, w)
+    rtol = 1e-5 if dtype == "float32" else 1e-12
+    for _ in range(3):
+        loss, grad = executable.run([x, t])
+        expected_grad = 2 * x.T @ (x @ w - t) / 4
+        assert float(loss) == pytest.approx(np.mean((x @ w - t) ** 2), rel=rtol)
+        np.testing.assert_allclose(grad, expected_grad, rtol=rtol, atol=rtol)
+        w = w - np.asarray(0.1, dtype) * expected_grad
+        np.testing.assert_allclose(executable.get_param(0), w, rtol=rtol, atol=rtol)
+    assert paddle.in_dynamic_mode()
+
+
+def test_static_run_all_applies_no_update(backend):
+    graph = _training_graph()
+    executable = backend.compile(graph, "static")
+    w = np.ones((3, 1))
+    executable.set_param(0, w)
+    x, t = np.ones((4, 3)), np.zeros((4, 1))
+    values = executable.run_all([x, t])
+    top_level = {v.id for v in graph.inputs + graph.params}
+    top_level |= {v.id for node in graph.nodes for v in node.outputs}
+    assert set(values) == top_level
+    assert all(isinstance(v, np.ndarray) for v in values.values())
+    np.testing.assert_array_equal(executable.get_param(0), w)
+    (loss, _), (new_w_value,) = graph.outputs, [new for _, new in graph.updates]
+    assert float(values[loss.id]) == pytest.approx(9.0)
+    np.testing.assert_allclose(values[new_w_value.id], w - 0.1 * 2 * x.T @ (x @ w) / 4)
+    executable.run([x, t])  # and the real run still updates
+    assert not np.array_equal(executable.get_param(0), w)
+
+
+def test_static_grad_of_grad(backend):
+    """d2/dx2 of x**3, as a grad node whose function holds a grad node."""
+    x = _v()
+    ix, cube_sq, cube = _v(), _v(), _v()
+    inner_fn = Graph("fn", [ix], [], [
+        Node("mul", [ix, ix], [cube_sq]), Node("mul", [cube_sq, ix], [cube]),
+    ], [cube])
+    ox, inner_value, inner_grad = _v(), _v(), _v()
+    outer_fn = Graph("fn", [ox], [], [
+        Node("grad", [ox], [inner_value, inner_grad], {"wrt": (0,), "output": 0},
+             {"fn": inner_fn}),
+    ], [inner_grad, inner_value])
+    first, value, second = _v(), _v(), _v()
+    graph = Graph("second", [x], [], [
+        Node("grad", [x], [first, value, second], {"wrt": (0,), "output": 0},
+             {"fn": outer_fn}),
+    ], [first, value, second]).verify()
+    first, value, second = backend.compile(graph, "static").run([np.array(1.5)])
+    assert float(value) == pytest.approx(1.5**3)
+    assert float(first) == pytest.approx(3 * 1.5**2)
+    assert float(second) == pytest.approx(6 * 1.5)
+
+
+def test_static_grad_is_partial_when_operands_depend_on_each_other(backend):
+    """grad(fn)(x, y) with y = 2 * x computed outside fn: d/dx through fn alone (fn = x * y
+    gives y), not the total derivative (4x) that paddle.static.gradients would give."""
+    x, two, y = _v(), _v(), _v()
+    fx, fy, prod = _v(), _v(), _v()
+    fn = Graph("fn", [fx, fy], [], [Node("mul", [fx, fy], [prod])], [prod])
+    value, dx, dy = _v(), _v(), _v()
+    graph = Graph("partial", [x], [], [
+        Node("constant", [], [two], {"value": np.array(2.0)}),
+        Node("mul", [two, x], [y]),
+        Node("grad", [x, y], [value, dx, dy], {"wrt": (0, 1), "output": 0}, {"fn": fn}),
+    ], [dx, dy]).verify()
+    dx, dy = backend.compile(graph, "static").run([np.array(3.0)])
+    assert (float(dx), float(dy)) == (6.0, 3.0)
+
+
+def test_static_grad_inside_a_loop(backend):
+    """Gradient descent on (x - 3)**2 for a fixed number of steps, all inside one graph."""
+    x, steps = _v(), _v((), "int64")
+    cx, ci, cn, more = _v(), _v((), "int64"), _v((), "int64"), _v((), "bool")
+    cond = Graph("cond", [cx, ci, cn], [], [Node("less", [ci, cn], [more])], [more])
+    bx, bi, bn = _v(), _v((), "int64"), _v((), "int64")
+    fx, three, diff, sq = _v(), _v(), _v(), _v()
+    fn = Graph("fn", [fx], [], [
+        Node("constant", [], [three], {"value": np.array(3.0)}),
+        Node("sub", [fx, three], [diff]),
+        Node("mul", [diff, diff], [sq]),
+    ], [sq])
+    value, dx, rate, step, nx = _v(), _v(), _v(), _v(), _v()
+    one, ni = _v((), "int64"), _v((), "int64")
+    body = Graph("body", [bx, bi, bn], [], [
+        Node("grad", [bx], [value, dx], {"wrt": (0,), "output": 0}, {"fn": fn}),
+        Node("constant", [], [rate], {"value": np.array(0.25)}),
+        Node("mul", [rate, dx], [step]),
+        Node("sub", [bx, step], [nx]),
+        Node("constant", [], [one], {"value": np.array(1)}),
+        Node("add", [bi, one], [ni]),
+    ], [nx, ni])
+    zero, out_x, out_i = _v((), "int64"), _v(), _v((), "int64")
+    graph = Graph("descent", [x, steps], [], [
+        Node("constant", [], [zero], {"value": np.array(0)}),
+        Node("while_loop", [x, zero, steps], [out_x, out_i], {"num_carried": 2},
+             {"cond": cond, "body": body}),
+    ], [out_x]).verify()
+    (result,) = backend.compile(graph, "static").run([np.array(1.0), np.array(3)])
+    assert float(result) == pytest.approx(3 - 2 * 0.5**3)  # each step halves the distance
+
+
+def test_params_round_trip_and_never_alias(backend):
+    executable = backend.compile(_training_graph(), "static")
+    w = np.arange(3.0).reshape(3, 1)
+    executable.set_param(0, w)
+    w[0, 0] = 99.0  # the caller's array is not the stored parameter
+    got = executable.get_param(0)
+    np.testing.assert_array_equal(got, [[0.0], [1.0], [2.0]])
+    got[1, 0] = 99.0  # nor is what get_param hands out
+    np.testing.assert_array_equal(executable.get_param(0), [[0.0], [1.0], [2.0]])
+    executable.set_param(0, np.ones((3, 1), dtype=np.float32))  # cast to the param's dtype
+    assert executable.get_param(0).dtype == np.float64
+    with pytest.raises(BackendError, match="parameter 'w'"):
+        executable.set_param(0, np.ones(3))
+
+
+def test_updates_read_old_values(backend):
+    """Swapped parameters, a parameter returned while updated, an update from an input."""
+    p, q, x = _v((2,)), _v((2,)), _v((2,))
+    p.name, q.name = "p", "q"
+    graph = Graph("swap", [x], [p, q], [], [p, q, p], [(p, q), (q, x)]).verify()
+    executable = backend.compile(graph, "static")
+    executable.set_param(0, np.array([1.0, 2.0]))
+    executable.set_param(1, np.array([3.0, 4.0]))
+    fed = np.array([5.0, 6.0])
+    out = executable.run([fed])
+    np.testing.assert_array_equal(out, [[1.0, 2.0], [3.0, 4.0], [1.0, 2.0]])
+    fed[:] = 7.0
+    np.testing.assert_array_equal(executable.get_param(0), [3.0, 4.0])
+    np.testing.assert_array_equal(executable.get_param(1), [5.0, 6.0])
+
+
+def test_in_place_add_update(backend):
+    """v <- v + g (either operand order) runs as add_ on the parameter itself."""
+    v, g, total = _v((3,)), _v((3,)), _v((3,))
+    v.name = "v"
+    graph = Graph("accumulate", [g], [v], [Node("add", [g, v], [total])], [],
+                  [(v, total)]).verify()
+    executable = backend.compile(graph, "static")
+    assert "pd_op.add_" in _op_names(executable.program)
+    executable.set_param(0, np.zeros(3))
+    for _ in range(3):
+        assert executable.run([np.array([1.0, 2.0, 3.0])]) == []
+    np.testing.assert_array_equal(executable.get_param(0), [3.0, 6.0, 9.0])
+
+
+def test_repeated_outputs_and_inputs_as_outputs(backend):
+    x, y = _v((2,)), _v((2,))
+    graph = Graph("repeat", [x], [], [Node("neg", [x], [y])], [y, x, y]).verify()
+    out = backend.compile(graph, "static").run([np.array([1.0, 2.0])])
+    np.testing.assert_array_equal(out, [[-1.0, -2.0], [1.0, 2.0], [-1.0, -2.0]])
+
+
+def test_run_before_set_param_names_the_parameter(backend):
+    executable = backend.compile(_training_graph(), "static")
+    with pytest.raises(BackendError, match="parameter 'w'.*never set"):
+        executable.run([np.ones((4, 3)), np.ones((4, 1))])
+
+
+def test_a_feed_of_the_wrong_dtype_is_refused(backend):
+    executable = backend.compile(_counter_graph(), "static")
+    executable.run([np.array(0), np.array(1)])
+    with pytest.raises(BackendError, match="int64.*int32"):
+        executable.run([np.array(0, np.int32), np.array(1)])
+
+
+def test_compile_builds_once_and_runs_never_read_the_ir(backend, monkeypatch):
+    builds = []
+    build = paddle_static.build_program
+    monkeypatch.setattr("unigraph_paddle.executable.build_program",
+                        lambda *a, **k: builds.append(1) or build(*a, **k))
+    graph = _counter_graph()
+    executable = backend.compile(graph, "static")
+    graph.nodes.clear()
+    for start in range(5):
+        assert [int(o) for o in executable.run([np.array(start), np.array(10)])][0] >= 10
+    assert len(builds) == 1
+
+
+def test_json_round_trip_compiles(backend):
+    graph = Graph.from_json(_counter_graph().to_json())
+    out = backend.compile(graph, "static").run([np.array(1), np.array(4)])
+    assert [int(o) for o in out] == [7, 7]  # (1, 4) (3, 5) (5, 6) (7, 7)
+
+
+def test_compile_rejects_eager_mode(backend):
+    with pytest.raises(BackendError, match="static"):
+        backend.compile(_counter_graph(), "eager")
+
+
+def test_building_emits_no_warnings(backend):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        executable = backend.compile(_branch_grad_graph(), "static")
+        executable.set_param(0, np.array(1.0))
+        executable.run([np.array(1.0)])
+
+
+# -- modes and threads ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("order", ["eager-first", "static-first"])
+def test_eager_and_static_interleave_in_one_process(order):
+    """A fresh process per order: Paddle's mode is process state, so the order matters."""
+    code = f"""
+import numpy as np, paddle
+import unigraph as ug
+
+@ug.function
+def f(x):
+    return ug.cond(ug.sum(x) > 0, lambda: x * 2.0, lambda: x - 1.0)
+
+x = np.array([1.0, 2.0], np.float32)
+order = ["eager", "static", "eager", "static"]
+if {order!r} == "static-first":
+    order = order[1:] + order[:1]
+for mode in order:
+    with ug.use_backend("paddle", mode):
+        np.testing.assert_array_equal(f(x).numpy(), [2.0, 4.0])
+        np.testing.assert_array_equal(ug.grad(lambda x: ug.sum(f(x) * x))(x).numpy(), [4.0, 8.0])
+    assert paddle.in_dynamic_mode(), mode
+print("ok")
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().endswith("ok")
+
+
+def test_static_mode_stays_in_its_thread(backend):
+    """A thread that first touches Paddle while another thread is building a Program still
+    starts in dygraph mode (paddle.enable_static would have leaked static mode to it)."""
+    results = []
+
+    def eager_work():
+        results.append(paddle.in_dynamic_mode())
+        x = backend.to_native(np.array([1.0, 2.0]))
+        results.append(backend.to_numpy(backend.eager_op("add", [x, x], {})).tolist())
+
+    with paddle_static.StaticMode(paddle):
+        assert not paddle.in_dynamic_mode()
+        worker = threading.Thread(target=eager_work)
+        worker.start()
+        worker.join()
+    assert paddle.in_dynamic_mode()
+    assert results == [True, [2.0, 4.0]]
+
+
+def test_threads_share_one_executable(backend):
+    x, y, z = _v((20, 20)), _v((20, 20)), _v((20, 20))
+    graph = Graph("g", [x], [], [Node("matmul", [x, x], [y]), Node("tanh", [y], [z])], [z])
+    executable = backend.compile(graph.verify(), "static")
+    failures = []
+
+    def work(seed):
+        rng = np.random.default_rng(seed)
+        for _ in range(100):
+            a = rng.standard_normal((20, 20))
+            if not np.allclose(executable.run([a])[0], np.tanh(a @ a)):
+                failures.append(seed)
+
+    threads = [threading.Thread(target=work, args=(seed,)) for seed in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+
+
+# -- the frontend on paddle -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["eager", "static"])
+def test_frontend_counter(mode):
+    import unigraph as ug
+
+    @ug.function
+    def counter(a, b):
+        return ug.while_loop(lambda a, b: a < b, lambda a, b: (a + 2, b + 1), (a, b))
+
+    with ug.use_backend("paddle", mode=mode):
+        a, b = counter(0, 10)
+    assert (int(a.numpy()), int(b.numpy())) == (20, 20)
