@@ -245,7 +245,7 @@ def run_numpy(executable, inputs):
 
 
 def test_every_op_has_a_lowering(backend):
-    assert set(OPS) <= set(backend._lowerings)
+    assert set(OPS) <= set(backend.lowerings)
 
 
 def _samples():

@@ -107,9 +107,20 @@ class Backend:
     def is_native(self, obj) -> bool:
         raise NotImplementedError
 
+    # The flat lowering table, op name -> native function (STYLE rule 2); set by `load()`.
+    lowerings: dict | None = None
+
     def eager_op(self, op: str, inputs: list, attrs: dict):
         """Apply op `op` to native `inputs`; return one native output."""
-        raise NotImplementedError
+        lowerings = self.lowerings
+        if lowerings is None:
+            self.load()
+            lowerings = self.lowerings
+        try:
+            lowering = lowerings[op]
+        except KeyError:
+            raise BackendError(f"no lowering for op {op!r} in backend {self.name!r}") from None
+        return lowering(*inputs, **attrs)
 
     def eager_grad(self, fn: Callable, watched: list) -> tuple[list, list]:
         """Call `fn(*leaves)` -> list of native outputs, where `leaves` stand for the native

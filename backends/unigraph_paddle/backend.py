@@ -41,17 +41,6 @@ def ignore_paddle_warnings() -> None:
         warnings.filterwarnings("ignore", category=category, module=r"paddle(\.|$)")
 
 
-class _NotLoaded(dict):
-    """The lowering table before paddle is imported: the first lookup loads it."""
-
-    def __init__(self, backend):
-        super().__init__()
-        self._backend = backend
-
-    def __missing__(self, op):
-        return self._backend.load_lowerings()[op]
-
-
 class PaddleBackend(Backend):
     name = "paddle"
     modes = ("eager", "static")
@@ -62,7 +51,6 @@ class PaddleBackend(Backend):
     def __init__(self):
         self._paddle = None
         self._place = None
-        self.lowerings = _NotLoaded(self)
         self._grad_depth = threading.local()
 
     # -- loading ------------------------------------------------------------------------
@@ -91,10 +79,6 @@ class PaddleBackend(Backend):
         self._tensor = paddle.Tensor
         self._paddle = paddle  # last: other threads take a set _paddle as "loaded"
 
-    def load_lowerings(self) -> dict:
-        self.load()
-        return self.lowerings
-
     # -- eager --------------------------------------------------------------------------
     def to_native(self, array):
         """A paddle Tensor holding a copy of `array`, with its dtype and shape.
@@ -119,13 +103,6 @@ class PaddleBackend(Backend):
         # Without importing paddle: nothing can be a paddle Tensor before paddle is loaded.
         paddle = self._paddle or sys.modules.get("paddle")
         return paddle is not None and isinstance(obj, paddle.Tensor)
-
-    def eager_op(self, op: str, inputs: list, attrs: dict):
-        try:
-            lowering = self.lowerings[op]
-        except KeyError:
-            raise BackendError(f"no lowering for op {op!r} in the paddle backend") from None
-        return lowering(*inputs, **attrs)
 
     def eager_grad(self, fn, watched: list):
         """`paddle.grad` over `fn(*leaves)`. At the outermost level each leaf is a detached

@@ -106,10 +106,10 @@ def make_lowerings(paddle, widen_half: bool = True) -> dict:
         classes = paddle.arange(depth, dtype=indices.dtype)
         return paddle.cast(paddle.equal(paddle.unsqueeze(indices, -1), classes), dtype)
 
-    def conv2d(x, w, *, stride, padding, dilation, groups):
+    def conv2d(x, w, bias=None, *, stride, padding, dilation, groups):
         return F.conv2d(
-            x, w, stride=list(stride), padding=list(padding), dilation=list(dilation),
-            groups=groups,
+            x, w, bias=bias, stride=list(stride), padding=list(padding),
+            dilation=list(dilation), groups=groups,
         )
 
     def max_pool2d(x, *, kernel, stride, padding):
@@ -221,5 +221,7 @@ def __getattr__(name):
     if name == "LOWERINGS":
         from unigraph_paddle.backend import PaddleBackend
 
-        return PaddleBackend().load_lowerings()
+        backend = PaddleBackend()
+        backend.load()
+        return backend.lowerings
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

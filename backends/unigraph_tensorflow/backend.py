@@ -78,7 +78,7 @@ class TensorFlowBackend(Backend):
 
     def __init__(self):
         self._tf = None
-        self._lowerings = None
+        self.lowerings = None
         self._lock = threading.Lock()
 
     def load(self):
@@ -91,7 +91,7 @@ class TensorFlowBackend(Backend):
                     _quiet_python_logger(tf)
                     from unigraph_tensorflow.lowerings import make_lowerings
 
-                    self._lowerings = make_lowerings(tf)
+                    self.lowerings = make_lowerings(tf)
                     self._tf = tf
         return self._tf
 
@@ -106,17 +106,6 @@ class TensorFlowBackend(Backend):
     def is_native(self, obj) -> bool:
         tf = sys.modules.get("tensorflow")  # a TF tensor implies TF is imported
         return tf is not None and isinstance(obj, (tf.Tensor, tf.Variable))
-
-    def eager_op(self, op: str, inputs: list, attrs: dict):
-        lowerings = self._lowerings
-        if lowerings is None:
-            self.load()
-            lowerings = self._lowerings
-        try:
-            lowering = lowerings[op]
-        except KeyError:
-            raise BackendError(f"no lowering for op {op!r} in backend 'tensorflow'") from None
-        return lowering(*inputs, **attrs)
 
     def eager_grad(self, fn, watched: list) -> tuple[list, list]:
         tf = self._tf or self.load()
@@ -138,11 +127,11 @@ class TensorFlowBackend(Backend):
         if mode == "static":
             from unigraph_tensorflow.static import SessionExecutable
 
-            return SessionExecutable(tf, graph, self._lowerings)
+            return SessionExecutable(tf, graph, self.lowerings)
         if mode == "function":
             from unigraph_tensorflow.function import FunctionExecutable
 
-            return FunctionExecutable(tf, graph, self._lowerings)
+            return FunctionExecutable(tf, graph, self.lowerings)
         raise BackendError(
             f"backend 'tensorflow' compiles graphs in modes 'static' and 'function', not {mode!r}"
         )

@@ -24,7 +24,7 @@ class TorchBackend(Backend):
 
     def __init__(self):
         self._torch = None
-        self._lowerings = None
+        self.lowerings = None
         self._feed = None
         self._nesting = threading.local()  # how many eager_grad calls enclose this thread
 
@@ -34,7 +34,7 @@ class TorchBackend(Backend):
             from unigraph_torch.lowerings import LOWERINGS
             from unigraph_torch.static import feed
 
-            self._lowerings = LOWERINGS
+            self.lowerings = LOWERINGS
             self._feed = feed
             self._torch = torch
         return self._torch
@@ -51,17 +51,6 @@ class TorchBackend(Backend):
     def is_native(self, obj) -> bool:
         torch = sys.modules.get("torch")  # a torch tensor implies torch is imported
         return torch is not None and isinstance(obj, torch.Tensor)
-
-    def eager_op(self, op: str, inputs: list, attrs: dict):
-        lowerings = self._lowerings
-        if lowerings is None:
-            self.load()
-            lowerings = self._lowerings
-        try:
-            lowering = lowerings[op]
-        except KeyError:
-            raise BackendError(f"no lowering for op {op!r} in backend 'torch'") from None
-        return lowering(*inputs, **attrs)
 
     def eager_grad(self, fn, watched: list) -> tuple[list, list]:
         torch = self._torch or self.load()
