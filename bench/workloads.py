@@ -30,7 +30,7 @@ WORKLOADS = {
     for w in [
         Workload("counter", False, "a=0, b=10; while a < b: a += 2, b += 1 (ug.while_loop)"),
         Workload("cond", False, "x + y if x > y else x - y on float32 scalars (ug.cond)"),
-        Workload("conv2d", True, "relu(conv2d([64,3,32,32], [16,3,3,3], pad 1) + bias)"),
+        Workload("conv2d", True, "relu(conv2d([64,3,32,32], [16,3,3,3], bias [16], pad 1))"),
         Workload("softmax_step", True, "softmax regression 784->10, batch 100, SGD lr 0.5"),
         Workload("mlp_step", True, "MLP 784->256->10 relu, batch 128, SGD lr 0.1"),
         Workload("mlp_grad", True, "the same MLP: loss and gradients only, no update"),
@@ -104,7 +104,7 @@ def conv2d(data):
 
     @ug.function
     def conv_relu(x):
-        return ug.relu(ug.conv2d(x, w, padding=1) + ug.reshape(b, (1, -1, 1, 1)))
+        return ug.relu(ug.conv2d(x, w, b, padding=1))
 
     return conv_relu, (data["x"],)
 

@@ -3,7 +3,8 @@
 Each example's `run(args)` returns its numbers (outputs, losses, accuracies, and for the
 training examples the weights after 20 steps from the same initial weights and batches);
 every target's numbers are compared with numpy:eager's, within float32
-tolerance. Then `unigraph check` runs each example's checkable functions on every target
+tolerance. Softmax regression is then trained in full on every target (test accuracy must
+reach 0.9). Then `unigraph check` runs each example's checkable functions on every target
 against the float64 reference (forward and gradients). Exit status 1 on any disagreement.
 
     python examples/run_all.py [--targets numpy:static,torch:eager] [--examples cond,mlp]
@@ -97,6 +98,17 @@ def main(argv=None) -> int:
             failures += not ok
             status = "ok  " if ok else "FAIL"
             print(f"  {status} {target:22s} {time.perf_counter() - start:6.2f}s  {note}")
+    print("\n== examples/softmax_regression.py, full run (10 epochs on the digits)")
+    for target in targets:
+        start = time.perf_counter()
+        module = importlib.import_module("softmax_regression")
+        backend, mode = target.split(":")
+        accuracy = module.run(module_args(module, ["--backend", backend, "--mode", mode,
+                                                   "--no-progress"]))["test_accuracy"]
+        ok = accuracy >= 0.9
+        failures += not ok
+        print(f"  {'ok  ' if ok else 'FAIL'} {target:22s} {time.perf_counter() - start:6.2f}s  "
+              f"test accuracy {accuracy:.4f} (must be >= 0.90)")
     if not args.no_check:
         for name in args.examples.split(","):
             command = [sys.executable, "-m", "unigraph.cli", "check", os.path.join(HERE,

@@ -359,12 +359,17 @@ def _pair(value, name: str) -> tuple:
     return tuple(int(v) for v in pair)
 
 
-def conv2d(x, weight, stride=1, padding=0, dilation=1, groups=1):
-    """2-D convolution, NCHW input, weight [out, in/groups, kh, kw], symmetric padding."""
-    a, w = _promote(x, weight, to_float=True)
+def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """2-D convolution, NCHW input, weight [out, in/groups, kh, kw], symmetric padding, and
+    an optional bias [out] added per output channel (in the framework's fused conv kernel).
+
+    >>> y = ug.conv2d(x, w, b, padding=1)   # x [N, C, H, W], w [O, C, 3, 3], b [O]
+    """
+    operands = (x, weight) if bias is None else (x, weight, bias)
+    inputs = _promote(*operands, to_float=True)
     attrs = {"stride": _pair(stride, "stride"), "padding": _pair(padding, "padding"),
              "dilation": _pair(dilation, "dilation"), "groups": int(groups)}
-    return apply("conv2d", [a, w], attrs)
+    return apply("conv2d", list(inputs), attrs)
 
 
 def _pool(op: str):

@@ -112,7 +112,7 @@ def make_lowerings(tf) -> dict:
     # so every conv/pool pays a transpose in and one out (a copy of the activation each way,
     # roughly the cost of one elementwise op on it). Grappler cannot fuse these away on CPU.
 
-    def conv2d(x, w, *, stride, padding, dilation, groups):
+    def conv2d(x, w, bias=None, *, stride, padding, dilation, groups):
         (ph, pw), (sh, sw), (dh, dw) = padding, stride, dilation
         x, f = tf.transpose(x, TO_NHWC), tf.transpose(w, TO_HWIO)
         if (dh, dw) == (1, 1):
@@ -141,6 +141,10 @@ def make_lowerings(tf) -> dict:
             # groups on CPU: one conv per group (split channels, concat the outputs).
             pairs = zip(tf.split(x, groups, axis=3), tf.split(f, groups, axis=3))
             out = tf.concat([conv(xg, fg) for xg, fg in pairs], axis=3)
+        if bias is not None:
+            # Once, after whichever route, while the channels are last: BiasAdd on NHWC is
+            # the op Grappler folds into the conv (_FusedConv2D) on the plain route.
+            out = tf.nn.bias_add(out, bias)
         return tf.transpose(out, TO_NCHW)
 
     def dilate_filter(f, dh, dw):

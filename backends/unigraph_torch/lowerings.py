@@ -135,8 +135,8 @@ def log_softmax(x, *, axis):
     return torch.log_softmax(x, axis)
 
 
-def conv2d(x, w, *, stride, padding, dilation, groups):
-    return F.conv2d(x, w, None, stride, padding, dilation, groups)
+def conv2d(x, w, bias=None, *, stride, padding, dilation, groups):
+    return F.conv2d(x, w, bias, stride, padding, dilation, groups)
 
 
 def max_pool2d(x, *, kernel, stride, padding):

@@ -83,7 +83,7 @@ class Linear(Module):
 
 
 class Conv2D(Module):
-    """y = act(conv2d(x, weight) + bias) on NCHW x.
+    """y = act(conv2d(x, weight, bias)) on NCHW x: the bias goes into the conv op itself.
 
     weight [out_channels, in_channels / groups, kh, kw], bias [out_channels]; symmetric zero
     `padding`; `stride`, `dilation` and `groups` as in every framework. Defaults:
@@ -130,10 +130,8 @@ class Conv2D(Module):
                 f"{_label(self)} expects NCHW inputs with {self.in_channels} channels "
                 f"(weight {list(self.weight.shape)}), but got an input of shape {list(shape)}"
             )
-        out = api.conv2d(x, self.weight, self.stride, self.padding, self.dilation,
-                         self.groups)
-        if self.bias is not None:
-            out = out + api.reshape(self.bias, (1, self.out_channels, 1, 1))
+        out = api.conv2d(x, self.weight, self.bias, stride=self.stride, padding=self.padding,
+                         dilation=self.dilation, groups=self.groups)
         return self._act(out)
 
     def extra_repr(self):

@@ -25,8 +25,9 @@ Signatures (inputs ; attrs) -> output:
                take (x, indices: int ; axis) ; one_hot (indices: int ; depth, dtype)
                constant ( ; value: np.ndarray)
   nn           relu sigmoid tanh (x: float) ; softmax log_softmax (x ; axis)
-               conv2d (x: NCHW, w: [O, C/groups, KH, KW] ; stride, padding, dilation: pairs,
-                       groups) — symmetric zero padding, no bias (bias is an `add`)
+               conv2d (x: NCHW, w: [O, C/groups, KH, KW][, bias: [O]] ; stride, padding,
+                       dilation: pairs, groups) — symmetric zero padding; bias optional
+                       (ONNX Conv), added per output channel
                max_pool2d avg_pool2d (x: NCHW ; kernel, stride, padding: pairs) — max pads
                        with -inf; avg pads with zeros and divides by kh*kw
                sparse_softmax_cross_entropy (logits: [N, C] float, labels: [N] int) -> [N]

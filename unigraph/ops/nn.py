@@ -169,11 +169,14 @@ def _crop(dxp, padding, shape):
     return dxp[:, :, ph: ph + shape[2], pw: pw + shape[3]]
 
 
-def _conv2d_infer(x, w, *, stride, padding, dilation, groups):
+def _conv2d_infer(x, w, bias=None, *, stride, padding, dilation, groups):
     require_rank("conv2d", "x", x, 4, "NCHW")
     require_rank("conv2d", "w", w, 4, "[O, C/groups, KH, KW]")
     require_float("conv2d", "x", x)
-    dtype = require_same_dtype("conv2d", {"x": x, "w": w})
+    named = {"x": x, "w": w} if bias is None else {"x": x, "w": w, "bias": bias}
+    dtype = require_same_dtype("conv2d", named)
+    if bias is not None:
+        _check_bias(x, w, bias)
     _check_pairs("conv2d", stride=stride, padding=padding, dilation=dilation)
     if not isinstance(groups, (int, np.integer)) or groups < 1:
         raise ShapeError(f"conv2d: groups is {groups!r}; pass an int >= 1")
@@ -197,7 +200,19 @@ def _conv2d_infer(x, w, *, stride, padding, dilation, groups):
             spatial.append(None)
         else:
             spatial.append(_out_size("conv2d", x, 2 + k, window, stride[k], padding[k]))
-    return TensorSpec((x.shape[0], w.shape[0], *spatial), dtype)
+    channels = w.shape[0] if bias is None else merge_dim(w.shape[0], bias.shape[0])
+    return TensorSpec((x.shape[0], channels, *spatial), dtype)
+
+
+def _check_bias(x, w, bias):
+    """bias is [O]: one value per output channel (w.shape[0])."""
+    if len(bias.shape) != 1 or dims_conflict(bias.shape[0], w.shape[0]):
+        channels = "O" if w.shape[0] is None else w.shape[0]
+        raise ShapeError(
+            f"conv2d: bias is {fmt(bias)}, but w is {fmt(w)}, so bias must be [{channels}]: "
+            f"one value per output channel (x is {fmt(x)}; pass a 1-D bias of length "
+            f"{channels}, or add a bias of another shape after the conv)"
+        )
 
 
 def _grouped(x, w, groups):
@@ -208,19 +223,25 @@ def _grouped(x, w, groups):
     )
 
 
-def _conv2d_reference(x, w, *, stride, padding, dilation, groups):
+def _conv2d_reference(x, w, bias=None, *, stride, padding, dilation, groups):
     win = _windows(_pad(x, padding, 0), w.shape[2:], stride, dilation)
     if groups == 1:  # one GEMM over [N, OH, OW] x [C, KH, KW]: BLAS, much faster than einsum
-        out = np.tensordot(win, w, axes=([1, 4, 5], [1, 2, 3]))
+        out = np.tensordot(win, w, axes=([1, 4, 5], [1, 2, 3]))  # [N, OH, OW, O]
+        if bias is not None:
+            out += bias  # in place while the channels are last: one contiguous pass
         return out.transpose(0, 3, 1, 2).astype(x.dtype, copy=False)
     win_g, w_g = _grouped(win, w, groups)
     out = np.einsum("ngcyxij,gocij->ngoyx", win_g, w_g, optimize=True)
     n, _, _, oh, ow = out.shape
-    return out.reshape(n, w.shape[0], oh, ow).astype(x.dtype, copy=False)
+    out = out.reshape(n, w.shape[0], oh, ow)
+    if bias is not None:
+        out = out + bias[:, None, None]
+    return out.astype(x.dtype, copy=False)
 
 
-def _conv2d_vjp(g, inputs, out, *, stride, padding, dilation, groups, needs=(True, True)):
-    x, w = inputs
+def _conv2d_vjp(g, inputs, out, *, stride, padding, dilation, groups, needs=None):
+    x, w = inputs[:2]
+    needs = needs or (True,) * len(inputs)
     xp = _pad(x, padding, 0)
     win_g, w_g = _grouped(_windows(xp, w.shape[2:], stride, dilation), w, groups)
     n, o, oh, ow = g.shape
@@ -234,7 +255,10 @@ def _conv2d_vjp(g, inputs, out, *, stride, padding, dilation, groups, needs=(Tru
         dwin = dwin.reshape((n, x.shape[1]) + dwin.shape[3:])
         dxp = _scatter_windows(np.zeros_like(xp), dwin, stride, dilation)
         dx = grad_for(_crop(dxp, padding, x.shape), x)
-    return [dx, dw]
+    if len(inputs) == 2:
+        return [dx, dw]
+    bias = inputs[2]
+    return [dx, dw, grad_for(g.sum(axis=(0, 2, 3)), bias) if needs[2] else None]
 
 
 def _conv2d_attrs(stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
@@ -250,7 +274,9 @@ register(OpDef(
     doc="2-D cross-correlation (no kernel flip, as in every framework) of NCHW x with "
         "w [O, C/groups, KH, KW]: out[n, o, y, x] = sum over c, i, j of "
         "xpad[n, g*C/G + c, y*sh + i*dh, x*sw + j*dw] * w[o, c, i, j], where g is o's group. "
-        "Symmetric zero padding; no bias (add it).",
+        "Symmetric zero padding. Optional third input bias [O] (ONNX Conv): "
+        "out[n, o, y, x] += bias[o], so a backend can use its fused conv + bias kernel; "
+        "its gradient is g summed over N, H and W.",
     samples=lambda rng: [
         Sample((normal(rng, (2, 3, 5, 5)), normal(rng, (4, 3, 3, 3))), _conv2d_attrs()),
         Sample(
@@ -260,6 +286,12 @@ register(OpDef(
         Sample(
             (normal(rng, (1, 2, 7, 7)), normal(rng, (2, 1, 3, 3))),
             _conv2d_attrs(stride=(1, 2), padding=(2, 1), dilation=(2, 2), groups=2),
+        ),
+        # With bias, on the plain route: the one TF fuses into _FusedConv2D (BiasAdd on
+        # NHWC), as do torch and Paddle in their kernels.
+        Sample(
+            (normal(rng, (2, 3, 5, 5)), normal(rng, (4, 3, 3, 3)), normal(rng, (4,))),
+            _conv2d_attrs(stride=(1, 2), padding=(1, 1)),
         ),
     ],
     tolerance=ACCUMULATING_TOLERANCE,  # each output sums C/groups * KH * KW products
