@@ -15,10 +15,11 @@ from unigraph.dispatch import apply, current_backend
 from unigraph.dtypes import is_float, result_dtype
 from unigraph.errors import ShapeError
 from unigraph.ir import check_dtype
-from unigraph.tensor import Tensor
+from unigraph.tensor import Parameter, Tensor
 from unigraph.tracing import _builder
 
 _SCALARS = (bool, int, float)
+_TENSORS = (Tensor, Parameter)
 
 
 def _as_operand(x):
@@ -37,8 +38,8 @@ def _as_operand(x):
 def _promote(*xs, to_float=False):
     """Bring operands to one dtype (NumPy rules, Python scalars weak); optionally to float."""
     first = xs[0]
-    if type(first) is Tensor and all(type(x) is Tensor and x.dtype == first.dtype for x in xs) \
-            and (not to_float or is_float(first.dtype)):
+    if type(first) in _TENSORS and all(type(x) in _TENSORS and x.dtype == first.dtype
+                                       for x in xs) and (not to_float or is_float(first.dtype)):
         return list(xs)  # the common case, kept cheap for eager mode
     xs = [_as_operand(x) for x in xs]
     strong = [x.dtype if isinstance(x, Tensor) else x.dtype.name for x in xs

@@ -40,7 +40,9 @@ def result_dtype(strong: list, weak: list) -> str:
     """Promote the dtypes of tensors (`strong`) with Python scalars (`weak`, the values)."""
     if not strong:
         return np.result_type(*[python_scalar_dtype(w) for w in weak]).name
-    dtype = np.result_type(*strong).name if len(strong) > 1 else strong[0]
+    first = strong[0]
+    same = all(d == first for d in strong)
+    dtype = first if same else np.result_type(*strong).name
     for value in weak:
         if isinstance(value, bool):
             continue

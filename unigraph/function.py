@@ -91,6 +91,8 @@ class Function:
         target = current_target()
         backend = get_backend(target.backend, target.mode)
         if target.mode == "eager":
+            if not kwargs and all(isinstance(a, Tensor) for a in args):
+                return self.python_function(*args)  # already tensors: nothing to convert
             leaves, treedef = pytree.flatten((args, kwargs), is_array_leaf)
             args, kwargs = pytree.unflatten(treedef, [as_input_tensor(x) for x in leaves])
             return self.python_function(*args, **kwargs)

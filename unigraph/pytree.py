@@ -5,10 +5,14 @@ Used for function arguments and results and for the carried values of `while_loo
 
 from __future__ import annotations
 
+_LEAF = ("*",)
+
 
 def flatten(tree, is_leaf) -> tuple[list, object]:
     """Return (leaves, treedef). `is_leaf(x)` decides what counts as a leaf; any other
     object that is not a tuple, list or dict is kept inside the treedef as a static part."""
+    if type(tree) is tuple and all(is_leaf(x) for x in tree):
+        return list(tree), ("tuple", (_LEAF,) * len(tree))  # the common case, made cheap
     leaves: list = []
 
     def walk(node):
