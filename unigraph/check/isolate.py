@@ -259,7 +259,10 @@ def worker(payload: dict) -> dict:
 # -- the parent --------------------------------------------------------------------------
 def _exit_text(processes: list) -> str:
     for process in processes:
-        process.join(timeout=2)
+        # A loaded machine may take a while to reap the dead worker: wait for its status.
+        deadline = time.monotonic() + 15
+        while process.exitcode is None and time.monotonic() < deadline:
+            process.join(timeout=0.5)
         code = process.exitcode
         if code is not None and code < 0:
             try:
