@@ -135,6 +135,14 @@ def _traced_cond(builder, pred, true_fn, false_fn, operands):
     then_builder, then_result = _trace_subgraph(builder, "then", true_fn, specs)
     else_builder, else_result = _trace_subgraph(builder, "else", false_fn, specs)
     _check_same("cond", ("true_fn", "false_fn"), then_result, else_result)
+    return emit_cond(builder, pred, operands, (then_builder, then_result),
+                     (else_builder, else_result))
+
+
+def emit_cond(builder, pred, operands, then_branch, else_branch):
+    """Add one `cond` node to `builder` from two traced branches, each (builder, result)
+    with matching results; return the node's outputs in the results' structure."""
+    (then_builder, then_result), (else_builder, else_result) = then_branch, else_branch
     treedef = _finish(then_builder, then_result)
     _finish(else_builder, else_result)
     captured = then_builder.share_captures([else_builder])

@@ -18,12 +18,10 @@ import re
 import numpy as np
 
 from unigraph import api, pytree
-from unigraph.control_flow import _finish, _trace_subgraph, while_loop
-from unigraph.dispatch import symbolic, value_of
+from unigraph.control_flow import _trace_subgraph, emit_cond, while_loop
 from unigraph.dtypes import python_scalar_dtype
 from unigraph.errors import ControlFlowError, TracingError
 from unigraph.function import is_array_leaf
-from unigraph.ops.base import TensorSpec
 from unigraph.tensor import Tensor, tensor
 from unigraph.tracing import GraphBuilder, current_builder, user_source
 
@@ -235,14 +233,8 @@ def _symbolic_cond(pred, true_run, false_run, names, what: str) -> list:
         kept.append(index)
         then_out.append(a)
         else_out.append(b)
-    treedef = _finish(then_builder, tuple(then_out))
-    _finish(else_builder, tuple(else_out))
-    captured = then_builder.share_captures([else_builder])
-    inputs = [value_of(builder, pred)] + [value_of(builder, x) for x in captured]
-    specs = [TensorSpec(v.shape, v.dtype) for v in then_builder.graph.outputs]
-    outs = builder.add_node("cond", inputs, specs, {},
-                            {"then": then_builder.graph, "else": else_builder.graph})
-    values = pytree.unflatten(treedef, [symbolic(builder, v) for v in outs])
+    values = emit_cond(builder, pred, [], (then_builder, tuple(then_out)),
+                       (else_builder, tuple(else_out)))
     for index, value in zip(kept, values):
         results[index] = value
     return results
