@@ -14,6 +14,8 @@ import zlib
 
 import numpy as np
 import pytest
+from ir_graphs import counter_graph, descent_graph
+from ir_graphs import value as _v
 
 from unigraph.errors import BackendError
 from unigraph.ir import DTYPES, Graph, Node, Value
@@ -244,29 +246,6 @@ def test_eager_grad_of_a_grad(backend):
 # -- static: hand-built graphs ------------------------------------------------------------
 
 
-def _v(shape=(), dtype="float64"):
-    return Value(shape, dtype)
-
-
-def _counter_graph() -> Graph:
-    """while a < b: a, b = a + 2, b + 1 (the DESIGN.md counter)."""
-    a, b = _v((), "int64"), _v((), "int64")
-    ca, cb, less = _v((), "int64"), _v((), "int64"), _v((), "bool")
-    cond = Graph("cond", [ca, cb], [], [Node("less", [ca, cb], [less])], [less])
-    ba, bb, two, one = _v((), "int64"), _v((), "int64"), _v((), "int64"), _v((), "int64")
-    na, nb = _v((), "int64"), _v((), "int64")
-    body = Graph("body", [ba, bb], [], [
-        Node("constant", [], [two], {"value": np.array(2)}),
-        Node("constant", [], [one], {"value": np.array(1)}),
-        Node("add", [ba, two], [na]),
-        Node("add", [bb, one], [nb]),
-    ], [na, nb])
-    out_a, out_b = _v((), "int64"), _v((), "int64")
-    loop = Node("while_loop", [a, b], [out_a, out_b], {"num_carried": 2},
-                {"cond": cond, "body": body})
-    return Graph("counter", [a, b], [], [loop], [out_a, out_b]).verify()
-
-
 def _branch_grad_graph() -> Graph:
     """d/dx, d/dw of cond(x > 0, x * w, x - w), where each branch also hands x back
     unchanged as a second output (the case Paddle's cond backward gets wrong)."""
@@ -359,7 +338,7 @@ def _op_names(program) -> list:
 
 
 def test_static_while_loop_is_a_paddle_while(backend):
-    executable = backend.compile(_counter_graph(), "static")
+    executable = backend.compile(counter_graph(), "static")
     assert "pd_op.while" in _op_names(executable.program)
     assert [int(o) for o in executable.run([np.array(0), np.array(10)])] == [20, 20]
     fed = [backend.to_native(np.array(5)), backend.to_native(np.array(3))]
@@ -495,32 +474,7 @@ def test_static_grad_is_partial_when_operands_depend_on_each_other(backend):
 
 def test_static_grad_inside_a_loop(backend):
     """Gradient descent on (x - 3)**2 for a fixed number of steps, all inside one graph."""
-    x, steps = _v(), _v((), "int64")
-    cx, ci, cn, more = _v(), _v((), "int64"), _v((), "int64"), _v((), "bool")
-    cond = Graph("cond", [cx, ci, cn], [], [Node("less", [ci, cn], [more])], [more])
-    bx, bi, bn = _v(), _v((), "int64"), _v((), "int64")
-    fx, three, diff, sq = _v(), _v(), _v(), _v()
-    fn = Graph("fn", [fx], [], [
-        Node("constant", [], [three], {"value": np.array(3.0)}),
-        Node("sub", [fx, three], [diff]),
-        Node("mul", [diff, diff], [sq]),
-    ], [sq])
-    value, dx, rate, step, nx = _v(), _v(), _v(), _v(), _v()
-    one, ni = _v((), "int64"), _v((), "int64")
-    body = Graph("body", [bx, bi, bn], [], [
-        Node("grad", [bx], [value, dx], {"wrt": (0,), "output": 0}, {"fn": fn}),
-        Node("constant", [], [rate], {"value": np.array(0.25)}),
-        Node("mul", [rate, dx], [step]),
-        Node("sub", [bx, step], [nx]),
-        Node("constant", [], [one], {"value": np.array(1)}),
-        Node("add", [bi, one], [ni]),
-    ], [nx, ni])
-    zero, out_x, out_i = _v((), "int64"), _v(), _v((), "int64")
-    graph = Graph("descent", [x, steps], [], [
-        Node("constant", [], [zero], {"value": np.array(0)}),
-        Node("while_loop", [x, zero, steps], [out_x, out_i], {"num_carried": 2},
-             {"cond": cond, "body": body}),
-    ], [out_x]).verify()
+    graph = descent_graph()
     (result,) = backend.compile(graph, "static").run([np.array(1.0), np.array(3)])
     assert float(result) == pytest.approx(3 - 2 * 0.5**3)  # each step halves the distance
 
@@ -584,7 +538,7 @@ def test_run_before_set_param_names_the_parameter(backend):
 
 
 def test_a_feed_of_the_wrong_dtype_is_refused(backend):
-    executable = backend.compile(_counter_graph(), "static")
+    executable = backend.compile(counter_graph(), "static")
     executable.run([np.array(0), np.array(1)])
     with pytest.raises(BackendError, match="int64.*int32"):
         executable.run([np.array(0, np.int32), np.array(1)])
@@ -595,7 +549,7 @@ def test_compile_builds_once_and_runs_never_read_the_ir(backend, monkeypatch):
     build = paddle_static.build_program
     monkeypatch.setattr("unigraph_paddle.executable.build_program",
                         lambda *a, **k: builds.append(1) or build(*a, **k))
-    graph = _counter_graph()
+    graph = counter_graph()
     executable = backend.compile(graph, "static")
     graph.nodes.clear()
     for start in range(5):
@@ -604,14 +558,14 @@ def test_compile_builds_once_and_runs_never_read_the_ir(backend, monkeypatch):
 
 
 def test_json_round_trip_compiles(backend):
-    graph = Graph.from_json(_counter_graph().to_json())
+    graph = Graph.from_json(counter_graph().to_json())
     out = backend.compile(graph, "static").run([np.array(1), np.array(4)])
     assert [int(o) for o in out] == [7, 7]  # (1, 4) (3, 5) (5, 6) (7, 7)
 
 
 def test_compile_rejects_eager_mode(backend):
     with pytest.raises(BackendError, match="static"):
-        backend.compile(_counter_graph(), "eager")
+        backend.compile(counter_graph(), "eager")
 
 
 def test_building_emits_no_warnings(backend):

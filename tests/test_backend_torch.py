@@ -11,9 +11,11 @@ import zlib
 
 import numpy as np
 import pytest
+from ir_graphs import counter_graph, descent_graph
+from ir_graphs import value as _v
 
 from unigraph.errors import BackendError
-from unigraph.ir import DTYPES, Graph, Node, Value
+from unigraph.ir import DTYPES, Graph, Node
 from unigraph.ops import OPS
 
 torch = pytest.importorskip("torch")
@@ -187,29 +189,6 @@ def test_eager_grad_restores_grad_mode(backend):
 # -- static: hand-built graphs ------------------------------------------------------------
 
 
-def _v(shape=(), dtype="float64"):
-    return Value(shape, dtype)
-
-
-def _counter_graph() -> Graph:
-    """while a < b: a, b = a + 2, b + 1 (the DESIGN.md counter)."""
-    a, b = _v((), "int64"), _v((), "int64")
-    ca, cb, less = _v((), "int64"), _v((), "int64"), _v((), "bool")
-    cond = Graph("cond", [ca, cb], [], [Node("less", [ca, cb], [less])], [less])
-    ba, bb, two, one = _v((), "int64"), _v((), "int64"), _v((), "int64"), _v((), "int64")
-    na, nb = _v((), "int64"), _v((), "int64")
-    body = Graph("body", [ba, bb], [], [
-        Node("constant", [], [two], {"value": np.array(2)}),
-        Node("constant", [], [one], {"value": np.array(1)}),
-        Node("add", [ba, two], [na]),
-        Node("add", [bb, one], [nb]),
-    ], [na, nb])
-    out_a, out_b = _v((), "int64"), _v((), "int64")
-    loop = Node("while_loop", [a, b], [out_a, out_b], {"num_carried": 2},
-                {"cond": cond, "body": body})
-    return Graph("counter", [a, b], [], [loop], [out_a, out_b]).verify()
-
-
 def _branch_graph() -> Graph:
     """x + y if x > y else x - y, with y captured by both branches."""
     x, y, pred = _v(), _v(), _v((), "bool")
@@ -246,7 +225,7 @@ def _training_graph() -> Graph:
 
 
 def test_static_while_loop_is_a_python_while(backend):
-    executable = backend.compile(_counter_graph(), "static")
+    executable = backend.compile(counter_graph(), "static")
     assert "while True:" in executable.source
     out = executable.run([np.array(0), np.array(10)])
     assert [int(o) for o in out] == [20, 20]
@@ -321,32 +300,7 @@ def test_static_grad_of_grad(backend):
 
 def test_static_grad_inside_a_loop(backend):
     """Gradient descent on (x - 3)**2 for a fixed number of steps, all inside one graph."""
-    x, steps = _v(), _v((), "int64")
-    cx, ci, cn, more = _v(), _v((), "int64"), _v((), "int64"), _v((), "bool")
-    cond = Graph("cond", [cx, ci, cn], [], [Node("less", [ci, cn], [more])], [more])
-    bx, bi, bn = _v(), _v((), "int64"), _v((), "int64")
-    fx, three, diff, sq = _v(), _v(), _v(), _v()
-    fn = Graph("fn", [fx], [], [
-        Node("constant", [], [three], {"value": np.array(3.0)}),
-        Node("sub", [fx, three], [diff]),
-        Node("mul", [diff, diff], [sq]),
-    ], [sq])
-    value, dx, rate, step, nx, one, ni = _v(), _v(), _v(), _v(), _v(), _v((), "int64"), _v(
-        (), "int64")
-    body = Graph("body", [bx, bi, bn], [], [
-        Node("grad", [bx], [value, dx], {"wrt": (0,), "output": 0}, {"fn": fn}),
-        Node("constant", [], [rate], {"value": np.array(0.25)}),
-        Node("mul", [rate, dx], [step]),
-        Node("sub", [bx, step], [nx]),
-        Node("constant", [], [one], {"value": np.array(1)}),
-        Node("add", [bi, one], [ni]),
-    ], [nx, ni])
-    zero, out_x, out_i = _v((), "int64"), _v(), _v((), "int64")
-    graph = Graph("descent", [x, steps], [], [
-        Node("constant", [], [zero], {"value": np.array(0)}),
-        Node("while_loop", [x, zero, steps], [out_x, out_i], {"num_carried": 2},
-             {"cond": cond, "body": body}),
-    ], [out_x]).verify()
+    graph = descent_graph()
     (result,) = backend.compile(graph, "static").run([np.array(1.0), np.array(3)])
     assert float(result) == pytest.approx(3 - 2 * 0.5**3)  # each step halves the distance
 
@@ -385,7 +339,7 @@ def test_compile_is_a_pure_build(backend):
 
 
 def test_json_round_trip_compiles(backend):
-    graph = Graph.from_json(_counter_graph().to_json())
+    graph = Graph.from_json(counter_graph().to_json())
     out = backend.compile(graph, "static").run([np.array(1), np.array(4)])
     assert [int(o) for o in out] == [7, 7]  # (1, 4) (3, 5) (5, 6) (7, 7)
 
@@ -403,12 +357,12 @@ def test_static_leaves_torch_state_alone(backend):
 
 def test_compile_rejects_eager_mode(backend):
     with pytest.raises(BackendError, match="static"):
-        backend.compile(_counter_graph(), "eager")
+        backend.compile(counter_graph(), "eager")
 
 
 def test_run_never_reads_the_ir(backend):
     """Everything is decided at compile time: emptying the graph afterwards changes nothing."""
-    graph = _counter_graph()
+    graph = counter_graph()
     executable = backend.compile(graph, "static")
     graph.nodes.clear()
     assert [int(o) for o in executable.run([np.array(0), np.array(10)])] == [20, 20]

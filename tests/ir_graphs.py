@@ -1,0 +1,60 @@
+"""Hand-built IR graphs shared by the backend tests (the NumPy reference needs none)."""
+
+import numpy as np
+
+from unigraph.ir import Graph, Node, Value
+
+
+def value(shape=(), dtype="float64"):
+    return Value(shape, dtype)
+
+
+def counter_graph() -> Graph:
+    """while a < b: a, b = a + 2, b + 1 (the DESIGN.md counter)."""
+    a, b = value((), "int64"), value((), "int64")
+    ca, cb, less = value((), "int64"), value((), "int64"), value((), "bool")
+    cond = Graph("cond", [ca, cb], [], [Node("less", [ca, cb], [less])], [less])
+    ba, bb, two, one = (value((), "int64") for _ in range(4))
+    na, nb = value((), "int64"), value((), "int64")
+    body = Graph("body", [ba, bb], [], [
+        Node("constant", [], [two], {"value": np.array(2)}),
+        Node("constant", [], [one], {"value": np.array(1)}),
+        Node("add", [ba, two], [na]),
+        Node("add", [bb, one], [nb]),
+    ], [na, nb])
+    out_a, out_b = value((), "int64"), value((), "int64")
+    loop = Node("while_loop", [a, b], [out_a, out_b], {"num_carried": 2},
+                {"cond": cond, "body": body})
+    return Graph("counter", [a, b], [], [loop], [out_a, out_b]).verify()
+
+
+def descent_graph() -> Graph:
+    """Gradient descent on (x - 3)**2 for `steps` steps (lr 0.25), all inside one graph: a
+    `grad` node inside a `while_loop` body. Inputs: x (float64), steps (int64)."""
+    x, steps = value(), value((), "int64")
+    cx, ci, cn, more = value(), value((), "int64"), value((), "int64"), value((), "bool")
+    cond = Graph("cond", [cx, ci, cn], [], [Node("less", [ci, cn], [more])], [more])
+    bx, bi, bn = value(), value((), "int64"), value((), "int64")
+    fx, three, diff, sq = value(), value(), value(), value()
+    fn = Graph("fn", [fx], [], [
+        Node("constant", [], [three], {"value": np.array(3.0)}),
+        Node("sub", [fx, three], [diff]),
+        Node("mul", [diff, diff], [sq]),
+    ], [sq])
+    loss, dx, rate, step, nx = value(), value(), value(), value(), value()
+    one, ni = value((), "int64"), value((), "int64")
+    body = Graph("body", [bx, bi, bn], [], [
+        Node("grad", [bx], [loss, dx], {"wrt": (0,), "output": 0}, {"fn": fn}),
+        Node("constant", [], [rate], {"value": np.array(0.25)}),
+        Node("mul", [rate, dx], [step]),
+        Node("sub", [bx, step], [nx]),
+        Node("constant", [], [one], {"value": np.array(1)}),
+        Node("add", [bi, one], [ni]),
+    ], [nx, ni])
+    zero, out_x, out_i = value((), "int64"), value(), value((), "int64")
+    graph = Graph("descent", [x, steps], [], [
+        Node("constant", [], [zero], {"value": np.array(0)}),
+        Node("while_loop", [x, zero, steps], [out_x, out_i], {"num_carried": 2},
+             {"cond": cond, "body": body}),
+    ], [out_x])
+    return graph.verify()
