@@ -170,6 +170,21 @@ def make_lowerings(tf) -> dict:
 
         return lowering
 
+    def before_nchw_transpose(native):
+        """An activation `native` applied on the channels-last side of the transpose that
+        made `x` NCHW, when `x` is such a transpose in a graph (the output of conv2d or a
+        pool): the same values, but Grappler can then fuse conv + bias + activation in NHWC
+        and cancel the transpose pair before the next conv or pool. Eagerly: just `native`."""
+
+        def lowering(x):
+            op = getattr(x, "op", None)  # eager tensors have no producing op
+            if op is not None and op.type == "Transpose" and tuple(
+                    tf.get_static_value(op.inputs[1]).tolist()) == TO_NCHW:
+                return tf.transpose(native(op.inputs[0]), TO_NCHW)
+            return native(x)
+
+        return lowering
+
     def sparse_softmax_cross_entropy(logits, labels):
         return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
 
@@ -219,9 +234,9 @@ def make_lowerings(tf) -> dict:
         "one_hot": one_hot,
         "constant": constant,
         # nn
-        "relu": lambda x: raw.Relu(features=x),
-        "sigmoid": unary(raw.Sigmoid),
-        "tanh": unary(raw.Tanh),
+        "relu": before_nchw_transpose(lambda x: raw.Relu(features=x)),
+        "sigmoid": before_nchw_transpose(unary(raw.Sigmoid)),
+        "tanh": before_nchw_transpose(unary(raw.Tanh)),
         "softmax": softmax,
         "log_softmax": log_softmax,
         "conv2d": conv2d,
