@@ -10,6 +10,30 @@ from unigraph.config import Target, current_target
 from unigraph.errors import BackendError
 
 
+@pytest.fixture(autouse=True)
+def _reread_environment_and_files():
+    """Each test changes the environment or the working directory: read them afresh, and
+    leave the next test a fresh read too."""
+    from unigraph import config
+
+    config.reload()
+    yield
+    config.reload()
+
+
+def test_environment_is_read_once_until_reload(monkeypatch, tmp_path):
+    from unigraph import config
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("UNIGRAPH_BACKEND", raising=False)
+    assert current_target() == Target("numpy", "eager")
+    monkeypatch.setenv("UNIGRAPH_BACKEND", "numpy")
+    monkeypatch.setenv("UNIGRAPH_MODE", "static")
+    assert current_target() == Target("numpy", "eager")  # cached: eager ops ask every time
+    config.reload()
+    assert current_target() == Target("numpy", "static")
+
+
 def test_default_is_numpy_eager(monkeypatch, tmp_path):
     monkeypatch.delenv("UNIGRAPH_BACKEND", raising=False)
     monkeypatch.chdir(tmp_path)
@@ -22,17 +46,18 @@ def test_precedence_explicit_context_global_env_file(monkeypatch, tmp_path):
         '[tool.unigraph]\nbackend = "numpy"\nmode = "static"\n')
     from unigraph import config
 
-    config._from_file.cache_clear()
+    config.reload()
     assert current_target() == Target("numpy", "static")  # from pyproject.toml
     monkeypatch.setenv("UNIGRAPH_BACKEND", "numpy")
     monkeypatch.setenv("UNIGRAPH_MODE", "eager")
+    config.reload()
     assert current_target() == Target("numpy", "eager")  # env beats the file
     monkeypatch.setattr(config, "_global_target", Target("numpy", "static"))
     assert current_target() == Target("numpy", "static")  # set_backend beats env
     with ug.use_backend("numpy", "eager"):
         assert current_target() == Target("numpy", "eager")  # context beats set_backend
         assert current_target("numpy:static") == Target("numpy", "static")  # explicit wins
-    config._from_file.cache_clear()
+    config.reload()
 
 
 def test_unigraph_toml_is_read(monkeypatch, tmp_path):
@@ -43,9 +68,9 @@ def test_unigraph_toml_is_read(monkeypatch, tmp_path):
     monkeypatch.chdir(sub)
     from unigraph import config
 
-    config._from_file.cache_clear()
+    config.reload()
     assert current_target() == Target("numpy", "static")
-    config._from_file.cache_clear()
+    config.reload()
 
 
 def test_set_backend_then_restore():

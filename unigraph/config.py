@@ -4,7 +4,8 @@ Precedence, highest first: an explicit argument, `use_backend(...)` (a context v
 threads and async tasks do not leak into each other), `set_backend(...)`, the environment
 variables `UNIGRAPH_BACKEND` / `UNIGRAPH_MODE`, `[tool.unigraph]` in the nearest
 `pyproject.toml` or a `unigraph.toml` (searched from the working directory upwards), and
-finally `numpy:eager`.
+finally `numpy:eager`. The environment and the files are read once, on first use;
+`reload()` reads them again.
 """
 
 from __future__ import annotations
@@ -94,7 +95,25 @@ def current_target(explicit: Target | str | None = None) -> Target:
     for target in (_context_target.get(), _global_target):
         if target is not None:
             return target
-    if "UNIGRAPH_BACKEND" in os.environ:
-        return Target(os.environ["UNIGRAPH_BACKEND"], os.environ.get("UNIGRAPH_MODE", DEFAULT_MODE))
+    return _default or _resolve_default()
+
+
+_default: Target | None = None  # from the environment or a file, read once (see reload)
+
+
+def _resolve_default() -> Target:
+    global _default
     mode = os.environ.get("UNIGRAPH_MODE", DEFAULT_MODE)
-    return _from_file(os.getcwd()) or Target(DEFAULT_BACKEND, mode)
+    if "UNIGRAPH_BACKEND" in os.environ:
+        _default = Target(os.environ["UNIGRAPH_BACKEND"], mode)
+    else:
+        _default = _from_file(os.getcwd()) or Target(DEFAULT_BACKEND, mode)
+    return _default
+
+
+def reload() -> None:
+    """Read `UNIGRAPH_BACKEND`/`UNIGRAPH_MODE` and the config files again. They are read once,
+    on first use, because every eager op asks for the current target."""
+    global _default
+    _default = None
+    _from_file.cache_clear()
