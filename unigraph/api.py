@@ -41,6 +41,16 @@ def _promote(*xs, to_float=False):
     if type(first) in _TENSORS and all(type(x) in _TENSORS and x.dtype == first.dtype
                                        for x in xs) and (not to_float or is_float(first.dtype)):
         return list(xs)  # the common case, kept cheap for eager mode
+    if len(xs) == 2:
+        # tensor <op> Python number (`x + 1`, `lr * g`): the tensor's dtype usually wins.
+        a, b = xs
+        tensor_first = type(a) in _TENSORS and type(b) in _SCALARS
+        if tensor_first or (type(b) in _TENSORS and type(a) in _SCALARS):
+            t, number = (a, b) if tensor_first else (b, a)
+            dtype = result_dtype([t.dtype], [number])
+            if dtype == t.dtype and (not to_float or is_float(dtype)):
+                scalar = _scalar(number, dtype)
+                return [t, scalar] if tensor_first else [scalar, t]
     xs = [_as_operand(x) for x in xs]
     strong = [x.dtype if isinstance(x, Tensor) else x.dtype.name for x in xs
               if not isinstance(x, _SCALARS)]
