@@ -1,11 +1,31 @@
 """Shared test setup: the list of targets every parametrized suite runs over."""
 
+import zlib
+
 import numpy as np
 import pytest
 
+from unigraph.ops import OPS
 from unigraph.plugins import all_targets
 
 TARGETS = [str(t) for t in all_targets()]
+
+
+def op_seed(name: str) -> int:
+    """The seed of an op's samples: fixed per op name, so ids and values stay stable."""
+    return zlib.crc32(name.encode())
+
+
+def op_samples() -> list:
+    """pytest params (op record, sample) for every sample of every op record."""
+    return [pytest.param(op, sample, id=f"{name}-{index}")
+            for name, op in sorted(OPS.items())
+            for index, sample in enumerate(op.samples(np.random.default_rng(op_seed(name))))]
+
+
+def floats_as(dtype, arrays) -> tuple:
+    """`arrays` with the floating ones cast to `dtype` (indices, labels, masks unchanged)."""
+    return tuple(x.astype(dtype) if x.dtype.kind == "f" else x for x in arrays)
 
 
 @pytest.fixture(autouse=True)

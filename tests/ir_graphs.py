@@ -58,3 +58,24 @@ def descent_graph() -> Graph:
              {"cond": cond, "body": body}),
     ], [out_x])
     return graph.verify()
+
+
+def second_derivative_graph() -> Graph:
+    """d2/dx2 of x**3 at input x (float64): a grad node whose function holds a grad node.
+    Outputs: the first derivative, x**3, the second derivative."""
+    x = value()
+    ix, cube_sq, cube = value(), value(), value()
+    inner_fn = Graph("fn", [ix], [], [
+        Node("mul", [ix, ix], [cube_sq]), Node("mul", [cube_sq, ix], [cube]),
+    ], [cube])
+    ox, inner_value, inner_grad = value(), value(), value()
+    outer_fn = Graph("fn", [ox], [], [
+        Node("grad", [ox], [inner_value, inner_grad], {"wrt": (0,), "output": 0},
+             {"fn": inner_fn}),
+    ], [inner_grad, inner_value])
+    first, cube_value, second = value(), value(), value()
+    graph = Graph("second", [x], [], [
+        Node("grad", [x], [first, cube_value, second], {"wrt": (0,), "output": 0},
+             {"fn": outer_fn}),
+    ], [first, cube_value, second])
+    return graph.verify()

@@ -10,11 +10,11 @@ import subprocess
 import sys
 import threading
 import warnings
-import zlib
 
 import numpy as np
 import pytest
-from ir_graphs import counter_graph, descent_graph
+from conftest import floats_as, op_samples
+from ir_graphs import counter_graph, descent_graph, second_derivative_graph
 from ir_graphs import value as _v
 
 from unigraph.errors import BackendError
@@ -38,23 +38,10 @@ def backend():
     return backend
 
 
-def _samples():
-    cases = []
-    for name, op in sorted(OPS.items()):
-        rng = np.random.default_rng(zlib.crc32(name.encode()))
-        for index, sample in enumerate(op.samples(rng)):
-            cases.append(pytest.param(op, sample, id=f"{name}-{index}"))
-    return cases
+SAMPLES = op_samples()
 
 
-SAMPLES = _samples()
-
-
-def _as(dtype, arrays):
-    return tuple(x.astype(dtype) if x.dtype.kind == "f" else x for x in arrays)
-
-
-def _attrs_as(dtype, attrs):
+def _attrsfloats_as(dtype, attrs):
     value = attrs.get("value")
     if isinstance(value, np.ndarray) and value.dtype.kind == "f":
         return {**attrs, "value": value.astype(dtype)}
@@ -64,7 +51,7 @@ def _attrs_as(dtype, attrs):
 def _check_against_reference(op, inputs, attrs, dtype, out):
     with np.errstate(all="ignore"):
         expected = op.reference(*inputs, **attrs)  # in the run's dtype: gives the type
-        exact = op.reference(*_as("float64", inputs), **attrs)  # the float64 truth
+        exact = op.reference(*floats_as("float64", inputs), **attrs)  # the float64 truth
     assert (out.shape, out.dtype) == (expected.shape, expected.dtype)
     if out.dtype.kind == "f":
         rtol, atol = op.tolerance_for(dtype)
@@ -99,8 +86,8 @@ def test_plugin_does_not_import_paddle():
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("op, sample", SAMPLES)
 def test_eager_op_matches_reference(backend, op, sample, dtype):
-    inputs = _as(dtype, sample.inputs)
-    attrs = _attrs_as(dtype, sample.attrs)
+    inputs = floats_as(dtype, sample.inputs)
+    attrs = _attrsfloats_as(dtype, sample.attrs)
     native = backend.eager_op(op.name, [backend.to_native(x) for x in inputs], attrs)
     assert backend.is_native(native)
     _check_against_reference(op, inputs, attrs, dtype, backend.to_numpy(native))
@@ -110,8 +97,8 @@ def test_eager_op_matches_reference(backend, op, sample, dtype):
 def test_static_op_matches_reference_in_float16(backend, op, sample):
     """float16 runs through `half_via_float32` on a CPU, in a Program as in dygraph (the
     consistency suite covers float32 and float64 on every target)."""
-    inputs = _as("float16", sample.inputs)
-    attrs = _attrs_as("float16", sample.attrs)
+    inputs = floats_as("float16", sample.inputs)
+    attrs = _attrsfloats_as("float16", sample.attrs)
     values = [Value(x.shape, x.dtype.name) for x in inputs]
     spec = op.infer(*[TensorSpec(v.shape, v.dtype) for v in values], **attrs)
     out = Value(spec.shape, spec.dtype)
@@ -128,7 +115,7 @@ def test_half_widening_is_still_needed(backend, name):
         pytest.skip("the widening applies to CPU places only")
     op = OPS[name]
     sample = op.samples(np.random.default_rng(0))[0]
-    inputs = [backend.to_native(x) for x in _as("float16", sample.inputs)]
+    inputs = [backend.to_native(x) for x in floats_as("float16", sample.inputs)]
     native = backend.lowerings[name].__wrapped__
     with pytest.raises(RuntimeError, match="kernel"):
         native(*inputs, **sample.attrs)
@@ -435,21 +422,7 @@ def test_static_run_all_applies_no_update(backend):
 
 def test_static_grad_of_grad(backend):
     """d2/dx2 of x**3, as a grad node whose function holds a grad node."""
-    x = _v()
-    ix, cube_sq, cube = _v(), _v(), _v()
-    inner_fn = Graph("fn", [ix], [], [
-        Node("mul", [ix, ix], [cube_sq]), Node("mul", [cube_sq, ix], [cube]),
-    ], [cube])
-    ox, inner_value, inner_grad = _v(), _v(), _v()
-    outer_fn = Graph("fn", [ox], [], [
-        Node("grad", [ox], [inner_value, inner_grad], {"wrt": (0,), "output": 0},
-             {"fn": inner_fn}),
-    ], [inner_grad, inner_value])
-    first, value, second = _v(), _v(), _v()
-    graph = Graph("second", [x], [], [
-        Node("grad", [x], [first, value, second], {"wrt": (0,), "output": 0},
-             {"fn": outer_fn}),
-    ], [first, value, second]).verify()
+    graph = second_derivative_graph()
     first, value, second = backend.compile(graph, "static").run([np.array(1.5)])
     assert float(value) == pytest.approx(1.5**3)
     assert float(first) == pytest.approx(3 * 1.5**2)

@@ -7,7 +7,7 @@ Skips are declared in the op record (`OpDef.skips`), never here.
 
 import numpy as np
 import pytest
-from conftest import TARGETS
+from conftest import TARGETS, floats_as
 
 import unigraph as ug
 from unigraph.config import Target
@@ -20,10 +20,6 @@ CASES = [(name, i) for name, op in sorted(OPS.items()) for i in range(len(op.sam
 
 def _sample(name, index):
     return OPS[name].samples(np.random.default_rng(0))[index]
-
-
-def _cast(inputs, dtype):
-    return [x.astype(dtype) if x.dtype.kind == "f" else x for x in inputs]
 
 
 def _declared_skip(op, target):
@@ -52,7 +48,7 @@ def test_forward_matches_reference(target, name, index, dtype):
     op = OPS[name]
     _declared_skip(op, target)
     sample = _sample(name, index)
-    inputs = _cast(sample.inputs, dtype)
+    inputs = list(floats_as(dtype, sample.inputs))
     want = op.reference(*sample.inputs, **sample.attrs)
     fn = _op_function(name, sample.attrs)
     t = Target.parse(target)

@@ -4,10 +4,10 @@ completeness against the documented op list, and the wording of shape errors."""
 from __future__ import annotations
 
 import re
-import zlib
 
 import numpy as np
 import pytest
+from conftest import floats_as, op_samples, op_seed
 
 import unigraph.ops
 from unigraph.errors import ShapeError
@@ -18,19 +18,7 @@ FAMILIES = ("elementwise", "linalg", "reduction", "shape", "nn")
 MAX_PROBES = 30  # finite-difference positions per input: keeps the long reduction fast
 
 
-def _seed(name: str) -> int:
-    return zlib.crc32(name.encode())
-
-
-def _cases():
-    cases = []
-    for name, op in sorted(OPS.items()):
-        for index, sample in enumerate(op.samples(np.random.default_rng(_seed(name)))):
-            cases.append(pytest.param(op, sample, id=f"{name}-{index}"))
-    return cases
-
-
-CASES = _cases()
+CASES = op_samples()
 # Ops without a gradient rule (comparisons, argmax, one_hot, ...) have no VJP to test.
 GRAD_CASES = [case for case in CASES if case.values[0].vjp is not None]
 
@@ -43,10 +31,6 @@ def _spec(array) -> TensorSpec:
     return TensorSpec(tuple(array.shape), array.dtype.name)
 
 
-def _cast_floats(inputs, dtype):
-    return tuple(x.astype(dtype) if _is_float(x) else x for x in inputs)
-
-
 def _differentiable(op, inputs) -> list:
     if op.differentiable_inputs is not None:
         return [i in op.differentiable_inputs and _is_float(x) for i, x in enumerate(inputs)]
@@ -56,7 +40,7 @@ def _differentiable(op, inputs) -> list:
 @pytest.mark.parametrize("dtype", ["float64", "float32", "float16"])
 @pytest.mark.parametrize("op, sample", CASES)
 def test_reference_matches_infer(op, sample, dtype):
-    inputs = _cast_floats(sample.inputs, dtype)
+    inputs = floats_as(dtype, sample.inputs)
     spec = op.infer(*map(_spec, inputs), **sample.attrs)
     with np.errstate(all="ignore"):  # float16 may overflow; only the type matters here
         out = op.reference(*inputs, **sample.attrs)
@@ -68,7 +52,7 @@ def test_reference_matches_infer(op, sample, dtype):
 def test_vjp_types(op, sample):
     """Each gradient has its input's shape and dtype (float32 stays float32), or is None
     exactly for the inputs without a gradient."""
-    inputs = _cast_floats(sample.inputs, "float32")
+    inputs = floats_as("float32", sample.inputs)
     out = op.reference(*inputs, **sample.attrs)
     g = np.ones_like(out, dtype=out.dtype if _is_float(out) else "float32")
     grads = op.vjp(g, inputs, out, **sample.attrs)
@@ -83,7 +67,7 @@ def test_vjp_types(op, sample):
 
 @pytest.mark.parametrize("op, sample", GRAD_CASES)
 def test_vjp_matches_finite_differences(op, sample):
-    rng = np.random.default_rng(_seed(op.name) + 1)
+    rng = np.random.default_rng(op_seed(op.name) + 1)
     inputs, attrs = sample.inputs, sample.attrs
     out = op.reference(*inputs, **attrs)
     g = rng.standard_normal(out.shape)
