@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import functools
 import os
 from dataclasses import dataclass
 
@@ -69,7 +68,6 @@ def use_backend(backend: str, mode: str | None = None):
         _context_target.reset(token)
 
 
-@functools.lru_cache(maxsize=8)
 def _from_file(cwd: str) -> Target | None:
     import tomllib  # here, not at import time: pathlib and tomllib cost milliseconds
     from pathlib import Path
@@ -116,4 +114,3 @@ def reload() -> None:
     on first use, because every eager op asks for the current target."""
     global _default
     _default = None
-    _from_file.cache_clear()
