@@ -132,6 +132,12 @@ class Backend:
     def compile(self, graph: Graph, mode: str) -> Executable:
         raise NotImplementedError
 
+    # -- documentation ------------------------------------------------------------------
+    def quirks(self) -> list:
+        """The framework behaviours this backend routes around, as `unigraph.quirks.Quirk`
+        records; listing them must not import the framework (only their pins do)."""
+        return []
+
     def __repr__(self):
         return f"<{type(self).__name__} {self.name!r}>"
 
