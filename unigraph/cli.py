@@ -5,7 +5,18 @@ from __future__ import annotations
 import argparse
 import os
 import runpy
+import subprocess
 import sys
+
+# Imports one backend's framework and prints its version: `unigraph backends --check` runs
+# it in a fresh process per backend, so a framework that crashes on import is reported.
+_IMPORT_CHECK = """
+import sys
+from unigraph.plugins import get_backend
+backend = get_backend(sys.argv[1])
+backend.load()
+print(backend.version() or "?")
+"""
 
 
 def _backends_command(args) -> int:
@@ -15,6 +26,8 @@ def _backends_command(args) -> int:
     rows = [("target", "framework", "version", "status")]
     for backend in backends().values():
         available, reason = backend.status()
+        if available and args.check:
+            reason = _import_status(backend.name)
         for mode in backend.modes:
             rows.append((f"{backend.name}:{mode}", backend.framework, backend.version() or "-",
                          reason))
@@ -23,30 +36,106 @@ def _backends_command(args) -> int:
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
     for row in rows:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[3])
-    return 1 if load_errors else 0
+    failed = any(not row[3].startswith("available") for row in rows[1:])
+    return 1 if failed or load_errors else 0
+
+
+def _import_status(name: str) -> str:
+    """Import backend `name`'s framework in a subprocess: "available (imported)" or why not."""
+    done = subprocess.run([sys.executable, "-c", _IMPORT_CHECK, name], capture_output=True,
+                          text=True, timeout=300)
+    if done.returncode == 0:
+        return "available (imported)"
+    lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
+    why = lines[-1] if lines else f"exit status {done.returncode}"
+    if done.returncode < 0:
+        why = f"the import crashed the process (signal {-done.returncode}); {why}"
+    return f"import failed: {why}"
 
 
 def _run_command(args) -> int:
-    """Run a script with the target chosen on the command line (via the env variables, so
-    the script's own `ug.use_backend` calls still take precedence)."""
-    os.environ["UNIGRAPH_BACKEND"] = args.backend
-    os.environ["UNIGRAPH_MODE"] = args.mode
-    from unigraph.plugins import get_backend
+    """Run a script on a target. `--backend`/`--mode` set the process's configured target
+    (the level of UNIGRAPH_BACKEND/UNIGRAPH_MODE), so a script's own `ug.set_backend` /
+    `ug.use_backend` still choose for the code they cover."""
+    from unigraph import config
+    from unigraph.errors import UnigraphError
 
-    get_backend(args.backend, args.mode)  # fail early with the list of what is installed
-    sys.argv = [args.file, *args.args]
-    runpy.run_path(args.file, run_name="__main__")
+    backend, mode, script_args = _split_run_flags(args)
+    path = args.file
+    if not os.path.isfile(path):
+        raise UnigraphError(f"run: no such file: {path!r}")
+    if backend is not None or mode is not None:
+        target = _chosen_target(backend, mode)
+        os.environ["UNIGRAPH_BACKEND"] = target.backend
+        os.environ["UNIGRAPH_MODE"] = target.mode
+        config.reload()
+    sys.argv = [path, *script_args]
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))  # as `python FILE` does
+    runpy.run_path(path, run_name="__main__")
     return 0
 
 
+def _split_run_flags(args) -> tuple:
+    """unigraph's own `--backend`/`--mode` may also follow FILE (before a `--`); everything
+    else after FILE, and everything after `--`, is the script's."""
+    backend, mode, rest = args.backend, args.mode, []
+    items = list(args.args)
+    while items:
+        item = items.pop(0)
+        if item == "--":
+            rest.extend(items)
+            break
+        flag, equals, value = item.partition("=")
+        if flag in ("--backend", "--mode"):
+            if not equals:
+                if not items:
+                    from unigraph.errors import UnigraphError
+
+                    raise UnigraphError(f"run: {flag} needs a value")
+                value = items.pop(0)
+            if flag == "--backend":
+                backend = value
+            else:
+                mode = value
+            continue
+        rest.append(item)
+    return backend, mode, rest
+
+
+def _chosen_target(backend: str | None, mode: str | None):
+    """`--backend torch:static`, `--backend torch --mode static`, or either flag alone: each
+    key the flag does not give comes from the configuration (environment, then files, then
+    numpy:eager), as for every other source. Checked to exist."""
+    from unigraph.config import Target, current_target
+    from unigraph.plugins import get_backend
+
+    if backend is not None and ":" in backend:
+        parsed = Target.parse(backend)
+        backend, mode = parsed.backend, mode or parsed.mode
+    configured = current_target()
+    target = Target(backend or configured.backend, mode or configured.mode)
+    get_backend(target.backend, target.mode)  # fails early, listing what is installed
+    return target
+
+
 def main(argv=None) -> int:
+    from unigraph import __version__
+
     parser = argparse.ArgumentParser(prog="unigraph", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"unigraph {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("backends", help="list targets, framework versions and status")
-    run = commands.add_parser("run", help="run a script on a target")
+    listing = commands.add_parser("backends", help="list targets, framework versions and status")
+    listing.add_argument("--check", action="store_true",
+                         help="import each framework in a fresh process and show the real "
+                              "status (an installed framework may still fail to import)")
+    run = commands.add_parser(
+        "run", help="run a script on a target",
+        description="Run FILE with the target set by --backend/--mode (also accepted after "
+                    "FILE, before `--`). Everything else after FILE goes to the script.")
+    run.add_argument("--backend", default=None,
+                     help="backend or target, e.g. torch or torch:static (default: configured)")
+    run.add_argument("--mode", default=None, help="eager, static, ... (default: eager)")
     run.add_argument("file")
-    run.add_argument("--backend", default="numpy")
-    run.add_argument("--mode", default="eager")
     run.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
     try:
         from unigraph.cli_check import add_check_command

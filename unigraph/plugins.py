@@ -1,5 +1,11 @@
 """Loading backends: a `pluggy.PluginManager` named `unigraph` over the entry-point group
-`unigraph`. `UNIGRAPH_PLUGINS=numpy,torch` restricts which entry points load."""
+`unigraph`. `UNIGRAPH_PLUGINS=numpy,torch` restricts which entry points load.
+
+A broken plugin never takes the others down: a plugin module that fails to import, a hook
+that raises, or a hook that returns something other than a list of backends is recorded in
+`load_errors` (shown by `unigraph backends`, and in the error when you ask for that backend
+by name) and skipped.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +21,7 @@ _lock = threading.Lock()
 _manager: pluggy.PluginManager | None = None
 _backends: dict | None = None
 _checked: dict = {}  # (name, mode) -> backend, for lookups that already passed
-load_errors: dict = {}  # entry-point name -> why its plugin module failed to import
+load_errors: dict = {}  # plugin name -> why it could not provide its backends
 
 
 def plugin_manager() -> pluggy.PluginManager:
@@ -25,9 +31,9 @@ def plugin_manager() -> pluggy.PluginManager:
         if _manager is None:
             manager = pluggy.PluginManager("unigraph")
             manager.add_hookspecs(hookspecs)
-            allowed = os.environ.get("UNIGRAPH_PLUGINS")
-            names = {n.strip() for n in allowed.split(",") if n.strip()} if allowed else None
-            for entry_point in _entry_points():
+            entry_points = list(entry_point_list())
+            names = allowed_plugins(entry_points)
+            for entry_point in entry_points:
                 if names is not None and entry_point.name not in names:
                     continue
                 try:
@@ -41,10 +47,29 @@ def plugin_manager() -> pluggy.PluginManager:
         return _manager
 
 
-def _entry_points():
+def entry_point_list():
+    """The installed entry points of the group `unigraph` (one per backend plugin)."""
     from importlib.metadata import entry_points
 
     return entry_points(group="unigraph")
+
+
+def allowed_plugins(entry_points) -> set | None:
+    """The plugin names `UNIGRAPH_PLUGINS` allows (None: all), checked against what is
+    installed, so a misspelt name is an error instead of an empty registry."""
+    allowed = os.environ.get("UNIGRAPH_PLUGINS")
+    if not allowed:
+        return None
+    names = {n.strip() for n in allowed.split(",") if n.strip()}
+    known = {entry_point.name for entry_point in entry_points}
+    unknown = sorted(names - known)
+    if unknown:
+        raise BackendError(
+            f"UNIGRAPH_PLUGINS names {', '.join(map(repr, unknown))}, which no installed "
+            f"plugin provides; installed plugins: {', '.join(sorted(known)) or 'none'} "
+            "(fix or unset the environment variable)"
+        )
+    return names
 
 
 def register_plugin(plugin, name: str | None = None) -> None:
@@ -57,7 +82,9 @@ def register_plugin(plugin, name: str | None = None) -> None:
 
 def unregister_plugin(plugin) -> None:
     global _backends
+    name = plugin_manager().get_name(plugin)
     plugin_manager().unregister(plugin)
+    load_errors.pop(name, None)
     _backends = None
     _checked.clear()
 
@@ -66,8 +93,20 @@ def backends() -> dict:
     """name -> Backend for every registered backend (frameworks not imported)."""
     global _backends
     if _backends is None:
+        from unigraph.backend import Backend
+
         found = {}
-        for result in plugin_manager().hook.unigraph_backends():
+        for hook in plugin_manager().hook.unigraph_backends.get_hookimpls():
+            try:
+                result = hook.function()
+                if not isinstance(result, list | tuple) or not all(
+                        isinstance(backend, Backend) for backend in result):
+                    raise TypeError(
+                        f"unigraph_backends() must return a list of unigraph.backend.Backend "
+                        f"objects, got {result!r}")
+            except Exception as error:  # one broken plugin must not take the others down
+                load_errors[hook.plugin_name] = f"{type(error).__name__}: {error}"
+                continue
             for backend in result:
                 found.setdefault(backend.name, backend)
         _backends = found
@@ -81,6 +120,9 @@ def get_backend(name: str, mode: str | None = None):
         return backend
     known = backends()
     if name not in known:
+        if name in load_errors:
+            raise BackendError(
+                f"backend {name!r} could not be loaded: {load_errors[name]}")
         listing = ", ".join(sorted(known)) or "none"
         raise BackendError(f"unknown backend {name!r}; registered backends: {listing}")
     backend = known[name]
@@ -100,3 +142,6 @@ def all_targets() -> list:
     from unigraph.config import Target
 
     return [Target(b.name, m) for b in backends().values() for m in b.modes]
+
+
+_entry_points = entry_point_list  # the old private name, still used by unigraph.check.isolate

@@ -1,0 +1,145 @@
+"""The `unigraph` command, run for real in a subprocess inside a temporary project folder:
+`run` honours the configuration and its own flags, `backends --check`, `--version`; and a
+broken plugin does not take the other backends down."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import unigraph as ug
+from unigraph.errors import BackendError
+from unigraph.hookspecs import hookimpl
+from unigraph.plugins import (
+    backends,
+    get_backend,
+    load_errors,
+    register_plugin,
+    unregister_plugin,
+)
+
+SCRIPT = textwrap.dedent("""
+    import sys
+    import unigraph as ug
+    print("target", ug.current_target())
+    print("argv", sys.argv[1:])
+""")
+
+
+def cli(tmp_path, *args, env=None):
+    """Run `unigraph ARGS` in `tmp_path` with a clean unigraph environment."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("UNIGRAPH_")}
+    done = subprocess.run([sys.executable, "-m", "unigraph.cli", *args], cwd=tmp_path,
+                          env={**clean, **(env or {})}, capture_output=True, text=True,
+                          timeout=300)
+    return done.returncode, done.stdout, done.stderr
+
+
+@pytest.fixture
+def project(tmp_path):
+    (tmp_path / "script.py").write_text(SCRIPT)
+    return tmp_path
+
+
+def printed_target(stdout) -> str:
+    return next(line.split()[1] for line in stdout.splitlines() if line.startswith("target"))
+
+
+def test_run_uses_the_environment(project):
+    rc, out, err = cli(project, "run", "script.py", env={"UNIGRAPH_BACKEND": "torch",
+                                                         "UNIGRAPH_MODE": "static"})
+    assert rc == 0, err
+    assert printed_target(out) == "torch:static"
+
+
+def test_run_uses_the_config_file(project):
+    (project / "unigraph.toml").write_text('backend = "paddle"\nmode = "static"\n')
+    rc, out, err = cli(project, "run", "script.py")
+    assert rc == 0, err
+    assert printed_target(out) == "paddle:static"
+
+
+def test_run_mode_alone_keeps_the_configured_backend(project):
+    rc, out, err = cli(project, "run", "--mode", "static", "script.py",
+                       env={"UNIGRAPH_BACKEND": "torch"})
+    assert rc == 0, err
+    assert printed_target(out) == "torch:static"
+
+
+@pytest.mark.parametrize("flags", [["--backend", "torch:static"],
+                                   ["--backend=torch", "--mode=static"],
+                                   ["--backend", "torch", "--mode", "static"]])
+def test_run_flags_after_the_file_are_unigraphs(project, flags):
+    rc, out, err = cli(project, "run", "script.py", *flags, "--lr", "0.1", "--", "--mode", "x")
+    assert rc == 0, err
+    assert printed_target(out) == "torch:static"
+    assert "argv ['--lr', '0.1', '--mode', 'x']" in out
+
+
+def test_run_puts_the_scripts_folder_on_the_path(project):
+    (project / "sub").mkdir()
+    (project / "sub" / "helper.py").write_text("VALUE = 41\n")
+    (project / "sub" / "main.py").write_text("import helper\nprint('value', helper.VALUE + 1)\n")
+    rc, out, err = cli(project, "run", "sub/main.py")
+    assert rc == 0, err
+    assert "value 42" in out
+
+
+def test_run_a_missing_file_is_a_clear_error(project):
+    rc, out, err = cli(project, "run", "nosuch.py")
+    assert rc == 2
+    assert "no such file: 'nosuch.py'" in err and "Traceback" not in err
+
+
+def test_run_an_unknown_backend_lists_the_registered_ones(project):
+    rc, out, err = cli(project, "run", "script.py", "--backend", "nosuch")
+    assert rc == 2
+    assert "unknown backend 'nosuch'" in err and "torch" in err
+
+
+def test_version(project):
+    rc, out, err = cli(project, "--version")
+    assert rc == 0 and out.strip() == f"unigraph {ug.__version__}"
+
+
+def test_backends_check_imports_each_framework_for_real(project):
+    rc, out, err = cli(project, "backends", "--check", env={"UNIGRAPH_PLUGINS": "numpy"})
+    assert rc == 0, err
+    assert "numpy:static" in out and "available (imported)" in out
+
+
+def test_unknown_plugin_name_in_the_environment_is_named(project):
+    (project / "op.py").write_text("import unigraph as ug\nprint(ug.tensor([1.0]).sum())\n")
+    rc, out, err = cli(project, "run", "op.py", env={"UNIGRAPH_PLUGINS": "numpy,nosuch"})
+    assert rc != 0
+    assert "UNIGRAPH_PLUGINS names 'nosuch'" in err
+
+
+class RaisingPlugin:
+    @hookimpl
+    def unigraph_backends(self):
+        raise RuntimeError("this plugin is broken")
+
+
+class WrongResultPlugin:
+    @hookimpl
+    def unigraph_backends(self):
+        return ["not a backend"]
+
+
+@pytest.mark.parametrize("plugin, message", [(RaisingPlugin(), "this plugin is broken"),
+                                             (WrongResultPlugin(), "must return a list")])
+def test_a_broken_plugin_does_not_take_the_others_down(plugin, message):
+    register_plugin(plugin, name="broken")
+    try:
+        assert {"numpy", "torch", "tensorflow", "paddle"} <= set(backends())
+        assert message in load_errors["broken"]
+        with ug.use_backend("numpy"):
+            assert ug.tensor([1.0, 2.0]).sum().item() == 3.0
+        with pytest.raises(BackendError, match=f"backend 'broken' could not be loaded.*{message}"):
+            get_backend("broken")
+    finally:
+        unregister_plugin(plugin)
+    assert "broken" not in load_errors
