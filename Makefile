@@ -19,7 +19,7 @@ demo: $(STAMP)
 	$(PY) examples/run_all.py
 
 test: $(STAMP)
-	$(VENV)/bin/unigraph backends
+	$(VENV)/bin/unigraph backends --check
 	$(PY) -m pytest -q
 
 lint: $(STAMP)

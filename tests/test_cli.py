@@ -143,3 +143,12 @@ def test_a_broken_plugin_does_not_take_the_others_down(plugin, message):
     finally:
         unregister_plugin(plugin)
     assert "broken" not in load_errors
+
+
+def test_quirks_lists_the_registry(project):
+    from unigraph.quirks import all_quirks
+
+    rc, out, err = cli(project, "quirks")
+    assert rc == 0, err
+    for name, quirk in all_quirks():
+        assert f"[{name}] {quirk.op}" in out

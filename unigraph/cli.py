@@ -53,6 +53,16 @@ def _import_status(name: str) -> str:
     return f"import failed: {why}"
 
 
+def _quirks_command(args) -> int:
+    """Print every framework behaviour the backends route around (unigraph.quirks)."""
+    from unigraph.quirks import all_quirks
+
+    for name, quirk in all_quirks():
+        print(f"[{name}] {quirk.op} ({quirk.framework} {quirk.versions})\n"
+              f"    does:    {quirk.behaviour}\n    unigraph: {quirk.workaround}")
+    return 0
+
+
 def _run_command(args) -> int:
     """Run a script on a target. `--backend`/`--mode` set the process's configured target
     (the level of UNIGRAPH_BACKEND/UNIGRAPH_MODE), so a script's own `ug.set_backend` /
@@ -128,6 +138,8 @@ def main(argv=None) -> int:
     listing.add_argument("--check", action="store_true",
                          help="import each framework in a fresh process and show the real "
                               "status (an installed framework may still fail to import)")
+    commands.add_parser("quirks", help="list the framework behaviours the backends route "
+                                        "around, each pinned by a test")
     run = commands.add_parser(
         "run", help="run a script on a target",
         description="Run FILE with the target set by --backend/--mode (also accepted after "
@@ -144,7 +156,7 @@ def main(argv=None) -> int:
     if add_check_command is not None:
         add_check_command(commands)
     args = parser.parse_args(argv)
-    handlers = {"backends": _backends_command, "run": _run_command}
+    handlers = {"backends": _backends_command, "run": _run_command, "quirks": _quirks_command}
     handler = handlers.get(args.command) or args.handler
     from unigraph.errors import UnigraphError
 
