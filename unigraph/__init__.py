@@ -84,10 +84,13 @@ _LAZY = {
     "autograph": ("unigraph.autograph", None),
     "testing": ("unigraph.testing", None),
     "range": ("unigraph.autograph.runtime", "range"),
-    "check": ("unigraph.check", "check"),
-    "check_training": ("unigraph.check", "check_training"),
-    "Report": ("unigraph.check", "Report"),
+    "check": ("unigraph.checking", "check"),
+    "check_training": ("unigraph.checking", "check_training"),
+    "Report": ("unigraph.checking", "Report"),
     "Trainer": ("unigraph.training", "Trainer"),
+    "save": ("unigraph.weights", "save"),
+    "load": ("unigraph.weights", "load"),
+    "quirks": ("unigraph.quirks", None),
 }
 
 
