@@ -25,6 +25,10 @@ class Program:
              function itself or by `@ug.function`)
     raises:  None if the program must run, else the error class every target must raise
     match:   a regular expression the error message must contain (e.g. r"corpus/cf.py:\\d+")
+    kwargs:  keyword arguments for the call
+    expect:  None, or the hand-computed result (same nesting as the result; numbers or
+             arrays): every target, numpy:eager included, must match it
+    rtol, atol: the tolerance of a value against numpy:eager's (and against `expect`)
     """
 
     name: str
@@ -33,3 +37,6 @@ class Program:
     raises: type | None = None
     match: str = ""
     kwargs: dict = field(default_factory=dict)
+    expect: object = None
+    rtol: float = 1e-5
+    atol: float = 1e-6
