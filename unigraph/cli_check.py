@@ -24,7 +24,7 @@ and its folder is put on `sys.path` as `python script.py` would. `FILE:NAME` run
 an entry's own; the entry's own win over the defaults. The exit status is 0 when every
 target agrees everywhere, 1 when any disagrees or fails, 2 when the script cannot be used.
 
-With `--isolate` each target runs in its own process (see `unigraph.check.isolate`); the
+With `--isolate` each target runs in its own process (see `unigraph.checking.isolate`); the
 worker imports the script again and takes the entry by name, so entries need no other
 naming. Training entries run in this process.
 
@@ -60,7 +60,7 @@ class ScriptError(Exception):
 
 def load_checks(path: str) -> dict:
     """{name: CheckEntry} from the script at `path` (imported once per process)."""
-    from unigraph.check.isolate import load_script
+    from unigraph.checking.isolate import load_script
 
     if not os.path.isfile(path):
         raise ScriptError(f"no such file: {path}")
@@ -142,9 +142,9 @@ def _options(entry: CheckEntry, args) -> dict:
 
 def run_entry(entry: CheckEntry, path: str, args):
     """Run one entry; returns its Report."""
-    from unigraph.check import check, check_training, resolve_targets
-    from unigraph.check.isolate import check_isolated
-    from unigraph.check.run import prepare
+    from unigraph.checking import check, check_training, resolve_targets
+    from unigraph.checking.isolate import check_isolated
+    from unigraph.checking.run import prepare
 
     options = _options(entry, args)
     options.setdefault("name", entry.name)

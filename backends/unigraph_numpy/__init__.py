@@ -1,1 +1,1 @@
-"""The NumPy reference engine: `numpy:eager` and `numpy:static`."""
+"""The NumPy backend (`numpy:eager`, `numpy:static`): an adapter over `unigraph.reference`."""

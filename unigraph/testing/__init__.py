@@ -18,7 +18,7 @@ def assert_agree(fn, *inputs, **options):
 
     >>> assert_agree(ug.nn.Linear(4, 2), np.ones((3, 4)), targets="numpy")
     """
-    from unigraph.check import check
+    from unigraph.checking import check
 
     return check(fn, *inputs, **options).assert_ok()
 

@@ -48,7 +48,7 @@ def pytest_generate_tests(metafunc):
         return
     if not _is_ours(metafunc):
         return
-    from unigraph.check import resolve_targets
+    from unigraph.checking import resolve_targets
 
     chosen, _ = resolve_targets(metafunc.config.getoption("unigraph_targets") or "all")
     metafunc.parametrize("target", chosen, ids=[str(t) for t in chosen], indirect=True)

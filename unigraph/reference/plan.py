@@ -1,10 +1,14 @@
-"""`numpy:static`: a graph compiled once into a plan, and reverse-mode autodiff over plans.
+"""The static reference engine: a graph compiled once into a `Plan`, and reverse-mode
+autodiff over plans with the op records' VJP rules.
 
 A `Plan` numbers every value of a graph (a slot in a flat list) and turns every node into a
-step with its attrs bound, so a run is one loop over prepared steps. `forward(record=True)`
-also keeps what the backward pass needs: all slot values, the branch a `cond` took, and the
-per-iteration values of a `while_loop` (the trip count is the length of that list).
-`backward` walks the steps in reverse applying the op records' VJP rules.
+step with its attrs bound, so a run is one loop over prepared steps. The steps are built by
+the same `lower_nodes` walk every backend uses to build its native graph: here a "native
+value" is a slot number, and lowering an op appends a step.
+
+`forward(record=True)` also keeps what the backward pass needs: all slot values, the branch
+a `cond` took, and the per-iteration values of a `while_loop` (the trip count is the length
+of that list). `backward` walks the steps in reverse applying the VJP rules.
 """
 
 from __future__ import annotations
@@ -13,9 +17,21 @@ import functools
 
 import numpy as np
 
+from unigraph.backend import lower_nodes
 from unigraph.errors import UnigraphError
 from unigraph.ir import Graph
 from unigraph.ops import OPS
+
+
+class SecondOrderUnsupported(UnigraphError):
+    """The reference engine cannot differentiate a gradient: its VJP rules are NumPy code,
+    not ops that could be differentiated again. `ug.check` then compares the targets with
+    each other; any backend may raise it to say a target cannot run a case."""
+
+
+SECOND_ORDER = ("numpy: gradients of gradients (second order) are not supported: the NumPy "
+                "engine's VJP rules are NumPy code, not differentiable ops; use the torch, "
+                "tensorflow or paddle backend for higher-order derivatives")
 
 
 def _add(grads: dict, slot: int, g) -> None:
@@ -35,14 +51,13 @@ def _gather(slots: list, gradients: list) -> dict:
 class OpStep:
     __slots__ = ("op", "fn", "attrs", "ins", "out", "outs")
 
-    def __init__(self, node, slots):
-        self.op = OPS[node.op]
-        self.attrs = node.attrs
-        self.fn = functools.partial(self.op.reference, **node.attrs) if node.attrs \
-            else self.op.reference
-        self.ins = [slots[v.id] for v in node.inputs]
-        self.out = slots[node.outputs[0].id]
-        self.outs = [self.out]
+    def __init__(self, record, attrs: dict, ins: list, out: int):
+        self.op = record
+        self.attrs = attrs
+        self.fn = functools.partial(record.reference, **attrs) if attrs else record.reference
+        self.ins = ins
+        self.out = out
+        self.outs = [out]
 
     def forward(self, env, record):
         env[self.out] = self.fn(*[env[i] for i in self.ins])
@@ -67,12 +82,12 @@ class OpStep:
 class CondStep:
     __slots__ = ("pred", "operands", "branches", "ins", "outs")
 
-    def __init__(self, node, slots):
-        self.pred = slots[node.inputs[0].id]
-        self.operands = [slots[v.id] for v in node.inputs[1:]]
-        self.branches = (Plan(node.subgraphs["then"]), Plan(node.subgraphs["else"]))
-        self.ins = [self.pred, *self.operands]
-        self.outs = [slots[v.id] for v in node.outputs]
+    def __init__(self, node, ins: list, outs: list, ops):
+        self.pred = ins[0]
+        self.operands = ins[1:]
+        self.branches = (Plan(node.subgraphs["then"], ops), Plan(node.subgraphs["else"], ops))
+        self.ins = ins
+        self.outs = outs
 
     def forward(self, env, record):
         index = 0 if bool(env[self.pred]) else 1
@@ -95,14 +110,13 @@ class CondStep:
 class WhileStep:
     __slots__ = ("carried", "captured", "cond", "body", "ins", "outs")
 
-    def __init__(self, node, slots):
+    def __init__(self, node, ins: list, outs: list, ops):
         count = node.attrs["num_carried"]
-        ins = [slots[v.id] for v in node.inputs]
         self.carried, self.captured = ins[:count], ins[count:]
         self.ins = ins
-        self.cond = Plan(node.subgraphs["cond"])
-        self.body = Plan(node.subgraphs["body"])
-        self.outs = [slots[v.id] for v in node.outputs]
+        self.cond = Plan(node.subgraphs["cond"], ops)
+        self.body = Plan(node.subgraphs["body"], ops)
+        self.outs = outs
 
     def forward(self, env, record):
         values = [env[i] for i in self.carried]
@@ -140,12 +154,12 @@ class WhileStep:
 class GradStep:
     __slots__ = ("fn", "operands", "ins", "wrt", "output", "outs", "requires")
 
-    def __init__(self, node, slots):
-        self.fn = Plan(node.subgraphs["fn"])
-        self.operands = self.ins = [slots[v.id] for v in node.inputs]
+    def __init__(self, node, ins: list, outs: list, ops):
+        self.fn = Plan(node.subgraphs["fn"], ops)
+        self.operands = self.ins = ins
         self.wrt = node.attrs["wrt"]
         self.output = node.attrs["output"]
-        self.outs = [slots[v.id] for v in node.outputs]
+        self.outs = outs
         self.requires = self.fn.requires_from(self.wrt)
 
     def forward(self, env, record):
@@ -163,28 +177,60 @@ class GradStep:
 
     def backward(self, env, residual, grads, requires):
         if any(o in grads for o in self.outs):
-            raise UnigraphError("numpy: gradients of gradients (second order) are not supported")
+            raise SecondOrderUnsupported(SECOND_ORDER)
 
 
-STEP_TYPES = {"cond": CondStep, "while_loop": WhileStep, "grad": GradStep}
+CONTROL_FLOW_STEPS = {"cond": CondStep, "while_loop": WhileStep, "grad": GradStep}
+
+
+class _StepTable:
+    """The "lowering table" handed to `lower_nodes`: lowering op `name` appends an `OpStep`
+    reading the input slots and returns its output slot."""
+
+    def __init__(self, plan: Plan):
+        self.plan = plan
+
+    def __getitem__(self, name: str):
+        record = self.plan.ops[name]  # KeyError: lower_nodes names the unknown op
+
+        def lower(*ins, **attrs):
+            out = self.plan.new_slots(1)[0]
+            self.plan.steps.append(OpStep(record, attrs, list(ins), out))
+            return out
+
+        return lower
 
 
 class Plan:
-    """A graph compiled into slots and steps."""
+    """A graph compiled into slots and steps; `ops` is the op table (name -> `OpDef`) whose
+    references and VJP rules it runs (default: every registered op).
 
-    def __init__(self, graph: Graph):
+    >>> plan = Plan(graph)
+    >>> env, _ = plan.forward(inputs + params, record=False)
+    >>> plan.outputs_of(env)
+    """
+
+    def __init__(self, graph: Graph, ops=None):
         self.graph = graph
-        slots: dict = {}
-        for value in [*graph.inputs, *graph.params]:
-            slots[value.id] = len(slots)
-        for node in graph.nodes:
-            for value in node.outputs:
-                slots[value.id] = len(slots)
-        self.slots = slots
-        self.size = len(slots)
-        self.input_slots = [slots[v.id] for v in [*graph.inputs, *graph.params]]
-        self.output_slots = [slots[v.id] for v in graph.outputs]
-        self.steps = [STEP_TYPES.get(node.op, OpStep)(node, slots) for node in graph.nodes]
+        self.ops = OPS if ops is None else ops
+        self.size = 0
+        self.steps: list = []
+        self.input_slots = self.new_slots(len(graph.inputs) + len(graph.params))
+        env = {v.id: slot for v, slot in zip([*graph.inputs, *graph.params], self.input_slots)}
+        control_flow = {op: functools.partial(self._control_flow, step_type)
+                        for op, step_type in CONTROL_FLOW_STEPS.items()}
+        self.output_slots = lower_nodes(graph, env, _StepTable(self), control_flow)
+        self.slots = env  # value id -> slot, every value of the graph
+
+    def new_slots(self, count: int) -> list:
+        first = self.size
+        self.size += count
+        return list(range(first, self.size))
+
+    def _control_flow(self, step_type, node, ins: list) -> list:
+        outs = self.new_slots(len(node.outputs))
+        self.steps.append(step_type(node, ins, outs, self.ops))
+        return outs
 
     def forward(self, inputs: list, record: bool):
         """Run; `inputs` are the graph's inputs followed by its params. Returns (env,

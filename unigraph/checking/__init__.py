@@ -1,0 +1,26 @@
+"""Cross-framework equivalence checking: `ug.check`, `ug.check_training`, `Report`.
+
+The package is `unigraph.checking`, not `unigraph.check`: importing a subpackage sets it as
+an attribute of its parent, which would shadow the public function `ug.check`.
+
+Every target runs the same function with the same inputs and parameters; the NumPy engine
+runs the same traced graph in float64 as the reference. Each output (and each gradient, and
+for training each step's loss and every weight after the steps) is compared with the
+reference under a budget that depends on the dtype and on the ops that computed it. When a
+target disagrees, the first node whose *own* error exceeds its budget is named, with the
+user's source line.
+
+Modules: `compare` (budgets, error figures), `run` (running targets), `execute` (running
+graphs on the reference and with every intermediate on a target), `localize` (first
+divergence), `report` (the Report), `isolate` (one worker process per target), `training`
+(`check_training`), `checker` (`check`).
+"""
+
+from unigraph.checking.checker import check, resolve_targets
+from unigraph.checking.report import CheckFailed, Comparison, Divergence, Report, TargetReport
+from unigraph.checking.training import check_training
+
+__all__ = [
+    "CheckFailed", "Comparison", "Divergence", "Report", "TargetReport", "check",
+    "check_training", "resolve_targets",
+]

@@ -1,0 +1,243 @@
+"""Comparing one tensor with its float64 reference: tolerances and error figures.
+
+A tensor passes when every finite element satisfies `|actual - ref| <= atol + rtol * |ref|`
+(NumPy's `allclose` rule) and its NaN and +-Inf sit exactly where the reference has them.
+
+Budgets (rtol, atol) come from the op records: `DEFAULT_TOLERANCE` per dtype, widened by an
+op's own `tolerance` (long reductions, conv, matmul accumulate more rounding). A tensor gets
+the widest budget of the ops it depends on; a call may override rtol/atol for every tensor
+or per tensor name.
+
+The figures reported for each tensor: max abs error, max rel error (over elements whose
+reference is non-zero), and the smallest (atol, rtol) that would have passed, found by
+scaling the budget: `ratio = max(|a - r| / (atol + rtol |r|))`, needed = ratio * budget, so
+`ratio <= 1` is a pass.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from unigraph.ir import FLOAT_DTYPES, Graph
+from unigraph.ops.base import DEFAULT_TOLERANCE, OPS
+
+EXACT = (0.0, 0.0)  # integers and booleans must match exactly
+
+
+@dataclass
+class Figures:
+    """How far one tensor is from its reference.
+
+    status: "ok", "FAIL" (outside the budget), "nan/inf" (NaN/Inf positions differ),
+        "shape" or "dtype" (the tensor is not even of the right type).
+    ratio: error / budget at the worst element (<= 1 passes; inf when the budget is 0).
+    needed_atol, needed_rtol: the smallest budget of the same proportions that passes.
+    mismatched: how many elements are outside the budget (or non-finite in the wrong place).
+    worst: index of the worst element, with the actual and reference values there.
+    """
+
+    status: str
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    ratio: float = 0.0
+    needed_atol: float = 0.0
+    needed_rtol: float = 0.0
+    nonfinite_match: bool = True
+    mismatched: int = 0
+    size: int = 0
+    worst: tuple | None = None
+    worst_actual: float | None = None
+    worst_expected: float | None = None
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def to_dict(self) -> dict:
+        data = {key: _json_number(value) for key, value in self.__dict__.items()}
+        data["worst"] = list(self.worst) if self.worst is not None else None
+        return data
+
+    @staticmethod
+    def from_dict(data: dict) -> Figures:
+        data = {key: _from_json_number(value) for key, value in data.items()}
+        if data.get("worst") is not None:
+            data["worst"] = tuple(data["worst"])
+        return Figures(**data)
+
+
+def _json_number(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)  # "inf", "nan": JSON has no literal for them
+    return value
+
+
+def _from_json_number(value):
+    if value in ("inf", "-inf", "nan"):
+        return float(value)
+    return value
+
+
+def compare(actual, expected, budget: tuple, dtype: str | None = None) -> Figures:
+    """Figures for `actual` (the target's tensor) against `expected` (the reference).
+
+    `budget` is (rtol, atol). `dtype`, when given, is the dtype `actual` must have.
+
+    >>> compare(np.float32([1.0, 2.0]), np.array([1.0, 2.0000001]), (1e-5, 1e-6)).ok
+    True
+    """
+    actual = np.asarray(actual)
+    expected = np.asarray(expected)
+    if actual.shape != expected.shape:
+        return Figures("shape", math.inf, math.inf, math.inf, size=int(expected.size),
+                       detail=f"shape {list(actual.shape)}, expected {list(expected.shape)}")
+    if dtype is not None and actual.dtype.name != dtype:
+        return Figures("dtype", size=int(expected.size),
+                       detail=f"dtype {actual.dtype.name}, expected {dtype}")
+    rtol, atol = budget
+    if actual.dtype.kind not in "fc" and expected.dtype.kind not in "fc":
+        return _compare_exact(actual, expected)
+    a = actual.astype(np.float64)
+    r = expected.astype(np.float64)
+    finite_a, finite_r = np.isfinite(a), np.isfinite(r)
+    # Non-finite values must sit where the reference has them, with the same value.
+    same_nonfinite = (~finite_a & ~finite_r) & ((a == r) | (np.isnan(a) & np.isnan(r)))
+    wrong_nonfinite = (~finite_a | ~finite_r) & ~same_nonfinite
+    both = finite_a & finite_r
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        diff = np.where(both, np.abs(a - r), 0.0)
+        magnitude = np.abs(np.where(both, r, 0.0))
+        allowed = atol + rtol * magnitude
+        ratios = np.where(diff > 0, diff / allowed, 0.0)
+        rel = np.where(magnitude > 0, diff / magnitude, 0.0)
+    bad = (diff > allowed) | wrong_nonfinite
+    figures = Figures(
+        status="ok",
+        max_abs=float(diff.max(initial=0.0)),
+        max_rel=float(rel.max(initial=0.0)),
+        nonfinite_match=not bool(wrong_nonfinite.any()),
+        mismatched=int(bad.sum()),
+        size=int(r.size),
+    )
+    figures.ratio = float(ratios.max(initial=0.0))
+    if rtol == 0 and atol == 0:
+        figures.needed_atol, figures.needed_rtol = figures.max_abs, 0.0
+    else:
+        figures.needed_atol, figures.needed_rtol = figures.ratio * atol, figures.ratio * rtol
+    if r.size:
+        score = np.where(wrong_nonfinite, np.inf, ratios)
+        index = np.unravel_index(int(np.argmax(score)), r.shape)
+        if score[index] > 0:
+            figures.worst = tuple(int(i) for i in index)
+            figures.worst_actual = float(a[index])
+            figures.worst_expected = float(r[index])
+    if wrong_nonfinite.any():
+        figures.status = "nan/inf"
+        count = int(wrong_nonfinite.sum())
+        figures.detail = f"{count} NaN/Inf value(s) where the reference differs"
+    elif bad.any():
+        figures.status = "FAIL"
+    return figures
+
+
+def _compare_exact(actual, expected) -> Figures:
+    different = actual != expected
+    count = int(different.sum())
+    diff = np.abs(actual.astype(np.float64) - expected.astype(np.float64))
+    figures = Figures("ok" if count == 0 else "FAIL", max_abs=float(diff.max(initial=0.0)),
+                      mismatched=count, size=int(expected.size))
+    figures.needed_atol = figures.max_abs
+    figures.ratio = math.inf if count else 0.0
+    if count:
+        index = np.unravel_index(int(np.argmax(different)), expected.shape)
+        figures.worst = tuple(int(i) for i in index)
+        figures.worst_actual = float(actual[index])
+        figures.worst_expected = float(expected[index])
+        figures.detail = f"{count} of {expected.size} elements differ (exact comparison)"
+    return figures
+
+
+# -- budgets -----------------------------------------------------------------------------
+def op_budget(op: str, dtype: str) -> tuple:
+    """(rtol, atol) for one op run in `dtype`: its record's tolerance or the dtype default."""
+    record = OPS.get(op)
+    if record is None:
+        return DEFAULT_TOLERANCE.get(dtype, EXACT)
+    return record.tolerance_for(dtype)
+
+
+def widest(budgets) -> tuple:
+    """The elementwise maximum of (rtol, atol) pairs."""
+    budgets = list(budgets)
+    if not budgets:
+        return EXACT
+    return (max(b[0] for b in budgets), max(b[1] for b in budgets))
+
+
+def ops_of(graph: Graph) -> set:
+    """Every op name used in `graph`, its subgraphs included."""
+    names = set()
+    for node in graph.nodes:
+        names.add(node.op)
+        for sub in node.subgraphs.values():
+            names |= ops_of(sub)
+    return names
+
+
+def cone_ops(graph: Graph, value_ids) -> set:
+    """Op names of every node the values `value_ids` depend on (subgraphs included)."""
+    producer = {v.id: node for node in graph.nodes for v in node.outputs}
+    seen, names = set(), set()
+    stack = [producer[i] for i in value_ids if i in producer]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        names.add(node.op)
+        for sub in node.subgraphs.values():
+            names |= ops_of(sub)
+        stack.extend(producer[v.id] for v in node.inputs if v.id in producer)
+    return names
+
+
+def budget_for(op_names, dtype: str) -> tuple:
+    """The budget of a tensor computed in `dtype` by the ops `op_names`."""
+    base = DEFAULT_TOLERANCE.get(dtype, EXACT)
+    return widest([base] + [op_budget(name, dtype) for name in op_names])
+
+
+def value_budget(dtype_of_value: str, compute_dtype: str, op_names) -> tuple:
+    """Budget for one compared value: exact for integers/booleans; else `budget_for` in the
+    checked dtype, or in the value's own dtype where that is narrower (a float32 parameter's
+    gradient in a float64 check is rounded to float32 at the end)."""
+    if dtype_of_value not in FLOAT_DTYPES:
+        return EXACT
+    return widest([budget_for(op_names, compute_dtype), budget_for(op_names, dtype_of_value)])
+
+
+def override(budget: tuple, name: str, rtol=None, atol=None) -> tuple:
+    """Apply call-level overrides: a number for every tensor, or {tensor name: number}."""
+    new_rtol, new_atol = budget
+    if isinstance(rtol, dict):
+        new_rtol = rtol.get(name, new_rtol)
+    elif rtol is not None:
+        new_rtol = float(rtol)
+    if isinstance(atol, dict):
+        new_atol = atol.get(name, new_atol)
+    elif atol is not None:
+        new_atol = float(atol)
+    return (float(new_rtol), float(new_atol))
+
+
+def format_number(value: float) -> str:
+    """Compact scientific notation for tables: 0, 3.1e-07, inf."""
+    if value == 0:
+        return "0"
+    if not math.isfinite(value):
+        return str(value)
+    return f"{value:.1e}"

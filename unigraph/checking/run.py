@@ -1,0 +1,361 @@
+"""Running one function or module on many targets with identical inputs and parameters.
+
+`prepare` turns what the user gave `ug.check` into a `Case`: the inputs cast to the checked
+dtype (floating inputs only), the Parameters the function uses with a snapshot of their
+values, the traced graphs (the forward graph and, with `grads=True`, the graph of its
+gradient), names for every compared tensor and the budget of each.
+
+The gradient checked is that of a *scalar reduction* of the outputs,
+`sum_i sum(output_i * w_i)`, with fixed pseudo-random weights `w_i` in [-1, 1) (seeded, so
+every target and the reference use the same ones): a plain sum would give every element
+the same cotangent and hide errors (the gradient of `sum(softmax(x))` is zero). It is
+taken with respect to every floating positional input that is a single tensor and every
+floating parameter, with `ug.value_and_grad`, so each target uses its own autodiff.
+
+Before every run the parameters are restored from the snapshot and unigraph's random
+generator is reseeded, so targets see the same weights and the same dropout masks even
+when the function updates parameters (training steps, batch-norm statistics).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import traceback
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from unigraph import pytree
+from unigraph import random as ug_random
+from unigraph.checking import compare as cmp
+from unigraph.config import Target, use_backend
+from unigraph.dtypes import is_float
+from unigraph.function import Function, function, is_array_leaf
+from unigraph.ir import FLOAT_DTYPES, check_dtype
+from unigraph.reference import float64
+from unigraph.tensor import Tensor
+
+
+@dataclass
+class Case:
+    """Everything needed to run one check on any target (see the module docstring)."""
+
+    name: str
+    function: Function
+    inputs: tuple  # positional arguments, floating leaves cast to `dtype`
+    leaves: list  # the flattened argument leaves, as fed to the traced graph
+    dtype: str
+    seed: int
+    params: list  # every Parameter the forward (and gradient) graph uses
+    snapshot: dict  # id(param) -> its value when the check started
+    graph: object  # forward Graph
+    graph_params: list  # Parameters bound to graph.params, in order
+    randoms: list  # (shape, dtype) of the random inputs of the forward graph
+    output_names: list
+    output_budgets: list
+    grad_function: Function | None = None
+    grad_graph: object = None
+    grad_graph_params: list = field(default_factory=list)
+    grad_randoms: list = field(default_factory=list)
+    grad_names: list = field(default_factory=list)
+    grad_budgets: list = field(default_factory=list)
+    grad_dtypes: list = field(default_factory=list)
+    default_budgets: dict = field(default_factory=dict)  # tensor name -> budget before overrides
+    notes: list = field(default_factory=list)
+    _reference: dict = field(default_factory=dict)
+
+    # -- feeds ----------------------------------------------------------------------------
+    def feeds(self, kind: str) -> tuple[list, list]:
+        """(inputs with random draws, parameter values) of the forward or gradient graph,
+        in the target's dtypes, exactly as a target's run sees them."""
+        graph_params = self.graph_params if kind == "forward" else self.grad_graph_params
+        randoms = self.randoms if kind == "forward" else self.grad_randoms
+        rng = np.random.default_rng(self.seed)
+        draws = [rng.random(shape).astype(dtype) for shape, dtype in randoms]
+        feeds = [np.asarray(x) for x in self.leaves] + draws
+        return feeds, [self.snapshot[id(p)] for p in graph_params]
+
+    def reference(self, kind: str) -> dict:
+        """{value id: float64 array} of the forward or gradient graph on the reference."""
+        if kind not in self._reference:
+            graph = self.graph if kind == "forward" else self.grad_graph
+            feeds, params = self.feeds(kind)
+            self._reference[kind] = float64.values(graph, feeds, params)
+        return self._reference[kind]
+
+    def reference_outputs(self) -> list:
+        env = self.reference("forward")
+        return [env[v.id] for v in self.graph.outputs]
+
+    def reference_grads(self) -> list:
+        env = self.reference("gradient")
+        return [env[v.id] for v in self.grad_graph.outputs[1:]]
+
+    @property
+    def output_dtypes(self) -> list:
+        return [v.dtype for v in self.graph.outputs]
+
+    # -- parameters -----------------------------------------------------------------------
+    def restore(self) -> None:
+        for param in self.params:
+            param.set_value(self.snapshot[id(param)])
+
+    def load_params(self, arrays: list) -> None:
+        """Replace the snapshot (isolation: the parent's values win over a worker's)."""
+        if len(arrays) != len(self.params):
+            raise ValueError(
+                f"expected {len(self.params)} parameter values, got {len(arrays)}: the "
+                "function binds different parameters in this process"
+            )
+        for param, array in zip(self.params, arrays):
+            if tuple(array.shape) != tuple(param.shape):
+                raise ValueError(f"parameter {param.name!r}: shape {list(array.shape)} "
+                                 f"instead of {list(param.shape)}")
+            self.snapshot[id(param)] = np.asarray(array, dtype=param.dtype)
+        self._reference.clear()
+
+
+@dataclass
+class TargetRun:
+    """What one target produced: arrays, or the error that stopped it."""
+
+    outputs: list | None = None
+    grads: list | None = None
+    error: str = ""
+    error_stage: str = ""  # "forward" or "gradient"
+    traceback: str = ""
+
+
+# -- preparing ---------------------------------------------------------------------------
+def as_function(fn_or_module, name: str | None = None) -> tuple[Function, object]:
+    """(a Function to call, the Python callable whose signature names the arguments)."""
+    if isinstance(fn_or_module, Function):
+        return fn_or_module, fn_or_module.fn
+    forward = getattr(fn_or_module, "forward", None)
+    if forward is not None and hasattr(fn_or_module, "parameters"):  # a ug.nn.Module
+        module = fn_or_module
+        label = name or type(module).__name__
+        return function(lambda *args: module(*args), name=label), forward
+    if not callable(fn_or_module):
+        raise TypeError(f"ug.check needs a function or a ug.nn.Module, got "
+                        f"{type(fn_or_module).__name__}")
+    return function(fn_or_module, name=name), fn_or_module
+
+
+def _cast_leaf(x, dtype: str):
+    """An argument leaf as the array every target is fed: floating ones in `dtype`."""
+    if isinstance(x, Tensor):
+        x = x.numpy()
+    if isinstance(x, bool):
+        return np.asarray(x)
+    if isinstance(x, int):
+        return np.asarray(x, dtype="int64")
+    if isinstance(x, float):
+        return np.asarray(x, dtype=dtype)
+    array = np.asarray(x)
+    check_dtype(array.dtype)
+    if array.dtype.name in FLOAT_DTYPES:
+        return array.astype(dtype)
+    return array.copy()
+
+
+def trace_with_params(fn: Function, inputs: tuple):
+    """(graph, Parameters bound to graph.params, output treedef, random input specs).
+
+    `Function.trace` gives only the graph; the checker also needs the Parameter objects.
+    """
+    leaves, treedef = pytree.flatten((tuple(inputs), {}), is_array_leaf)
+    graph, params, out_treedef, random_inputs = fn._trace(treedef, leaves)
+    return graph, params, out_treedef, [(v.shape, v.dtype) for v in random_inputs]
+
+
+def output_names(treedef, prefix: str = "output") -> list:
+    """Names of the leaves of a result: `output`, `output[0]`, `output[logits]`."""
+    names: list = []
+
+    def walk(node, path):
+        kind = node[0]
+        if kind == "*":
+            names.append(path)
+        elif kind in ("tuple", "list"):
+            for index, child in enumerate(node[1]):
+                walk(child, f"{path}[{index}]")
+        elif kind == "dict":
+            for key, child in zip(node[1], node[2]):
+                walk(child, f"{path}[{key}]")
+
+    walk(treedef, prefix)
+    return names
+
+
+def argument_names(signature_of, count: int) -> list:
+    try:
+        params = list(inspect.signature(signature_of).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    names = []
+    for index in range(count):
+        if index < len(params) and params[index].kind in (
+                inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
+            names.append(params[index].name)
+        elif params and params[-1].kind is inspect.Parameter.VAR_POSITIONAL:
+            names.append(f"{params[-1].name}[{index - len(params) + 1}]")
+        else:
+            names.append(f"arg{index}")
+    return names
+
+
+def _collect_updates():
+    """`ug.nn.collect_updates()` when nn is there: a differentiated forward pass must not
+    assign batch-norm statistics inside a static graph."""
+    try:
+        from unigraph.nn import collect_updates
+    except ImportError:
+        return contextlib.nullcontext()
+    return collect_updates()
+
+
+REDUCTION_SOURCE = "<ug.check: weighted sum of the outputs>"
+
+
+def _reduction(fn: Function, weights: list):
+    from unigraph import api
+    from unigraph.tracing import current_builder
+
+    def reduced(*args):
+        with _collect_updates():
+            result = fn(*args)
+        builder = current_builder()
+        start = len(builder.graph.nodes) if builder is not None else 0
+        leaves, _ = pytree.flatten(result, is_array_leaf)
+        total = None
+        for leaf, weight in zip(leaves, weights):
+            if weight is None:
+                continue
+            term = api.sum(leaf * weight)
+            total = term if total is None else total + term
+        if builder is not None:  # name the checker's own nodes, not the caller's line
+            for node in builder.graph.nodes[start:]:
+                node.source = REDUCTION_SOURCE
+        return total
+
+    reduced.__name__ = f"reduce({fn.name})"
+    return reduced
+
+
+def prepare(fn_or_module, inputs: tuple, dtype: str = "float32", grads: bool = True,
+            rtol=None, atol=None, seed: int = 0, name: str | None = None) -> Case:
+    """Build the `Case` for `ug.check(fn_or_module, *inputs, ...)`."""
+    from unigraph.autodiff import value_and_grad
+
+    dtype = check_dtype(dtype)
+    if dtype not in FLOAT_DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(FLOAT_DTYPES)}, got {dtype!r}")
+    fn, signature_of = as_function(fn_or_module, name)
+    leaves, treedef = pytree.flatten(tuple(inputs), is_array_leaf)
+    leaves = [_cast_leaf(x, dtype) for x in leaves]
+    inputs = pytree.unflatten(treedef, leaves)
+    with seeded(seed):
+        graph, graph_params, out_treedef, randoms = trace_with_params(fn, inputs)
+    names = output_names(out_treedef)
+    defaults = [cmp.value_budget(v.dtype, dtype, cmp.cone_ops(graph, [v.id]))
+                for v in graph.outputs]
+    budgets = [cmp.override(budget, out_name, rtol, atol)
+               for budget, out_name in zip(defaults, names)]
+    case = Case(
+        name=name or fn.name, function=fn, inputs=tuple(inputs), leaves=leaves, dtype=dtype,
+        seed=seed, params=list(graph_params), snapshot={}, graph=graph,
+        graph_params=list(graph_params), randoms=randoms, output_names=names,
+        output_budgets=budgets, default_budgets=dict(zip(names, defaults)),
+    )
+    if grads:
+        _prepare_grads(case, value_and_grad, signature_of, rtol, atol)
+    for param in case.params:
+        case.snapshot[id(param)] = np.array(param.numpy(), copy=True)
+    return case
+
+
+def _prepare_grads(case: Case, value_and_grad, signature_of, rtol, atol) -> None:
+    graph = case.graph
+    rng = np.random.default_rng(case.seed + 1)
+    weights = [rng.uniform(-1.0, 1.0, v.shape).astype(v.dtype) if is_float(v.dtype) else None
+               for v in graph.outputs]
+    if all(w is None for w in weights):
+        case.notes.append("gradients not checked: the function has no floating output")
+        return
+    positions = [i for i, x in enumerate(case.inputs)
+                 if isinstance(x, np.ndarray) and is_float(x.dtype.name)]
+    params = [p for p in case.graph_params if is_float(p.dtype)]
+    if not positions and not params:
+        case.notes.append("gradients not checked: no floating input or parameter")
+        return
+    grad_fn = value_and_grad(_reduction(case.function, weights), argnums=tuple(positions),
+                             wrt=params)
+    with seeded(case.seed):
+        grad_graph, grad_params, _, grad_randoms = trace_with_params(grad_fn, case.inputs)
+    arg_names = argument_names(signature_of, len(case.inputs))
+    names = [f"grad({arg_names[i]})" for i in positions]
+    names += [f"grad({p.name or f'param{k}'})" for k, p in enumerate(params)]
+    # Every op of the forward pass has its VJP in the backward pass: the widest budget.
+    op_names = cmp.ops_of(grad_graph)
+    dtypes = [case.inputs[i].dtype.name for i in positions] + [p.dtype for p in params]
+    case.grad_function = grad_fn
+    case.grad_graph = grad_graph
+    case.grad_graph_params = list(grad_params)
+    case.grad_randoms = grad_randoms
+    case.grad_names = names
+    case.grad_dtypes = dtypes
+    defaults = [cmp.value_budget(d, case.dtype, op_names) for d in dtypes]
+    case.grad_budgets = [cmp.override(b, n, rtol, atol) for b, n in zip(defaults, names)]
+    case.default_budgets.update(zip(names, defaults))
+    for param in grad_params:
+        if all(param is not p for p in case.params):
+            case.params.append(param)
+
+
+# -- running -----------------------------------------------------------------------------
+@contextlib.contextmanager
+def seeded(seed: int):
+    """Reseed unigraph's generator for a block; put the caller's generator back after."""
+    saved = ug_random.generator()
+    ug_random.manual_seed(seed)
+    try:
+        yield
+    finally:
+        ug_random._generator = saved
+
+
+def _arrays(result) -> list:
+    leaves, _ = pytree.flatten(result, is_array_leaf)
+    return [np.array(x.numpy() if isinstance(x, Tensor) else x, copy=True) for x in leaves]
+
+
+def _error_text(error: BaseException) -> str:
+    text = f"{type(error).__name__}: {error}"
+    return text if len(text) < 2000 else text[:2000] + " ..."
+
+
+def run_target(case: Case, target: Target) -> TargetRun:
+    """Run the case's function (and its gradient) on `target`; never raises."""
+    run = TargetRun()
+    stage = "forward"
+    try:
+        with use_backend(target.backend, target.mode):
+            case.restore()
+            with seeded(case.seed):
+                run.outputs = _arrays(case.function(*case.inputs))
+            if case.grad_function is not None:
+                stage = "gradient"
+                case.restore()
+                with seeded(case.seed):
+                    _, grads = case.grad_function(*case.inputs)
+                run.grads = _arrays(grads)
+    except Exception as error:  # a target's failure is a result, not a crash of the check
+        run.error = _error_text(error)
+        run.error_stage = stage
+        run.traceback = traceback.format_exc(limit=-8)
+    finally:
+        case.restore()
+    return run
+
