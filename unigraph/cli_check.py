@@ -26,7 +26,8 @@ target agrees everywhere, 1 when any disagrees or fails, 2 when the script canno
 
 With `--isolate` each target runs in its own process (see `unigraph.checking.isolate`); the
 worker imports the script again and takes the entry by name, so entries need no other
-naming. Training entries run in this process.
+naming. Training entries run in this process. Loading scripts and running entries is
+library code (`unigraph.checking.scripts`); this module is only the command line.
 
     unigraph check examples/mlp.py
     unigraph check examples/mlp.py:mlp --targets torch,tensorflow:static --format json
@@ -38,63 +39,6 @@ import argparse
 import json
 import os
 import sys
-from dataclasses import dataclass, field
-
-TRAINING_KEYS = ("model", "loss_fn", "optimizer", "batches")
-
-
-@dataclass
-class CheckEntry:
-    """One entry of a script's `CHECKS`."""
-
-    name: str
-    target: object  # the function or model (for training: the model)
-    inputs: tuple = ()
-    options: dict = field(default_factory=dict)
-    training: dict | None = None  # check_training arguments, for a training entry
-
-
-class ScriptError(Exception):
-    """The script cannot be checked: no CHECKS, a malformed entry, an unknown name."""
-
-
-def load_checks(path: str) -> dict:
-    """{name: CheckEntry} from the script at `path` (imported once per process)."""
-    from unigraph.checking.isolate import load_script
-
-    if not os.path.isfile(path):
-        raise ScriptError(f"no such file: {path}")
-    module = load_script(path)
-    checks = getattr(module, "CHECKS", None)
-    if checks is None:
-        raise ScriptError(
-            f"{path} defines no CHECKS: add `CHECKS = {{'name': (function_or_model, "
-            "(example inputs...))}}` (see `unigraph check --help`)"
-        )
-    if callable(checks):
-        checks = checks()
-    if not isinstance(checks, dict) or not checks:
-        raise ScriptError(f"{path}: CHECKS must be a non-empty dict, got {type(checks).__name__}")
-    return {str(name): _entry(path, str(name), value) for name, value in checks.items()}
-
-
-def _entry(path: str, name: str, value) -> CheckEntry:
-    where = f"{path}: CHECKS[{name!r}]"
-    if isinstance(value, dict):
-        if all(key in value for key in TRAINING_KEYS):
-            training = dict(value)
-            return CheckEntry(name, training["model"], training=training)
-        if "fn" in value and "inputs" in value:
-            options = {k: v for k, v in value.items() if k not in ("fn", "inputs")}
-            return CheckEntry(name, value["fn"], tuple(value["inputs"]), options)
-        raise ScriptError(f"{where}: a dict entry needs either fn and inputs, or "
-                          f"{', '.join(TRAINING_KEYS)}")
-    if isinstance(value, tuple | list) and len(value) in (2, 3):
-        inputs = value[1] if isinstance(value[1], tuple | list) else (value[1],)
-        options = dict(value[2]) if len(value) == 3 else {}
-        return CheckEntry(name, value[0], tuple(inputs), options)
-    raise ScriptError(f"{where}: expected (function_or_model, (inputs...)) or "
-                      "(function_or_model, (inputs...), {options})")
 
 
 def split_file_name(text: str) -> tuple[str, str | None]:
@@ -131,48 +75,23 @@ def add_check_command(subparsers) -> argparse.ArgumentParser:
     return parser
 
 
-def _options(entry: CheckEntry, args) -> dict:
-    options = dict(entry.options)
+def run_entry(entry, path: str, args):
+    """Run one entry with the command line's options; returns its Report."""
+    from unigraph.checking.scripts import run_entry as run
+
+    overrides = {}
     if args.dtype is not None:
-        options["dtype"] = args.dtype
+        overrides["dtype"] = args.dtype
     if args.grads is not None:
-        options["grads"] = args.grads
-    return options
-
-
-def run_entry(entry: CheckEntry, path: str, args):
-    """Run one entry; returns its Report."""
-    from unigraph.checking import check, check_training, resolve_targets
-    from unigraph.checking.isolate import check_isolated
-    from unigraph.checking.run import prepare
-
-    options = _options(entry, args)
-    options.setdefault("name", entry.name)
-    if entry.training is not None:
-        arguments = {k: v for k, v in entry.training.items() if k != "grads"}
-        arguments.setdefault("name", entry.name)
-        if args.dtype is not None:
-            arguments["dtype"] = args.dtype
-        report = check_training(targets=args.targets, **arguments)
-        if args.isolate:
-            report.notes.append("training checks run in this process (--isolate applies to "
-                                "function checks)")
-        return report
-    if not args.isolate:
-        return check(entry.target, *entry.inputs, targets=args.targets, **options)
-    targets, skipped = resolve_targets(args.targets)
-    settings = {"grads": options.get("grads", True), "dtype": options.get("dtype", "float32"),
-                "rtol": options.get("rtol"), "atol": options.get("atol"),
-                "seed": options.get("seed", 0), "name": options["name"],
-                "localize": options.get("localize_divergence", True)}
-    case = prepare(entry.target, entry.inputs, settings["dtype"], settings["grads"],
-                   settings["rtol"], settings["atol"], settings["seed"], settings["name"])
-    source = {"kind": "checks", "path": os.path.abspath(path), "name": entry.name}
-    return check_isolated(case, source, targets, skipped, settings, args.timeout)
+        overrides["grads"] = args.grads
+    return run(entry, path, targets=args.targets, isolate=args.isolate, timeout=args.timeout,
+               **overrides)
 
 
 def run_check_command(args) -> int:
     """The handler of `unigraph check`: prints the reports, returns the exit status."""
+    from unigraph.checking.scripts import ScriptError, load_checks
+
     path, name = split_file_name(args.file)
     try:
         entries = load_checks(path)

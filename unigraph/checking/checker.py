@@ -8,7 +8,7 @@ import numpy as np
 
 from unigraph.checking import compare as cmp
 from unigraph.checking.localize import localize
-from unigraph.checking.report import Comparison, Report, TargetReport
+from unigraph.checking.report import Comparison, Report, TargetReport, odd_one_out
 from unigraph.checking.run import Case, TargetRun, prepare, run_target
 from unigraph.config import Target
 
@@ -34,16 +34,15 @@ def check(fn_or_module, *inputs, targets="all", grads=True, dtype="float32", rto
     >>> report = ug.check(counter, 0, 10)
     >>> print(report); report.assert_ok()
     """
-    chosen, skipped = resolve_targets(targets)
     if isinstance(fn_or_module, str) or isolate:
-        from unigraph.checking.isolate import check_isolated, resolve_source
+        from unigraph.checking.isolate import resolve_source
 
         source, fn_or_module = resolve_source(fn_or_module)
-        options = {"grads": grads, "dtype": dtype, "rtol": rtol, "atol": atol,
-                   "seed": seed, "name": name, "localize": localize_divergence}
         if isolate:
-            case = prepare(fn_or_module, inputs, dtype, grads, rtol, atol, seed, name)
-            return check_isolated(case, source, chosen, skipped, options, timeout)
+            return check_source(source, fn_or_module, inputs, targets=targets, grads=grads,
+                                dtype=dtype, rtol=rtol, atol=atol, timeout=timeout,
+                                localize_divergence=localize_divergence, seed=seed, name=name)
+    chosen, skipped = resolve_targets(targets)
     case = prepare(fn_or_module, inputs, dtype, grads, rtol, atol, seed, name)
     reports, runs = [], {}
     for target in chosen:
@@ -51,6 +50,20 @@ def check(fn_or_module, *inputs, targets="all", grads=True, dtype="float32", rto
         reports.append(report)
         runs[str(target)] = run
     return finish(case, reports, runs, skipped)
+
+
+def check_source(source: dict, fn_or_module, inputs: tuple, targets="all", grads=True,
+                 dtype="float32", rtol=None, atol=None, timeout=600.0,
+                 localize_divergence=True, seed=0, name=None) -> Report:
+    """`check(..., isolate=True)` where each worker finds the function again by `source`
+    (see `unigraph.checking.isolate`); `fn_or_module` is that same function, here."""
+    from unigraph.checking.isolate import check_isolated
+
+    chosen, skipped = resolve_targets(targets)
+    options = {"grads": grads, "dtype": dtype, "rtol": rtol, "atol": atol, "seed": seed,
+               "name": name, "localize": localize_divergence}
+    case = prepare(fn_or_module, inputs, dtype, grads, rtol, atol, seed, name)
+    return check_isolated(case, source, chosen, skipped, options, timeout)
 
 
 def run_and_evaluate(case: Case, target: Target, localize_divergence=True):
@@ -64,7 +77,7 @@ def run_and_evaluate(case: Case, target: Target, localize_divergence=True):
 
 def finish(case: Case, reports: list, runs: dict, skipped: dict) -> Report:
     report = Report(case.name, case.dtype, reports, skipped=skipped, notes=list(case.notes))
-    report.odd_one_out = odd_one_out(case, reports, runs)
+    report.odd_one_out = odd_one_out(reports, lambda: _agree_with_each_other(case, runs))
     return report
 
 
@@ -180,29 +193,6 @@ def _only_overrides(case: Case, run: TargetRun, report: TargetReport) -> bool:
         if not cmp.compare(actual[comparison.name], expected[comparison.name], default).ok:
             return False
     return True
-
-
-def odd_one_out(case: Case, reports: list, runs: dict) -> str:
-    """Name the target (or backend) that disagrees when the others agree (3+ targets)."""
-    if len(reports) < 3:
-        return ""
-    failing = [r for r in reports if not r.ok]
-    passing = [r for r in reports if r.ok]
-    if not failing:
-        return ""
-    if passing:
-        if len(failing) == 1:
-            return f"{failing[0].target} (the {len(passing)} other targets agree)"
-        backends = {Target.parse(r.target).backend for r in failing}
-        if len(backends) == 1 and len(passing) >= 2:
-            names = ", ".join(r.target for r in failing)
-            return f"the {backends.pop()} backend ({names}; the {len(passing)} other " \
-                   "targets agree)"
-        return ""
-    if all(r.status == "disagree" for r in failing) and _agree_with_each_other(case, runs):
-        return ("the reference: every target agrees with every other, none with the float64 "
-                "reference (suspect the op definition, or a budget too tight)")
-    return ""
 
 
 def _agree_with_each_other(case: Case, runs: dict) -> bool:

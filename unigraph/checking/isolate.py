@@ -10,7 +10,7 @@ Nothing but plain data crosses the boundary: the function is named, not pickled,
 *source* (a dict of strings): `{"kind": "import", "module": "pkg.models", "name": "net"}`,
 `{"kind": "script", "path": "/abs/model.py", "name": "forward"}`, or
 `{"kind": "checks", "path": "/abs/model.py", "name": "mlp"}` for an entry of a script's
-`CHECKS` (see `unigraph.cli_check`). Arrays cross as `np.save` bytes (loaded with
+`CHECKS` (see `unigraph.checking.scripts`). Arrays cross as `np.save` bytes (loaded with
 `allow_pickle=False`), and results come back as JSON-able dicts. Parameter values are sent
 from the parent, so a worker that builds the model again still runs the same weights.
 
@@ -26,9 +26,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import faulthandler
-import hashlib
 import importlib
-import importlib.util
 import io
 import multiprocessing
 import os
@@ -43,11 +41,11 @@ import numpy as np
 from unigraph import pytree
 from unigraph.checking.report import TargetReport
 from unigraph.checking.run import TargetRun
+from unigraph.checking.scripts import load_checks, load_script
 from unigraph.config import Target
 from unigraph.function import Function, is_array_leaf
 
 MAX_WORKERS = 4  # targets run at once: each worker may hold a whole framework in memory
-SCRIPT_PREFIX = "__unigraph_script_"
 
 
 # -- arrays and trees as plain data ------------------------------------------------------
@@ -90,32 +88,6 @@ def decode_tree(data):
 
 
 # -- naming the function -----------------------------------------------------------------
-def load_script(path: str) -> types.ModuleType:
-    """Import a script by path, once per process, without running its `__main__` block."""
-    path = os.path.abspath(path)
-    main = sys.modules.get("__mp_main__")  # a spawned worker already imported the parent
-    if main is not None and os.path.abspath(getattr(main, "__file__", "") or "") == path:
-        return main
-    name = SCRIPT_PREFIX + hashlib.sha1(path.encode()).hexdigest()[:12]
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot import {path}: not a Python file")
-    module = importlib.util.module_from_spec(spec)
-    module.__unigraph_path__ = path
-    folder = os.path.dirname(path)
-    if folder not in sys.path:
-        sys.path.insert(0, folder)  # like `python script.py`: sibling imports work
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        del sys.modules[name]
-        raise
-    return module
-
-
 def _lookup(module, qualname: str):
     obj = module
     for part in qualname.split("."):
@@ -131,8 +103,6 @@ def load_source(source: dict):
     if kind == "script":
         return _lookup(load_script(source["path"]), source["name"]), None, {}
     if kind == "checks":
-        from unigraph.cli_check import load_checks
-
         entry = load_checks(source["path"])[source["name"]]
         return entry.target, entry.inputs, entry.options
     raise ValueError(f"unknown source kind {kind!r}")
@@ -192,7 +162,7 @@ def runtime_plugins() -> list:
     """Descriptions of the plugins registered at run time that a worker can register too."""
     from unigraph import plugins
 
-    entry_names = {entry.name for entry in plugins._entry_points()}
+    entry_names = {entry.name for entry in plugins.entry_point_list()}
     found = []
     for name, plugin in plugins.plugin_manager().list_name_plugin():
         if name in entry_names or plugin is None:

@@ -229,6 +229,39 @@ class Report:
         return f"<Report {self.name!r}: {len(self.targets)} targets, {verdict}>"
 
 
+def odd_one_out(reports: list, targets_agree=None) -> str:
+    """Name the target (or backend) that disagrees when the others agree (3+ targets).
+
+    targets_agree: a function telling whether the targets' results agree with each other;
+    asked only when every target disagrees with the reference, to suspect the reference.
+
+    >>> odd_one_out(report.targets)
+    'paddle:static (the 8 other targets agree)'
+    """
+    from unigraph.config import Target
+
+    if len(reports) < 3:
+        return ""
+    failing = [r for r in reports if not r.ok]
+    passing = [r for r in reports if r.ok]
+    if not failing:
+        return ""
+    if passing:
+        if len(failing) == 1:
+            return f"{failing[0].target} (the {len(passing)} other targets agree)"
+        backends = {Target.parse(r.target).backend for r in failing}
+        if len(backends) == 1 and len(passing) >= 2:
+            names = ", ".join(r.target for r in failing)
+            return f"the {backends.pop()} backend ({names}; the {len(passing)} other " \
+                   "targets agree)"
+        return ""
+    if all(r.status == "disagree" for r in failing) and targets_agree is not None \
+            and targets_agree():
+        return ("the reference: every target agrees with every other, none with the float64 "
+                "reference (suspect the op definition, or a budget too tight)")
+    return ""
+
+
 # -- the table ---------------------------------------------------------------------------
 HEADER = ("target", "tensor", "status", "max abs", "max rel", "needed atol, rtol",
           "budget atol, rtol")

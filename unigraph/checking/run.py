@@ -27,12 +27,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from unigraph import pytree
-from unigraph import random as ug_random
 from unigraph.checking import compare as cmp
 from unigraph.config import Target, use_backend
 from unigraph.dtypes import is_float
 from unigraph.function import Function, function, is_array_leaf
 from unigraph.ir import FLOAT_DTYPES, check_dtype
+from unigraph.random import seeded
 from unigraph.reference import float64
 from unigraph.tensor import Tensor
 
@@ -143,7 +143,7 @@ def as_function(fn_or_module, name: str | None = None) -> tuple[Function, object
     return function(fn_or_module, name=name), fn_or_module
 
 
-def _cast_leaf(x, dtype: str):
+def cast_leaf(x, dtype: str):
     """An argument leaf as the array every target is fed: floating ones in `dtype`."""
     if isinstance(x, Tensor):
         x = x.numpy()
@@ -254,7 +254,7 @@ def prepare(fn_or_module, inputs: tuple, dtype: str = "float32", grads: bool = T
         raise ValueError(f"dtype must be one of {', '.join(FLOAT_DTYPES)}, got {dtype!r}")
     fn, signature_of = as_function(fn_or_module, name)
     leaves, treedef = pytree.flatten(tuple(inputs), is_array_leaf)
-    leaves = [_cast_leaf(x, dtype) for x in leaves]
+    leaves = [cast_leaf(x, dtype) for x in leaves]
     inputs = pytree.unflatten(treedef, leaves)
     with seeded(seed):
         graph, graph_params, out_treedef, randoms = trace_with_params(fn, inputs)
@@ -315,23 +315,12 @@ def _prepare_grads(case: Case, value_and_grad, signature_of, rtol, atol) -> None
 
 
 # -- running -----------------------------------------------------------------------------
-@contextlib.contextmanager
-def seeded(seed: int):
-    """Reseed unigraph's generator for a block; put the caller's generator back after."""
-    saved = ug_random.generator()
-    ug_random.manual_seed(seed)
-    try:
-        yield
-    finally:
-        ug_random._generator = saved
-
-
 def _arrays(result) -> list:
     leaves, _ = pytree.flatten(result, is_array_leaf)
     return [np.array(x.numpy() if isinstance(x, Tensor) else x, copy=True) for x in leaves]
 
 
-def _error_text(error: BaseException) -> str:
+def error_text(error: BaseException) -> str:
     text = f"{type(error).__name__}: {error}"
     return text if len(text) < 2000 else text[:2000] + " ..."
 
@@ -352,7 +341,7 @@ def run_target(case: Case, target: Target) -> TargetRun:
                     _, grads = case.grad_function(*case.inputs)
                 run.grads = _arrays(grads)
     except Exception as error:  # a target's failure is a result, not a crash of the check
-        run.error = _error_text(error)
+        run.error = error_text(error)
         run.error_stage = stage
         run.traceback = traceback.format_exc(limit=-8)
     finally:

@@ -20,10 +20,11 @@ import numpy as np
 
 from unigraph import pytree
 from unigraph.checking import compare as cmp
-from unigraph.checking.report import Comparison, Report, TargetReport
-from unigraph.checking.run import Case, _cast_leaf, _error_text, seeded, trace_with_params
+from unigraph.checking.report import Comparison, Report, TargetReport, odd_one_out
+from unigraph.checking.run import Case, cast_leaf, error_text, trace_with_params
 from unigraph.config import Target, use_backend
 from unigraph.function import is_array_leaf
+from unigraph.random import seeded
 from unigraph.reference.float64 import compile_float64, upcast
 
 
@@ -51,7 +52,7 @@ def check_training(model, loss_fn, optimizer, batches, steps=1, targets="all",
     batches = list(itertools.islice(itertools.cycle(list(batches)), steps))
     if not batches:
         raise ValueError("check_training: no batches")
-    batches = [tuple(_cast_leaf(x, dtype) for x in batch) for batch in batches]
+    batches = [tuple(cast_leaf(x, dtype) for x in batch) for batch in batches]
     chosen, skipped = resolve_targets(targets)
     was_training = model.training
     trainer = Trainer(model, loss_fn, optimizer)
@@ -96,10 +97,7 @@ def check_training(model, loss_fn, optimizer, batches, steps=1, targets="all",
     model.train(was_training)
     result = Report(run.name, dtype, reports, kind="training", skipped=skipped,
                     notes=run.notes)
-    if len(reports) >= 3:
-        failing = [r.target for r in reports if not r.ok]
-        if len(failing) == 1:
-            result.odd_one_out = f"{failing[0]} (the {len(reports) - 1} other targets agree)"
+    result.odd_one_out = odd_one_out(reports)
     return result
 
 
@@ -173,7 +171,7 @@ class _TrainingRun:
                     losses.append(float(np.asarray(leaves[0].numpy())))
             weights = [np.array(p.numpy(), copy=True) for p in self.weights]
         except Exception as error:
-            return _error_text(error)
+            return error_text(error)
         finally:
             self.restore()
         return np.array(losses), weights
@@ -198,7 +196,7 @@ class _TrainingRun:
             backend = get_backend(target.backend, target.mode)
             divergence = localize(case, target, backend, "forward")
         except Exception as error:
-            self.notes.append(f"{target}: localization failed: {_error_text(error)}")
+            self.notes.append(f"{target}: localization failed: {error_text(error)}")
             return None
         if divergence is not None:
             divergence.note = (divergence.note + "; " if divergence.note else "") + \
