@@ -12,11 +12,10 @@ import builtins
 import numpy as np
 
 from unigraph.dispatch import apply, current_backend
-from unigraph.dtypes import is_float, result_dtype
+from unigraph.dtypes import as_dtype, is_float, result_dtype
 from unigraph.errors import ShapeError
-from unigraph.ir import check_dtype
 from unigraph.tensor import Parameter, Tensor
-from unigraph.tracing import _builder
+from unigraph.tracing import _builder, user_source
 
 _SCALARS = (bool, int, float)
 _TENSORS = (Tensor, Parameter)
@@ -26,13 +25,22 @@ def _as_operand(x):
     if isinstance(x, (Tensor, *_SCALARS)):
         return x
     if isinstance(x, np.ndarray | np.generic):
-        check_dtype(x.dtype)
+        as_dtype(x.dtype)
         return np.asarray(x)
     if isinstance(x, list | tuple):
         from unigraph.tensor import tensor
 
-        return tensor(x).numpy()
-    raise TypeError(f"expected a tensor, array or number, got {type(x).__name__}")
+        return tensor(x)
+    raise TypeError(
+        f"{_short(x)} (a {type(x).__name__}) at {user_source()} is not a tensor, array or "
+        "number: unigraph ops take ug tensors, NumPy arrays, Python numbers and (nested) "
+        "lists of them"
+    )
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _promote(*xs, to_float=False):
@@ -107,7 +115,7 @@ def _tensor_or_array(x):
     if isinstance(x, _SCALARS):
         from unigraph.tensor import tensor
 
-        return tensor(x).numpy()
+        return tensor(x)
     return x
 
 
@@ -175,7 +183,7 @@ def where(condition, x, y):
 
 def cast(x, dtype):
     """`x` converted to `dtype` (NumPy's `astype`)."""
-    dtype = check_dtype(dtype)
+    dtype = as_dtype(dtype)
     return apply("cast", [_tensor_or_array(x)], {"dtype": dtype})
 
 
@@ -282,7 +290,7 @@ gather = take
 def one_hot(indices, depth, dtype="float32"):
     """`indices.shape + (depth,)` tensor with ones at the indices."""
     return apply("one_hot", [_tensor_or_array(indices)],
-                 {"depth": int(depth), "dtype": check_dtype(dtype)})
+                 {"depth": int(depth), "dtype": as_dtype(dtype)})
 
 
 def slice(x, begin, end, stride=None):

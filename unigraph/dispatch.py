@@ -73,7 +73,9 @@ def native(x, backend):
             return leaves[id(x)]
     if isinstance(x, Tensor):
         return x.native_for(backend)
-    return backend.to_native(np.asarray(x))
+    # A private copy: a later write to the caller's array must not reach the result (a
+    # reshape or slice on numpy and torch would otherwise be a view of it).
+    return backend.to_native(np.array(x))
 
 
 def value_of(builder, x):

@@ -18,6 +18,30 @@ DEFAULT_FLOAT = "float32"
 DEFAULT_INT = "int64"
 
 
+def as_dtype(dtype) -> str:
+    """A dtype given by name, NumPy dtype or type, as one of unigraph's dtype names; an error
+    naming the closest name for a misspelling, or the nearest supported dtype.
+
+    >>> as_dtype("float32"), as_dtype(np.int64), as_dtype(float)
+    ('float32', 'int64', 'float64')
+    """
+    if isinstance(dtype, str) and dtype in DTYPES:
+        return dtype
+    try:
+        name = np.dtype(dtype).name
+    except TypeError:
+        import difflib
+
+        close = difflib.get_close_matches(str(dtype), DTYPES, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise TypeError(f"dtype {dtype!r} does not exist; {hint}unigraph's dtypes are "
+                        f"{', '.join(DTYPES)}") from None
+    if name not in DTYPES:
+        raise TypeError(f"dtype {dtype!r} ({name}) is not supported; unigraph's dtypes are "
+                        f"{', '.join(DTYPES)}")
+    return name
+
+
 def is_float(dtype: str) -> bool:
     return dtype.startswith("float")
 

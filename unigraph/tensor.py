@@ -4,14 +4,24 @@ A Tensor is either *eager* (it holds a backend and that backend's native tensor,
 array fetched from a static run, converted on first use) or *symbolic* (it holds an IR
 `Value` of the graph being traced). Shape and dtype are known either way without touching
 the framework.
+
+The memory contract, the same on every backend: `ug.tensor(array)` copies (a later write
+to the caller's array never changes the tensor), and `.numpy()` returns a read-only view
+(a write to it raises instead of reaching the tensor; `np.array(t)` or `.numpy().copy()`
+gives a writable copy).
+
+NumPy operands on either side of an operator give a unigraph tensor: `np_w * t` and
+`t * np_w` are the same `ug.mul` (Tensor implements `__array_ufunc__`, so NumPy hands the
+operators over instead of computing them itself).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from unigraph.dtypes import DEFAULT_FLOAT, DEFAULT_INT, as_dtype
 from unigraph.errors import TracingError
-from unigraph.ir import check_dtype
+from unigraph.ir import DTYPES
 from unigraph.tracing import user_source
 
 
@@ -38,7 +48,19 @@ class Tensor:
         return len(self.shape)
 
     def numpy(self) -> np.ndarray:
-        """The value as a NumPy array (eager tensors only)."""
+        """The value as a read-only NumPy array (eager tensors only); `.numpy().copy()` for
+        one you can write to.
+
+        >>> ug.tensor([1.0, 2.0]).numpy()
+        array([1., 2.], dtype=float32)
+        """
+        view = self._host().view()
+        view.flags.writeable = False  # a write must never reach the tensor (on any backend)
+        return view
+
+    def _host(self) -> np.ndarray:
+        """The value as a NumPy array that unigraph itself only reads (may share memory
+        with the native tensor, so it is never handed to the user)."""
         if self._value is not None:
             raise TracingError(
                 f"`.numpy()` on a symbolic tensor at {user_source()}: inside a static "
@@ -55,14 +77,43 @@ class Tensor:
             if self._native is None:
                 self._native = backend.to_native(self._array)
             return self._native
-        return backend.to_native(self.numpy())
+        return backend.to_native(self._host())
 
     def item(self):
-        return self.numpy().item()
+        """The value of a one-element tensor as a Python number.
+
+        >>> ug.tensor([2.5]).item()
+        2.5
+        """
+        array = self._host()
+        if array.size != 1:
+            raise ValueError(
+                f"`.item()` at {user_source()} on a tensor of shape {list(self.shape)} "
+                f"({array.size} values): only a one-element tensor is one number; reduce it "
+                "first (ug.sum, ug.mean, t[0]) or take all values with `.numpy()`"
+            )
+        return array.item()
 
     def __array__(self, dtype=None, copy=None):
         array = self.numpy()
-        return array.astype(dtype) if dtype is not None else array
+        if dtype is not None and np.dtype(dtype) != array.dtype:
+            return array.astype(dtype)
+        return array.copy() if copy else array
+
+    # NumPy hands every ufunc with a Tensor operand to this method, so `np_w * t`,
+    # `np_b + t`, `np_a @ t` and `np_a < t` are unigraph ops (differentiable, traceable)
+    # instead of NumPy computing on the tensor's value behind the graph's back.
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        op = _UFUNC_OPS.get(ufunc.__name__) if method == "__call__" and not kwargs else None
+        if op is None:
+            call = f"np.{ufunc.__name__}" + (f".{method}" if method != "__call__" else "")
+            extra = f" with {', '.join(kwargs)}=" if kwargs else ""
+            raise TypeError(
+                f"{call}(){extra} on a unigraph Tensor at {user_source()}: NumPy would "
+                "compute outside unigraph (no gradient, no static graph); use the ug "
+                "function (ug.exp, ug.sum, ...) or convert explicitly with `.numpy()`"
+            )
+        return getattr(_api, op)(*inputs)
 
     def __bool__(self):
         if self._value is not None:
@@ -76,13 +127,24 @@ class Tensor:
                 f"the truth value of a tensor of shape {list(self.shape)} is ambiguous; "
                 "reduce it first (ug.sum, ug.max) or compare elementwise"
             )
-        return bool(self.numpy().reshape(()))
+        return bool(self._host().reshape(()))
 
     def __int__(self):
-        return int(self.numpy().reshape(()))
+        return int(self._scalar("int"))
 
     def __float__(self):
-        return float(self.numpy().reshape(()))
+        return float(self._scalar("float"))
+
+    def _scalar(self, call: str):
+        if self._value is not None:
+            return self.numpy()  # raises the symbolic-tensor error
+        if self.shape not in ((), (1,)) and int(np.prod(self.shape)) != 1:
+            raise TypeError(
+                f"`{call}()` at {user_source()} on a tensor of shape {list(self.shape)}: only "
+                "a one-element tensor converts to a Python number; reduce it first "
+                "(ug.sum, ug.mean, t[0])"
+            )
+        return self._host().reshape(())
 
     def __index__(self):
         return int(self)
@@ -102,7 +164,7 @@ class Tensor:
             return (f"Tensor(symbolic %{self._value.id}, shape={list(self.shape)}, "
                     f"dtype={self.dtype})")
         where = self._backend.name if self._backend is not None else "numpy"
-        return f"Tensor({self.numpy()!r}, backend={where})"
+        return f"Tensor({self._host()!r}, backend={where})"
 
     __hash__ = object.__hash__
 
@@ -211,8 +273,8 @@ class Parameter(Tensor):
     __slots__ = ("name", "trainable", "lr_scale", "version", "_home", "_natives")
 
     def __init__(self, data, name="", trainable=True, lr_scale=1.0, dtype=None):
-        array = np.array(data, dtype=dtype)
-        check_dtype(array.dtype)
+        # NumPy's default dtypes (float64 for Python floats), always a private copy.
+        array = as_array(data, dtype, what="ug.Parameter", python_defaults=False)
         super().__init__(array.shape, array.dtype.name, array=array)
         self.name = name
         self.trainable = trainable
@@ -221,7 +283,7 @@ class Parameter(Tensor):
         self._home = None  # (store, key) holding a newer value than _array, or None
         self._natives: dict = {}  # backend name -> (version, native) for eager use
 
-    def numpy(self) -> np.ndarray:
+    def _host(self) -> np.ndarray:
         if self._home is not None:
             store, key = self._home
             self._array = store.get_param(key)
@@ -232,13 +294,15 @@ class Parameter(Tensor):
         entry = self._natives.get(backend.name)
         if entry is not None and entry[0] == self.version:
             return entry[1]
-        native = backend.to_native(self.numpy())
+        native = backend.to_native(self._host())
         self._natives[backend.name] = (self.version, native)
         return native
 
     def set_value(self, value) -> None:
         """Replace the value (NumPy array, or a Tensor of the same shape and dtype)."""
-        array = np.asarray(value.numpy() if isinstance(value, Tensor) else value)
+        array = (value._host() if isinstance(value, Tensor)
+                 else as_array(value, what=f"{self.name or 'Parameter'}.set_value",
+                               python_defaults=False))
         if array.shape != self.shape:
             raise ValueError(
                 f"parameter {self.name!r} has shape {list(self.shape)}; "
@@ -274,31 +338,174 @@ class _EagerStore:
 
 
 def tensor(data, dtype=None) -> Tensor:
-    """Make an eager tensor on the current target's backend.
+    """Make an eager tensor on the current target's backend. NumPy arrays are copied: a
+    later write to `data` never changes the tensor.
 
     >>> ug.tensor([1.0, 2.0])          # float32, like every framework (NumPy: float64)
-    >>> ug.tensor(np.arange(3))        # keeps the array's dtype
+    >>> ug.tensor(np.arange(3))        # keeps the array's dtype (int64), copies it
+    >>> ug.tensor([1, 2], dtype="float64")
     """
     from unigraph.dispatch import current_backend
-    from unigraph.dtypes import python_scalar_dtype
 
-    if isinstance(data, Tensor) and dtype is None:
-        return data
-    if dtype is None and not isinstance(data, np.ndarray | np.generic):
-        flat = np.asarray(data)
-        if flat.dtype.kind == "f":
-            dtype = "float32"
-        elif flat.dtype.kind in "iu":
-            dtype = "int64"
-        elif flat.dtype.kind == "b":
-            dtype = "bool"
-        elif flat.size == 0:
-            dtype = "float32"
-        else:
-            python_scalar_dtype(data)  # raises naming the type
-    array = np.asarray(data.numpy() if isinstance(data, Tensor) else data, dtype=dtype)
-    check_dtype(array.dtype)
+    if isinstance(data, Tensor):
+        if dtype is None or as_dtype(dtype) == data.dtype:
+            return data
+        return _api.cast(data, dtype)
+    array = as_array(data, dtype)
     return Tensor(array.shape, array.dtype.name, backend=current_backend(), array=array)
+
+
+def as_array(data, dtype=None, what="ug.tensor", python_defaults=True) -> np.ndarray:
+    """`data` (numbers, bools, nested lists of them, NumPy arrays) as a NumPy array that
+    nobody else holds, or an error naming the offending value and the fix.
+
+    python_defaults: Python floats become float32 and ints int64 (every framework's
+    defaults); otherwise NumPy's (float64). NumPy arrays keep their dtype either way.
+    """
+    if dtype is not None:
+        dtype = as_dtype(dtype)
+    if isinstance(data, np.ndarray | np.generic):
+        if data.dtype.kind not in "biuf":
+            raise _conversion_error(data, what)
+        array = np.array(data, dtype=dtype, copy=True)  # copy in: the caller keeps its array
+    else:
+        try:
+            array = np.asarray(data, dtype=dtype)
+        except (ValueError, TypeError, OverflowError):
+            raise _conversion_error(data, what) from None
+        if array.dtype.kind not in "biuf" or (dtype is None and array.dtype.kind == "u"):
+            raise _conversion_error(data, what)
+        if dtype is None and python_defaults:
+            if array.dtype.kind == "f" or array.size == 0:
+                array = array.astype(DEFAULT_FLOAT)
+            elif array.dtype.kind == "i":
+                array = array.astype(DEFAULT_INT, copy=False)
+    if array.dtype.name not in DTYPES:
+        raise TypeError(
+            f"{what} at {user_source()}: NumPy {array.dtype.name} data is not supported; "
+            f"unigraph's dtypes are {', '.join(DTYPES)}: convert first, e.g. "
+            f"`.astype({_nearest_supported(array.dtype)!r})`"
+        )
+    return array
+
+
+def _nearest_supported(dtype: np.dtype) -> str:
+    if dtype.kind == "f":
+        return "float32" if dtype.itemsize <= 4 else "float64"
+    if dtype.kind in "iu":
+        return "int32" if dtype.itemsize < 4 else "int64"
+    return "float32"
+
+
+_INT64 = (-2**63, 2**63 - 1)
+
+
+def _conversion_error(data, what: str) -> Exception:
+    """The error for data NumPy could not turn into a supported array: find the offending
+    element (or the ragged nesting) and say what to do about it."""
+    where = f"{what} at {user_source()}"
+    ragged = _ragged(data)
+    if ragged:
+        return ValueError(
+            f"{where}: the nested lists are ragged ({ragged}); a tensor is rectangular: pad "
+            "the rows to one length, or make one tensor per row"
+        )
+    found = _bad_leaf(data, ())
+    if found is None:
+        return TypeError(f"{where}: cannot make a tensor of {_short_repr(data)}")
+    path, leaf = found
+    at = f" at index {''.join(f'[{i}]' for i in path)}" if path else ""
+    if isinstance(leaf, int | np.integer):
+        return OverflowError(
+            f"{where}: the integer {leaf}{at} does not fit in int64 ({_INT64[0]} .. "
+            f"{_INT64[1]}), the widest integer every framework has; pass it as a float "
+            "(float(n), or dtype='float64') if an approximation is fine"
+        )
+    if isinstance(leaf, str | bytes | np.str_):
+        return TypeError(
+            f"{where}: {leaf!r}{at} is text, not a number; convert it first "
+            "(float(s) or int(s))"
+        )
+    if leaf is None:
+        return TypeError(
+            f"{where}: None{at} is not a number; use float('nan') for a missing value"
+        )
+    if isinstance(leaf, np.ndarray | np.generic) and leaf.dtype.kind != "c":
+        return TypeError(
+            f"{where}: a NumPy array of {leaf.dtype}{at} does not hold numbers; convert it "
+            "first (e.g. `.astype('float32')`)"
+        )
+    if isinstance(leaf, complex | np.complexfloating) or (
+            isinstance(leaf, np.ndarray) and leaf.dtype.kind == "c"):
+        return TypeError(
+            f"{where}: complex values{at} are not supported; pass the real and imaginary "
+            "parts as two tensors"
+        )
+    return TypeError(
+        f"{where}: {_short_repr(leaf)}{at} (a {type(leaf).__name__}) is not a number, a bool, "
+        "a NumPy array or a (nested) list of them"
+    )
+
+
+def _bad_leaf(data, path: tuple):
+    """(index path, value) of the first element that is not a storable number, or None."""
+    if isinstance(data, list | tuple):
+        for index, item in enumerate(data):
+            found = _bad_leaf(item, (*path, index))
+            if found is not None:
+                return found
+        return None
+    if isinstance(data, bool | np.bool_ | float | np.floating | Tensor):
+        return None
+    if isinstance(data, int | np.integer):
+        return None if _INT64[0] <= int(data) <= _INT64[1] else (path, data)
+    if isinstance(data, np.ndarray) and data.dtype.kind in "biuf":
+        return None
+    return path, data
+
+
+def _ragged(data) -> str:
+    """'row [1] has 1 item, row [0] has 2' when nested lists differ in length, else ''."""
+    level = [((), data)]
+    while level:
+        lists = [(path, item) for path, item in level if isinstance(item, list | tuple)]
+        if not lists:
+            return ""
+        if len(lists) != len(level):
+            path, _ = next((p, i) for p, i in level if not isinstance(i, list | tuple))
+            return f"item {_path(path)} is a number where its siblings are lists"
+        first_path, first = lists[0]
+        for path, item in lists[1:]:
+            if len(item) != len(first):
+                return (f"row {_path(path)} has {_items(len(item))}, row "
+                        f"{_path(first_path)} has {_items(len(first))}")
+        level = [((*path, i), x) for path, item in lists for i, x in enumerate(item)]
+    return ""
+
+
+def _items(count: int) -> str:
+    return f"{count} item" if count == 1 else f"{count} items"
+
+
+def _path(path: tuple) -> str:
+    return "".join(f"[{i}]" for i in path) or "(the top level)"
+
+
+def _short_repr(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+_UFUNC_OPS = {  # NumPy ufunc name -> unigraph op function (api), for __array_ufunc__
+    "add": "add", "subtract": "sub", "multiply": "mul", "true_divide": "div",
+    "divide": "div", "power": "pow", "matmul": "matmul", "negative": "neg",
+    "absolute": "abs", "maximum": "maximum", "minimum": "minimum", "equal": "equal",
+    "not_equal": "not_equal", "less": "less", "less_equal": "less_equal",
+    "greater": "greater", "greater_equal": "greater_equal", "logical_and": "logical_and",
+    "logical_or": "logical_or", "logical_not": "logical_not", "bitwise_and": "logical_and",
+    "bitwise_or": "logical_or", "invert": "logical_not", "exp": "exp", "log": "log",
+    "sqrt": "sqrt", "tanh": "tanh",
+}
 
 
 from unigraph import api as _api  # noqa: E402  (operators need the op functions)
