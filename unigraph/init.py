@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from unigraph.ir import check_dtype
+from unigraph.dtypes import as_dtype
 from unigraph.random import generator
 
 __all__ = [
@@ -63,7 +63,7 @@ class Initializer:
 
     def __call__(self, shape, dtype="float32", fan_in=None, fan_out=None) -> np.ndarray:
         shape = tuple(int(d) for d in shape)
-        dtype = check_dtype(dtype)
+        dtype = as_dtype(dtype)
         default_in, default_out = fans(shape)
         fan_in = default_in if fan_in is None else int(fan_in)
         fan_out = default_out if fan_out is None else int(fan_out)

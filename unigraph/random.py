@@ -1,44 +1,101 @@
-"""unigraph's one random generator, so every backend sees the same numbers.
+"""unigraph's random generator, so every backend sees the same numbers.
 
 Initial weights and dropout masks are drawn here, in NumPy, never by a framework. In a
 static graph a random tensor is a graph input that each run feeds with fresh draws, so a
 compiled graph does not freeze one mask.
+
+The generator is per context, like the target (`ug.use_backend`): each thread (and each
+`contextvars` context) draws from its own generator, so two models trained in two threads
+get exactly the numbers they would get one after the other. A context that has not drawn
+yet starts a fresh generator from the process-wide seed, the last one given to
+`ug.manual_seed` anywhere (0 if none). `ug.manual_seed(s)` sets that seed and restarts the
+calling context's generator from it; other threads' generators are left alone. A pool
+thread keeps its generator from one task to the next: seed at the start of each task, or
+draw inside `with ug.random.seeded(s):`.
+
+>>> ug.manual_seed(0)
+>>> def train(target):
+...     ug.manual_seed(0)               # same weights and dropout masks in every thread
+...     ...
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import operator
+
 import numpy as np
 
-from unigraph.ir import check_dtype
+from unigraph.dtypes import as_dtype
 
-_seed = 0
-_generator = None  # made on first use: numpy.random costs import time
+_seed = 0  # where a context that has not drawn yet starts
+# Made on first use in each context: numpy.random costs import time.
+_context_generator: contextvars.ContextVar = contextvars.ContextVar(
+    "unigraph_generator", default=None)
+
+
+def _checked_seed(seed) -> int:
+    try:
+        seed = operator.index(seed)
+    except TypeError:
+        raise TypeError(f"manual_seed: the seed must be an int, got {seed!r} "
+                        f"({type(seed).__name__})") from None
+    if seed < 0:
+        raise ValueError(f"manual_seed: the seed must be >= 0, got {seed}")
+    return seed
 
 
 def manual_seed(seed: int) -> None:
-    """Reseed the generator: the same seed gives the same weights and masks everywhere."""
-    global _generator, _seed
-    _seed, _generator = seed, None
+    """Reseed: the same seed gives the same weights and masks on every target. Restarts this
+    context's generator and sets the seed that new threads start from.
+
+    >>> ug.manual_seed(0)
+    """
+    global _seed
+    _seed = _checked_seed(seed)
+    _context_generator.set(None)
 
 
 def generator() -> np.random.Generator:
-    global _generator
-    if _generator is None:
-        _generator = np.random.default_rng(_seed)
-    return _generator
+    """The calling context's generator (made from the process-wide seed on first use)."""
+    rng = _context_generator.get()
+    if rng is None:
+        rng = np.random.default_rng(_seed)
+        _context_generator.set(rng)
+    return rng
+
+
+@contextlib.contextmanager
+def seeded(seed: int):
+    """Draw from a generator seeded with `seed` inside the block; the caller's generator
+    (and its position) is back afterwards, and the process-wide seed is unchanged.
+
+    >>> with ug.random.seeded(3):
+    ...     net = Net()                      # the same weights whatever was drawn before
+    """
+    token = _context_generator.set(np.random.default_rng(_checked_seed(seed)))
+    try:
+        yield
+    finally:
+        _context_generator.reset(token)
 
 
 def uniform(shape, dtype="float32"):
-    """A tensor of uniform [0, 1) draws from unigraph's generator (fresh on every run)."""
-    from unigraph.dispatch import symbolic
-    from unigraph.tensor import tensor
+    """A tensor of uniform [0, 1) draws from unigraph's generator (fresh on every run).
+
+    >>> mask = ug.random.uniform((2, 3)) >= 0.5
+    """
+    from unigraph.dispatch import current_backend, symbolic
+    from unigraph.tensor import Tensor
     from unigraph.tracing import current_builder
 
     shape = tuple(int(d) for d in shape)
-    dtype = check_dtype(dtype)
+    dtype = as_dtype(dtype)
     builder = current_builder()
     if builder is None:
-        return tensor(generator().random(shape).astype(dtype))
+        draws = generator().random(shape).astype(dtype)  # a fresh array: no copy needed
+        return Tensor(shape, dtype, backend=current_backend(), array=draws)
     top = builder
     while top.parent is not None:
         top = top.parent
