@@ -24,6 +24,9 @@ then the optimizer's own update with lr_p.
 
 from __future__ import annotations
 
+import math
+import numbers
+
 import numpy as np
 
 from unigraph import api
@@ -31,6 +34,53 @@ from unigraph.function import assign
 from unigraph.tensor import Parameter
 
 __all__ = ["Adam", "Momentum", "Optimizer", "SGD"]
+
+
+def checked_number(owner: str, name: str, value, low=0.0, high=math.inf, low_open=False,
+                   high_open=False) -> float:
+    """`value` as a float, or an error naming the argument, the value and the valid range:
+    a string, NaN or infinity must fail here, not turn every weight into NaN later.
+
+    >>> checked_number("SGD", "lr", 0.1)
+    0.1
+    """
+    if isinstance(value, np.ndarray) and value.shape == ():
+        value = value[()]
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        hint = ""
+        if isinstance(value, str):
+            try:
+                hint = f"; write {name}={float(value)!r} (a number, not a string)"
+            except ValueError:
+                pass
+        raise TypeError(f"{owner}: {name} must be a number, got {value!r} "
+                        f"({type(value).__name__}){hint}")
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(f"{owner}: {name}={number} is not a finite number; every weight "
+                         f"would become NaN. Pass a finite {name}")
+    too_low = number <= low if low_open else number < low
+    too_high = number >= high if high_open else number > high
+    if too_low or too_high:
+        if high == math.inf:
+            rule = f"{name} must be {'>' if low_open else '>='} {low:g}"
+        else:
+            left, right = "(" if low_open else "[", ")" if high_open else "]"
+            rule = f"{name} must lie in {left}{low:g}, {high:g}{right}"
+        raise ValueError(f"{owner}: {name}={number:g} is out of range: {rule}")
+    return number
+
+
+def no_trainable_parameters(owner: str, source) -> ValueError:
+    """The error for training with nothing to train, with the usual causes."""
+    what = type(source).__name__ if source is not None else "the parameters given"
+    return ValueError(
+        f"{owner}: {what} has no trainable parameters, so training would change nothing. "
+        "Likely causes: layers kept in a plain list, tuple or dict attribute are not "
+        "registered (use ug.nn.ModuleList / ug.nn.ModuleDict, or ug.nn.Sequential); every "
+        "parameter was frozen (trainable=False); or the parameters were given as an "
+        "iterator that was already used up"
+    )
 
 
 class Optimizer:
@@ -44,8 +94,14 @@ class Optimizer:
     def __init__(self, params, lr, weight_decay=0.0):
         from unigraph.nn.module import Module
 
+        owner = type(self).__name__
+        lr = checked_number(owner, "lr", lr)
+        weight_decay = checked_number(owner, "weight_decay", weight_decay)
+        source = params if isinstance(params, Module) else None
         if isinstance(params, Module):
             params = params.parameters()
+        if isinstance(params, Parameter):
+            params = [params]
         unique, seen = [], set()
         for param in params:
             if not isinstance(param, Parameter):
@@ -54,13 +110,10 @@ class Optimizer:
             if id(param) not in seen:
                 seen.add(id(param))
                 unique.append(param)
-        if lr < 0:
-            raise ValueError(f"{type(self).__name__}: lr must be >= 0, got {lr}")
-        if weight_decay < 0:
-            raise ValueError(f"{type(self).__name__}: weight_decay must be >= 0, "
-                             f"got {weight_decay}")
+        if not any(param.trainable for param in unique):
+            raise no_trainable_parameters(owner, source)
         self.params = unique
-        self.weight_decay = float(weight_decay)
+        self.weight_decay = weight_decay
         # float64, cast to each parameter's dtype in the update: float32(lr * lr_scale).
         self._lr = Parameter(np.float64(lr), name=f"{type(self).__name__.lower()}.lr",
                              trainable=False)
@@ -75,9 +128,7 @@ class Optimizer:
 
     @lr.setter
     def lr(self, value: float) -> None:
-        if value < 0:
-            raise ValueError(f"lr must be >= 0, got {value}")
-        self._lr.set_value(np.float64(value))
+        self._lr.set_value(np.float64(checked_number(type(self).__name__, "lr", value)))
 
     def trainable(self) -> list:
         """The parameters that the next `apply` will update."""
@@ -229,10 +280,9 @@ class Momentum(Optimizer):
     slots = ("velocity",)
 
     def __init__(self, params, lr=0.01, momentum=0.9, nesterov=False, weight_decay=0.0):
-        if momentum < 0:
-            raise ValueError(f"Momentum: momentum must be >= 0, got {momentum}")
+        momentum = checked_number("Momentum", "momentum", momentum)
         super().__init__(params, lr, weight_decay)
-        self.momentum = float(momentum)
+        self.momentum = momentum
         self.nesterov = bool(nesterov)
 
     def hyperparameters(self):
@@ -267,13 +317,13 @@ class Adam(Optimizer):
     slots = ("m", "v", "step")
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
-        beta1, beta2 = (float(b) for b in betas)
-        if not (0.0 <= beta1 < 1.0 and 0.0 <= beta2 < 1.0):
-            raise ValueError(f"Adam: betas must lie in [0, 1), got {betas}")
-        if eps <= 0:
-            raise ValueError(f"Adam: eps must be > 0, got {eps}")
+        if isinstance(betas, str) or not hasattr(betas, "__len__") or len(betas) != 2:
+            raise TypeError(f"Adam: betas must be a pair (beta1, beta2), got {betas!r}")
+        beta1, beta2 = (checked_number("Adam", f"betas[{i}]", b, high=1.0, high_open=True)
+                        for i, b in enumerate(betas))
+        eps = checked_number("Adam", "eps", eps, low_open=True)
         super().__init__(params, lr, weight_decay)
-        self.beta1, self.beta2, self.eps = beta1, beta2, float(eps)
+        self.beta1, self.beta2, self.eps = beta1, beta2, eps
 
     def hyperparameters(self):
         return {**super().hyperparameters(), "betas": (self.beta1, self.beta2),

@@ -23,6 +23,7 @@ from unigraph.autodiff import value_and_grad
 from unigraph.function import assign, function
 from unigraph.nn import functional as F
 from unigraph.nn.module import Module, collect_updates
+from unigraph.optim import no_trainable_parameters
 
 __all__ = ["Trainer"]
 
@@ -68,6 +69,8 @@ class Trainer:
     """
 
     def __init__(self, model: Module, loss_fn, optimizer, metrics=None):
+        if not optimizer.trainable():
+            raise no_trainable_parameters("Trainer", model)
         self.model = model
         self.loss_fn = loss_fn
         self.optimizer = optimizer
@@ -115,6 +118,8 @@ class Trainer:
     # -- public ---------------------------------------------------------------------------
     def step(self, x, y) -> dict:
         """One optimisation step on one batch; returns {"loss": float, metric: float}."""
+        if not self.optimizer.trainable():  # every parameter frozen since __init__
+            raise no_trainable_parameters("Trainer.step", self.model)
         was_training = self.model.training
         try:
             loss, metrics = self.train_step_function(x, y)
