@@ -3,9 +3,16 @@
 Precedence, highest first: an explicit argument, `use_backend(...)` (a context variable, so
 threads and async tasks do not leak into each other), `set_backend(...)`, the environment
 variables `UNIGRAPH_BACKEND` / `UNIGRAPH_MODE`, `[tool.unigraph]` in the nearest
-`pyproject.toml` or a `unigraph.toml` (searched from the working directory upwards), and
-finally `numpy:eager`. The environment and the files are read once, on first use;
-`reload()` reads them again.
+`pyproject.toml` or a `unigraph.toml` (searched from the working directory upwards; the
+nearest one counts), and finally `numpy:eager`; backend and mode are resolved each on its
+own. The environment and the files are read once, on first use; `reload()` reads them
+again. A config file key other than those in `KNOWN_KEYS` warns (`ConfigWarning`), naming
+the file, the key and the known keys.
+
+    [tool.unigraph]                 # pyproject.toml (a unigraph.toml has no table header)
+    backend = "torch"
+    mode = "static"
+    max_loop_iterations = 1_000_000
 """
 
 from __future__ import annotations
@@ -14,6 +21,8 @@ import contextlib
 import contextvars
 import os
 from dataclasses import dataclass
+
+from unigraph.errors import ConfigError, ConfigWarning
 
 DEFAULT_BACKEND = "numpy"
 DEFAULT_MODE = "eager"
@@ -68,7 +77,28 @@ def use_backend(backend: str, mode: str | None = None):
         _context_target.reset(token)
 
 
-def _from_file(cwd: str) -> Target | None:
+# The keys a config file may hold ([tool.unigraph] in pyproject.toml, or a unigraph.toml);
+# any other key warns (a misspelt `mdoe = "static"` must not be ignored silently).
+KNOWN_KEYS = {
+    "backend": "the backend of the default target (numpy, torch, tensorflow, paddle, ...)",
+    "mode": "the mode of the default target (eager, static, ...)",
+    "max_loop_iterations": "iterations after which a loop raises (see max_loop_iterations())",
+}
+DEFAULT_MAX_LOOP_ITERATIONS = 10_000_000
+_UNREAD = object()
+_file_config = _UNREAD  # (path, table) of the nearest config file, or None; read once
+
+
+def _config_file() -> tuple | None:
+    """(path, table) of the nearest config file, searched from the working directory up:
+    a unigraph.toml, or a pyproject.toml with a [tool.unigraph] table. Read once."""
+    global _file_config
+    if _file_config is _UNREAD:
+        _file_config = _find_config_file(os.getcwd())
+    return _file_config
+
+
+def _find_config_file(cwd: str) -> tuple | None:
     import tomllib  # here, not at import time: pathlib and tomllib cost milliseconds
     from pathlib import Path
 
@@ -78,12 +108,55 @@ def _from_file(cwd: str) -> Target | None:
             path = folder / name
             if not path.is_file():
                 continue
-            table = tomllib.loads(path.read_text())
+            try:
+                table = tomllib.loads(path.read_text())
+            except tomllib.TOMLDecodeError as error:
+                raise ConfigError(f"{path}: not valid TOML ({error})") from None
             for key in table_path:
-                table = table.get(key, {})
-            if "backend" in table:
-                return Target(table["backend"], table.get("mode", DEFAULT_MODE))
+                table = table.get(key)
+                if not isinstance(table, dict):
+                    break
+            if isinstance(table, dict):
+                _warn_unknown_keys(path, table, "[tool.unigraph] " if table_path else "")
+                return path, table
     return None
+
+
+def _warn_unknown_keys(path, table: dict, section: str) -> None:
+    import difflib
+    import warnings
+
+    for key in table:
+        if key in KNOWN_KEYS:
+            continue
+        close = difflib.get_close_matches(key, KNOWN_KEYS, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        warnings.warn(
+            f"{path}: unknown unigraph config key {section}{key!r}{hint}, ignored; the known "
+            f"keys are {', '.join(KNOWN_KEYS)}",
+            ConfigWarning, stacklevel=2,
+        )
+
+
+def _file_value(key: str):
+    """(value, path) of `key` in the config file, or (None, None)."""
+    found = _config_file()
+    if found is None or key not in found[1]:
+        return None, None
+    path, table = found
+    return table[key], path
+
+
+def _text_setting(key: str, env: str, default: str) -> str:
+    if env in os.environ:
+        return os.environ[env]
+    value, path = _file_value(key)
+    if value is None:
+        return default
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{path}: {key} = {value!r} must be a non-empty string, e.g. "
+                          f"{key} = {default!r}")
+    return value
 
 
 def current_target(explicit: Target | str | None = None) -> Target:
@@ -100,17 +173,62 @@ _default: Target | None = None  # from the environment or a file, read once (see
 
 
 def _resolve_default() -> Target:
+    """Each of backend and mode from the environment, else the config file, else the
+    default (so UNIGRAPH_MODE=static with a file naming only the backend is static)."""
     global _default
-    mode = os.environ.get("UNIGRAPH_MODE", DEFAULT_MODE)
-    if "UNIGRAPH_BACKEND" in os.environ:
-        _default = Target(os.environ["UNIGRAPH_BACKEND"], mode)
-    else:
-        _default = _from_file(os.getcwd()) or Target(DEFAULT_BACKEND, mode)
+    _default = Target(_text_setting("backend", "UNIGRAPH_BACKEND", DEFAULT_BACKEND),
+                      _text_setting("mode", "UNIGRAPH_MODE", DEFAULT_MODE))
     return _default
 
 
+_max_loop_iterations: int | None = None
+
+
+def max_loop_iterations() -> int:
+    """How many iterations any loop (`ug.while_loop`, a converted `while`) may run before
+    every target raises instead of hanging: `UNIGRAPH_MAX_LOOP_ITERATIONS` in the
+    environment, else `max_loop_iterations` in the config file, else 10_000_000. Read once
+    (`reload()` rereads); a value that is not a positive integer raises, naming where it
+    came from.
+
+    >>> # pyproject.toml:  [tool.unigraph]
+    >>> #                  max_loop_iterations = 100_000
+    >>> ug.config.max_loop_iterations()
+    100000
+    """
+    global _max_loop_iterations
+    if _max_loop_iterations is None:
+        _max_loop_iterations = _read_max_loop_iterations()
+    return _max_loop_iterations
+
+
+def _read_max_loop_iterations() -> int:
+    env = "UNIGRAPH_MAX_LOOP_ITERATIONS"
+    if env in os.environ:
+        raw = os.environ[env].strip()
+        try:
+            value = int(raw)
+        except ValueError:
+            value = None
+        if value is None or value < 1:
+            raise ConfigError(f"the environment variable {env}={raw!r} is not a positive "
+                              f"integer; set e.g. {env}=1000000, or unset it for the default "
+                              f"{DEFAULT_MAX_LOOP_ITERATIONS}")
+        return value
+    value, path = _file_value("max_loop_iterations")
+    if value is None:
+        return DEFAULT_MAX_LOOP_ITERATIONS
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{path}: max_loop_iterations = {value!r} is not a positive "
+                          "integer; write e.g. max_loop_iterations = 1_000_000")
+    return value
+
+
 def reload() -> None:
-    """Read `UNIGRAPH_BACKEND`/`UNIGRAPH_MODE` and the config files again. They are read once,
-    on first use, because every eager op asks for the current target."""
-    global _default
+    """Read `UNIGRAPH_BACKEND`/`UNIGRAPH_MODE`/`UNIGRAPH_MAX_LOOP_ITERATIONS` and the config
+    files again. They are read once, on first use, because every eager op asks for the
+    current target."""
+    global _default, _file_config, _max_loop_iterations
     _default = None
+    _file_config = _UNREAD
+    _max_loop_iterations = None

@@ -23,3 +23,11 @@ class BackendError(UnigraphError):
 
 class GraphError(UnigraphError):
     """A graph is not well formed (found by `Graph.verify`)."""
+
+
+class ConfigError(UnigraphError, ValueError):
+    """A setting (environment variable or config file key) has a value unigraph cannot use."""
+
+
+class ConfigWarning(UserWarning):
+    """A config file holds something unigraph ignores (an unknown, perhaps misspelt, key)."""
