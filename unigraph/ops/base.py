@@ -27,10 +27,16 @@ class TensorSpec:
 
 @dataclass(frozen=True)
 class Sample:
-    """One test case for an op: NumPy inputs (float64 for floating inputs) and attrs."""
+    """One test case for an op: NumPy inputs (float64 for floating inputs) and attrs.
+
+    at_kink: the inputs sit on purpose where the op has no derivative (a tie that the rule
+    does not split the way finite differences do, a NaN): the gradient there is the record's
+    convention, checked against the VJP rule on every target but not by finite differences.
+    """
 
     inputs: tuple
     attrs: dict = field(default_factory=dict)
+    at_kink: bool = False
 
 
 @dataclass(frozen=True)

@@ -107,11 +107,6 @@ def _half_grid(rng, shape):
     return rng.integers(-4, 4, shape) / 2.0
 
 
-def _half_grid_shifted(rng, shape):
-    # Never equal to a `_half_grid` value: maximum/minimum stay clear of their tie.
-    return rng.integers(-4, 4, shape) / 2.0 + 0.25
-
-
 _binary("add", np.add, lambda g, x, y, out: (g, g), "x + y.", _with_ints(_binary_samples(normal)))
 _binary(
     "sub", np.subtract, lambda g, x, y, out: (g, -g), "x - y.",
@@ -132,15 +127,35 @@ _binary(
     "y (0 where x == 0 and y >= 0; NaN where x < 0).",
     _binary_samples(positive, normal), allowed=FLOAT_DTYPES,
 )
+def _pair_split(g, x, y, out):
+    """maximum/minimum's gradient: the rule of the max/min reductions over the pair (x, y).
+    An input equal to the result gets g, halved when both are; NaN to both where the result
+    is NaN (then neither equals it)."""
+    hit_x, hit_y = x == out, y == out
+    count = hit_x.astype(np.int8) + hit_y
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(count == 0, np.nan, g / count)
+    return np.where(hit_x | (count == 0), share, 0), np.where(hit_y | (count == 0), share, 0)
+
+
+def _pair_samples(rng):
+    # A coarse grid for both, so ties (where the gradient splits) occur, and one NaN sample.
+    with_nan = Sample((np.array([np.nan, 1.0, np.nan, 2.0]), np.array([0.5, np.nan, np.nan, 2.0])),
+                      at_kink=True)
+    return _binary_samples(_half_grid)(rng)[:2] + [with_nan]
+
+
 _binary(
-    "maximum", np.maximum, lambda g, x, y, out: (np.where(x >= y, g, 0), np.where(x >= y, 0, g)),
-    "Elementwise max(x, y); NaN if either is NaN. Where x == y the gradient goes to x.",
-    _with_ints(_binary_samples(_half_grid, _half_grid_shifted)),
+    "maximum", np.maximum, _pair_split,
+    "Elementwise max(x, y). NaN propagates: NaN if either is NaN. Gradient: to the input "
+    "equal to the result; where x == y each gets half; where the result is NaN both get NaN.",
+    _with_ints(_pair_samples),
 )
 _binary(
-    "minimum", np.minimum, lambda g, x, y, out: (np.where(x <= y, g, 0), np.where(x <= y, 0, g)),
-    "Elementwise min(x, y); NaN if either is NaN. Where x == y the gradient goes to x.",
-    _with_ints(_binary_samples(_half_grid, _half_grid_shifted)),
+    "minimum", np.minimum, _pair_split,
+    "Elementwise min(x, y). NaN propagates: NaN if either is NaN. Gradient: to the input "
+    "equal to the result; where x == y each gets half; where the result is NaN both get NaN.",
+    _with_ints(_pair_samples),
 )
 
 # Comparisons: any dtype, bool result, no gradient. Samples on a coarse grid so ties occur.

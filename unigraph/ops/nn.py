@@ -51,6 +51,11 @@ def _activation_samples(make):
     return lambda rng: [Sample((make(rng, (3, 4)),)), Sample((make(rng, (2, 1, 5)) * 3,))]
 
 
+def _relu_samples(rng):
+    at_kink = np.array([[-1.0, 0.0, 2.0], [np.nan, -np.inf, 0.5]])
+    return _activation_samples(nonzero)(rng) + [Sample((at_kink,), at_kink=True)]
+
+
 def _sigmoid(x):
     # exp of -|x| only, so large |x| never overflows.
     e = np.exp(-np.abs(x))
@@ -61,8 +66,9 @@ _float_unary(
     "relu", lambda x: np.maximum(x, 0),
     # g * mask, not np.where: ten times faster here; a NaN cotangent at x <= 0 stays NaN.
     lambda g, x, out: g * (x > 0),
-    "max(x, 0) for floats. Gradient 1 where x > 0, else 0 (so 0 at x == 0).",
-    _activation_samples(nonzero),
+    "max(x, 0) for floats; NaN stays NaN. Gradient 1 where x > 0, else 0: 0 at x == 0 and "
+    "at NaN.",
+    _relu_samples,
 )
 _float_unary(
     "sigmoid", _sigmoid, lambda g, x, out: g * out * (1 - out),
@@ -76,14 +82,20 @@ _float_unary(
 )
 
 
+def _shifted(x, axis):
+    """x - max(x): exp of it never overflows. A row holding +inf (or only -inf) becomes NaN
+    here (inf - inf), and so does the whole row of the result: the documented answer."""
+    with np.errstate(invalid="ignore"):
+        return x - np.max(x, axis=axis, keepdims=True)
+
+
 def _softmax(x, *, axis):
-    # Shifting by the max changes nothing mathematically and keeps exp from overflowing.
-    e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+    e = np.exp(_shifted(x, axis))
     return e / np.sum(e, axis=axis, keepdims=True)
 
 
 def _log_softmax(x, *, axis):
-    shifted = x - np.max(x, axis=axis, keepdims=True)
+    shifted = _shifted(x, axis)
     return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
 
 
@@ -96,20 +108,28 @@ def _log_softmax_grad(g, x, out, *, axis):
 
 
 def _axis_samples(rng):
+    # Large logits must not saturate (log_softmax([1000, 0]) is [0, -1000]); a row holding
+    # +inf is NaN, its gradient too.
+    extreme = np.array([[1000.0, 0.0, -5.0], [np.inf, 1.0, 0.0], [-np.inf, 0.0, 1.0]])
     return [
         Sample((normal(rng, (3, 4)),), {"axis": 1}),
         Sample((normal(rng, (2, 3, 4)) * 3,), {"axis": 0}),
+        Sample((extreme,), {"axis": 1}, at_kink=True),
     ]
 
 
 _float_unary(
     "softmax", _softmax, _softmax_grad,
-    "exp(x) / sum(exp(x)) along `axis`, computed as exp(x - max) / sum(exp(x - max)).",
+    "exp(x) / sum(exp(x)) along `axis`, computed as exp(x - max) / sum(exp(x - max)), so "
+    "large values do not overflow. A row holding +inf (or only -inf) is NaN throughout "
+    "(inf - inf), and so is its gradient; -inf elements of a finite row give 0.",
     _axis_samples, tolerance=ACCUMULATING_TOLERANCE,
 )
 _float_unary(
     "log_softmax", _log_softmax, _log_softmax_grad,
-    "x - log(sum(exp(x))) along `axis`, computed with the max subtracted first.",
+    "x - log(sum(exp(x))) along `axis`, computed as (x - max) - log(sum(exp(x - max))): "
+    "no saturation, log_softmax([1000, 0]) = [0, -1000]. A row holding +inf (or only -inf) "
+    "is NaN throughout, and so is its gradient.",
     _axis_samples, tolerance=ACCUMULATING_TOLERANCE,
 )
 
@@ -336,6 +356,14 @@ def _max_pool_vjp(g, inputs, out, *, kernel, stride, padding):
     return [grad_for(_crop(dxp, padding, x.shape), x)]
 
 
+def _pool_ties():
+    """Overlapping 2x2 windows over ties (a plateau of 1s, two 2s) and over NaNs after +inf:
+    the gradient goes to the first maximum of each window, a NaN counting as the maximum."""
+    return np.array([[[[1.0, 1.0, 0.0, 2.0],
+                       [1.0, 1.0, 2.0, -1.0],
+                       [np.inf, 0.5, np.nan, np.nan]]]])
+
+
 def _pool_attrs(kernel, stride, padding=(0, 0)):
     return {"kernel": kernel, "stride": stride, "padding": padding}
 
@@ -346,12 +374,14 @@ register(OpDef(
     reference=_max_pool_reference,
     vjp=_max_pool_vjp,
     doc="Maximum over each kh x kw window of NCHW x, padded with -inf (padding <= kernel // "
-        "2). The gradient of each window goes only to its FIRST maximal element in row-major "
-        "order; overlapping windows add up.",
+        "2). NaN propagates: a window holding a NaN gives NaN. The gradient of each window "
+        "goes only to its FIRST maximal element in row-major order, not shared among ties, a "
+        "NaN counting as the maximum (as argmax); overlapping windows add up.",
     samples=lambda rng: [
         Sample((distinct(rng, (1, 2, 4, 6)),), _pool_attrs((2, 2), (2, 2))),
         Sample((distinct(rng, (2, 1, 5, 6)),), _pool_attrs((3, 3), (2, 1), (1, 1))),
         Sample((distinct(rng, (1, 1, 5, 5)),), _pool_attrs((3, 2), (1, 2), (1, 0))),
+        Sample((_pool_ties(),), _pool_attrs((2, 2), (1, 1)), at_kink=True),
     ],
 ))
 
@@ -427,6 +457,8 @@ register(OpDef(
     samples=lambda rng: [
         Sample((normal(rng, (4, 3)), np.array([0, 2, 1, 2]))),
         Sample((normal(rng, (2, 5)) * 3, np.array([4, 0], dtype=np.int32))),
+        # Large logits must not saturate: the loss of [1000, 0] with label 1 is 1000.
+        Sample((np.array([[1000.0, 0.0], [0.0, -1000.0]]), np.array([1, 1]))),
     ],
     tolerance=ACCUMULATING_TOLERANCE,
     differentiable_inputs=(0,),

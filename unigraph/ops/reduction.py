@@ -38,16 +38,17 @@ def _reduced_shape(op, x, axis, keepdims, need_nonempty=False):
     return tuple(d for i, d in enumerate(x.shape) if i not in axes)
 
 
-def _first_extreme_mask(x, axis, pick):
-    """Bool mask, True at the first element (row-major) that `pick` (np.argmax or
-    np.argmin) finds in each reduced slice: where ties go in max/min gradients."""
-    axes = reduced_axes(axis, x.ndim)
-    kept = [i for i in range(x.ndim) if i not in axes]
-    moved = np.transpose(x, kept + list(axes))
-    flat = moved.reshape(moved.shape[: len(kept)] + (-1,))
-    mask = np.zeros(flat.shape, dtype=bool)
-    np.put_along_axis(mask, pick(flat, axis=-1)[..., None], True, axis=-1)
-    return np.transpose(mask.reshape(moved.shape), np.argsort(kept + list(axes)))
+def _tie_split(g, x, out, axes):
+    """The max/min gradient rule, shared by the reductions and by maximum/minimum.
+
+    g, x and out broadcast to one shape (out and g with size 1 along `axes`, the slices a
+    result was taken over). Each element equal to its slice's result gets an equal share of
+    g; a slice whose result is NaN (so nothing equals it) gets NaN in every element.
+    """
+    hit = x == out
+    count = np.sum(hit, axis=axes, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(hit, g / count, np.where(count == 0, np.nan, 0.0))
 
 
 def _reduction_samples(make):
@@ -56,6 +57,25 @@ def _reduction_samples(make):
             Sample((make(rng, (3, 4)),), {"axis": None, "keepdims": False}),
             Sample((make(rng, (2, 3, 4)),), {"axis": (0, 2), "keepdims": True}),
             Sample((make(rng, (2, 3, 4)),), {"axis": (1,), "keepdims": False}),
+        ]
+
+    return samples
+
+
+def _extreme_samples(np_fn):
+    """Distinct values, then a two-way tie at each row's extreme (where the split gives 1/2
+    each, as finite differences do) and a row holding a NaN (a convention: no limit)."""
+
+    def samples(rng):
+        ties = distinct(rng, (3, 4))
+        rows = np.arange(3)
+        at = np.argmax(ties == np_fn(ties, axis=1, keepdims=True), axis=1)
+        ties[rows, (at + 1) % 4] = ties[rows, at]  # the extreme's right neighbour equals it
+        with_nan = distinct(rng, (2, 3))
+        with_nan[1, 1] = np.nan
+        return _reduction_samples(distinct)(rng)[:2] + [
+            Sample((ties,), {"axis": (1,), "keepdims": False}),
+            Sample((with_nan,), {"axis": (1,), "keepdims": True}, at_kink=True),
         ]
 
     return samples
@@ -126,7 +146,7 @@ register(OpDef(
 ))
 
 
-def _extreme(name, np_fn, pick, word):
+def _extreme(name, np_fn, word):
     def infer(x, *, axis, keepdims):
         require_numeric(name, "x", x)
         return TensorSpec(_reduced_shape(name, x, axis, keepdims, need_nonempty=True), x.dtype)
@@ -136,23 +156,25 @@ def _extreme(name, np_fn, pick, word):
 
     def vjp(g, inputs, out, *, axis, keepdims):
         (x,) = inputs
-        spread = np.broadcast_to(expand_reduced(g, axis, x.ndim, keepdims), x.shape)
-        return [grad_for(np.where(_first_extreme_mask(x, axis, pick), spread, 0), x)]
+        kept_g = expand_reduced(g, axis, x.ndim, keepdims)
+        kept_out = expand_reduced(out, axis, x.ndim, keepdims)
+        return [grad_for(_tie_split(kept_g, x, kept_out, reduced_axes(axis, x.ndim)), x)]
 
     register(OpDef(
         name=name,
         infer=infer,
         reference=reference,
         vjp=vjp,
-        doc=f"{word.capitalize()} of x over `axis` (a tuple; None: all); NaN if the slice holds "
-            f"a NaN. The gradient goes only to the FIRST {word} element of each slice (in "
-            f"row-major order over the reduced axes), not shared among ties.",
-        samples=_reduction_samples(distinct),
+        doc=f"{word.capitalize()} of x over `axis` (a tuple; None: all). NaN propagates: a "
+            f"slice holding a NaN gives NaN. Gradient: shared equally by the elements equal to "
+            f"the result (two tied {word} elements get half each); a slice whose result is NaN "
+            f"gets NaN in every element.",
+        samples=_extreme_samples(np_fn),
     ))
 
 
-_extreme("max", np.max, np.argmax, "maximal")
-_extreme("min", np.min, np.argmin, "minimal")
+_extreme("max", np.max, "maximal")
+_extreme("min", np.min, "minimal")
 
 
 def _argmax_infer(x, *, axis, keepdims):
