@@ -5,7 +5,20 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench clean system
+
+# The tests also need Graphviz's `dot` (SVG views) and Chromium (the HTML view is checked in
+# a real headless browser): installed from the system's package manager when missing (root).
+system:
+	@if ! command -v dot >/dev/null || ! command -v chromium >/dev/null; then \
+		if [ "$$(id -u)" = 0 ]; then \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+				--no-install-recommends graphviz chromium >/dev/null; \
+		else \
+			echo "make test needs graphviz and chromium: sudo apt-get install graphviz chromium"; \
+			exit 1; \
+		fi; \
+	fi
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,7 +31,7 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(PY) examples/run_all.py
 
-test: $(STAMP)
+test: system $(STAMP)
 	$(VENV)/bin/unigraph backends --check
 	$(PY) -m pytest -q
 

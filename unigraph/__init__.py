@@ -91,6 +91,7 @@ _LAZY = {
     "save": ("unigraph.weights", "save"),
     "load": ("unigraph.weights", "load"),
     "quirks": ("unigraph.quirks", None),
+    "view": ("unigraph.view", "view"),
 }
 
 
