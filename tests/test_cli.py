@@ -152,3 +152,25 @@ def test_quirks_lists_the_registry(project):
     assert rc == 0, err
     for name, quirk in all_quirks():
         assert f"[{name}] {quirk.op}" in out
+
+
+@pytest.mark.parametrize("output, marker", [("graph.html", 'data-op="while_loop"'),
+                                            ("graph.svg", "<svg"), ("graph.dot", "digraph")])
+def test_view_draws_a_scripts_check(project, output, marker):
+    (project / "counting.py").write_text(textwrap.dedent("""
+        import unigraph as ug
+
+        def counter(a, b):
+            return ug.while_loop(lambda a, b: a < b, lambda a, b: (a + 2, b + 1), (a, b))
+
+        CHECKS = {"counter": (counter, (0, 10))}
+    """))
+    rc, out, err = cli(project, "view", "counting.py:counter", "-o", output)
+    assert rc == 0, err
+    assert marker in (project / output).read_text()
+
+
+def test_view_names_the_checks_when_the_name_is_wrong(project):
+    (project / "one.py").write_text("CHECKS = {'f': (lambda x: x, (1.0,))}\n")
+    rc, out, err = cli(project, "view", "one.py:g", "-o", "x.html")
+    assert rc == 2 and "has no check 'g'; its CHECKS are: f" in err

@@ -63,6 +63,30 @@ def _quirks_command(args) -> int:
     return 0
 
 
+def _view_command(args) -> int:
+    """Draw the graph of a script's CHECKS entry (FILE[:NAME]) as HTML, SVG or DOT."""
+    from unigraph.checking.scripts import ScriptError, load_checks
+    from unigraph.errors import UnigraphError
+    from unigraph.view import view
+
+    path, _, name = args.script.partition(":")
+    try:
+        entries = load_checks(path)
+    except ScriptError as error:
+        raise UnigraphError(f"view: {error}") from None
+    if name and name not in entries:
+        raise UnigraphError(f"view: {path} has no check {name!r}; its CHECKS are: "
+                            f"{', '.join(entries)}")
+    entry = entries[name or next(iter(entries))]
+    target, inputs = entry.target, entry.inputs
+    if entry.training is not None:  # a training entry: the model's forward on one batch
+        target, inputs = entry.target, (next(iter(entry.training["batches"]))[0],)
+    fmt = args.format or os.path.splitext(args.output)[1].lstrip(".") or "html"
+    view(target, *inputs, path=args.output, format=fmt)
+    print(f"wrote {args.output} ({fmt}, check {entry.name!r} of {path})")
+    return 0
+
+
 def _run_command(args) -> int:
     """Run a script on a target. `--backend`/`--mode` set the process's configured target
     (the level of UNIGRAPH_BACKEND/UNIGRAPH_MODE), so a script's own `ug.set_backend` /
@@ -140,6 +164,14 @@ def main(argv=None) -> int:
                               "status (an installed framework may still fail to import)")
     commands.add_parser("quirks", help="list the framework behaviours the backends route "
                                         "around, each pinned by a test")
+    drawing = commands.add_parser(
+        "view", help="draw a script's traced graph (HTML, SVG or DOT)",
+        description="Trace a CHECKS entry of FILE (the first one unless :NAME is given) on its "
+                    "example inputs and write its graph.")
+    drawing.add_argument("script", metavar="FILE[:NAME]")
+    drawing.add_argument("-o", "--output", required=True, help="graph.html, graph.svg, ...")
+    drawing.add_argument("--format", choices=["html", "svg", "dot"], default=None,
+                         help="default: from the output's extension, else html")
     run = commands.add_parser(
         "run", help="run a script on a target",
         description="Run FILE with the target set by --backend/--mode (also accepted after "
@@ -156,7 +188,8 @@ def main(argv=None) -> int:
     if add_check_command is not None:
         add_check_command(commands)
     args = parser.parse_args(argv)
-    handlers = {"backends": _backends_command, "run": _run_command, "quirks": _quirks_command}
+    handlers = {"backends": _backends_command, "run": _run_command, "quirks": _quirks_command,
+                "view": _view_command}
     handler = handlers.get(args.command) or args.handler
     from unigraph.errors import UnigraphError
 
