@@ -114,7 +114,7 @@ def make_lowerings(tf) -> dict:
 
     def conv2d(x, w, bias=None, *, stride, padding, dilation, groups):
         (ph, pw), (sh, sw), (dh, dw) = padding, stride, dilation
-        x, f = tf.transpose(x, TO_NHWC), tf.transpose(w, TO_HWIO)
+        image, (x, f) = x, (tf.transpose(x, TO_NHWC), tf.transpose(w, TO_HWIO))
         if (dh, dw) == (1, 1):
             def conv(x, f):
                 explicit = ((0, 0), (ph, ph), (pw, pw), (0, 0))
@@ -141,11 +141,29 @@ def make_lowerings(tf) -> dict:
             # groups on CPU: one conv per group (split channels, concat the outputs).
             pairs = zip(tf.split(x, groups, axis=3), tf.split(f, groups, axis=3))
             out = tf.concat([conv(xg, fg) for xg, fg in pairs], axis=3)
+        if image.shape[0] == 0 or image.shape[0] is None:
+            out = empty_batch_output(out, image, f, padding, stride, dilation)
         if bias is not None:
             # Once, after whichever route, while the channels are last: BiasAdd on NHWC is
             # the op Grappler folds into the conv (_FusedConv2D) on the plain route.
             out = tf.nn.bias_add(out, bias)
         return tf.transpose(out, TO_NCHW)
+
+    def empty_batch_output(out, image, f, padding, stride, dilation):
+        """`out`, or zeros of the conv's true shape when the batch is empty: TF's Conv2D
+        hands back its input when N = 0 ([0, H, W, C], whatever the filter) while the static
+        shape says [0, OH, OW, O]. A batch unknown until run time (a loop carry whose shape
+        changes) chooses at run time. `image` is the NCHW input, `f` the HWIO filter."""
+        dims = tf.shape(image) if None in tuple(image.shape) else tuple(image.shape)
+        height, width = (
+            (size + 2 * pad - rate * (kernel - 1) - 1) // step + 1
+            for size, kernel, step, pad, rate in zip(
+                (dims[2], dims[3]), f.shape[:2], stride, padding, dilation)
+        )
+        zeros = tf.zeros((dims[0], height, width, f.shape[3]), out.dtype)
+        if image.shape[0] == 0:
+            return zeros
+        return tf.cond(dims[0] > 0, lambda: out, lambda: zeros)
 
     def dilate_filter(f, dh, dw):
         """[KH, KW, I, O] -> [(KH-1)*dh+1, (KW-1)*dw+1, I, O] with zeros between the taps.
@@ -178,12 +196,17 @@ def make_lowerings(tf) -> dict:
 
         def lowering(x):
             op = getattr(x, "op", None)  # eager tensors have no producing op
-            if op is not None and op.type == "Transpose" and tuple(
-                    tf.get_static_value(op.inputs[1]).tolist()) == TO_NCHW:
+            if op is not None and op.type == "Transpose" and is_to_nchw(op.inputs[1]):
                 return tf.transpose(native(op.inputs[0]), TO_NCHW)
             return native(x)
 
         return lowering
+
+    def is_to_nchw(perm) -> bool:
+        # A Transpose's permutation is not always a constant: TF's own softmax over a
+        # non-last axis builds it from the input's rank at run time.
+        perm = tf.get_static_value(perm)
+        return perm is not None and tuple(perm.tolist()) == TO_NCHW
 
     def sparse_softmax_cross_entropy(logits, labels):
         return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
