@@ -16,7 +16,13 @@ What Paddle 3.3.1 needs worked around (each has a test in tests/test_backend_pad
 * a while op's results count as differentiable only if the loop variables it starts from
   do (a captured value that needs a gradient does not count), else the backward is pruned:
   inside a `grad` function, floating carried values start from differentiable copies.
-* the backward of a while_loop nested in another while_loop fails at run time: refused at
+* the backward of an `if` nested in a `while` body or another `if` branch reads the wrong
+  cotangent and yields zeros: `unigraph_paddle.backward.fixed_backward` corrects it.
+* a while op takes over the buffers of the values it starts from (a later read fails with
+  "Tensor holds no memory"): every loop starts from copies.
+* the backward of a while_loop nested in a cond branch or another while_loop fails at run
+  time (the garbage collector frees the loop's inputs before the enclosing block's
+  backward reads them; running without it makes captured gradients wrong): refused at
   build time, with the user's source line.
 
 Static mode is Paddle process state (`paddle.enable_static()`); this backend never flips
@@ -45,6 +51,7 @@ from unigraph.backend import lower_nodes
 from unigraph.errors import BackendError
 from unigraph.ir import Graph
 from unigraph_paddle.backend import ignore_paddle_warnings
+from unigraph_paddle.backward import fixed_backward
 from unigraph_paddle.updates import emit_in_place, plan_in_place
 
 # Serialises Program builds (and first runs): one thread at a time in static mode.
@@ -97,6 +104,8 @@ class ProgramBuilder:
         }
         self._graphs = []  # the graphs being lowered, outermost first
         self._grad_depth = 0  # how many `grad` functions are being lowered around us
+        # How many cond branches and loop bodies are around us, inside the innermost `grad`.
+        self._control_depth = 0
         self._producers = None  # value id -> node, for the top-level graph
 
     def lower(self, graph, env: dict) -> list:
@@ -110,6 +119,14 @@ class ProgramBuilder:
         """A closed subgraph: its inputs are bound to `args`, in order."""
         return self.lower(graph, {v.id: a for v, a in zip(graph.inputs, args)})
 
+    def lower_block(self, graph, args) -> list:
+        """A cond branch or a loop's cond or body: a subgraph inside a Paddle block."""
+        self._control_depth += 1
+        try:
+            return self.lower_subgraph(graph, args)
+        finally:
+            self._control_depth -= 1
+
     def lower_cond(self, node, args) -> list:
         paddle = self.paddle
         pred, operands = args[0], args[1:]
@@ -120,7 +137,7 @@ class ProgramBuilder:
             graph = node.subgraphs[name]
 
             def build():
-                outs = self.lower_subgraph(graph, operands)
+                outs = self.lower_block(graph, operands)
                 # A branch that hands back one of its operands unchanged breaks Paddle's
                 # backward through `cond` (3.3.1: the other outputs' gradient with respect
                 # to that operand comes out 0), so such outputs are copied.
@@ -135,32 +152,36 @@ class ProgramBuilder:
         carried = node.attrs["num_carried"]
         cond_graph, body_graph = node.subgraphs["cond"], node.subgraphs["body"]
         args = list(args)
-        if self._grad_depth and any(not a.stop_gradient for a in args):
-            if any(_contains_while(g) for g in node.subgraphs.values()):
-                raise BackendError(
-                    f"paddle:static cannot differentiate through a while_loop nested in "
-                    f"another while_loop{' (' + node.source + ')' if node.source else ''}: "
-                    "Paddle 3.3.1's while backward fails at run time there. Use "
-                    "paddle:eager, or move the inner loop out of the outer one."
-                )
+        if self._control_depth and self._grad_depth and any(not a.stop_gradient for a in args):
+            raise BackendError(
+                f"paddle:static cannot differentiate through a while_loop nested in a cond "
+                f"or another while_loop{' (' + node.source + ')' if node.source else ''}: "
+                "Paddle 3.3.1's backward frees the loop's inputs before the enclosing "
+                "block's backward reads them. Use paddle:eager, or move the loop out of "
+                "the branch or loop around it."
+            )
+        # Paddle's while op takes over the buffers of the values it starts from (3.3.1: a
+        # later read of one fails with "Tensor holds no memory"), so it starts from copies.
+        args[:carried] = [paddle.assign(a) for a in args[:carried]]
+        if self._grad_depth:
             # Paddle marks a while op's results differentiable only from the loop
             # variables it starts from (a captured value that requires a gradient does not
             # count), and prunes the backward of the rest: each floating carried value
-            # starts from a differentiable copy when anything in the loop needs one.
-            for k in range(carried):
-                if args[k].stop_gradient and _is_float(paddle, args[k]):
-                    args[k] = paddle.assign(args[k])
-                    args[k].stop_gradient = False
+            # starts differentiable when anything in the loop needs a gradient.
+            if any(not a.stop_gradient for a in args):
+                for a in args[:carried]:
+                    if _is_float(paddle, a):
+                        a.stop_gradient = False
 
         def cond(*values):
-            return self.lower_subgraph(cond_graph, values)[0]
+            return self.lower_block(cond_graph, values)[0]
 
         def body(*values):
             # Captured operands are passed as loop variables the body returns unchanged,
             # so the body sees them as its inputs. (Paddle's `optimize_update` turns such
             # pass-through variables back into captured values; its backward handles
             # those, given the results are marked as above.)
-            return list(self.lower_subgraph(body_graph, values)) + list(values[carried:])
+            return list(self.lower_block(body_graph, values)) + list(values[carried:])
 
         outs = paddle.static.nn.while_loop(cond, body, args)
         return list(outs[:carried])
@@ -200,16 +221,19 @@ class ProgramBuilder:
                 leaves[i] = paddle.assign(args[i])
             leaves[i].stop_gradient = not _is_float(paddle, args[i])
         self._grad_depth += 1
+        control_depth, self._control_depth = self._control_depth, 0
         try:
             outs = self.lower_subgraph(node.subgraphs["fn"], leaves)
         finally:
             self._grad_depth -= 1
+            self._control_depth = control_depth
         xs = [leaves[i] for i in wrt]
         differentiable = [i for i, x in enumerate(xs) if not x.stop_gradient]
         grads = [None] * len(xs)
         target = outs[output]
         if differentiable and not target.stop_gradient:
-            found = paddle.static.gradients([target], [xs[i] for i in differentiable])
+            with fixed_backward(paddle):
+                found = paddle.static.gradients([target], [xs[i] for i in differentiable])
             for i, g in zip(differentiable, found):
                 grads[i] = g
         grads = [paddle.zeros_like(x) if g is None else g for g, x in zip(grads, xs)]
@@ -224,6 +248,7 @@ class BuiltProgram:
         self.feed_names = feed_names
         self.fetch = fetch
         self.param_names = param_names
+
 
 
 def build_program(paddle, graph, lowerings: dict, *, fetch_all: bool = False) -> BuiltProgram:
@@ -285,13 +310,6 @@ def _top_level_ids(graph):
     yield from (v.id for v in graph.params)
     for node in graph.nodes:
         yield from (v.id for v in node.outputs)
-
-
-def _contains_while(graph) -> bool:
-    return any(
-        node.op == "while_loop" or any(_contains_while(g) for g in node.subgraphs.values())
-        for node in graph.nodes
-    )
 
 
 def _is_in(value, values) -> bool:

@@ -1,0 +1,70 @@
+"""paddle:static gradients through nested control flow: a fix for Paddle's PIR backward.
+
+`paddle.static.gradients` builds the backward of an `if` op by calling
+`paddle.autograd.ir_backward.append_backward_ops` once per branch. In paddlepaddle 3.3.1
+that call has two faults when the `if` sits inside another control-flow block (a `while`
+body, or another `if` branch), and together they make the gradient silently 0 or wrong:
+
+* it is not given the enclosing block's `bwd_value_to_block_argument_map`, so inside a
+  `while` backward the branch's gradient ops read the cotangent of the *first* iteration
+  (a value outside the loop) instead of the loop's block argument;
+* the branch's closing `yield` looks the gradients of the values the branches capture up
+  under their stack copies (the values a `while`/`if` backward pops, from
+  `control_flow_value_to_copyvalue_map`), while the gradients were recorded under the
+  original values: no gradient is found and the branch yields zeros.
+
+`fixed_backward()` swaps in a wrapper around `append_backward_ops` for the duration of
+one `paddle.static.gradients` call (Program builds hold `_BUILD_LOCK`, so no other build
+sees it) that passes the enclosing map down and hands the yield the original values. It
+changes nothing for an `if` at the top level of a Program (the copy map is empty there,
+the enclosing map too), which is Paddle's own tested path. `quirks.py` pins the fault.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+
+@contextlib.contextmanager
+def fixed_backward(paddle):
+    """Inside the block, Paddle's PIR backward handles an `if` nested in control flow.
+
+    >>> with fixed_backward(paddle):
+    ...     grads = paddle.static.gradients([loss], [x])
+    """
+    from paddle.autograd import ir_backward
+    from paddle.autograd.backward_utils import ValueDict
+
+    native = ir_backward.append_backward_ops
+    enclosing = []  # the block-argument map of each append_backward_ops call, outermost first
+
+    def append_backward_ops(base_op, base_inputs, base_input_grads, fwd_block, bwd_block,
+                            effective_forward_ops, no_grad_set, backward_ops, state,
+                            bwd_value_to_block_argument_map=None,
+                            control_flow_value_to_copyvalue_map=None):
+        if bwd_value_to_block_argument_map is None:
+            bwd_value_to_block_argument_map = ValueDict()
+        if control_flow_value_to_copyvalue_map is None:
+            control_flow_value_to_copyvalue_map = ValueDict()
+        nested = base_op is not None and fwd_block != bwd_block
+        if nested and base_op.name() == "pd_op.if":
+            if enclosing and not bwd_value_to_block_argument_map:
+                bwd_value_to_block_argument_map = enclosing[-1].copy()
+        if nested and base_op.name() in ("pd_op.if", "pd_op.while"):
+            originals = ValueDict()
+            for original, copy in control_flow_value_to_copyvalue_map.items():
+                originals[copy] = original
+            base_inputs = [originals.get(v, v) for v in base_inputs]
+        enclosing.append(bwd_value_to_block_argument_map)
+        try:
+            return native(base_op, base_inputs, base_input_grads, fwd_block, bwd_block,
+                          effective_forward_ops, no_grad_set, backward_ops, state,
+                          bwd_value_to_block_argument_map, control_flow_value_to_copyvalue_map)
+        finally:
+            enclosing.pop()
+
+    ir_backward.append_backward_ops = append_backward_ops
+    try:
+        yield
+    finally:
+        ir_backward.append_backward_ops = native
