@@ -56,9 +56,34 @@ def test_plugin_does_not_import_torch():
         "assert backend.name == 'torch' and backend.modes == ('eager', 'static')\n"
         "assert not backend.is_native(np.zeros(2))\n"
         "assert backend.status()[0]\n"
+        "assert {q.op for q in backend.quirks()} >= {'relu', 'maximum', 'max_pool2d'}\n"
         "assert 'torch' not in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def _grad_fn_names(out) -> set:
+    """The names of the autograd nodes behind `out`."""
+    names, todo = set(), [out.grad_fn]
+    while todo:
+        node = todo.pop()
+        if node is not None:
+            names.add(type(node).__name__)
+            todo.extend(next_fn for next_fn, _ in node.next_functions)
+    return names
+
+
+def test_max_pool2d_takes_the_unfold_route_only_for_a_nan_under_autograd():
+    """The quirk workaround (unigraph_torch/quirks.py) costs nothing in the common case:
+    without a NaN, torch's own pooling kernel and its backward run."""
+    x = torch.tensor([[[[1.0, 2.0], [3.0, 4.0]]]], requires_grad=True)
+    pool = {"kernel": (2, 2), "stride": (1, 1), "padding": (0, 0)}
+    assert "MaxPool2DWithIndicesBackward0" in _grad_fn_names(LOWERINGS["max_pool2d"](x, **pool))
+    with_nan = torch.tensor([[[[1.0, float("nan")], [float("nan"), 4.0]]]], requires_grad=True)
+    out = LOWERINGS["max_pool2d"](with_nan, **pool)
+    assert "GatherBackward0" in _grad_fn_names(out)
+    out.sum().backward()
+    assert with_nan.grad.flatten().tolist() == [0.0, 1.0, 0.0, 0.0]  # the first NaN
 
 
 @pytest.mark.parametrize("dtype", FLOATS)

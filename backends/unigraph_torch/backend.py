@@ -70,6 +70,11 @@ class TorchBackend(Backend):
             outputs = [x.detach() if isinstance(x, torch.Tensor) else x for x in outputs]
         return outputs, grads
 
+    def quirks(self) -> list:
+        from unigraph_torch.quirks import QUIRKS  # imports no torch: only the pins do
+
+        return list(QUIRKS)
+
     # -- static -------------------------------------------------------------------------
     def compile(self, graph, mode: str):
         if mode != "static":

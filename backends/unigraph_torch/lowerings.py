@@ -12,6 +12,7 @@ This module imports torch: the backend imports it only from `TorchBackend.load`.
 from __future__ import annotations
 
 import builtins
+import math
 
 import numpy as np
 import torch
@@ -27,7 +28,33 @@ TORCH_DTYPES = {
 }
 
 
+def _tracks_grad(*xs) -> bool:
+    """True when autograd records this call: only then do the gradient workarounds below
+    cost anything (they change the backward, never the forward)."""
+    return torch.is_grad_enabled() and any(x.requires_grad for x in xs)
+
+
 # -- elementwise ------------------------------------------------------------------------------
+
+
+def _nan_gradient_where_nan(out, x, y):
+    """`out` (maximum or minimum of x and y), whose gradient is NaN to both inputs wherever
+    it is NaN (the op's rule). torch gives each input the full gradient there (a quirk,
+    unigraph_torch/quirks.py): (x + y) * nan is NaN in value and in derivative. The factor
+    is 0 off the NaNs: where's unpicked branch gets a zero cotangent, and 0 * nan would
+    still be NaN."""
+    nans = torch.isnan(out)
+    return torch.where(nans, (x + y) * torch.where(nans, out.detach(), 0), out)
+
+
+def maximum(x, y):
+    out = torch.maximum(x, y)  # ties already split the gradient in halves, as the op says
+    return _nan_gradient_where_nan(out, x, y) if _tracks_grad(x, y) else out
+
+
+def minimum(x, y):
+    out = torch.minimum(x, y)
+    return _nan_gradient_where_nan(out, x, y) if _tracks_grad(x, y) else out
 
 
 def cast(x, *, dtype):
@@ -127,6 +154,15 @@ def constant(*, value):
 # -- nn ---------------------------------------------------------------------------------------
 
 
+def relu(x):
+    out = torch.relu(x)
+    if not _tracks_grad(x):
+        return out
+    # torch.relu's backward passes the gradient through a NaN (a quirk): the op's gradient
+    # is 1 only where x > 0, so route it through that mask; the value is torch's.
+    return torch.where(x > 0, out, out.detach())
+
+
 def softmax(x, *, axis):
     return torch.softmax(x, axis)
 
@@ -141,8 +177,24 @@ def conv2d(x, w, bias=None, *, stride, padding, dilation, groups):
 
 def max_pool2d(x, *, kernel, stride, padding):
     # torch pads max pooling with -inf, like the reference; padding <= kernel // 2 is checked
-    # by the op record, which is also torch's limit.
+    # by the op record, which is also torch's limit. Among tied values torch's kernel keeps
+    # the first, as the op says; among NaNs it keeps the last (a quirk): with a NaN present
+    # and a gradient wanted, pick the first maximum ourselves.
+    if _tracks_grad(x) and bool(torch.isnan(x).any()):
+        return _max_pool2d_first_maximum(x, kernel, stride, padding)
     return F.max_pool2d(x, kernel, stride, padding)
+
+
+def _max_pool2d_first_maximum(x, kernel, stride, padding):
+    """max_pool2d as a gather at torch.argmax of each window (the first maximum, the first
+    NaN counting as the maximum), so autograd sends the gradient there."""
+    n, c, h, w = x.shape
+    (kh, kw), (sh, sw), (ph, pw) = kernel, stride, padding
+    padded = F.pad(x, (pw, pw, ph, ph), value=-math.inf)
+    height, width = h + 2 * ph, w + 2 * pw
+    windows = F.unfold(padded.reshape(n * c, 1, height, width), kernel, stride=stride)
+    out = torch.gather(windows, 1, torch.argmax(windows, dim=1, keepdim=True))
+    return out.reshape(n, c, (height - kh) // sh + 1, (width - kw) // sw + 1)
 
 
 def avg_pool2d(x, *, kernel, stride, padding):
@@ -161,8 +213,8 @@ LOWERINGS = {
     "mul": torch.mul,
     "div": torch.div,
     "pow": torch.pow,
-    "maximum": torch.maximum,
-    "minimum": torch.minimum,
+    "maximum": maximum,
+    "minimum": minimum,
     "equal": torch.eq,
     "not_equal": torch.ne,
     "less": torch.lt,
@@ -200,7 +252,7 @@ LOWERINGS = {
     "one_hot": one_hot,
     "constant": constant,
     # nn
-    "relu": torch.relu,
+    "relu": relu,
     "sigmoid": torch.sigmoid,
     "tanh": torch.tanh,
     "softmax": softmax,
