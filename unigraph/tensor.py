@@ -375,6 +375,9 @@ def as_array(data, dtype=None, what="ug.tensor", python_defaults=True) -> np.nda
             raise _conversion_error(data, what) from None
         if array.dtype.kind not in "biuf" or (dtype is None and array.dtype.kind == "u"):
             raise _conversion_error(data, what)
+        if (dtype is None and array.dtype.kind == "f" and array.size
+                and np.abs(array).max() >= 2.0**63 and _bad_leaf(data, ()) is not None):
+            raise _conversion_error(data, what)  # [1, 2**63]: NumPy made the ints floats
         if dtype is None and python_defaults:
             if array.dtype.kind == "f" or array.size == 0:
                 array = array.astype(DEFAULT_FLOAT)
