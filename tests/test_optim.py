@@ -1,12 +1,15 @@
 """ug.optim: every optimizer's update against its formula computed by hand in float64, on
-numpy:eager and numpy:static (where the updates are graph updates of one compiled step)."""
+numpy:eager and numpy:static (where the updates are graph updates of one compiled step);
+argument checks (lr, momentum, betas, eps; zero trainable parameters) on all 9 targets."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import TARGETS
 
 import unigraph as ug
+from unigraph.config import Target
 
 MODES = ["eager", "static"]
 STEPS = 3
@@ -176,16 +179,88 @@ def test_bad_gradients_are_explained():
         optimizer.apply([ug.tensor(np.ones(3))])
 
 
-@pytest.mark.parametrize("make, message", [
-    (lambda ps: ug.optim.SGD(ps, lr=-1.0), "lr must be >= 0"),
-    (lambda ps: ug.optim.Adam(ps, betas=(0.9, 1.0)), "betas"),
-    (lambda ps: ug.optim.Adam(ps, eps=0.0), "eps"),
-    (lambda ps: ug.optim.Momentum(ps, momentum=-0.1), "momentum"),
-    (lambda ps: ug.optim.SGD([np.zeros(2)]), "Parameter"),
-])
-def test_bad_hyperparameters(make, message):
-    with pytest.raises((ValueError, TypeError), match=message):
-        make([ug.Parameter(np.zeros(2))])
+BAD_ARGUMENTS = [  # (constructor, error class, the message must name argument and value)
+    (lambda ps: ug.optim.SGD(ps, lr=-1.0), ValueError, r"SGD: lr=-1 is out of range: lr must "
+                                                       r"be >= 0"),
+    (lambda ps: ug.optim.SGD(ps, lr=float("nan")), ValueError, r"SGD: lr=nan is not a finite"),
+    (lambda ps: ug.optim.Adam(ps, lr=float("inf")), ValueError, r"Adam: lr=inf is not a finite"),
+    (lambda ps: ug.optim.SGD(ps, lr="0.1"), TypeError,
+     r"SGD: lr must be a number, got '0.1' \(str\); write lr=0.1"),
+    (lambda ps: ug.optim.SGD(ps, lr=None), TypeError, r"lr must be a number, got None"),
+    (lambda ps: ug.optim.Momentum(ps, momentum=float("nan")), ValueError,
+     r"Momentum: momentum=nan is not a finite"),
+    (lambda ps: ug.optim.Momentum(ps, momentum=-0.1), ValueError,
+     r"momentum=-0.1 is out of range: momentum must be >= 0"),
+    (lambda ps: ug.optim.Adam(ps, betas=(0.9, 1.0)), ValueError,
+     r"Adam: betas\[1\]=1 is out of range: betas\[1\] must lie in \[0, 1\)"),
+    (lambda ps: ug.optim.Adam(ps, betas=(-0.1, 0.9)), ValueError, r"betas\[0\]=-0.1"),
+    (lambda ps: ug.optim.Adam(ps, betas=(float("nan"), 0.9)), ValueError, r"betas\[0\]=nan"),
+    (lambda ps: ug.optim.Adam(ps, betas=0.9), TypeError, r"betas must be a pair"),
+    (lambda ps: ug.optim.Adam(ps, eps=0.0), ValueError, r"eps=0 is out of range: eps must be > 0"),
+    (lambda ps: ug.optim.SGD(ps, weight_decay=float("inf")), ValueError, r"weight_decay=inf"),
+    (lambda ps: ug.optim.SGD([np.zeros(2)]), TypeError, r"expected ug.Parameter"),
+]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("case", range(len(BAD_ARGUMENTS)))
+def test_bad_hyperparameters_are_refused_naming_argument_and_value(target, case):
+    make, error, message = BAD_ARGUMENTS[case]
+    t = Target.parse(target)
+    with ug.use_backend(t.backend, t.mode), pytest.raises(error, match=message):
+        make([ug.Parameter(np.zeros(2, np.float32))])
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_lr_setter_is_checked_and_a_checked_lr_trains(target):
+    param = ug.Parameter(np.ones(2, np.float32), name="w")
+    optimizer = ug.optim.SGD([param], lr=np.float32(0.5))  # NumPy scalars are numbers too
+
+    @ug.function
+    def step(g):
+        optimizer.apply([g])
+
+    with pytest.raises(ValueError, match=r"SGD: lr=nan is not a finite"):
+        optimizer.lr = float("nan")
+    with pytest.raises(TypeError, match=r"lr must be a number, got '1e-3'.*lr=0.001"):
+        optimizer.lr = "1e-3"
+    t = Target.parse(target)
+    with ug.use_backend(t.backend, t.mode):
+        step(np.full(2, 2.0, np.float32))
+    np.testing.assert_allclose(param.numpy(), [0.0, 0.0])  # 1 - 0.5 * 2; never NaN
+
+
+class _PlainListNet(ug.nn.Module):
+    """Layers in an attribute that registers nothing (a generator of layers)."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = (layer for layer in [ug.nn.Linear(2, 2)])
+
+    def forward(self, x):
+        return x
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_zero_trainable_parameters_are_refused_with_the_likely_causes(target):
+    t = Target.parse(target)
+    frozen = ug.nn.Linear(2, 2)
+    for param in frozen.parameters():
+        param.trainable = False
+    with ug.use_backend(t.backend, t.mode):
+        with pytest.raises(ValueError, match=r"SGD: _PlainListNet has no trainable parameters"
+                                             r".*ug\.nn\.ModuleList.*trainable=False"):
+            ug.optim.SGD(_PlainListNet(), lr=0.1)
+        with pytest.raises(ValueError, match=r"Adam: Linear has no trainable parameters"):
+            ug.optim.Adam(frozen)
+        with pytest.raises(ValueError, match=r"Momentum: the parameters given has no trainable"):
+            ug.optim.Momentum([])
+        net = ug.nn.Linear(2, 2)
+        trainer = ug.Trainer(net, ug.nn.functional.mse_loss, ug.optim.SGD(net, lr=0.1))
+        for param in net.parameters():
+            param.trainable = False  # frozen after the Trainer was built
+        with pytest.raises(ValueError, match=r"Trainer.step: Linear has no trainable"):
+            trainer.step(np.ones((1, 2), np.float32), np.ones((1, 2), np.float32))
 
 
 def test_copy_for_carries_hyperparameters_and_state():
