@@ -89,9 +89,11 @@ class TensorFlowBackend(Backend):
                     with _filtered_stderr():
                         tf = super().load()
                     _quiet_python_logger(tf)
-                    from unigraph_tensorflow.lowerings import make_lowerings
+                    # Only now, with tensorflow imported after paddle: the table's module
+                    # imports tensorflow at its top.
+                    from unigraph_tensorflow.lowerings import LOWERINGS
 
-                    self.lowerings = make_lowerings(tf)
+                    self.lowerings = LOWERINGS
                     self._tf = tf
         return self._tf
 
