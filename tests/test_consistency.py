@@ -101,3 +101,29 @@ def test_gradient_matches_vjp_rule(target, name, index):
         got = [np.asarray(g.numpy()) for g in got]
     for position, g in zip(positions, got):
         _compare(g, want[position], 1e-7, 1e-9, f"grad of input {position} on {target}")
+
+
+def _example(name):
+    """The record's example, split into the call and its expected result."""
+    call, result = OPS[name].example.split("  # ")
+    names = {"nan": np.nan, "inf": np.inf}
+    return call, np.array(eval(result, names))  # noqa: S307 (our own record's text)
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+@pytest.mark.parametrize("target", TARGETS)
+def test_example_holds(target, name):
+    """The example each record gives for the docs is true on every target (eager: op by op;
+    static: traced into a graph whose inputs are constants)."""
+    call, want = _example(name)
+    names = {"ug": ug, "nan": np.nan, "inf": np.inf}
+    fn = ug.function(lambda: eval(call, names), name=name, autograph=False)  # noqa: S307
+    t = Target.parse(target)
+    with ug.use_backend(t.backend, t.mode):
+        got = np.asarray(fn().numpy())
+    assert got.shape == want.shape, f"{name} on {target}: {got} (expected {want})"
+    if want.dtype.kind == "f":
+        np.testing.assert_allclose(got.astype(np.float64), want, rtol=1e-6, atol=1e-7,
+                                   err_msg=f"{OPS[name].example} on {target}")
+    else:
+        np.testing.assert_array_equal(got, want, err_msg=f"{OPS[name].example} on {target}")

@@ -129,6 +129,8 @@ def test_every_documented_op_has_a_complete_record():
     for name, op in OPS.items():
         assert op.name == name
         assert op.doc.strip(), name
+        # One call of the public function and its result; test_consistency runs it.
+        assert re.fullmatch(rf"ug\.{name}\(.*\)  # \S.*", op.example), (name, op.example)
         samples = op.samples(np.random.default_rng(0))
         assert 2 <= len(samples) <= 4, name
         sample = samples[0]

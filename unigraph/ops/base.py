@@ -53,6 +53,8 @@ class OpDef:
     tolerance: per-dtype (rtol, atol) overriding `DEFAULT_TOLERANCE` where the op
         accumulates more rounding (long reductions, conv, matmul).
     skips: {"backend:mode" or "backend": reason} for declared exceptions in the suite.
+    example: one call of the public function and its result, "ug.op(args)  # result", for
+        generated docs; tests run it on every target and compare.
     """
 
     name: str
@@ -67,6 +69,7 @@ class OpDef:
     # True when `vjp` also takes `needs` (one bool per input) and may skip the inputs whose
     # gradient nobody asked for: the NumPy engine passes it for expensive rules (matmul).
     partial_vjp: bool = False
+    example: str = ""
 
     def tolerance_for(self, dtype: str) -> tuple:
         return self.tolerance.get(dtype, DEFAULT_TOLERANCE.get(dtype, (0.0, 0.0)))

@@ -45,7 +45,8 @@ def _binary_samples(make_x, make_y=None):
     return samples
 
 
-def _binary(name, compute, grads, doc, samples, allowed=NUMERIC_DTYPES, out_dtype=None):
+def _binary(name, compute, grads, doc, samples, allowed=NUMERIC_DTYPES, out_dtype=None,
+            example=""):
     """An op f(x, y) of one dtype with NumPy broadcasting; `out_dtype` None keeps x's.
 
     grads(g, x, y, out) -> (dx, dy) at the broadcast shape, or None: not differentiable.
@@ -64,10 +65,11 @@ def _binary(name, compute, grads, doc, samples, allowed=NUMERIC_DTYPES, out_dtyp
         dx, dy = grads(g, x, y, out)
         return [grad_for(dx, x), grad_for(dy, y)]
 
-    return register(OpDef(name, infer, reference, vjp if grads else None, doc, samples))
+    return register(OpDef(name, infer, reference, vjp if grads else None, doc, samples,
+                          example=example))
 
 
-def _unary(name, compute, grad, doc, samples, allowed=NUMERIC_DTYPES):
+def _unary(name, compute, grad, doc, samples, allowed=NUMERIC_DTYPES, example=""):
     """An op f(x); grad(g, x, out) -> dx, or None: not differentiable."""
 
     def infer(x):
@@ -80,7 +82,8 @@ def _unary(name, compute, grad, doc, samples, allowed=NUMERIC_DTYPES):
     def vjp(g, inputs, out):
         return [grad_for(grad(g, inputs[0], out), inputs[0])]
 
-    return register(OpDef(name, infer, reference, vjp if grad else None, doc, samples))
+    return register(OpDef(name, infer, reference, vjp if grad else None, doc, samples,
+                          example=example))
 
 
 def _pow_grads(g, x, y, out):
@@ -107,26 +110,6 @@ def _half_grid(rng, shape):
     return rng.integers(-4, 4, shape) / 2.0
 
 
-_binary("add", np.add, lambda g, x, y, out: (g, g), "x + y.", _with_ints(_binary_samples(normal)))
-_binary(
-    "sub", np.subtract, lambda g, x, y, out: (g, -g), "x - y.",
-    _with_ints(_binary_samples(normal)),
-)
-_binary(
-    "mul", np.multiply, lambda g, x, y, out: (g * y, g * x), "x * y.",
-    _with_ints(_binary_samples(normal)),
-)
-_binary(
-    "div", np.divide, lambda g, x, y, out: (g / y, -g * out / y),
-    "x / y, true division of floats (cast ints first).",
-    _binary_samples(normal, positive), allowed=FLOAT_DTYPES,
-)
-_binary(
-    "pow", np.power, _pow_grads,
-    "x ** y for floats. Gradient: y * x**(y-1) for x (0 where y == 0) and x**y * log(x) for "
-    "y (0 where x == 0 and y >= 0; NaN where x < 0).",
-    _binary_samples(positive, normal), allowed=FLOAT_DTYPES,
-)
 def _pair_split(g, x, y, out):
     """maximum/minimum's gradient: the rule of the max/min reductions over the pair (x, y).
     An input equal to the result gets g, halved when both are; NaN to both where the result
@@ -146,30 +129,60 @@ def _pair_samples(rng):
 
 
 _binary(
+    "add", np.add, lambda g, x, y, out: (g, g), "x + y.", _with_ints(_binary_samples(normal)),
+    example="ug.add([1.0, 2.0], [10.0, 20.0])  # [11.0, 22.0]",
+)
+_binary(
+    "sub", np.subtract, lambda g, x, y, out: (g, -g), "x - y.",
+    _with_ints(_binary_samples(normal)),
+    example="ug.sub([5.0, 1.0], [2.0, 3.0])  # [3.0, -2.0]",
+)
+_binary(
+    "mul", np.multiply, lambda g, x, y, out: (g * y, g * x), "x * y.",
+    _with_ints(_binary_samples(normal)),
+    example="ug.mul([2.0, 3.0], [4.0, -1.0])  # [8.0, -3.0]",
+)
+_binary(
+    "div", np.divide, lambda g, x, y, out: (g / y, -g * out / y),
+    "x / y, true division of floats (cast ints first).",
+    _binary_samples(normal, positive), allowed=FLOAT_DTYPES,
+    example="ug.div([1.0, 3.0], [4.0, 2.0])  # [0.25, 1.5]",
+)
+_binary(
+    "pow", np.power, _pow_grads,
+    "x ** y for floats. Gradient: y * x**(y-1) for x (0 where y == 0) and x**y * log(x) for "
+    "y (0 where x == 0 and y >= 0; NaN where x < 0).",
+    _binary_samples(positive, normal), allowed=FLOAT_DTYPES,
+    example="ug.pow([2.0, 9.0], [3.0, 0.5])  # [8.0, 3.0]",
+)
+_binary(
     "maximum", np.maximum, _pair_split,
     "Elementwise max(x, y). NaN propagates: NaN if either is NaN. Gradient: to the input "
     "equal to the result; where x == y each gets half; where the result is NaN both get NaN.",
     _with_ints(_pair_samples),
+    example="ug.maximum([1.0, 4.0, nan], [3.0, 2.0, 0.0])  # [3.0, 4.0, nan]",
 )
 _binary(
     "minimum", np.minimum, _pair_split,
     "Elementwise min(x, y). NaN propagates: NaN if either is NaN. Gradient: to the input "
     "equal to the result; where x == y each gets half; where the result is NaN both get NaN.",
     _with_ints(_pair_samples),
+    example="ug.minimum([1.0, 4.0, nan], [3.0, 2.0, 0.0])  # [1.0, 2.0, nan]",
 )
 
 # Comparisons: any dtype, bool result, no gradient. Samples on a coarse grid so ties occur.
-for _name, _fn, _text in [
-    ("equal", np.equal, "x == y"),
-    ("not_equal", np.not_equal, "x != y"),
-    ("less", np.less, "x < y"),
-    ("less_equal", np.less_equal, "x <= y"),
-    ("greater", np.greater, "x > y"),
-    ("greater_equal", np.greater_equal, "x >= y"),
+for _name, _fn, _text, _result in [
+    ("equal", np.equal, "x == y", "[True, False, False]"),
+    ("not_equal", np.not_equal, "x != y", "[False, True, True]"),
+    ("less", np.less, "x < y", "[False, True, False]"),
+    ("less_equal", np.less_equal, "x <= y", "[True, True, False]"),
+    ("greater", np.greater, "x > y", "[False, False, True]"),
+    ("greater_equal", np.greater_equal, "x >= y", "[True, False, True]"),
 ]:
     _binary(
         _name, _fn, None, f"{_text}, elementwise, as bool. Not differentiable.",
         _with_ints(_binary_samples(_half_grid)), allowed=DTYPES, out_dtype="bool",
+        example=f"ug.{_name}([2, 1, 3], [2, 2, 2])  # {_result}",
     )
 
 
@@ -180,14 +193,17 @@ def _bools(rng, shape):
 _binary(
     "logical_and", np.logical_and, None, "x and y, elementwise, for bools.",
     _binary_samples(_bools), allowed=("bool",), out_dtype="bool",
+    example="ug.logical_and([True, True, False], [True, False, False])  # [True, False, False]",
 )
 _binary(
     "logical_or", np.logical_or, None, "x or y, elementwise, for bools.",
     _binary_samples(_bools), allowed=("bool",), out_dtype="bool",
+    example="ug.logical_or([True, True, False], [True, False, False])  # [True, True, False]",
 )
 _unary(
     "logical_not", np.logical_not, None, "not x, elementwise, for bools.",
     lambda rng: [Sample((_bools(rng, (3, 4)),)), Sample((np.array(True),))], allowed=("bool",),
+    example="ug.logical_not([True, False])  # [False, True]",
 )
 
 
@@ -195,25 +211,32 @@ def _unary_samples(make):
     return lambda rng: [Sample((make(rng, (3, 4)),)), Sample((make(rng, (2, 1, 5)),))]
 
 
-_unary("neg", np.negative, lambda g, x, out: -g, "-x.", _unary_samples(normal))
+_unary(
+    "neg", np.negative, lambda g, x, out: -g, "-x.", _unary_samples(normal),
+    example="ug.neg([1.0, -2.0])  # [-1.0, 2.0]",
+)
 _unary(
     "abs", np.abs, lambda g, x, out: g * np.sign(x),
     "|x|. Gradient sign(x), which is 0 at x == 0.",
     lambda rng: _unary_samples(nonzero)(rng) + [Sample((rng.integers(-5, 5, (4,)),))],
+    example="ug.abs([-1.5, 0.0, 2.0])  # [1.5, 0.0, 2.0]",
 )
 _unary(
     "exp", np.exp, lambda g, x, out: g * out, "e ** x, for floats.",
     _unary_samples(normal), allowed=FLOAT_DTYPES,
+    example="ug.exp([0.0, 1.0])  # [1.0, 2.7182817]",
 )
 _unary(
     "log", np.log, lambda g, x, out: g / x,
     "Natural log of x, for floats: -inf at 0, NaN below.",
     _unary_samples(positive), allowed=FLOAT_DTYPES,
+    example="ug.log([1.0, 100.0])  # [0.0, 4.6051702]",
 )
 _unary(
     "sqrt", np.sqrt, lambda g, x, out: g / (2 * out),
     "Square root of x, for floats: NaN below 0; gradient 1 / (2 sqrt(x)), inf at 0.",
     _unary_samples(positive), allowed=FLOAT_DTYPES,
+    example="ug.sqrt([4.0, 2.0])  # [2.0, 1.4142135]",
 )
 
 
@@ -235,6 +258,7 @@ register(OpDef(
     vjp=_where_vjp,
     doc="x where cond is true, else y; all three broadcast. The gradient goes to the side "
         "that was picked; cond has none.",
+    example="ug.where([True, False], [1.0, 2.0], [10.0, 20.0])  # [1.0, 20.0]",
     samples=lambda rng: [
         Sample((_bools(rng, (3, 4)), normal(rng, (3, 4)), normal(rng, (3, 4)))),
         Sample((_bools(rng, (3, 1)), normal(rng, (4,)), normal(rng, (2, 1, 1)))),
@@ -277,5 +301,6 @@ register(OpDef(
         "(NaN and out-of-range values give unspecified results), anything to bool is x != 0. "
         "Gradient: cast back to x's dtype for float -> float, 0 for float -> int or bool, "
         "none for int or bool x.",
+    example='ug.cast([1.7, -1.7, 0.0], "int32")  # [1, -1, 0]',
     samples=_cast_samples,
 ))

@@ -63,6 +63,7 @@ register(OpDef(
     doc="Matrix product over the last two dims, a[..., m, k] @ b[..., k, n] -> [..., m, n]; "
         "the batch dims broadcast. Both operands must have rank >= 2 (unlike NumPy, no "
         "implicit vector promotion) and one floating dtype.",
+    example="ug.matmul([[1.0, 2.0]], [[3.0], [4.0]])  # [[11.0]]",
     samples=_samples,
     tolerance=ACCUMULATING_TOLERANCE,  # each output sums k products
 ))

@@ -29,7 +29,7 @@ from unigraph.ops._util import (
 from unigraph.ops.base import OpDef, Sample, TensorSpec, register
 
 
-def _float_unary(name, compute, grad, doc, samples, tolerance=None):
+def _float_unary(name, compute, grad, doc, samples, tolerance=None, example=""):
     """An op f(x, **attrs) of a float x; grad(g, x, out, **attrs) -> dx."""
 
     def infer(x, **attrs):
@@ -44,7 +44,8 @@ def _float_unary(name, compute, grad, doc, samples, tolerance=None):
     def vjp(g, inputs, out, **attrs):
         return [grad_for(grad(g, inputs[0], out, **attrs), inputs[0])]
 
-    register(OpDef(name, infer, reference, vjp, doc, samples, tolerance=tolerance or {}))
+    register(OpDef(name, infer, reference, vjp, doc, samples, tolerance=tolerance or {},
+                   example=example))
 
 
 def _activation_samples(make):
@@ -69,16 +70,19 @@ _float_unary(
     "max(x, 0) for floats; NaN stays NaN. Gradient 1 where x > 0, else 0: 0 at x == 0 and "
     "at NaN.",
     _relu_samples,
+    example="ug.relu([-1.0, 0.0, 2.0, nan])  # [0.0, 0.0, 2.0, nan]",
 )
 _float_unary(
     "sigmoid", _sigmoid, lambda g, x, out: g * out * (1 - out),
     "1 / (1 + exp(-x)), computed without overflow for large |x|. Gradient s * (1 - s).",
     _activation_samples(normal),
+    example="ug.sigmoid([0.0, 1000.0])  # [0.5, 1.0]",
 )
 _float_unary(
     "tanh", np.tanh, lambda g, x, out: g * (1 - out * out),
     "Hyperbolic tangent. Gradient 1 - tanh(x)**2.",
     _activation_samples(normal),
+    example="ug.tanh([0.0, 100.0])  # [0.0, 1.0]",
 )
 
 
@@ -124,6 +128,7 @@ _float_unary(
     "large values do not overflow. A row holding +inf (or only -inf) is NaN throughout "
     "(inf - inf), and so is its gradient; -inf elements of a finite row give 0.",
     _axis_samples, tolerance=ACCUMULATING_TOLERANCE,
+    example="ug.softmax([[1000.0, 1000.0], [inf, 0.0]])  # [[0.5, 0.5], [nan, nan]]",
 )
 _float_unary(
     "log_softmax", _log_softmax, _log_softmax_grad,
@@ -131,6 +136,7 @@ _float_unary(
     "no saturation, log_softmax([1000, 0]) = [0, -1000]. A row holding +inf (or only -inf) "
     "is NaN throughout, and so is its gradient.",
     _axis_samples, tolerance=ACCUMULATING_TOLERANCE,
+    example="ug.log_softmax([1000.0, 0.0])  # [0.0, -1000.0]",
 )
 
 
@@ -299,6 +305,7 @@ register(OpDef(
         "Symmetric zero padding. Optional third input bias [O] (ONNX Conv): "
         "out[n, o, y, x] += bias[o], so a backend can use its fused conv + bias kernel; "
         "its gradient is g summed over N, H and W.",
+    example="ug.conv2d([[[[1.0, 2.0, 3.0]]]], [[[[1.0, -1.0]]]])  # [[[[-1.0, -1.0]]]]",
     samples=lambda rng: [
         Sample((normal(rng, (2, 3, 5, 5)), normal(rng, (4, 3, 3, 3))), _conv2d_attrs()),
         Sample(
@@ -377,6 +384,7 @@ register(OpDef(
         "2). NaN propagates: a window holding a NaN gives NaN. The gradient of each window "
         "goes only to its FIRST maximal element in row-major order, not shared among ties, a "
         "NaN counting as the maximum (as argmax); overlapping windows add up.",
+    example="ug.max_pool2d([[[[1.0, 5.0, 2.0, nan]]]], (1, 2))  # [[[[5.0, nan]]]]",
     samples=lambda rng: [
         Sample((distinct(rng, (1, 2, 4, 6)),), _pool_attrs((2, 2), (2, 2))),
         Sample((distinct(rng, (2, 1, 5, 6)),), _pool_attrs((3, 3), (2, 1), (1, 1))),
@@ -408,6 +416,7 @@ register(OpDef(
     doc="Mean over each kh x kw window of NCHW x, padded with zeros that COUNT: every window "
         "divides by kh * kw, also at the border (PyTorch's count_include_pad=True; "
         "TensorFlow's SAME pooling and Paddle's exclusive=True divide by fewer).",
+    example="ug.avg_pool2d([[[[1.0, 2.0, 3.0, 5.0]]]], (1, 2))  # [[[[1.5, 4.0]]]]",
     samples=lambda rng: [
         Sample((normal(rng, (1, 2, 4, 6)),), _pool_attrs((2, 2), (2, 2))),
         Sample((normal(rng, (2, 1, 5, 6)),), _pool_attrs((3, 3), (2, 1), (1, 1))),
@@ -454,6 +463,7 @@ register(OpDef(
     doc="Per-row loss -log_softmax(logits)[n, labels[n]], shape [N], no reduction (take "
         "the mean yourself). Labels must lie in [0, C). Gradient softmax - one_hot(labels) "
         "for logits; labels have none.",
+    example="ug.sparse_softmax_cross_entropy([[1000.0, 0.0]], [1])  # [1000.0]",
     samples=lambda rng: [
         Sample((normal(rng, (4, 3)), np.array([0, 2, 1, 2]))),
         Sample((normal(rng, (2, 5)) * 3, np.array([4, 0], dtype=np.int32))),

@@ -112,6 +112,7 @@ register(OpDef(
     doc="Sum of x over `axis` (a tuple; None: all). Unlike NumPy the result keeps x's dtype: "
         "int32 stays int32 (and wraps on overflow) where NumPy widens it to int64, and bools "
         "are refused (cast them first).",
+    example="ug.sum([[1, 2], [3, 4]], axis=0)  # [4, 6]",
     samples=_sum_samples,
     tolerance=ACCUMULATING_TOLERANCE,
 ))
@@ -141,12 +142,13 @@ register(OpDef(
     vjp=_mean_vjp,
     doc="Mean of a floating x over `axis` (a tuple; None: all): sum / count. NaN over an "
         "empty axis. Cast ints first (NumPy would return float64).",
+    example="ug.mean([[1.0, 2.0], [3.0, 5.0]], axis=1)  # [1.5, 4.0]",
     samples=_reduction_samples(normal),
     tolerance=ACCUMULATING_TOLERANCE,
 ))
 
 
-def _extreme(name, np_fn, word):
+def _extreme(name, np_fn, word, example):
     def infer(x, *, axis, keepdims):
         require_numeric(name, "x", x)
         return TensorSpec(_reduced_shape(name, x, axis, keepdims, need_nonempty=True), x.dtype)
@@ -170,11 +172,12 @@ def _extreme(name, np_fn, word):
             f"the result (two tied {word} elements get half each); a slice whose result is NaN "
             f"gets NaN in every element.",
         samples=_extreme_samples(np_fn),
+        example=example,
     ))
 
 
-_extreme("max", np.max, "maximal")
-_extreme("min", np.min, "minimal")
+_extreme("max", np.max, "maximal", "ug.max([[1.0, 3.0], [2.0, nan]], axis=1)  # [3.0, nan]")
+_extreme("min", np.min, "minimal", "ug.min([[1.0, 3.0], [2.0, 0.5]], axis=1)  # [1.0, 0.5]")
 
 
 def _argmax_infer(x, *, axis, keepdims):
@@ -203,5 +206,6 @@ register(OpDef(
     vjp=None,
     doc="Index (int64) of the maximum of x along one `axis`; among ties the first wins, and "
         "a NaN counts as the maximum.",
+    example="ug.argmax([[1.0, 3.0, 3.0], [2.0, 0.0, 1.0]], axis=1)  # [1, 0]",
     samples=_argmax_samples,
 ))

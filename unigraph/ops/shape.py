@@ -49,6 +49,7 @@ register(OpDef(
     vjp=lambda g, inputs, out, *, shape: [grad_for(g.reshape(inputs[0].shape), inputs[0])],
     doc="The elements of x in row-major order, laid out as `shape` (no -1: the frontend "
         "resolves it).",
+    example="ug.reshape([1, 2, 3, 4, 5, 6], (2, -1))  # [[1, 2, 3], [4, 5, 6]]",
     samples=lambda rng: [
         Sample((normal(rng, (2, 6)),), {"shape": (3, 4)}),
         Sample((normal(rng, (2, 3, 4)),), {"shape": (24,)}),
@@ -74,6 +75,7 @@ register(OpDef(
         grad_for(np.transpose(g, np.argsort(perm)), inputs[0])
     ],
     doc="x with its axes reordered: output axis i is input axis perm[i].",
+    example="ug.transpose([[1, 2, 3], [4, 5, 6]])  # [[1, 4], [2, 5], [3, 6]]",
     samples=lambda rng: [
         Sample((normal(rng, (3, 4)),), {"perm": (1, 0)}),
         Sample((normal(rng, (2, 3, 4)),), {"perm": (2, 0, 1)}),
@@ -122,6 +124,7 @@ register(OpDef(
     reference=lambda *xs, axis: np.concatenate(xs, axis=axis),
     vjp=_concat_vjp,
     doc="The tensors joined along an existing `axis`; every other dim must match.",
+    example="ug.concat([ug.tensor([1, 2]), ug.tensor([3])])  # [1, 2, 3]",
     samples=lambda rng: [
         Sample((normal(rng, (2, 3)), normal(rng, (4, 3))), {"axis": 0}),
         Sample((normal(rng, (2, 1)), normal(rng, (2, 3)), normal(rng, (2, 2))), {"axis": 1}),
@@ -155,6 +158,7 @@ register(OpDef(
     reference=lambda *xs, axis: np.stack(xs, axis=axis),
     vjp=_stack_vjp,
     doc="Equal-shaped tensors joined along a new `axis` (0 <= axis <= rank).",
+    example="ug.stack([ug.tensor([1, 2]), ug.tensor([3, 4])], axis=1)  # [[1, 3], [2, 4]]",
     samples=lambda rng: [
         Sample((normal(rng, (2, 3)), normal(rng, (2, 3))), {"axis": 0}),
         Sample((normal(rng, (2, 3)), normal(rng, (2, 3)), normal(rng, (2, 3))), {"axis": 2}),
@@ -179,6 +183,7 @@ register(OpDef(
     reference=lambda x, *, axis: np.squeeze(x, axis=axis),
     vjp=lambda g, inputs, out, *, axis: [grad_for(g.reshape(inputs[0].shape), inputs[0])],
     doc="x without the size-1 axes listed in `axis` (a tuple; every listed axis must be 1).",
+    example="ug.squeeze([[1, 2, 3]], axis=0)  # [1, 2, 3]",
     samples=lambda rng: [
         Sample((normal(rng, (1, 3, 1)),), {"axis": (0, 2)}),
         Sample((normal(rng, (2, 1, 3)),), {"axis": (1,)}),
@@ -197,6 +202,7 @@ register(OpDef(
     reference=lambda x, *, axis: np.expand_dims(x, axis),
     vjp=lambda g, inputs, out, *, axis: [grad_for(g.reshape(inputs[0].shape), inputs[0])],
     doc="x with a new size-1 axis at position `axis` (0 <= axis <= rank).",
+    example="ug.expand_dims([1, 2], 1)  # [[1], [2]]",
     samples=lambda rng: [
         Sample((normal(rng, (2, 3)),), {"axis": 0}),
         Sample((normal(rng, (2, 3)),), {"axis": 2}),
@@ -226,6 +232,7 @@ register(OpDef(
     vjp=lambda g, inputs, out, *, shape: [grad_for(unbroadcast(g, inputs[0].shape), inputs[0])],
     doc="x repeated along new leading axes and along its size-1 axes to `shape` "
         "(NumPy broadcasting). Gradient: summed back over the repeats.",
+    example="ug.broadcast_to([1, 2], (2, 2))  # [[1, 2], [1, 2]]",
     samples=lambda rng: [
         Sample((normal(rng, (3, 1)),), {"shape": (2, 3, 4)}),
         Sample((normal(rng, (4,)),), {"shape": (3, 4)}),
@@ -270,6 +277,7 @@ register(OpDef(
     vjp=_slice_vjp,
     doc="x[begin[0]:end[0]:stride[0], ...], one (begin, end, stride) per dim; the frontend "
         "resolves negative bounds and clamps them, and strides are positive.",
+    example="ug.slice([0, 1, 2, 3, 4], [1], [5], [2])  # [1, 3]",
     samples=lambda rng: [
         Sample((normal(rng, (5, 6)),), {"begin": (1, 0), "end": (4, 6), "stride": (1, 2)}),
         Sample((normal(rng, (3, 4, 5)),), {"begin": (0, 1, 4), "end": (3, 3, 5),
@@ -317,6 +325,7 @@ register(OpDef(
     doc="Gather along `axis`: out[..., i, ...] = x[..., indices[i], ...], with indices' shape "
         "in place of the axis. Indices (int32/int64) must lie in [0, n): unlike NumPy, "
         "negative indices are an error. Repeated indices sum their gradients.",
+    example="ug.take([10, 20, 30], [2, 0, 2])  # [30, 10, 30]",
     samples=lambda rng: [
         Sample((normal(rng, (5, 3)), np.array([4, 0, 2, 0])), {"axis": 0}),
         Sample((normal(rng, (2, 4, 3)), np.array([[1, 3], [3, 3]], dtype=np.int32)), {"axis": 1}),
@@ -343,6 +352,7 @@ register(OpDef(
     doc="out[..., j] = 1 where indices[...] == j else 0, in `dtype`, with a new last axis of "
         "size `depth`. An index outside [0, depth) gives a row of zeros (as TensorFlow and "
         "JAX; PyTorch raises).",
+    example="ug.one_hot([1, 3], 3)  # [[0.0, 1.0, 0.0], [0.0, 0.0, 0.0]]",
     samples=lambda rng: [
         Sample((np.array([0, 2, 1, 2]),), {"depth": 3, "dtype": "float32"}),
         Sample((np.array([[1, 0], [3, 5]], dtype=np.int32),), {"depth": 4, "dtype": "int64"}),
@@ -361,6 +371,7 @@ register(OpDef(
     reference=lambda *, value: np.array(value),
     vjp=None,
     doc="The array `value` (a copy, so nothing downstream can change the attr).",
+    example="ug.constant([1.5, 2.5])  # [1.5, 2.5]",
     samples=lambda rng: [
         Sample((), {"value": normal(rng, (2, 3))}),
         Sample((), {"value": np.array(3, dtype=np.int32)}),
