@@ -145,6 +145,7 @@ def _convert(fn) -> Conversion:
     namer = Namer(function)
     alias = namer.alias()
     convert_function(function, namer, alias)
+    _strong_results(function, alias)
     source = ast.unparse(function)
     return Conversion(_compile(fn, function, namer, alias), source, True)
 
@@ -186,6 +187,19 @@ def _compile(fn, function: ast.FunctionDef, namer, alias: str):
     converted.__annotations__ = dict(getattr(fn, "__annotations__", {}))
     converted.__dict__.update(fn.__dict__)
     return converted
+
+
+def _strong_results(function: ast.FunctionDef, alias: str) -> None:
+    """`return v` -> `return ag__.result(v)`: weakly typed values (a loop index, a carried
+    Python number) stay weak inside the function, as Python numbers would, and leave it as
+    ordinary tensors, as a static graph's outputs do. After conversion every `return` of
+    the function itself is a statement of its body."""
+    for stmt in function.body:
+        if isinstance(stmt, ast.Return) and stmt.value is not None:
+            func = ast.Attribute(value=ast.Name(id=alias, ctx=ast.Load()), attr="result",
+                                 ctx=ast.Load())
+            stmt.value = ast.copy_location(ast.Call(func=func, args=[stmt.value], keywords=[]),
+                                           stmt.value)
 
 
 def _class_name(fn) -> str | None:

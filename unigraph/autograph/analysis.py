@@ -90,10 +90,11 @@ def analyse(body: list, params: set, globals_: set, nonlocals: set) -> Facts:
     it declares `global` and `nonlocal`."""
     facts = Facts()
     _live_block(body, frozenset(), facts)
-    # Always live: what a nested function or lambda reads (it may run at any time later),
-    # and the enclosing function's variables (`nonlocal`), traced with this one. Globals
-    # are not state: like attributes, assigning them is a Python side effect.
-    always = frozenset(_closure_reads(body)) | nonlocals
+    # Always live: what a nested function or lambda reads where it may run after its
+    # variables change in another block (see `_closure_reads`), and the enclosing
+    # function's variables (`nonlocal`), traced with this one. Globals are not state: like
+    # attributes, assigning them is a Python side effect.
+    always = frozenset(_closure_reads(body, params)) | nonlocals
     for table in (facts.live_after, facts.live_head):
         for key in table:
             table[key] = table[key] | always
@@ -101,16 +102,107 @@ def analyse(body: list, params: set, globals_: set, nonlocals: set) -> Facts:
     return facts
 
 
-def _closure_reads(body) -> set:
-    names = set()
-    stack = list(body)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, SCOPES):
-            names |= used_names(node)
+def _closure_reads(body, params) -> set:
+    """The names nested functions and lambdas read that must count as read everywhere.
+
+    A closure reads its free variables when it is called, which may be anywhere later. But
+    when every assignment to a name, and every closure that reads it, lie directly in one
+    block (one branch, one loop body, or the function body itself), the closure sees the
+    same value as if it read the name where it is defined: nothing outside that block
+    changes it. Such names are read where the closure is defined (the liveness pass already
+    counts that: `used_names` looks into nested functions), so that
+    `y = x * 2.0; x = ug.cond(p, lambda: y, lambda: -y)` in a tensor loop keeps `y` a
+    temporary of the loop body instead of state read before it is assigned.
+    """
+    sites = _Sites()
+    sites.add_assigned(params, 0)
+    sites.block(body, 0)
+    return {name for name, blocks in sites.reads.items()
+            if name in sites.nonlocal_in_closure
+            or len(blocks | sites.assigned.get(name, set())) > 1}
+
+
+class _Sites:
+    """Which blocks assign each name, and which blocks define closures that read it.
+
+    Blocks are the statement lists the converter turns into functions of their own (the
+    branches of an `if`, loop bodies); `with`/`try`/`match` bodies stay in their block."""
+
+    def __init__(self):
+        self.count = 0
+        self.assigned: dict = {}
+        self.reads: dict = {}
+        self.nonlocal_in_closure: set = set()
+
+    def new_block(self) -> int:
+        self.count += 1
+        return self.count
+
+    def add_assigned(self, names, block: int) -> None:
+        for name in names:
+            self.assigned.setdefault(name, set()).add(block)
+
+    def expression(self, node, block: int) -> None:
+        """The closures inside `node` (not inside other closures: those read through it)."""
+        if node is None:
+            return
+        stack = [node]
+        while stack:
+            current = stack.pop()
+            if isinstance(current, SCOPES):
+                for name in used_names(current):
+                    self.reads.setdefault(name, set()).add(block)
+                for inner in ast.walk(current):
+                    if isinstance(inner, ast.Nonlocal):
+                        self.nonlocal_in_closure.update(inner.names)
+            else:
+                stack.extend(ast.iter_child_nodes(current))
+
+    def block(self, stmts, block: int) -> None:
+        for stmt in stmts:
+            self.statement(stmt, block)
+
+    def statement(self, stmt, block: int) -> None:
+        if isinstance(stmt, ast.If):
+            self.expression(stmt.test, block)
+            self.add_assigned(assigned_names([stmt.test]), block)
+            self.block(stmt.body, self.new_block())
+            self.block(stmt.orelse, self.new_block())
+        elif isinstance(stmt, ast.While):
+            test = self.new_block()  # the test runs in a function of its own
+            self.expression(stmt.test, test)
+            self.add_assigned(assigned_names([stmt.test]), test)
+            self.block(stmt.body, self.new_block())
+            self.block(stmt.orelse, self.new_block())
+        elif isinstance(stmt, (ast.For, ast.AsyncFor)):
+            self.expression(stmt.iter, block)
+            self.expression(getattr(stmt, EXTRA_TEST, None), self.new_block())
+            body = self.new_block()
+            self.add_assigned(assigned_names([stmt.target]), body)
+            self.block(stmt.body, body)
+            self.block(stmt.orelse, self.new_block())
+        elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+            for item in stmt.items:
+                self.expression(item, block)
+            self.add_assigned(assigned_names(stmt.items), block)
+            self.block(stmt.body, block)
+        elif isinstance(stmt, TRIES):
+            self.block(stmt.body, block)
+            for handler in stmt.handlers:
+                self.expression(handler.type, block)
+                self.add_assigned(assigned_names([handler]), block)
+                self.block(handler.body, block)
+            self.block(stmt.orelse, block)
+            self.block(stmt.finalbody, block)
+        elif isinstance(stmt, ast.Match):
+            self.expression(stmt.subject, block)
+            for case in stmt.cases:
+                self.expression(case.guard, block)
+                self.add_assigned(assigned_names([case.pattern]), block)
+                self.block(case.body, block)
         else:
-            stack.extend(ast.iter_child_nodes(node))
-    return names
+            self.expression(stmt, block)
+            self.add_assigned(assigned_names([stmt]), block)
 
 
 # -- definitely assigned (forward) -------------------------------------------------------

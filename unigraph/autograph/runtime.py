@@ -18,6 +18,7 @@ import re
 import numpy as np
 
 from unigraph import api, pytree
+from unigraph.autograph.weak import is_weak, strong, weak
 from unigraph.control_flow import _trace_subgraph, emit_cond, while_loop
 from unigraph.dtypes import python_scalar_dtype
 from unigraph.errors import ControlFlowError, TracingError
@@ -85,6 +86,16 @@ def return_value(value):
         if isinstance(item, Undefined):
             item._fail()
     return value
+
+
+def result(value):
+    """What a converted function returns: `value` with weak tensors made ordinary ones."""
+    if isinstance(value, tuple | list):
+        items = [result(item) for item in value]
+        return type(value)(items) if type(value) in (tuple, list) else value
+    if isinstance(value, dict) and type(value) is dict:
+        return {key: result(item) for key, item in value.items()}
+    return strong(value)
 
 
 # -- helpers ------------------------------------------------------------------------------
@@ -175,8 +186,14 @@ def _merge(name, values: list, labels: tuple, what: str) -> list:
 
 
 # -- if / conditional expression ----------------------------------------------------------
-def if_stmt(cond, body, orelse, get_state, set_state, names):
-    """`if cond: body() else: orelse()`; a `cond` node when `cond` is a symbolic tensor."""
+def if_stmt(cond, body, orelse, get_state, set_state, names, one_branch=()):
+    """`if cond: body() else: orelse()`; a `cond` node when `cond` is a symbolic tensor.
+
+    `one_branch`: (name, "if" or "else") for the state variables only one branch assigns.
+    When `cond` is a tensor, eager or symbolic, such a variable must be bound before the
+    `if`: the rule a static graph needs, checked in every mode so that they all agree."""
+    if one_branch and isinstance(cond, Tensor):
+        _check_one_branch(dict(zip(names, get_state())), one_branch, "`if`")
     if not is_symbolic(cond):
         if cond:
             body()
@@ -221,12 +238,7 @@ def _symbolic_cond(pred, true_run, false_run, names, what: str) -> list:
         elif isinstance(b, UndefinedReturnValue):
             b = _zeros_like(a)
         elif isinstance(a, Undefined) or isinstance(b, Undefined):
-            assigned, missing = ("if", "else") if isinstance(b, Undefined) else ("else", "if")
-            raise ControlFlowError(
-                f"{what} at {user_source()} (its condition is a tensor): variable {name!r} is "
-                f"assigned in the {assigned} branch but not in the {missing} branch, and is "
-                f"used after the `if`; assign it before the `if` or in both branches"
-            )
+            raise _one_branch_error(what, name, "if" if isinstance(b, Undefined) else "else")
         labels = ("in the if branch", "in the else branch") if name else ("when true",
                                                                           "when false")
         a, b = _merge(name, [a, b], labels, what)
@@ -236,21 +248,49 @@ def _symbolic_cond(pred, true_run, false_run, names, what: str) -> list:
     values = emit_cond(builder, pred, [], (then_builder, tuple(then_out)),
                        (else_builder, tuple(else_out)))
     for index, value in zip(kept, values):
-        results[index] = value
+        # A Python number on both paths stays weakly typed, as it is in eager mode.
+        both_weak = is_weak(then_values[index]) and is_weak(else_values[index])
+        results[index] = weak(value) if both_weak else value
     return results
+
+
+def _check_one_branch(state: dict, one_branch, what: str) -> None:
+    for name, branch in one_branch:
+        value = state.get(name)
+        # An early `return` in one branch is fine: the other fills the value with zeros.
+        if isinstance(value, Undefined) and not isinstance(value, UndefinedReturnValue):
+            raise _one_branch_error(what, name, branch)
+
+
+def _one_branch_error(what: str, name: str, assigned: str) -> ControlFlowError:
+    missing = "else" if assigned == "if" else "if"
+    return ControlFlowError(
+        f"{what} at {user_source()} (its condition is a tensor): variable {name!r} is "
+        f"assigned in the {assigned} branch but not in the {missing} branch, and is "
+        f"used after the `if`; assign it before the `if` or in both branches"
+    )
 
 
 # -- loops --------------------------------------------------------------------------------
 def while_stmt(test, body, get_state, set_state, names):
     """`while test(): body()`. Python iterations while the test is a Python value (or an
-    eager tensor); from the first symbolic test on, one `while_loop` node."""
+    eager tensor); from the first symbolic test on, one `while_loop` node. From the first
+    tensor test on, eager or symbolic, the loop obeys a `while_loop`'s rules (see
+    `_check_loop_entry`), so that every mode accepts and rejects the same programs."""
+    entry, checked = None, False
     while True:
         cond = _probe(test)
         if is_symbolic(cond):
             break
+        if entry is None and isinstance(cond, Tensor):
+            entry = get_state()
+            _check_loop_entry(entry, names, "`while` loop")
         if not cond:
             return
         body()
+        if entry is not None and not checked:
+            _check_loop_types(names, entry, get_state(), "`while` loop")
+            checked = True
 
     def loop_cond(*values):
         set_state(values)
@@ -279,18 +319,40 @@ def for_stmt(iterable, extra_test, body, get_state, set_state, names):
     (a lowered `break`/`return`). A `ug.range` with a symbolic bound is one `while_loop`;
     anything else is iterated in Python (unrolled when traced), and iterations that a
     symbolic `extra_test` may skip become `cond` nodes."""
-    if isinstance(iterable, SymbolicRange):
-        _symbolic_range_loop(iterable, extra_test, body, get_state, set_state, names)
+    if isinstance(iterable, TensorRange):
+        if iterable.is_symbolic:
+            _symbolic_range_loop(iterable, extra_test, body, get_state, set_state, names)
+        else:
+            _eager_range_loop(iterable, extra_test, body, get_state, names)
         return
+    one_branch = tuple((name, "if") for name in names)
     for item in iterable:
         if extra_test is not None:
             go = extra_test()
             if is_symbolic(go):
-                if_stmt(go, functools.partial(body, item), _nothing, get_state, set_state, names)
+                if_stmt(go, functools.partial(body, item), _nothing, get_state, set_state, names,
+                        one_branch)
                 continue
+            if isinstance(go, Tensor):
+                _check_one_branch(dict(zip(names, get_state())), one_branch, "`if`")
             if not go:
                 return
         body(item)
+
+
+def _eager_range_loop(iterable, extra_test, body, get_state, names):
+    """A `ug.range` with eager tensor bounds: a Python loop under a `while_loop`'s rules,
+    its index a weak tensor as in the static loop."""
+    entry = get_state()
+    _check_loop_entry(entry, names, "`for` loop")
+    checked = False
+    for item in iterable:
+        if extra_test is not None and not extra_test():
+            return
+        body(item)
+        if not checked:
+            _check_loop_types(names, entry, get_state(), "`for` loop")
+            checked = True
 
 
 def _nothing():
@@ -313,16 +375,15 @@ def _symbolic_range_loop(iterable, extra_test, body, get_state, set_state, names
 
     def loop_body(index, *values):
         set_state(values)
-        body(index)
+        body(weak(index))
         return (index + step, *get_state())
 
     _symbolic_loop(loop_cond, loop_body, get_state, set_state, names, "`for` loop",
                    prefix=(counter,))
 
 
-def _symbolic_loop(loop_cond, loop_body, get_state, set_state, names, what, prefix=()):
-    """One `while_loop` node carrying `prefix` and the state variables."""
-    entry = list(get_state())
+def _check_loop_entry(entry, names, what: str) -> None:
+    """The rules of a loop whose condition is a tensor, on the state it starts from."""
     for name, value in zip(names, entry):
         if isinstance(value, UndefinedReturnValue):
             raise ControlFlowError(
@@ -336,18 +397,46 @@ def _symbolic_loop(loop_cond, loop_body, get_state, set_state, names, what, pref
                 "is first assigned inside the loop but read before it is assigned in an "
                 "iteration or after the loop; assign it before the loop"
             )
+
+
+_LOOP_LABELS = ("before the loop", "after the loop body")
+
+
+def _check_loop_types(names, entry, after, what: str) -> None:
+    """Eager mode: the state after one iteration must have the types it had before, as the
+    state of a `while_loop` must (Python numbers carried in are int64/float32 tensors)."""
+    for name, old, new in zip(names, entry, after):
+        if isinstance(old, _SCALARS):
+            old = np.asarray(old, python_scalar_dtype(old))
+        _merge(name, [old, new], _LOOP_LABELS, what)
+
+
+def _symbolic_loop(loop_cond, loop_body, get_state, set_state, names, what, prefix=()):
+    """One `while_loop` node carrying `prefix` and the state variables. State that enters
+    as a Python number is weak in the body, and leaves weak if the body keeps it weak."""
+    entry = list(get_state())
+    _check_loop_entry(entry, names, what)
     initial = [_as_tensor(x) for x in entry]
-    labels = ("before the loop", "after the loop body")
+    weak_in = [is_weak(x) for x in entry]
+    weak_out = list(weak_in)
+
+    def as_carried(values):
+        return tuple(weak(v) if w else v for v, w in zip(values, weak_in))
+
+    def cond(*values):
+        return loop_cond(*values[:len(prefix)], *as_carried(values[len(prefix):]))
 
     def body(*values):
-        new = list(loop_body(*values))
+        new = list(loop_body(*values[:len(prefix)], *as_carried(values[len(prefix):])))
         head, new = new[:len(prefix)], new[len(prefix):]
-        merged = [_merge(name, [old, value], labels, what)[1]
+        for index, value in enumerate(new):
+            weak_out[index] = weak_in[index] and is_weak(value)
+        merged = [strong(_merge(name, [old, value], _LOOP_LABELS, what)[1])
                   for name, old, value in zip(names, initial, new)]
         return (*head, *merged)
 
-    final = while_loop(loop_cond, body, (*prefix, *initial))
-    set_state(tuple(final[len(prefix):]))
+    final = while_loop(cond, body, (*prefix, *initial))
+    set_state(tuple(weak(v) if w else v for v, w in zip(final[len(prefix):], weak_out)))
 
 
 # -- and / or / not -----------------------------------------------------------------------
@@ -390,9 +479,10 @@ def not_(x):
 
 
 # -- ug.range -----------------------------------------------------------------------------
-class SymbolicRange:
-    """`ug.range` with a symbolic bound: iterated by converted `for` loops as a
-    `while_loop`."""
+class TensorRange:
+    """`ug.range` with a tensor bound. A converted `for` runs it as one `while_loop` when a
+    bound is symbolic, else as a Python loop; either way the index is a weak int tensor
+    (`weak.WeakTensor`) of the bounds' dtype: `x * i` keeps `x`'s dtype, as with an int."""
 
     def __init__(self, start, stop, step):
         if isinstance(step, _SCALARS) and step == 0:
@@ -402,13 +492,19 @@ class SymbolicRange:
         if any(not dtype.startswith("int") for dtype in dtypes):
             raise TypeError(f"ug.range() needs integer bounds, got {', '.join(dtypes)}")
         self.dtype = np.result_type(*dtypes).name
+        self.is_symbolic = any(is_symbolic(x) for x in (start, stop, step))
 
     def __iter__(self):
-        raise TracingError(
-            f"`for ... in ug.range(n)` with a traced tensor bound at {user_source()} runs as "
-            "a while_loop only inside a converted function: keep autograph on "
-            "(@ug.function, not @ug.function(autograph=False)), or use ug.while_loop"
-        )
+        if self.is_symbolic:
+            raise TracingError(
+                f"`for ... in ug.range(n)` with a traced tensor bound at {user_source()} runs "
+                "as a while_loop only inside a converted function: keep autograph on "
+                "(@ug.function, not @ug.function(autograph=False)), or use ug.while_loop"
+            )
+        bounds = [int(x) for x in (self.start, self.stop, self.step)]
+        for index in builtins.range(*bounds):
+            yield weak(tensor(np.asarray(index, self.dtype)))
+
 
 
 def range_call(callee, *args):
@@ -418,11 +514,14 @@ def range_call(callee, *args):
 
 
 def range(*args):  # noqa: A001 (the point: `ug.range` mirrors `range`)
-    """`range(...)` that a traced tensor bound turns into a graph loop.
+    """`range(...)` that a tensor bound turns into a tensor loop.
 
-    With Python ints (or eager tensors) it is the builtin `range`, so loops unroll or run
-    in Python; with a symbolic tensor bound inside `@ug.function`, `for i in ug.range(n)`
-    becomes one `while_loop` and `i` is an int tensor.
+    With Python ints it is the builtin `range`: loops run in Python (unrolled when traced)
+    and the index is a Python int. With a tensor bound, `for i in ug.range(n)` in a
+    `@ug.function` is one `while_loop` on static targets and a Python loop on eager ones,
+    and in every mode `i` is a weakly typed int tensor: operators promote it like a Python
+    int (`x * i` keeps a float32 `x` float32), `ug.*` functions see an int tensor of the
+    bound's dtype.
 
     >>> @ug.function
     ... def total(n):
@@ -431,9 +530,9 @@ def range(*args):  # noqa: A001 (the point: `ug.range` mirrors `range`)
     ...         s = s + i
     ...     return s
     """
-    if not any(is_symbolic(x) for x in args):
-        return builtins.range(*[int(x) if isinstance(x, Tensor) else x for x in args])
+    if not any(isinstance(x, Tensor) for x in args):
+        return builtins.range(*args)
     if not 1 <= len(args) <= 3:
         raise TypeError(f"ug.range expected 1 to 3 arguments, got {len(args)}")
     start, stop, step = (0, args[0], 1) if len(args) == 1 else (*args, 1)[:3]
-    return SymbolicRange(start, stop, step)
+    return TensorRange(start, stop, step)

@@ -428,9 +428,18 @@ class Converter(ast.NodeTransformer):
         body_name, else_name = self.namer.new("if_body"), self.namer.new("else_body")
         functions += [self._scope_function(body_name, [], node.body, state, modified, node),
                       self._scope_function(else_name, [], node.orelse, state, modified, node)]
-        call = self._runtime("if_stmt", [node.test, _name(body_name), _name(else_name),
-                                         _name(get_name), _name(set_name), self._names(state)],
-                             node)
+        # State only one branch assigns must be bound before a tensor `if` (in every mode):
+        # named here, checked by the runtime once it sees the condition.
+        in_body, in_else = set(assigned_names(node.body)), set(assigned_names(node.orelse))
+        one_branch = [ast.Tuple(elts=[ast.Constant(value=n), ast.Constant(value=branch)],
+                                ctx=ast.Load())
+                      for n in state if (n in in_body) != (n in in_else)
+                      for branch in ["if" if n in in_body else "else"]]
+        args = [node.test, _name(body_name), _name(else_name), _name(get_name), _name(set_name),
+                self._names(state)]
+        if one_branch:
+            args.append(ast.Tuple(elts=one_branch, ctx=ast.Load()))
+        call = self._runtime("if_stmt", args, node)
         return [*self._guards(state, defined, node), *functions,
                 _place(ast.Expr(value=call), node)]
 
