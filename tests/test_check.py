@@ -15,6 +15,7 @@ import time
 
 import numpy as np
 import pytest
+from conftest import TARGETS
 from unigraph_numpy.backend import NumpyBackend
 
 import unigraph as ug
@@ -498,3 +499,153 @@ def test_pytest_plugin_parametrizes_target(tmp_path):
     assert "test_runs_on_target[numpy:eager] PASSED" in result.stdout
     assert "test_runs_on_target[numpy:static] PASSED" in result.stdout
     assert "3 passed" in result.stdout
+
+
+# -- ug.check is the function, whatever was imported (issue 11 item 1) ------------------
+@pytest.mark.parametrize("target", TARGETS)
+def test_ug_check_stays_callable_after_the_checking_package_is_imported(target):
+    import importlib
+
+    import unigraph.checking
+    from unigraph.testing import assert_agree
+
+    importlib.import_module("unigraph.testing.pytest_plugin")
+    assert ug.Report is Report and ug.check_training is check_training
+    assert ug.check is unigraph.checking.check and callable(ug.check)
+    report = ug.check(chain20, X, targets=[target])
+    assert report.ok, report
+    assert assert_agree(chain20, X, targets=[target]).ok
+    assert ug.check is unigraph.checking.check
+
+
+# -- dtype casts the whole computation, parameters included (issue 11 item 6) -----------
+class TinyNet(ug.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = ug.nn.Linear(6, 3)
+
+    def forward(self, x):
+        return ug.tanh(self.fc(x) * 0.7)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+@pytest.mark.parametrize("target", TARGETS)
+def test_check_dtype_casts_parameters_and_budgets_follow(target, dtype):
+    with ug.random.seeded(5):
+        net = TinyNet()
+    before = {name: p.numpy().copy() for name, p in net.named_parameters()}
+    report = check(net, X, targets=[target], dtype=dtype)
+    assert report.ok, report
+    comparisons = report[target].comparisons
+    assert [c.name for c in comparisons] == ["output", "grad(x)", "grad(fc.weight)",
+                                             "grad(fc.bias)"]
+    for comparison in comparisons:
+        # compare() fails a tensor of another dtype, so these ran in `dtype` end to end
+        assert comparison.dtype == dtype and comparison.figures.status == "ok"
+        assert comparison.budget[0] >= ug.ops.base.DEFAULT_TOLERANCE[dtype][0]
+    output = comparisons[0]
+    assert output.budget == (OPS["matmul"].tolerance_for(dtype)[0],
+                             OPS["matmul"].tolerance_for(dtype)[1])
+    if dtype == "float64":  # float32 weights anywhere would leave ~1e-8
+        assert max(c.figures.max_abs for c in comparisons) < 1e-12
+    if dtype == "float16":  # so would float32 arithmetic: float16 rounds at ~1e-4
+        assert output.figures.max_abs > 1e-5
+    for name, param in net.named_parameters():  # the user's parameters are untouched
+        assert param.dtype == "float32"
+        assert param.numpy().dtype == np.float32
+        np.testing.assert_array_equal(param.numpy(), before[name])
+
+
+# -- second derivatives: no reference, so the targets are compared (issue 11 item 16) ---
+def _inner(y):
+    return ug.sum(ug.tanh(y) * y * y)
+
+
+def _first(x):
+    return ug.sum(ug.grad(_inner)(x) * 1.5)
+
+
+def second_derivative(x):
+    return ug.grad(_first)(x)
+
+
+def _second_derivative_by_hand(x):
+    t = np.tanh(x)
+    s = 1.0 - t * t  # tanh'
+    # d/dx of 1.5 * (s x^2 + 2 t x), the first derivative of tanh(x) x^2 times 1.5
+    return 1.5 * (-2.0 * t * s * x * x + 2.0 * s * x + 2.0 * s * x + 2.0 * t)
+
+
+SECOND_X = np.linspace(-1.0, 1.0, 5)
+
+
+def test_second_order_check_compares_the_targets_with_each_other():
+    report = check(second_derivative, SECOND_X)
+    assert report.ok, report
+    ran = {t.target for t in report.targets}
+    for target in TARGETS:  # every target either agrees or says why it cannot run it
+        if target.startswith("numpy:"):
+            assert target not in ran and "second order" in report.skipped[target]
+        else:
+            assert target in ran
+            got = np.asarray(next(c for c in report[target].comparisons
+                                  if c.name == "output").figures.max_abs)
+            assert got < 1e-4
+    assert report.across == ["forward", "gradient"]
+    assert "targets' median" in str(report) and "agree with each other" in str(report)
+    # the targets agree with the hand-computed second derivative, not just with each other
+    with ug.use_backend("torch", "static"):
+        np.testing.assert_allclose(second_derivative(SECOND_X.astype(np.float32)).numpy(),
+                                   _second_derivative_by_hand(SECOND_X), rtol=1e-5, atol=1e-5)
+
+
+def test_first_order_function_gradient_check_falls_back_only_for_gradients():
+    report = check(ug.grad(_inner), SECOND_X, targets=["numpy", "torch"])
+    assert report.ok, report
+    assert report.across == ["gradient"]
+    numpy_eager = report["numpy:eager"]
+    assert [c.name for c in numpy_eager.comparisons] == ["output"]  # against the reference
+    assert "second order" in numpy_eager.error
+    assert "gradient not checked" in str(report)
+
+
+def test_a_single_target_without_reference_is_unchecked_not_ok():
+    report = check(second_derivative, SECOND_X, targets=["torch:eager"], grads=False)
+    assert not report.ok
+    assert report["torch:eager"].comparisons[0].figures.status == "unchecked"
+
+
+class BadTorchTanh:
+    """torch:eager with tanh computed as sigmoid: a wrong op that torch can differentiate
+    twice, so the second-order check has something to catch."""
+
+    @staticmethod
+    def make():
+        from unigraph_torch.backend import TorchBackend
+
+        class BadTorch(TorchBackend):
+            name = "badtorch"
+            modes = ("eager",)
+
+            def eager_op(self, op, inputs, attrs):
+                return super().eager_op("sigmoid" if op == "tanh" else op, inputs, attrs)
+
+        return BadTorch
+
+
+BADTORCH = PluginForTest(BadTorchTanh.make())
+
+
+def test_second_order_check_fails_the_target_that_disagrees(registered):
+    registered(BADTORCH)
+    report = check(second_derivative, SECOND_X, targets=["torch", "tensorflow:eager",
+                                                         "badtorch:eager"])
+    assert not report.ok
+    assert report["badtorch:eager"].status == "disagree"
+    for target in ("torch:eager", "torch:static", "tensorflow:eager"):
+        assert report[target].ok, report
+    assert report.odd_one_out.startswith("badtorch:eager")
+    # two targets that disagree both fail: the median is half way between them
+    pair = check(second_derivative, SECOND_X, targets=["torch:eager", "badtorch:eager"],
+                 grads=False)
+    assert not pair["torch:eager"].ok and not pair["badtorch:eager"].ok

@@ -7,6 +7,7 @@ import time
 import numpy as np
 
 from unigraph.checking import compare as cmp
+from unigraph.checking.across import compare_across
 from unigraph.checking.localize import localize
 from unigraph.checking.report import Comparison, Report, TargetReport, odd_one_out
 from unigraph.checking.run import Case, TargetRun, prepare, run_target
@@ -76,7 +77,18 @@ def run_and_evaluate(case: Case, target: Target, localize_divergence=True):
 
 
 def finish(case: Case, reports: list, runs: dict, skipped: dict) -> Report:
-    report = Report(case.name, case.dtype, reports, skipped=skipped, notes=list(case.notes))
+    """The Report: targets that cannot run the case at all move to `skipped`; what the
+    reference cannot compute is compared across the targets (`across`)."""
+    skipped = dict(skipped)
+    for target in [r for r in reports if r.status == "unsupported"]:
+        skipped[target.target] = target.error
+        reports.remove(target)
+    notes = compare_across(case, reports, runs) if case.unreferenced else []
+    report = Report(case.name, case.dtype, reports, skipped=skipped,
+                    notes=list(case.notes) + notes)
+    report.across = [kind for kind in ("forward", "gradient") if kind in case.unreferenced]
+    if "forward" in case.unreferenced:
+        report.reference = "targets' median"
     report.odd_one_out = odd_one_out(reports, lambda: _agree_with_each_other(case, runs))
     return report
 
@@ -122,14 +134,19 @@ def resolve_targets(targets) -> tuple[list, dict]:
 def evaluate(case: Case, target: Target, run: TargetRun, localize_divergence=True):
     """Compare one target's run with the reference; localize when it disagrees."""
     report = TargetReport(str(target), "ok", error=run.error, error_stage=run.error_stage)
-    if run.outputs is not None:
+    if run.unsupported:
+        report.error = run.unsupported
+        if run.outputs is None:
+            report.status = "unsupported"
+            return report
+    if run.outputs is not None and case.has_reference("forward"):
         expected = case.reference_outputs()
         for i, (name, budget) in enumerate(zip(case.output_names, case.output_budgets)):
             value = case.graph.outputs[i]
             report.comparisons.append(_comparison(
                 name, "output", run.outputs[i] if i < len(run.outputs) else None,
                 expected[i], budget, value.dtype))
-    if run.grads is not None:
+    if run.grads is not None and case.has_reference("gradient"):
         expected = case.reference_grads()
         for i, name in enumerate(case.grad_names):
             report.comparisons.append(_comparison(
@@ -163,6 +180,8 @@ def _localize(case: Case, target: Target, run: TargetRun, report: TargetReport):
     forward_bad = run.error_stage == "forward" or any(
         not c.ok for c in report.comparisons if c.kind == "output")
     kind = "forward" if forward_bad or case.grad_graph is None else "gradient"
+    if not case.has_reference(kind):
+        return None  # nothing to localize against: the targets are compared with each other
     try:
         divergence = localize(case, target, backend, kind)
     except Exception as error:  # localization is a diagnosis: it must not hide the result

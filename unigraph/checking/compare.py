@@ -32,7 +32,8 @@ class Figures:
     """How far one tensor is from its reference.
 
     status: "ok", "FAIL" (outside the budget), "nan/inf" (NaN/Inf positions differ),
-        "shape" or "dtype" (the tensor is not even of the right type).
+        "shape" or "dtype" (the tensor is not even of the right type), "unchecked" (nothing
+        to compare it with: see `unigraph.checking.across`).
     ratio: error / budget at the worst element (<= 1 passes; inf when the budget is 0).
     needed_atol, needed_rtol: the smallest budget of the same proportions that passes.
     mismatched: how many elements are outside the budget (or non-finite in the wrong place).

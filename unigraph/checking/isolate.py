@@ -221,6 +221,7 @@ def worker(payload: dict) -> dict:
             "outputs": [encode_array(x) for x in run.outputs] if run.outputs else None,
             "grads": [encode_array(x) for x in run.grads] if run.grads else None,
             "notes": case.notes,
+            "unreferenced": case.unreferenced,
         }
     except Exception as error:
         return {"error": f"{type(error).__name__}: {error}"}
@@ -291,17 +292,18 @@ def check_isolated(case, source: dict, targets: list, skipped: dict, options: di
                 _kill(processes)
                 results[str(target)] = (TargetReport(
                     str(target), "timeout", error=f"no result after {timeout:g} s: the "
-                    "worker was killed", seconds=now - started), TargetRun(), [])
+                    "worker was killed", seconds=now - started), TargetRun(), [], {})
             else:
                 continue
             del running[future]
             executor.shutdown(wait=False, cancel_futures=True)
     reports, runs = [], {}
     for target in targets:
-        report, run, notes = results[str(target)]
+        report, run, notes, unreferenced = results[str(target)]
         reports.append(report)
         runs[str(target)] = run
         case.notes.extend(note for note in notes if note not in case.notes)
+        case.unreferenced.update(unreferenced)
     return finish(case, reports, runs, skipped)
 
 
@@ -312,17 +314,17 @@ def _collect(future, target: Target, processes: list, seconds: float):
     except BrokenProcessPool:
         how = _exit_text(processes)
         return TargetReport(name, "crashed", error=f"the worker process {how}",
-                            seconds=seconds), TargetRun(), []
+                            seconds=seconds), TargetRun(), [], {}
     except Exception as error:
         return TargetReport(name, "error", error=f"{type(error).__name__}: {error}",
-                            seconds=seconds), TargetRun(), []
+                            seconds=seconds), TargetRun(), [], {}
     if "error" in data:
         return TargetReport(name, "error", error=data["error"], seconds=seconds), \
-            TargetRun(), []
+            TargetRun(), [], {}
     report = TargetReport.from_dict(data["report"])
     report.seconds = seconds
     run = TargetRun(
         outputs=[decode_array(x) for x in data["outputs"]] if data["outputs"] else None,
         grads=[decode_array(x) for x in data["grads"]] if data["grads"] else None,
     )
-    return report, run, data["notes"]
+    return report, run, data["notes"], data["unreferenced"]

@@ -124,7 +124,7 @@ class Divergence:
 
 
 def _figures_text(figures: Figures) -> str:
-    if figures.status in ("shape", "dtype"):
+    if figures.status in ("shape", "dtype", "unchecked"):
         return figures.detail
     text = (f"max abs {format_number(figures.max_abs)}, max rel "
             f"{format_number(figures.max_rel)}, needs atol {format_number(figures.needed_atol)}"
@@ -139,7 +139,8 @@ def _figures_text(figures: Figures) -> str:
 
 @dataclass
 class TargetReport:
-    """One target's result. status: "ok", "disagree", "error", "crashed" or "timeout"."""
+    """One target's result. status: "ok", "disagree", "error", "crashed", "timeout", or
+    "unsupported" (the target cannot run the case: the Report lists it as not checked)."""
 
     target: str
     status: str
@@ -186,6 +187,8 @@ class Report:
     skipped: dict = field(default_factory=dict)  # target or plugin -> why it did not run
     odd_one_out: str = ""
     notes: list = field(default_factory=list)
+    # "forward", "gradient": what was compared across the targets, without the reference
+    across: list = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -211,7 +214,7 @@ class Report:
         return {"name": self.name, "kind": self.kind, "dtype": self.dtype,
                 "reference": self.reference, "ok": self.ok,
                 "targets": [t.to_dict() for t in self.targets], "skipped": self.skipped,
-                "odd_one_out": self.odd_one_out, "notes": self.notes}
+                "odd_one_out": self.odd_one_out, "notes": self.notes, "across": self.across}
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
@@ -269,7 +272,7 @@ HEADER = ("target", "tensor", "status", "max abs", "max rel", "needed atol, rtol
 
 def _row(target: str, comparison: Comparison) -> tuple:
     f = comparison.figures
-    if f.status in ("shape", "dtype"):
+    if f.status in ("shape", "dtype", "unchecked"):
         return (target, comparison.name, f.status, f.detail, "", "", "")
     rtol, atol = comparison.budget
     return (target, comparison.name, f.status, format_number(f.max_abs),
@@ -318,7 +321,8 @@ def render(report: Report, compact: bool = True) -> str:
     count = len(report.targets)
     lines = [f"ug.{'check_training' if what == 'training' else 'check'}: {report.name} in "
              f"{report.dtype} on {count} target{'s' * (count != 1)}, against the "
-             f"{report.reference} reference"]
+             f"{report.reference}" + (" reference" if report.reference.startswith("numpy")
+                                      else "")]
     rows = [HEADER]
     previous = None
     for target in report.targets:
@@ -331,7 +335,9 @@ def render(report: Report, compact: bool = True) -> str:
         if target.divergence is not None:
             body = str(target.divergence).replace("\n", "\n  ")
             lines.append(f"{target.target}: {body}")
-        if target.error and target.status != "disagree":
+        if target.error and target.ok:  # the part it cannot run (unsupported)
+            lines.append(f"{target.target}: {target.error_stage} not checked: {target.error}")
+        elif target.error and target.status != "disagree":
             stage = f" ({target.error_stage})" if target.error_stage else ""
             lines.append(f"{target.target}: {target.status}{stage}: {target.error}")
     if report.odd_one_out:
@@ -346,5 +352,8 @@ def render(report: Report, compact: bool = True) -> str:
         names = ", ".join(t.target for t in failing)
         lines.append(f"FAILED: {len(failing)} of {count} targets disagree or fail ({names})")
     else:
-        lines.append(f"OK: all {count} targets agree with the reference")
+        against = {(): "the reference", ("forward", "gradient"): "each other",
+                   ("forward",): "each other", ("gradient",): "the reference (gradients: "
+                   "with each other)"}[tuple(report.across)]
+        lines.append(f"OK: all {count} targets agree with {against}")
     return "\n".join(lines)

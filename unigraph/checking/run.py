@@ -33,7 +33,7 @@ from unigraph.dtypes import is_float
 from unigraph.function import Function, function, is_array_leaf
 from unigraph.ir import FLOAT_DTYPES, check_dtype
 from unigraph.random import seeded
-from unigraph.reference import float64
+from unigraph.reference import SecondOrderUnsupported, float64
 from unigraph.tensor import Tensor
 
 
@@ -48,7 +48,7 @@ class Case:
     dtype: str
     seed: int
     params: list  # every Parameter the forward (and gradient) graph uses
-    snapshot: dict  # id(param) -> its value when the check started
+    snapshot: dict  # id(param) -> its value when the check started, in its own dtype
     graph: object  # forward Graph
     graph_params: list  # Parameters bound to graph.params, in order
     randoms: list  # (shape, dtype) of the random inputs of the forward graph
@@ -62,6 +62,8 @@ class Case:
     grad_budgets: list = field(default_factory=list)
     grad_dtypes: list = field(default_factory=list)
     default_budgets: dict = field(default_factory=dict)  # tensor name -> budget before overrides
+    original_dtypes: dict = field(default_factory=dict)  # id(param) -> the user's dtype
+    unreferenced: dict = field(default_factory=dict)  # kind -> why the reference cannot run it
     notes: list = field(default_factory=list)
     _reference: dict = field(default_factory=dict)
 
@@ -74,7 +76,7 @@ class Case:
         rng = np.random.default_rng(self.seed)
         draws = [rng.random(shape).astype(dtype) for shape, dtype in randoms]
         feeds = [np.asarray(x) for x in self.leaves] + draws
-        return feeds, [self.snapshot[id(p)] for p in graph_params]
+        return feeds, [self.param_value(p) for p in graph_params]
 
     def reference(self, kind: str) -> dict:
         """{value id: float64 array} of the forward or gradient graph on the reference."""
@@ -83,6 +85,18 @@ class Case:
             feeds, params = self.feeds(kind)
             self._reference[kind] = float64.values(graph, feeds, params)
         return self._reference[kind]
+
+    def has_reference(self, kind: str) -> bool:
+        """False (and the reason in `unreferenced`) when the reference cannot compute the
+        forward or gradient graph: a gradient of a gradient."""
+        if kind in self.unreferenced:
+            return False
+        try:
+            self.reference(kind)
+        except SecondOrderUnsupported:
+            self.unreferenced[kind] = "it cannot compute gradients of gradients"
+            return False
+        return True
 
     def reference_outputs(self) -> list:
         env = self.reference("forward")
@@ -97,9 +111,39 @@ class Case:
         return [v.dtype for v in self.graph.outputs]
 
     # -- parameters -----------------------------------------------------------------------
+    def run_dtype(self, param) -> str:
+        """The dtype `param` has during the check: the checked dtype if it is floating."""
+        original = self.original_dtypes.get(id(param), param.dtype)
+        return self.dtype if original in FLOAT_DTYPES else original
+
+    def param_value(self, param) -> np.ndarray:
+        """The snapshot of `param` in its run dtype, as every target is fed it."""
+        return self.snapshot[id(param)].astype(self.run_dtype(param), copy=False)
+
+    @contextlib.contextmanager
+    def cast_params(self):
+        """Inside the block every parameter is in its run dtype, holding its snapshot; after
+        it, each is back in the user's dtype with the user's value."""
+        try:
+            for param in self.params:
+                _put(param, self.snapshot[id(param)], self.run_dtype(param))
+            yield
+        finally:
+            for param in self.params:
+                _put(param, self.snapshot[id(param)], self.original_dtypes[id(param)])
+
     def restore(self) -> None:
+        """Reset every parameter to its snapshot (in the dtype it has now)."""
         for param in self.params:
             param.set_value(self.snapshot[id(param)])
+
+    def add_params(self, params) -> None:
+        """Snapshot the Parameters a trace found that the case does not hold yet."""
+        for param in params:
+            if id(param) not in self.original_dtypes:
+                self.params.append(param)
+                self.original_dtypes[id(param)] = param.dtype
+                self.snapshot[id(param)] = np.array(param.numpy(), copy=True)
 
     def load_params(self, arrays: list) -> None:
         """Replace the snapshot (isolation: the parent's values win over a worker's)."""
@@ -112,8 +156,14 @@ class Case:
             if tuple(array.shape) != tuple(param.shape):
                 raise ValueError(f"parameter {param.name!r}: shape {list(array.shape)} "
                                  f"instead of {list(param.shape)}")
-            self.snapshot[id(param)] = np.asarray(array, dtype=param.dtype)
+            self.snapshot[id(param)] = np.asarray(array, dtype=self.original_dtypes[id(param)])
         self._reference.clear()
+
+
+def _put(param, value, dtype: str) -> None:
+    """Give `param` the dtype `dtype` and the value `value` (cast to it)."""
+    param.dtype = dtype
+    param.set_value(np.asarray(value).astype(dtype, copy=False))
 
 
 @dataclass
@@ -125,18 +175,23 @@ class TargetRun:
     error: str = ""
     error_stage: str = ""  # "forward" or "gradient"
     traceback: str = ""
+    unsupported: str = ""  # why this target cannot run the case (SecondOrderUnsupported)
 
 
 # -- preparing ---------------------------------------------------------------------------
 def as_function(fn_or_module, name: str | None = None) -> tuple[Function, object]:
     """(a Function to call, the Python callable whose signature names the arguments)."""
     if isinstance(fn_or_module, Function):
-        return fn_or_module, fn_or_module.fn
+        # A fresh Function: the user's own cache may hold graphs traced with parameters in
+        # another dtype, and the checker's traces must not count as the user's retraces.
+        user_function = fn_or_module
+        return function(lambda *args: user_function(*args), name=name or user_function.name,
+                        autograph=False), user_function.fn
     forward = getattr(fn_or_module, "forward", None)
     if forward is not None and hasattr(fn_or_module, "parameters"):  # a ug.nn.Module
         module = fn_or_module
         label = name or type(module).__name__
-        return function(lambda *args: module(*args), name=label), forward
+        return function(lambda *args: module(*args), name=label, autograph=False), forward
     if not callable(fn_or_module):
         raise TypeError(f"ug.check needs a function or a ug.nn.Module, got "
                         f"{type(fn_or_module).__name__}")
@@ -257,22 +312,25 @@ def prepare(fn_or_module, inputs: tuple, dtype: str = "float32", grads: bool = T
     leaves = [cast_leaf(x, dtype) for x in leaves]
     inputs = pytree.unflatten(treedef, leaves)
     with seeded(seed):
-        graph, graph_params, out_treedef, randoms = trace_with_params(fn, inputs)
-    names = output_names(out_treedef)
-    defaults = [cmp.value_budget(v.dtype, dtype, cmp.cone_ops(graph, [v.id]))
-                for v in graph.outputs]
-    budgets = [cmp.override(budget, out_name, rtol, atol)
-               for budget, out_name in zip(defaults, names)]
-    case = Case(
-        name=name or fn.name, function=fn, inputs=tuple(inputs), leaves=leaves, dtype=dtype,
-        seed=seed, params=list(graph_params), snapshot={}, graph=graph,
-        graph_params=list(graph_params), randoms=randoms, output_names=names,
-        output_budgets=budgets, default_budgets=dict(zip(names, defaults)),
-    )
-    if grads:
-        _prepare_grads(case, value_and_grad, signature_of, rtol, atol)
-    for param in case.params:
-        case.snapshot[id(param)] = np.array(param.numpy(), copy=True)
+        traced = trace_with_params(fn, inputs)
+    case = Case(name=name or fn.name, function=fn, inputs=tuple(inputs), leaves=leaves,
+                dtype=dtype, seed=seed, params=[], snapshot={}, graph=None, graph_params=[],
+                randoms=[], output_names=[], output_budgets=[])
+    case.add_params(traced[1])
+    with case.cast_params():
+        if any(case.run_dtype(p) != case.original_dtypes[id(p)] for p in case.params):
+            with seeded(seed):  # again, with the parameters in the checked dtype
+                traced = trace_with_params(fn, inputs)
+        graph, graph_params, out_treedef, case.randoms = traced
+        case.graph, case.graph_params = graph, list(graph_params)
+        case.output_names = names = output_names(out_treedef)
+        defaults = [cmp.value_budget(v.dtype, dtype, cmp.cone_ops(graph, [v.id]))
+                    for v in graph.outputs]
+        case.output_budgets = [cmp.override(budget, out_name, rtol, atol)
+                               for budget, out_name in zip(defaults, names)]
+        case.default_budgets = dict(zip(names, defaults))
+        if grads:
+            _prepare_grads(case, value_and_grad, signature_of, rtol, atol)
     return case
 
 
@@ -309,9 +367,7 @@ def _prepare_grads(case: Case, value_and_grad, signature_of, rtol, atol) -> None
     defaults = [cmp.value_budget(d, case.dtype, op_names) for d in dtypes]
     case.grad_budgets = [cmp.override(b, n, rtol, atol) for b, n in zip(defaults, names)]
     case.default_budgets.update(zip(names, defaults))
-    for param in grad_params:
-        if all(param is not p for p in case.params):
-            case.params.append(param)
+    case.add_params(grad_params)
 
 
 # -- running -----------------------------------------------------------------------------
@@ -330,8 +386,7 @@ def run_target(case: Case, target: Target) -> TargetRun:
     run = TargetRun()
     stage = "forward"
     try:
-        with use_backend(target.backend, target.mode):
-            case.restore()
+        with use_backend(target.backend, target.mode), case.cast_params():
             with seeded(case.seed):
                 run.outputs = _arrays(case.function(*case.inputs))
             if case.grad_function is not None:
@@ -340,11 +395,11 @@ def run_target(case: Case, target: Target) -> TargetRun:
                 with seeded(case.seed):
                     _, grads = case.grad_function(*case.inputs)
                 run.grads = _arrays(grads)
+    except SecondOrderUnsupported as error:  # this target cannot run the case at all
+        run.unsupported = str(error)
+        run.error_stage = stage
     except Exception as error:  # a target's failure is a result, not a crash of the check
         run.error = error_text(error)
         run.error_stage = stage
         run.traceback = traceback.format_exc(limit=-8)
-    finally:
-        case.restore()
     return run
-
