@@ -99,3 +99,68 @@ def test_unigraph_plugins_env_restricts_loading():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                          check=True)
     assert out.stdout.strip() == "['numpy']"
+
+
+# -- the NumPy backend's memory contract (issue 11 item 4, NumPy part) --------------------
+def _try_to_write(array) -> None:
+    """Write into an array the library handed out: refused (read-only) or without effect."""
+    try:
+        array[...] = 7
+    except ValueError:
+        pass
+
+
+@pytest.mark.parametrize("mode", ["eager", "static"])
+def test_numpy_backend_copies_in_and_hands_out_nothing_writable(mode):
+    param = ug.Parameter(np.zeros(3, np.float32), name="stored")
+
+    @ug.function
+    def store(x):
+        ug.assign(param, x)  # the value the static engine used to keep without a copy
+        return x, param * 1.0
+
+    fed = np.array([1.0, 2.0, 3.0], np.float32)
+    with ug.use_backend("numpy", mode):
+        out, doubled = store(fed)
+        fed[:] = 9.0  # the caller reuses its buffer
+        for handed in (out.numpy(), doubled.numpy(), param.numpy()):
+            np.testing.assert_array_equal(handed, [1.0, 2.0, 3.0])
+            _try_to_write(handed)
+        np.testing.assert_array_equal(param.numpy(), [1.0, 2.0, 3.0])
+        np.testing.assert_array_equal(out.numpy(), [1.0, 2.0, 3.0])
+        again, _ = store(np.array([4.0, 5.0, 6.0], np.float32))  # the engine's own state
+        np.testing.assert_array_equal(param.numpy(), [4.0, 5.0, 6.0])
+        np.testing.assert_array_equal(again.numpy(), [4.0, 5.0, 6.0])
+
+
+def test_numpy_backend_object_never_aliases_its_caller():
+    from unigraph.plugins import get_backend
+
+    backend = get_backend("numpy", "eager")
+    array = np.ones(3)
+    native = backend.to_native(array)
+    array[:] = 5.0
+    np.testing.assert_array_equal(native, np.ones(3))
+    handed = backend.to_numpy(native)
+    _try_to_write(handed)
+    np.testing.assert_array_equal(native, np.ones(3))
+
+    @ug.function
+    def bump(x):
+        ug.assign(param, ug.reshape(x, (3,)))  # a view of the feed, stored as a parameter
+        return param
+
+    param = ug.Parameter(np.zeros(3), name="p")
+    executable = backend.compile(bump.trace(np.zeros((1, 3))), "static")
+    weights = np.full(3, 2.0)
+    executable.set_param(0, weights)
+    weights[:] = 0.0
+    np.testing.assert_array_equal(executable.get_param(0), np.full(3, 2.0))
+    feed = np.arange(3.0).reshape(1, 3)
+    (out,) = executable.run([feed])
+    feed[:] = -1.0
+    np.testing.assert_array_equal(executable.get_param(0), [0.0, 1.0, 2.0])
+    np.testing.assert_array_equal(out, [0.0, 1.0, 2.0])
+    for handed in (out, executable.get_param(0)):
+        _try_to_write(handed)
+    np.testing.assert_array_equal(executable.get_param(0), [0.0, 1.0, 2.0])
