@@ -39,22 +39,26 @@ def _tracks_grad(*xs) -> bool:
 
 def _nan_gradient_where_nan(out, x, y):
     """`out` (maximum or minimum of x and y), whose gradient is NaN to both inputs wherever
-    it is NaN (the op's rule). torch gives each input the full gradient there (a quirk,
-    unigraph_torch/quirks.py): (x + y) * nan is NaN in value and in derivative. The factor
-    is 0 off the NaNs: where's unpicked branch gets a zero cotangent, and 0 * nan would
-    still be NaN."""
+    it is NaN (the op's rule), where torch gives each input the full gradient (a quirk,
+    unigraph_torch/quirks.py). Only under autograd and with a NaN present: the check costs
+    two passes, the repair five."""
+    if not _tracks_grad(x, y):
+        return out
     nans = torch.isnan(out)
+    if not bool(nans.any()):
+        return out
+    # (x + y) * nan is NaN in value and in derivative. The factor is 0 off the NaNs: where's
+    # unpicked branch gets a zero cotangent, and 0 * nan would still be NaN.
     return torch.where(nans, (x + y) * torch.where(nans, out.detach(), 0), out)
 
 
 def maximum(x, y):
-    out = torch.maximum(x, y)  # ties already split the gradient in halves, as the op says
-    return _nan_gradient_where_nan(out, x, y) if _tracks_grad(x, y) else out
+    # Ties already split the gradient in halves, as the op says.
+    return _nan_gradient_where_nan(torch.maximum(x, y), x, y)
 
 
 def minimum(x, y):
-    out = torch.minimum(x, y)
-    return _nan_gradient_where_nan(out, x, y) if _tracks_grad(x, y) else out
+    return _nan_gradient_where_nan(torch.minimum(x, y), x, y)
 
 
 def cast(x, *, dtype):
@@ -159,8 +163,9 @@ def relu(x):
     if not _tracks_grad(x):
         return out
     # torch.relu's backward passes the gradient through a NaN (a quirk): the op's gradient
-    # is 1 only where x > 0, so route it through that mask; the value is torch's.
-    return torch.where(x > 0, out, out.detach())
+    # is 1 only where x > 0, so multiply by that mask. The value stays relu's, NaN included
+    # (NaN * 0 is NaN); no data-dependent branch, and cheaper than a torch.where here.
+    return out * (x > 0)
 
 
 def softmax(x, *, axis):

@@ -44,8 +44,8 @@ def _pair_quirk(name: str) -> Quirk:
         op=name, framework="torch", versions=VERSIONS,
         behaviour=f"torch.{name}'s backward gives BOTH inputs the full gradient where the "
                   "result is NaN (one operand NaN, or both)",
-        workaround="under autograd, torch.where(isnan(out), (x + y) * nan, out): NaN to both "
-                   "inputs there, as the op's rule says",
+        workaround="under autograd and with a NaN in the result, torch.where(isnan(out), "
+                   "(x + y) * nan, out): NaN to both inputs there, as the op's rule says",
         pin=_full_gradient_to_both_at_nan(name),
     )
 
@@ -55,8 +55,8 @@ QUIRKS = [
         op="relu", framework="torch", versions=VERSIONS,
         behaviour="torch.relu's backward passes the gradient through a NaN input "
                   "(relu'(NaN) = 1)",
-        workaround="under autograd, torch.where(x > 0, relu(x), relu(x).detach()): gradient "
-                   "1 only where x > 0",
+        workaround="under autograd, relu(x) * (x > 0): the same value, gradient 1 only where "
+                   "x > 0",
         pin=_relu_passes_gradient_through_nan,
     ),
     _pair_quirk("maximum"),
