@@ -63,7 +63,7 @@ class PaddleBackend(Backend):
     def _load(self):
         quiet_paddle()
         paddle = super().load()
-        from unigraph_paddle.lowerings import make_lowerings
+        from unigraph_paddle.lowerings import lowerings_for
 
         device = paddle.get_device()  # "cpu" or "gpu:N", Paddle's default device
         on_gpu = device.startswith("gpu")
@@ -71,7 +71,7 @@ class PaddleBackend(Backend):
             self._place = paddle.CUDAPlace(int(device.split(":")[1]))
         else:
             self._place = paddle.CPUPlace()
-        self.lowerings = make_lowerings(paddle, widen_half=not on_gpu)
+        self.lowerings = lowerings_for(on_gpu)
         self._dtypes = {np.dtype(name): getattr(paddle, name) for name in DTYPES}
         self._full = paddle._C_ops.full
         # The constructor's documented "original usage": (value, place, persistable,

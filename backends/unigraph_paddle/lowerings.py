@@ -2,204 +2,48 @@
 
 The same table serves dygraph (`paddle:eager`, on `paddle.Tensor`) and PIR programs
 (`paddle:static`, on `pir.Value`): every entry calls only Paddle APIs that exist in both
-modes. Each entry is called as `table[op](*inputs, **attrs)` with the attrs the op
-record defines (already normalised by the frontend: non-negative axes, tuples).
+modes. Each entry is called as `LOWERINGS[op](*inputs, **attrs)` with the attrs the op
+record defines (already normalised by the frontend: non-negative axes, tuples). Where
+Paddle's own function differs from the op record (saturating softmax kernels, NaN dropped,
+a gradient through an int cast), the entry composes the answer from other Paddle ops; each
+such case is a record in `unigraph_paddle.quirks`.
 
-float16 on CPU: Paddle 3.3.1 has no CPU float16 kernel for most ops (even `add`). Those
-entries are wrapped by `half_via_float32`, which casts float16 inputs up to float32, runs
-the op, and casts the result back: one rounding, as NumPy's own float16 ufuncs do. The
-ops that need it are listed in `CPU_HALF_MISSING`; on a GPU place the wrapping is skipped.
+float16 on CPU: Paddle 3.3.1 has no CPU float16 kernel for many ops (even `add`). Their
+entries are wrapped by `widen_half`, which casts float16 inputs up to float32, runs the op
+and casts the result back: one rounding, as NumPy's own float16 ufuncs do. On a GPU place
+`lowerings_for(on_gpu=True)` unwraps them.
+
+This module imports paddle: the backend imports it only from `PaddleBackend.load`, after
+the ordered framework import.
 """
 
 from __future__ import annotations
 
-# Ops whose float16 CPU kernel paddlepaddle 3.3.1 lacks. tests/test_backend_paddle.py
-# checks that each still fails natively, so the list shrinks when Paddle catches up.
-CPU_HALF_MISSING = frozenset({
-    "add", "sub", "mul", "div", "pow", "maximum", "minimum", "abs", "sqrt", "where",
-    "matmul", "mean", "max", "min", "argmax", "take", "relu", "sigmoid", "tanh",
-    "softmax", "log_softmax", "conv2d", "sparse_softmax_cross_entropy",
-})
+import paddle
+import paddle.nn.functional as F
 
-# Which input decides the dtype an op runs in (where: x, after the bool cond).
-_DTYPE_INPUT = {"where": 1}
+_FLOATS = (paddle.float16, paddle.float32, paddle.float64)
+_LARGEST = {dtype: float(paddle.finfo(dtype).max) for dtype in _FLOATS}
+_EAGER_TENSOR = paddle.Tensor
 
 
-def make_lowerings(paddle, widen_half: bool = True) -> dict:
-    """Build the table from the imported `paddle` module.
+def widen_half(fn=None, *, dtype_input: int = 0):
+    """Mark a lowering as lacking a CPU float16 kernel: it runs in float32 when input
+    `dtype_input` is float16, and the result is cast back. Only the float16 inputs are cast
+    (bool conditions and int indices pass through); an int result (argmax) stays as it is.
 
-    widen_half: wrap the ops of `CPU_HALF_MISSING` with `half_via_float32` (CPU places).
+    >>> "add": widen_half(paddle.add)
     """
-    F = paddle.nn.functional
-
-    def matmul(a, b):
-        # Paddle's matmul_grad fails when both operands have batch dims but different ranks
-        # ([2, 1, 3, 4] @ [3, 4, 2]); leading size-1 dims make the ranks equal.
-        extra = a.ndim - b.ndim
-        if extra and a.ndim > 2 and b.ndim > 2:
-            if extra > 0:
-                b = paddle.unsqueeze(b, list(range(extra)))
-            else:
-                a = paddle.unsqueeze(a, list(range(-extra)))
-        return paddle.matmul(a, b)
-
-    def sum_(x, *, axis, keepdims):
-        if axis == ():
-            return paddle.assign(x)
-        # paddle.sum widens int32 to int64 by default; ours keeps the dtype.
-        return paddle.sum(x, axis=_axes(axis), keepdim=keepdims, dtype=x.dtype)
-
-    def reduction(fn):
-        def reduce(x, *, axis, keepdims):
-            if axis == ():  # Paddle reads an empty axis list as "all axes"; NumPy as none.
-                return paddle.assign(x)
-            return fn(x, axis=_axes(axis), keepdim=keepdims)
-
-        return reduce
-
-    def argmax(x, *, axis, keepdims):
-        if x.dtype in (paddle.float16, paddle.float32, paddle.float64):
-            # NumPy counts a NaN as the maximum; Paddle's kernel skips it.
-            x = paddle.where(paddle.isnan(x), paddle.full([], float("inf"), x.dtype), x)
-        return paddle.argmax(x, axis=axis, keepdim=keepdims, dtype="int64")
-
-    def slice_(x, *, begin, end, stride):
-        if not begin:  # a rank-0 tensor: nothing to slice
-            return paddle.assign(x)
-        axes = list(range(len(begin)))
-        return paddle.strided_slice(x, axes, list(begin), list(end), list(stride))
-
-    def squeeze(x, *, axis):
-        if not axis:  # Paddle squeezes every size-1 axis when given none
-            return paddle.assign(x)
-        return paddle.squeeze(x, axis=list(axis))
-
-    def take(x, indices, *, axis):
-        # paddle.gather takes a 1-D index; gather the flat indices, then restore their shape.
-        flat = paddle.reshape(indices, [-1])
-        gathered = paddle.gather(x, flat, axis=axis)
-        x_shape, index_shape = list(x.shape), list(indices.shape)
-        dims = x_shape[:axis] + index_shape + x_shape[axis + 1:]
-        if dims.count(-1) > 1:  # several dims unknown until the program runs
-            shape = paddle.shape
-            dims = paddle.concat([shape(x)[:axis], shape(indices), shape(x)[axis + 1:]])
-        return paddle.reshape(gathered, dims)
-
-    def expand_dims(x, *, axis):
-        dims = list(x.shape)
-        if dims.count(-1) > 1:  # several dims unknown until the program runs
-            return paddle.unsqueeze(x, axis)
-        # reshape, not unsqueeze: PIR on CPU has no float16 kernel for unsqueeze (3.3.1).
-        return paddle.reshape(x, dims[:axis] + [1] + dims[axis:])
-
-    def constant(*, value):
-        if value.ndim == 0 and not (value.dtype == "int64" and abs(int(value)) > 2**53):
-            # One `full` op; `assign` of an array costs two in a Program. (`full` carries
-            # its value as a double: exact for every dtype but int64 beyond 2**53.)
-            return paddle.full([], value.item(), value.dtype.name)
-        if value.dtype == "float16":  # assign takes no float16 array; float32 holds it exactly
-            return paddle.cast(paddle.assign(value.astype("float32")), "float16")
-        return paddle.assign(value)
-
-    def one_hot(indices, *, depth, dtype):
-        # F.one_hot raises on an index outside [0, depth); ours gives a row of zeros.
-        classes = paddle.arange(depth, dtype=indices.dtype)
-        return paddle.cast(paddle.equal(paddle.unsqueeze(indices, -1), classes), dtype)
-
-    def conv2d(x, w, bias=None, *, stride, padding, dilation, groups):
-        return F.conv2d(
-            x, w, bias=bias, stride=list(stride), padding=list(padding),
-            dilation=list(dilation), groups=groups,
-        )
-
-    def max_pool2d(x, *, kernel, stride, padding):
-        # Paddle's max pool never picks a padded cell: the same as padding with -inf.
-        return F.max_pool2d(x, list(kernel), list(stride), list(padding))
-
-    def avg_pool2d(x, *, kernel, stride, padding):
-        # exclusive=False: padded zeros count, the divisor is always kh * kw.
-        return F.avg_pool2d(x, list(kernel), list(stride), list(padding), exclusive=False)
-
-    def sparse_softmax_cross_entropy(logits, labels):
-        return F.cross_entropy(logits, labels, reduction="none")
-
-    table = {
-        # elementwise
-        "add": paddle.add,
-        "sub": paddle.subtract,
-        "mul": paddle.multiply,
-        "div": paddle.divide,
-        "pow": paddle.pow,
-        "maximum": paddle.maximum,
-        "minimum": paddle.minimum,
-        "equal": paddle.equal,
-        "not_equal": paddle.not_equal,
-        "less": paddle.less_than,
-        "less_equal": paddle.less_equal,
-        "greater": paddle.greater_than,
-        "greater_equal": paddle.greater_equal,
-        "logical_and": paddle.logical_and,
-        "logical_or": paddle.logical_or,
-        "logical_not": paddle.logical_not,
-        "neg": paddle.neg,
-        "abs": paddle.abs,
-        "exp": paddle.exp,
-        "log": paddle.log,
-        "sqrt": paddle.sqrt,
-        "where": paddle.where,
-        "cast": lambda x, *, dtype: paddle.cast(x, dtype),
-        # linalg
-        "matmul": matmul,
-        # reduction
-        "sum": sum_,
-        "mean": reduction(paddle.mean),
-        "max": reduction(paddle.max),
-        "min": reduction(paddle.min),
-        "argmax": argmax,
-        # shape
-        "reshape": lambda x, *, shape: paddle.reshape(x, list(shape)),
-        "transpose": lambda x, *, perm: paddle.transpose(x, list(perm)),
-        "concat": lambda *xs, axis: paddle.concat(list(xs), axis=axis),
-        "stack": lambda *xs, axis: paddle.stack(list(xs), axis=axis),
-        "squeeze": squeeze,
-        "expand_dims": expand_dims,
-        "broadcast_to": lambda x, *, shape: paddle.broadcast_to(x, list(shape)),
-        "slice": slice_,
-        "take": take,
-        "one_hot": one_hot,
-        "constant": constant,
-        # nn
-        "relu": F.relu,
-        "sigmoid": F.sigmoid,
-        "tanh": paddle.tanh,
-        "softmax": lambda x, *, axis: F.softmax(x, axis=axis),
-        "log_softmax": lambda x, *, axis: F.log_softmax(x, axis=axis),
-        "conv2d": conv2d,
-        "max_pool2d": max_pool2d,
-        "avg_pool2d": avg_pool2d,
-        "sparse_softmax_cross_entropy": sparse_softmax_cross_entropy,
-    }
-    if widen_half:
-        for name in CPU_HALF_MISSING:
-            table[name] = half_via_float32(paddle, table[name], _DTYPE_INPUT.get(name, 0))
-    return table
-
-
-def half_via_float32(paddle, fn, dtype_input: int = 0):
-    """`fn` computed in float32 when input `dtype_input` is float16, the result cast back.
-
-    Only the float16 inputs are cast (bool conditions and int indices pass through); an int
-    result (argmax) stays as it is.
-    """
+    if fn is None:
+        return lambda f: widen_half(f, dtype_input=dtype_input)
     float16, float32 = paddle.float16, paddle.float32
-    eager_tensor = paddle.Tensor
 
     def lowered(*xs, **attrs):
         x = xs[dtype_input]
         dtype = x.dtype
         # An eager Tensor's dtype is the very object `paddle.float16` (an identity test,
         # ~0.05 us); a PIR Value's is only equal to it (`==` costs ~1 us).
-        if dtype is not float16 and (type(x) is eager_tensor or dtype != float16):
+        if dtype is not float16 and (type(x) is _EAGER_TENSOR or dtype != float16):
             return fn(*xs, **attrs)
         wide = [paddle.cast(x, float32) if x.dtype == float16 else x for x in xs]
         out = fn(*wide, **attrs)
@@ -207,21 +51,319 @@ def half_via_float32(paddle, fn, dtype_input: int = 0):
 
     lowered.__name__ = getattr(fn, "__name__", "lowered")
     lowered.__wrapped__ = fn
+    lowered.widens_half = True
     return lowered
+
+
+def _is_float(x) -> bool:
+    return x.dtype in _FLOATS
 
 
 def _axes(axis):
     return None if axis is None else list(axis)
 
 
+def _nan_like(x):
+    # full_like has no gradient path to x: where it is selected, x gets 0.
+    return paddle.full_like(x, float("nan"))
 
-def __getattr__(name):
-    # `from unigraph_paddle.lowerings import LOWERINGS`, as for the other backends: the
-    # table for Paddle's default device, built (importing paddle) on first access.
-    if name == "LOWERINGS":
-        from unigraph_paddle.backend import PaddleBackend
 
-        backend = PaddleBackend()
-        backend.load()
-        return backend.lowerings
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# -- elementwise ------------------------------------------------------------------------------
+
+
+def cast(x, *, dtype):
+    out = paddle.cast(x, dtype)
+    if _is_float(x) and not _is_float(out):
+        # Paddle's cast backward passes the gradient through a float -> int cast; the op
+        # record (and every other framework) gives 0: the int result is cut off.
+        out = out.detach()
+    return out
+
+
+def _nan_if_either(fn):
+    """maximum/minimum: Paddle's own value propagates NaN but its gradient there is 0; the
+    record gives NaN to both inputs where the result is NaN. (s * s has the gradient 2s = NaN
+    in both inputs, as s = x + y is NaN there.) Ties already split equally, as the record."""
+
+    def lowered(x, y):
+        out = fn(x, y)
+        if not _is_float(out):
+            return out
+        s = paddle.add(x, y)
+        either = paddle.logical_or(paddle.isnan(x), paddle.isnan(y))
+        return paddle.where(either, paddle.multiply(s, s), out)
+
+    lowered.__name__ = fn.__name__
+    return lowered
+
+
+maximum = _nan_if_either(paddle.maximum)
+minimum = _nan_if_either(paddle.minimum)
+
+
+# -- linalg -----------------------------------------------------------------------------------
+
+
+def matmul(a, b):
+    # Paddle's matmul_grad fails when both operands have batch dims but different ranks
+    # ([2, 1, 3, 4] @ [3, 4, 2]); leading size-1 dims make the ranks equal.
+    extra = a.ndim - b.ndim
+    if extra and a.ndim > 2 and b.ndim > 2:
+        if extra > 0:
+            b = paddle.unsqueeze(b, list(range(extra)))
+        else:
+            a = paddle.unsqueeze(a, list(range(-extra)))
+    return paddle.matmul(a, b)
+
+
+# -- reductions -------------------------------------------------------------------------------
+# Paddle reads an empty axis list as "all axes"; the reference reads axis=() as the identity.
+
+
+def reduce_sum(x, *, axis, keepdims):
+    if axis == ():
+        return paddle.assign(x)
+    # paddle.sum widens int32 to int64 by default; ours keeps the dtype.
+    return paddle.sum(x, axis=_axes(axis), keepdim=keepdims, dtype=x.dtype)
+
+
+def reduce_mean(x, *, axis, keepdims):
+    if axis == ():
+        return paddle.assign(x)
+    return paddle.mean(x, axis=_axes(axis), keepdim=keepdims)
+
+
+def reduce_max(x, *, axis, keepdims):
+    # Paddle's max propagates NaN and splits tied gradients equally: the record's rule.
+    if axis == ():
+        return paddle.assign(x)
+    return paddle.max(x, axis=_axes(axis), keepdim=keepdims)
+
+
+def reduce_min(x, *, axis, keepdims):
+    if axis == ():
+        return paddle.assign(x)
+    return paddle.min(x, axis=_axes(axis), keepdim=keepdims)
+
+
+def argmax(x, *, axis, keepdims):
+    if _is_float(x):
+        # NumPy counts a NaN as the maximum; Paddle's kernel skips it.
+        x = paddle.where(paddle.isnan(x), paddle.full([], float("inf"), x.dtype), x)
+    return paddle.argmax(x, axis=axis, keepdim=keepdims, dtype="int64")
+
+
+# -- shape ------------------------------------------------------------------------------------
+
+
+def reshape(x, *, shape):
+    return paddle.reshape(x, list(shape))
+
+
+def transpose(x, *, perm):
+    return paddle.transpose(x, list(perm))
+
+
+def concat(*xs, axis):
+    return paddle.concat(list(xs), axis=axis)
+
+
+def stack(*xs, axis):
+    return paddle.stack(list(xs), axis=axis)
+
+
+def slice_(x, *, begin, end, stride):
+    if not begin:  # a rank-0 tensor: nothing to slice
+        return paddle.assign(x)
+    axes = list(range(len(begin)))
+    return paddle.strided_slice(x, axes, list(begin), list(end), list(stride))
+
+
+def squeeze(x, *, axis):
+    if not axis:  # Paddle squeezes every size-1 axis when given none
+        return paddle.assign(x)
+    return paddle.squeeze(x, axis=list(axis))
+
+
+def expand_dims(x, *, axis):
+    dims = list(x.shape)
+    if dims.count(-1) > 1:  # several dims unknown until the program runs
+        return paddle.unsqueeze(x, axis)
+    # reshape, not unsqueeze: PIR on CPU has no float16 kernel for unsqueeze (3.3.1).
+    return paddle.reshape(x, dims[:axis] + [1] + dims[axis:])
+
+
+def broadcast_to(x, *, shape):
+    return paddle.broadcast_to(x, list(shape))
+
+
+def take(x, indices, *, axis):
+    # paddle.gather takes a 1-D index; gather the flat indices, then restore their shape.
+    flat = paddle.reshape(indices, [-1])
+    gathered = paddle.gather(x, flat, axis=axis)
+    x_shape, index_shape = list(x.shape), list(indices.shape)
+    dims = x_shape[:axis] + index_shape + x_shape[axis + 1:]
+    if dims.count(-1) > 1:  # several dims unknown until the program runs
+        shape = paddle.shape
+        dims = paddle.concat([shape(x)[:axis], shape(indices), shape(x)[axis + 1:]])
+    return paddle.reshape(gathered, dims)
+
+
+def one_hot(indices, *, depth, dtype):
+    # F.one_hot raises on an index outside [0, depth); ours gives a row of zeros.
+    classes = paddle.arange(depth, dtype=indices.dtype)
+    return paddle.cast(paddle.equal(paddle.unsqueeze(indices, -1), classes), dtype)
+
+
+def constant(*, value):
+    if value.ndim == 0 and not (value.dtype == "int64" and abs(int(value)) > 2**53):
+        # One `full` op; `assign` of an array costs two in a Program. (`full` carries its
+        # value as a double: exact for every dtype but int64 beyond 2**53.)
+        return paddle.full([], value.item(), value.dtype.name)
+    if value.dtype == "float16":  # assign takes no float16 array; float32 holds it exactly
+        return paddle.cast(paddle.assign(value.astype("float32")), "float16")
+    return paddle.assign(value)
+
+
+# -- nn ---------------------------------------------------------------------------------------
+
+
+def relu(x):
+    # F.relu(NaN) is 0; the record keeps NaN (with gradient 0 there, as F.relu gives).
+    return paddle.where(paddle.isnan(x), _nan_like(x), F.relu(x))
+
+
+def softmax(x, *, axis):
+    # Paddle's softmax already subtracts the max: [1000, 0] -> [1, 0]; a row with +inf is NaN.
+    return F.softmax(x, axis=axis)
+
+
+def log_softmax(x, *, axis):
+    # F.log_softmax saturates (3.3.1: [1000, 0] -> [0, -64]): composed as the record says,
+    # (x - max) - log(sum(exp(x - max))). The max is a constant shift (no gradient of its
+    # own: the terms cancel), so it is detached rather than differentiated to ~1e-16.
+    shifted = paddle.subtract(x, paddle.max(x, axis=axis, keepdim=True).detach())
+    total = paddle.sum(paddle.exp(shifted), axis=axis, keepdim=True)
+    return paddle.subtract(shifted, paddle.log(total))
+
+
+def sparse_softmax_cross_entropy(logits, labels):
+    # F.cross_entropy saturates like F.log_softmax ([[1000, 0]], [1] -> 64, not 1000).
+    log_p = log_softmax(logits, axis=-1)
+    picked = paddle.take_along_axis(log_p, paddle.unsqueeze(labels, -1), axis=-1)
+    return paddle.neg(paddle.squeeze(picked, axis=[-1]))
+
+
+def conv2d(x, w, bias=None, *, stride, padding, dilation, groups):
+    return F.conv2d(
+        x, w, bias=bias, stride=list(stride), padding=list(padding),
+        dilation=list(dilation), groups=groups,
+    )
+
+
+def max_pool2d(x, *, kernel, stride, padding):
+    # Paddle's max pool never picks a padded cell: the same as padding with -inf. It drops a
+    # NaN in some window positions (3.3.1); the record propagates it, the gradient going to
+    # the first maximum with a NaN counting as the maximum (above +inf, as argmax). So the
+    # pool runs over x with NaN read as +inf and +inf as the largest finite value, only for
+    # the position of each window's first maximum; the result is x gathered there (NaN
+    # where that was a NaN), and its gradient lands on that element.
+    # (Scalars by `full`, which keeps a double: `full_like` rounds its value to float32.)
+    inf = paddle.full([], float("inf"), x.dtype)
+    largest = paddle.full([], _LARGEST[x.dtype], x.dtype)
+    wide = paddle.where(paddle.isnan(x), inf, paddle.where(x == inf, largest, x))
+    _, where = F.max_pool2d(wide, list(kernel), list(stride), list(padding), return_mask=True)
+    # Reshapes by 0 (keep that dim) and -1: the batch may be unknown in a Program.
+    flat, index = paddle.reshape(x, [0, 0, -1]), paddle.reshape(where, [0, 0, -1])
+    picked = paddle.take_along_axis(flat, index, axis=2)
+    out_hw = list(where.shape[2:])
+    return paddle.reshape(picked, [0, 0] + out_hw if -1 not in out_hw else paddle.shape(where))
+
+
+def avg_pool2d(x, *, kernel, stride, padding):
+    # Padded zeros count: the divisor is always kh * kw.
+    if x.dtype != paddle.float64:
+        return F.avg_pool2d(x, list(kernel), list(stride), list(padding), exclusive=False)
+    # F.avg_pool2d's backward scales by a float32 1 / (kh * kw), even in float64 (3.3.1:
+    # 0.1111111119 for 1/9). In float64 the window sums are a depthwise convolution with a
+    # kernel of ones (exact backward), divided by kh * kw in float64.
+    channels = x.shape[1]
+    ones = paddle.ones([channels, 1, *kernel], dtype=x.dtype)
+    window = F.conv2d(x, ones, stride=list(stride), padding=list(padding), groups=channels)
+    return paddle.divide(window, paddle.full([], kernel[0] * kernel[1], x.dtype))
+
+
+LOWERINGS = {
+    # elementwise
+    "add": widen_half(paddle.add),
+    "sub": widen_half(paddle.subtract),
+    "mul": widen_half(paddle.multiply),
+    "div": widen_half(paddle.divide),
+    "pow": widen_half(paddle.pow),
+    "maximum": widen_half(maximum),
+    "minimum": widen_half(minimum),
+    "equal": paddle.equal,
+    "not_equal": paddle.not_equal,
+    "less": paddle.less_than,
+    "less_equal": paddle.less_equal,
+    "greater": paddle.greater_than,
+    "greater_equal": paddle.greater_equal,
+    "logical_and": paddle.logical_and,
+    "logical_or": paddle.logical_or,
+    "logical_not": paddle.logical_not,
+    "neg": paddle.neg,
+    "abs": widen_half(paddle.abs),
+    "exp": paddle.exp,
+    "log": paddle.log,
+    "sqrt": widen_half(paddle.sqrt),
+    "where": widen_half(paddle.where, dtype_input=1),  # x decides, after the bool cond
+    "cast": cast,
+    # linalg
+    "matmul": widen_half(matmul),
+    # reduction
+    "sum": reduce_sum,
+    "mean": widen_half(reduce_mean),
+    "max": widen_half(reduce_max),
+    "min": widen_half(reduce_min),
+    "argmax": widen_half(argmax),
+    # shape
+    "reshape": reshape,
+    "transpose": transpose,
+    "concat": concat,
+    "stack": stack,
+    "squeeze": squeeze,
+    "expand_dims": expand_dims,
+    "broadcast_to": broadcast_to,
+    "slice": slice_,
+    "take": widen_half(take),
+    "one_hot": one_hot,
+    "constant": constant,
+    # nn
+    "relu": widen_half(relu),
+    "sigmoid": widen_half(F.sigmoid),
+    "tanh": widen_half(paddle.tanh),
+    "softmax": widen_half(softmax),
+    "log_softmax": widen_half(log_softmax),
+    "conv2d": widen_half(conv2d),
+    "max_pool2d": widen_half(max_pool2d),
+    "avg_pool2d": avg_pool2d,
+    "sparse_softmax_cross_entropy": widen_half(sparse_softmax_cross_entropy),
+}
+
+# The ops whose CPU float16 kernel paddlepaddle 3.3.1 lacks. tests/test_backend_paddle.py
+# checks that each still fails natively, so the list shrinks when Paddle catches up.
+CPU_HALF_MISSING = frozenset(
+    name for name, fn in LOWERINGS.items() if getattr(fn, "widens_half", False)
+)
+
+# The table on a GPU place, which has float16 kernels: no widening.
+_GPU_LOWERINGS = {name: getattr(fn, "__wrapped__", fn) if name in CPU_HALF_MISSING else fn
+                  for name, fn in LOWERINGS.items()}
+
+
+def lowerings_for(on_gpu: bool) -> dict:
+    """The table for a place: `LOWERINGS` on a CPU, without the float16 widening on a GPU.
+
+    >>> lowerings_for(paddle.get_device().startswith("gpu"))["add"]
+    """
+    return _GPU_LOWERINGS if on_gpu else LOWERINGS
