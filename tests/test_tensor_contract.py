@@ -290,3 +290,24 @@ def test_item_and_float_of_one_element_tensors(target):
     with _on(target):
         total, first = f(np.array([1.5, 2.0], dtype=np.float32))
     assert total.item() == 3.5 and float(first) == 1.5 and int(first) == 1
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_seeding_inside_a_traced_function_is_refused(target):
+    # A compiled graph draws when it runs, after tracing: a seed set while tracing would
+    # reach none of its draws, so tracing refuses it. Eagerly nothing is traced and the
+    # seed applies (a @ug.function cannot yet tell its eager body apart: see README).
+    @ug.function
+    def f(x):
+        with ug.random.seeded(1):
+            return x * ug.random.uniform((2,))
+
+    ones = np.ones(2, np.float32)
+    with _on(target):
+        if Target.parse(target).mode == "eager":
+            np.testing.assert_array_equal(
+                f(ones).numpy(), np.random.default_rng(1).random(2).astype(np.float32))
+        else:
+            with pytest.raises(ug.TracingError, match=r"ug\.random\.seeded at .*"
+                                                      r"test_tensor_contract\.py:\d+"):
+                f(ones)

@@ -85,16 +85,30 @@ def _scalar(value, dtype):
     """A Python number as an operand of `dtype`: a cached eager tensor on the current
     backend (native tensors are never modified in place, so sharing one is safe)."""
     if _builder.get() is not None:
+        _check_int_range(value, dtype)
         return np.asarray(value, dtype=dtype)  # becomes a constant node
     backend = current_backend()
     key = (type(value), value, dtype, backend.name)
     scalar = _scalars.get(key)
     if scalar is None:
+        _check_int_range(value, dtype)
         array = np.asarray(value, dtype=dtype)
         scalar = Tensor((), dtype, backend=backend, native=backend.to_native(array), array=array)
         if len(_scalars) < 4096:
             _scalars[key] = scalar
     return scalar
+
+
+def _check_int_range(value, dtype: str) -> None:
+    """`int64 tensor + 2**70` must say so, not fail deep inside NumPy's conversion."""
+    if type(value) is int and dtype.startswith("int"):
+        info = np.iinfo(dtype)
+        if not info.min <= value <= info.max:
+            raise OverflowError(
+                f"the integer {value} at {user_source()} does not fit in {dtype} (the dtype "
+                f"of the tensor it meets: {info.min} .. {info.max}); cast the tensor to a "
+                "wider or float dtype first (ug.cast(x, 'float64')), or use a float"
+            )
 
 
 def _axis(axis, ndim: int, op: str) -> int:

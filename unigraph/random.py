@@ -46,6 +46,20 @@ def _checked_seed(seed) -> int:
     return seed
 
 
+def _refuse_while_tracing(what: str) -> None:
+    """A static graph draws its random inputs when it runs, after tracing is over: seeding
+    while tracing would seed nothing that the graph uses."""
+    from unigraph.errors import TracingError
+    from unigraph.tracing import current_builder, user_source
+
+    if current_builder() is not None:
+        raise TracingError(
+            f"{what} at {user_source()} inside a traced function: a static graph draws its "
+            "random numbers each time it runs, after tracing, so the seed would not reach "
+            "them; seed before calling the function"
+        )
+
+
 def manual_seed(seed: int) -> None:
     """Reseed: the same seed gives the same weights and masks on every target. Restarts this
     context's generator and sets the seed that new threads start from.
@@ -53,6 +67,7 @@ def manual_seed(seed: int) -> None:
     >>> ug.manual_seed(0)
     """
     global _seed
+    _refuse_while_tracing("ug.manual_seed")
     _seed = _checked_seed(seed)
     _context_generator.set(None)
 
@@ -74,6 +89,7 @@ def seeded(seed: int):
     >>> with ug.random.seeded(3):
     ...     net = Net()                      # the same weights whatever was drawn before
     """
+    _refuse_while_tracing("ug.random.seeded")
     token = _context_generator.set(np.random.default_rng(_checked_seed(seed)))
     try:
         yield

@@ -85,14 +85,14 @@ class Tensor:
         >>> ug.tensor([2.5]).item()
         2.5
         """
-        array = self._host()
-        if array.size != 1:
+        # The shape first: a vector is refused the same way in eager and static mode.
+        if None not in self.shape and int(np.prod(self.shape)) != 1:
             raise ValueError(
-                f"`.item()` at {user_source()} on a tensor of shape {list(self.shape)} "
-                f"({array.size} values): only a one-element tensor is one number; reduce it "
-                "first (ug.sum, ug.mean, t[0]) or take all values with `.numpy()`"
+                f"`.item()` at {user_source()} on a tensor of shape {list(self.shape)}: only "
+                "a one-element tensor is one number; reduce it first (ug.sum, ug.mean, "
+                "t[0]) or take all values with `.numpy()`"
             )
-        return array.item()
+        return self._host().item()
 
     def __array__(self, dtype=None, copy=None):
         array = self.numpy()
@@ -136,9 +136,7 @@ class Tensor:
         return float(self._scalar("float"))
 
     def _scalar(self, call: str):
-        if self._value is not None:
-            return self.numpy()  # raises the symbolic-tensor error
-        if self.shape not in ((), (1,)) and int(np.prod(self.shape)) != 1:
+        if None not in self.shape and int(np.prod(self.shape)) != 1:
             raise TypeError(
                 f"`{call}()` at {user_source()} on a tensor of shape {list(self.shape)}: only "
                 "a one-element tensor converts to a Python number; reduce it first "
