@@ -22,7 +22,7 @@ def branchy(x, y):
 def test_traced_graph_verifies_and_prints_control_flow():
     graph = counter.trace(0, 10).verify()
     listing = str(graph)
-    assert "while_loop[num_carried=2]" in listing
+    assert "while_loop[num_carried=3]" in listing  # a, b and the iteration counter
     assert "cond(" in listing and "body(" in listing
     assert "test_ir.py:" in listing  # the user's source line of each node
 

@@ -15,7 +15,7 @@ from unigraph.errors import UnigraphError
 from unigraph.function import Function, as_input_tensor, is_array_leaf
 from unigraph.ops.base import TensorSpec
 from unigraph.tensor import Parameter, Tensor
-from unigraph.tracing import GraphBuilder, current_builder
+from unigraph.tracing import GraphBuilder, current_builder, region
 
 
 def _positions(argnums, count: int) -> tuple:
@@ -102,7 +102,8 @@ def _eager(fn, args, positions, params):
         overrides.update({id(p): leaf for p, leaf in zip(params, leaves[len(positions):])})
         token = _param_leaves.set(overrides)
         try:
-            result = fn(*call_args)
+            with region("grad"):  # ug.assign is refused here, as in a static graph
+                result = fn(*call_args)
         finally:
             _param_leaves.reset(token)
         scalar = _scalar_of(result, fn)
@@ -129,12 +130,19 @@ def _traced(builder, fn, args, positions, params):
             if leaf is a:
                 index_of_arg[i] = j
     sub = GraphBuilder("fn", parent=builder)
-    with sub:
+    with sub, region("grad"):
         inner = [symbolic(sub, sub.add_input(x.shape, x.dtype)) for x in leaves]
         result = fn(*pytree.unflatten(treedef, inner))
         _scalar_of(result, fn)
         out_leaves, out_treedef = pytree.flatten(result, is_array_leaf)
         sub.graph.outputs = [value_of(sub, x) for x in out_leaves]
+        flagged = bool(sub.loop_flags)
+        if flagged:
+            # A loop inside reports running past the iteration limit through one more
+            # (int64, never differentiated) output; see control_flow._traced_while.
+            from unigraph.control_flow import _loop_flag
+
+            sub.graph.outputs.append(value_of(sub, _loop_flag(sub)))
         for param in params:  # make sure every parameter is an operand, used or not
             sub.value_of_param(param)
     captured = sub.share_captures([])
@@ -147,5 +155,7 @@ def _traced(builder, fn, args, positions, params):
     outs = builder.add_node("grad", operands, out_specs + grad_specs,
                             {"wrt": tuple(wrt), "output": 0}, {"fn": sub.graph})
     tensors = [symbolic(builder, v) for v in outs]
-    value = pytree.unflatten(out_treedef, tensors[:len(out_specs)])
-    return value, tensors[len(out_specs):]
+    values, grads = tensors[:len(out_specs)], tensors[len(out_specs):]
+    if flagged:
+        builder.loop_flags.append(values.pop())
+    return pytree.unflatten(out_treedef, values), grads

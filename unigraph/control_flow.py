@@ -8,15 +8,26 @@ Tracing: each branch/body is traced into a closed subgraph and becomes one `cond
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import sys
+
 import numpy as np
 
-from unigraph import pytree
+from unigraph import api, config, pytree
 from unigraph.dispatch import symbolic, value_of
-from unigraph.errors import ControlFlowError
+from unigraph.errors import ControlFlowError, TracingError
 from unigraph.function import is_array_leaf
 from unigraph.ops.base import TensorSpec
 from unigraph.tensor import Tensor, tensor
-from unigraph.tracing import GraphBuilder, current_builder, user_source
+from unigraph.tracing import (
+    GraphBuilder,
+    current_builder,
+    note_state,
+    region,
+    user_frame,
+    user_source,
+)
 
 
 def _leaf_type(x) -> tuple:
@@ -55,20 +66,65 @@ def _check_same(what: str, names: tuple, first, second) -> None:
             )
 
 
+# A subgraph nested deeper than this is unbounded recursion (each level of a recursive
+# function traces both branches of its cond), reported before Python's RecursionError.
+MAX_NESTING = 64
+_REGION_OF = {"then": "cond", "else": "cond", "check": "cond", "cond": "while_loop",
+              "body": "while_loop"}
+
+
 def _trace_subgraph(parent, name, fn, args, capture_eager=False):
     """Trace `fn(*args)` (args: TensorSpecs) into a closed subgraph; return (builder, result)."""
     builder = GraphBuilder(name, parent=parent, capture_eager=capture_eager)
-    with builder:
+    if builder.depth > MAX_NESTING:
+        where, function_name = user_frame()
+        raise TracingError(
+            f"cond/while_loop nested more than {MAX_NESTING} deep at {where} (in "
+            f"{function_name}): a recursion on a traced tensor never ends, because a static "
+            "graph traces both branches of a cond whatever the value; make the argument that "
+            "ends the recursion static (@ug.function(static_argnums=...)) or write the "
+            "recursion as a ug.while_loop"
+        )
+    with builder, region(_REGION_OF.get(name, "cond")):
         inner = [symbolic(builder, builder.add_input(a.shape, a.dtype)) for a in args]
         result = fn(*inner)
     return builder, result
 
 
-def _finish(builder, result):
+def _finish(builder, result, extra=()):
+    """Set `builder`'s outputs to the leaves of `result` followed by `extra`."""
     leaves, treedef = pytree.flatten(result, is_array_leaf)
     with builder:
-        builder.graph.outputs = [value_of(builder, x) for x in leaves]
+        builder.graph.outputs = [value_of(builder, x) for x in [*leaves, *extra]]
     return treedef
+
+
+# -- predicates ---------------------------------------------------------------------------
+def _describe(x) -> str:
+    if isinstance(x, Tensor | np.ndarray | np.generic):
+        return f"a {np.dtype(x.dtype).name}{list(np.shape(x))} tensor"
+    return f"a Python {type(x).__name__} ({x!r})"
+
+
+def _predicate(pred, what: str, frame):
+    """`pred` if it is a bool scalar (Python, NumPy or tensor), else a ControlFlowError
+    naming what it is, the user's line and the fix. Checked here, once, so that every
+    target (eager included) accepts and refuses the same predicates."""
+    if isinstance(pred, bool | np.bool_):
+        return pred
+    dtype = getattr(pred, "dtype", None)
+    if isinstance(pred, Tensor | np.ndarray) and dtype == "bool":
+        if tuple(pred.shape) in ((), (1,)):
+            return pred
+        raise ControlFlowError(
+            f"{what} at {user_frame(frame)[0]}: the predicate must be a scalar, got shape "
+            f"{list(pred.shape)}; reduce it first (ug.max, ug.min, ug.sum(...) > 0)"
+        )
+    raise ControlFlowError(
+        f"{what} at {user_frame(frame)[0]}: the predicate is {_describe(pred)}, but it must "
+        "be a bool scalar on every target; compare it (`pred != 0`) or cast it "
+        "(`ug.cast(pred, 'bool')`)"
+    )
 
 
 # -- cond ---------------------------------------------------------------------------------
@@ -78,22 +134,23 @@ _checked_branches: set = set()
 def cond(pred, true_fn, false_fn, *operands):
     """`true_fn(*operands)` if `pred` else `false_fn(*operands)`.
 
-    Both branches must return the same structure of tensors with equal shapes and dtypes,
-    in every mode. In a static graph this is one `cond` node (tf.cond, paddle's
-    static.nn.cond, an `if` in torch's generated code).
+    `pred` is a bool scalar: a tensor (a `cond` node when traced), or a Python/NumPy bool
+    (then plain Python: only the branch taken runs). Any other dtype is a ControlFlowError
+    on every target: write `pred != 0`. Both branches must return the same structure of
+    tensors with equal shapes and dtypes, in every mode. In a static graph this is one
+    `cond` node (tf.cond, paddle's static.nn.cond, an `if` in torch's generated code).
 
     >>> ug.cond(x > y, lambda: x + y, lambda: x - y)
     """
-    if isinstance(pred, Tensor) and pred.shape not in ((), (1,)):
-        raise ControlFlowError(
-            f"cond at {user_source()}: the predicate must be a scalar, got shape "
-            f"{list(pred.shape)}; reduce it with ug.all/ug.any-style ops (ug.max, ug.min)"
-        )
+    frame = sys._getframe(1)
+    pred = _predicate(pred, "cond", frame)
     builder = current_builder()
-    symbolic_pred = isinstance(pred, Tensor) and pred.is_symbolic
-    if builder is None or not symbolic_pred:
+    if isinstance(pred, Tensor) and pred.is_symbolic and builder is not None:
+        return _traced_cond(builder, pred, true_fn, false_fn, operands)
+    if not isinstance(pred, Tensor):  # a Python value: Python's `if`, in every mode
+        return (true_fn if pred else false_fn)(*operands)
+    with region("cond", frame):
         return _eager_cond(pred, true_fn, false_fn, operands)
-    return _traced_cond(builder, pred, true_fn, false_fn, operands)
 
 
 def _eager_cond(pred, true_fn, false_fn, operands):
@@ -143,14 +200,86 @@ def emit_cond(builder, pred, operands, then_branch, else_branch):
     """Add one `cond` node to `builder` from two traced branches, each (builder, result)
     with matching results; return the node's outputs in the results' structure."""
     (then_builder, then_result), (else_builder, else_result) = then_branch, else_branch
-    treedef = _finish(then_builder, then_result)
-    _finish(else_builder, else_result)
+    # A loop inside a branch reports running past the iteration limit through an extra
+    # int64 output (see _traced_while), taken by the graph around the cond.
+    flagged = bool(then_builder.loop_flags or else_builder.loop_flags)
+    flags = [[_loop_flag(b)] if flagged else [] for b in (then_builder, else_builder)]
+    treedef = _finish(then_builder, then_result, flags[0])
+    _finish(else_builder, else_result, flags[1])
     captured = then_builder.share_captures([else_builder])
     inputs = [value_of(builder, pred)] + [value_of(builder, x) for x in [*operands, *captured]]
     out_specs = [TensorSpec(v.shape, v.dtype) for v in then_builder.graph.outputs]
     outs = builder.add_node("cond", inputs, out_specs, {},
                             {"then": then_builder.graph, "else": else_builder.graph})
-    return pytree.unflatten(treedef, [symbolic(builder, v) for v in outs])
+    results = [symbolic(builder, v) for v in outs]
+    if flagged:
+        builder.loop_flags.append(results.pop())
+    return pytree.unflatten(treedef, results)
+
+
+# -- the loop-iteration guard -------------------------------------------------------------
+_loop_limit_override: contextvars.ContextVar = contextvars.ContextVar(
+    "unigraph_loop_limit", default=None)
+
+
+def max_loop_iterations() -> int | None:
+    """The most iterations any while_loop may run before raising ControlFlowError (None:
+    no limit): `loop_limit(n)` if active, else `config.max_loop_iterations()` (the
+    environment variable UNIGRAPH_MAX_LOOP_ITERATIONS, else `max_loop_iterations` in the
+    config file, else 10,000,000). Static graphs bake it in when traced (a different
+    limit traces again)."""
+    override = _loop_limit_override.get()
+    if override is None:
+        return config.max_loop_iterations()
+    return override or None
+
+
+@contextlib.contextmanager
+def loop_limit(iterations: int | None):
+    """Run the block with `max_loop_iterations` set to `iterations` (None or 0: no limit).
+
+    >>> with unigraph.control_flow.loop_limit(1000):
+    ...     f(x)            # a while_loop running past 1000 iterations raises
+    """
+    if iterations is not None and (isinstance(iterations, bool) or
+                                   not isinstance(iterations, int | np.integer)):
+        raise TypeError(f"loop_limit: expected a whole number of iterations, got "
+                        f"{iterations!r}")
+    token = _loop_limit_override.set(int(iterations or 0))
+    try:
+        yield
+    finally:
+        _loop_limit_override.reset(token)
+
+
+def _traced_limit():
+    """max_loop_iterations(), recorded as state the trace depends on."""
+    limit = max_loop_iterations()
+    note_state("max_loop_iterations", max_loop_iterations, limit, "max_loop_iterations")
+    return limit
+
+
+def loop_error(line: str, limit: int) -> ControlFlowError:
+    return ControlFlowError(
+        f"while_loop at {line} ran more than {limit:,} iterations (max_loop_iterations), so "
+        "it may never end: check its condition, pass maximum_iterations=N to stop it after "
+        "N iterations, or raise the limit (UNIGRAPH_MAX_LOOP_ITERATIONS, max_loop_iterations "
+        "in the config file, or `with unigraph.control_flow.loop_limit(n):`)"
+    )
+
+
+def _loop_flag(builder):
+    """One int64 scalar for all the loop flags of `builder` (0: every loop stayed within
+    the limit), as a tensor of `builder`'s graph."""
+    if current_builder() is not builder:
+        with builder:
+            return _loop_flag(builder)
+    if not builder.loop_flags:
+        return tensor(np.int64(0))
+    flag = builder.loop_flags[0]
+    for other in builder.loop_flags[1:]:
+        flag = api.maximum(flag, other)
+    return flag
 
 
 # -- while_loop ---------------------------------------------------------------------------
@@ -158,58 +287,129 @@ def _call(fn, loop_vars):
     return fn(*loop_vars) if isinstance(loop_vars, tuple | list) else fn(loop_vars)
 
 
-def while_loop(cond_fn, body_fn, loop_vars):
-    """Repeat `loop_vars = body_fn(*loop_vars)` while `cond_fn(*loop_vars)` is true.
+def while_loop(cond_fn, body_fn, loop_vars, maximum_iterations=None):
+    """Repeat `loop_vars = body_fn(*loop_vars)` while `cond_fn(*loop_vars)` is true, and
+    at most `maximum_iterations` times when given (as tf.while_loop).
 
     `loop_vars` is a tensor or a tuple/list/dict of them (unpacked into the calls for
-    tuples and lists). The body must return the same structure, shapes and dtypes, in every
-    mode. In a static graph this is one `while_loop` node (tf.while_loop, paddle's
-    static.nn.while_loop, a `while` in torch's generated code).
+    tuples and lists). `cond_fn` returns a bool scalar (anything else is a
+    ControlFlowError on every target: write `x != 0`). The body must return the same
+    structure, shapes and dtypes, in every mode. A loop that runs past
+    `max_loop_iterations()` (10,000,000 unless configured) raises ControlFlowError naming
+    its line, on every target. In a static graph this is one `while_loop` node
+    (tf.while_loop, paddle's static.nn.while_loop, a `while` in torch's generated code).
 
     >>> ug.while_loop(lambda a, b: a < b, lambda a, b: (a + 2, b + 1), (a, b))
+    >>> ug.while_loop(lambda x: x > 0, lambda x: x - 1, x, maximum_iterations=10)
     """
+    frame = sys._getframe(1)
+    maximum_iterations = _checked_maximum(maximum_iterations, frame)
     leaves, treedef = pytree.flatten(loop_vars, is_array_leaf)
     leaves = [x if isinstance(x, Tensor) else tensor(x) for x in leaves]
     loop_vars = pytree.unflatten(treedef, leaves)
     builder = current_builder()
     if builder is None:
-        return _eager_while(cond_fn, body_fn, loop_vars)
-    return _traced_while(builder, cond_fn, body_fn, leaves, treedef)
+        with region("while_loop", frame):
+            return _eager_while(cond_fn, body_fn, loop_vars, maximum_iterations, frame)
+    return _traced_while(builder, cond_fn, body_fn, leaves, treedef, maximum_iterations, frame)
 
 
-def _eager_while(cond_fn, body_fn, loop_vars):
-    while bool(_call(cond_fn, loop_vars)):
+def _checked_maximum(maximum, frame):
+    if maximum is None:
+        return None
+    if isinstance(maximum, Tensor) and maximum.shape == () and maximum.dtype.startswith("int"):
+        return maximum if maximum.is_symbolic else int(maximum)
+    if isinstance(maximum, int | np.integer) and not isinstance(maximum, bool) and maximum >= 0:
+        return int(maximum)
+    raise ControlFlowError(
+        f"while_loop at {user_frame(frame)[0]}: maximum_iterations must be a whole number "
+        f">= 0 (or an integer scalar tensor), got {_describe(maximum)}"
+    )
+
+
+def _eager_while(cond_fn, body_fn, loop_vars, maximum, frame):
+    limit = max_loop_iterations()
+    count = 0
+    while maximum is None or count < maximum:
+        if not bool(_predicate(_call(cond_fn, loop_vars), "while_loop cond_fn", frame)):
+            break
+        if limit is not None and count >= limit:
+            raise loop_error(user_frame(frame)[0], limit)
         new_vars = _call(body_fn, loop_vars)
         if isinstance(loop_vars, tuple) and isinstance(new_vars, list):
             new_vars = tuple(new_vars)
         _check_same("while_loop", ("loop_vars", "the body"), loop_vars, new_vars)
         loop_vars = new_vars
+        count += 1
     return loop_vars
 
 
-def _traced_while(builder, cond_fn, body_fn, leaves, treedef):
+def _traced_while(builder, cond_fn, body_fn, leaves, treedef, maximum, frame):
+    """One `while_loop` node. With a limit or `maximum`, an int64 iteration counter is
+    carried after the loop variables: the condition also asks `counter < maximum` and
+    `counter <= limit`, and after the loop `counter > limit` becomes this loop's flag (see
+    GraphBuilder.loop_flags), which the function checks after the run. A loop nested in
+    the body that ran past the limit sets the counter to minus its flag, which ends this
+    loop too and hands the flag on."""
+    limit = _traced_limit()
+    counted = limit is not None or maximum is not None
     specs = [TensorSpec(x.shape, x.dtype) for x in leaves]
+    count = len(specs)
     rebuild = lambda *xs: pytree.unflatten(treedef, list(xs))  # noqa: E731
-    cond_builder, pred = _trace_subgraph(builder, "cond", lambda *xs: _call(cond_fn, rebuild(*xs)),
-                                         specs)
-    if not isinstance(pred, Tensor) or pred.dtype != "bool" or pred.shape not in ((), (1,)):
-        got = _type_text(_leaf_type(pred)) if isinstance(pred, Tensor) else type(pred).__name__
-        raise ControlFlowError(
-            f"while_loop at {user_source()}: cond_fn must return a bool scalar tensor, got {got}"
-        )
-    body_builder, body_result = _trace_subgraph(builder, "body",
-                                                lambda *xs: _call(body_fn, rebuild(*xs)), specs)
+    counter_spec = [TensorSpec((), "int64")] if counted else []
+    inner_flags = []
+
+    def body(*xs):
+        result = _call(body_fn, rebuild(*xs[:count]))
+        if not counted:
+            return result, []
+        counter = xs[count] + 1
+        if current_builder().loop_flags:
+            inner = _loop_flag(current_builder())
+            inner_flags.append(inner)
+            counter = counter * api.cast(api.equal(inner, 0), "int64") - inner
+        return result, [counter]
+
+    def loop_cond(*xs):
+        pred = _predicate(_call(cond_fn, rebuild(*xs[:count])), "while_loop cond_fn", frame)
+        pred = pred if isinstance(pred, Tensor) else tensor(np.bool_(pred))
+        if counted:
+            counter = xs[count]
+            if maximum is not None:
+                pred = api.logical_and(pred, counter < maximum)
+            if limit is not None:
+                pred = api.logical_and(pred, counter <= limit)
+            if inner_flags:
+                pred = api.logical_and(pred, counter >= 0)
+        return pred
+
+    # The body first: whether a loop inside it can report decides the condition.
+    body_builder, (body_result, body_counter) = _trace_subgraph(
+        builder, "body", body, specs + counter_spec)
     if isinstance(body_result, list) and treedef[0] == "tuple":
         body_result = tuple(body_result)
     _check_same("while_loop", ("loop_vars", "the body"), rebuild(*specs_as_tensors(specs)),
                 body_result)
+    cond_builder, pred = _trace_subgraph(builder, "cond", loop_cond, specs + counter_spec)
     _finish(cond_builder, pred)
-    _finish(body_builder, body_result)
+    _finish(body_builder, body_result, body_counter)
     captured = cond_builder.share_captures([body_builder])
-    inputs = [value_of(builder, x) for x in [*leaves, *captured]]
-    outs = builder.add_node("while_loop", inputs, specs, {"num_carried": len(leaves)},
+    inputs = [value_of(builder, x) for x in leaves]
+    if counted:
+        inputs.append(builder.constant(np.asarray(0, np.int64)))
+    inputs += [value_of(builder, x) for x in captured]
+    outs = builder.add_node("while_loop", inputs, specs + counter_spec,
+                            {"num_carried": count + len(counter_spec)},
                             {"cond": cond_builder.graph, "body": body_builder.graph})
-    return pytree.unflatten(treedef, [symbolic(builder, v) for v in outs])
+    results = [symbolic(builder, v) for v in outs]
+    if limit is not None:
+        counter = results[count]
+        builder.root.loop_lines.append((user_frame(frame)[0], limit))
+        flag = api.cast(counter > limit, "int64") * len(builder.root.loop_lines)
+        if inner_flags:
+            flag = api.maximum(flag, api.cast(counter < 0, "int64") * -counter)
+        builder.loop_flags.append(flag)
+    return pytree.unflatten(treedef, results[:count])
 
 
 def specs_as_tensors(specs):

@@ -3,9 +3,15 @@ the IR, compile on the backend, cache, and execute on a static target."""
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import copy
 import functools
+import inspect
 import threading
-from dataclasses import dataclass
+import warnings
+from collections import OrderedDict
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -16,7 +22,7 @@ from unigraph.errors import TracingError
 from unigraph.ir import Graph, check_dtype
 from unigraph.plugins import get_backend
 from unigraph.tensor import Parameter, Tensor, tensor
-from unigraph.tracing import GraphBuilder, current_builder
+from unigraph.tracing import GraphBuilder, current_builder, current_region, user_source
 
 
 def is_array_leaf(x) -> bool:
@@ -36,6 +42,62 @@ def leaf_spec(x) -> tuple:
     return ((), "bool" if isinstance(x, bool) else "int64" if isinstance(x, int) else "float32")
 
 
+class RetraceWarning(UserWarning):
+    """A `@ug.function` was traced again and again on one target (see `function`)."""
+
+
+# A static function warns (once) when one target has traced it more than this many times,
+# and keeps at most MAX_CACHED compiled graphs (least recently used dropped first).
+RETRACE_WARNING = 8
+MAX_CACHED = 64
+
+# (id(Function), abstract call) of the Functions being traced right now, innermost last:
+# a call that repeats one of them would trace forever.
+_tracing_calls: contextvars.ContextVar = contextvars.ContextVar("unigraph_tracing_calls",
+                                                                default=())
+
+
+class StaticArgument:
+    """A `static_argnums`/`static_argnames` value inside an argument tree: compared and
+    hashed by value (so it is part of the cache key), never a tensor."""
+
+    __slots__ = ("value", "key")
+
+    def __init__(self, value):
+        self.value = value
+        self.key = (type(value), value)
+
+    def __eq__(self, other):
+        return isinstance(other, StaticArgument) and self.key == other.key
+
+    def __hash__(self):
+        return hash(self.key)
+
+    def __repr__(self):
+        return f"{self.value!r} (static)"
+
+
+def _abstract_key(args, kwargs) -> tuple:
+    """The call as tracing sees it: tensors by shape and dtype, anything else by value."""
+    leaves, treedef = pytree.flatten(
+        (args, kwargs), lambda x: isinstance(x, Tensor | np.ndarray | np.generic))
+    return treedef, tuple((tuple(x.shape), str(x.dtype)) for x in leaves)
+
+
+def _leaf_text(x) -> str:
+    shape, dtype = leaf_spec(x)
+    return f"{dtype}{list(shape)}"
+
+
+def _render(tree) -> str:
+    if isinstance(tree, tuple | list):
+        inner = ", ".join(_render(x) for x in tree)
+        return f"({inner})" if isinstance(tree, tuple) else f"[{inner}]"
+    if isinstance(tree, dict):
+        return "{" + ", ".join(f"{k!r}: {_render(v)}" for k, v in tree.items()) + "}"
+    return tree if isinstance(tree, str) else repr(tree)
+
+
 @dataclass
 class Compiled:
     """One cache entry: the traced graph, its executable and bound parameters."""
@@ -47,19 +109,86 @@ class Compiled:
     out_treedef: object
     updated: list  # indices into params of the parameters the graph updates
     randoms: list  # (shape, dtype) of the random inputs fed after the arguments
+    state: list = field(default_factory=list)  # (read, value): Python state the trace read
+    loop_lines: list = field(default_factory=list)  # (line, limit) of each guarded loop
+    key: tuple = ()  # its key in Function._cache
+
+
+@dataclass
+class Trace:
+    """What tracing a function produced (see `Function._trace_full`)."""
+
+    graph: Graph
+    params: list
+    out_treedef: object
+    random_inputs: list
+    state: dict  # key -> (read, value, description), see tracing.note_state
+    loop_flag: object  # Value: nonzero when a guarded loop ran past its limit, or None
+    loop_lines: list
 
 
 class Function:
     """A function that runs on whatever target is current. See `function`."""
 
-    def __init__(self, fn, name=None, autograph=True):
+    def __init__(self, fn, name=None, autograph=True, static_argnums=(), static_argnames=()):
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.name = name or getattr(fn, "__name__", "function")
         self.autograph = autograph
         self._conversion = None  # autograph.Conversion, made on first call
-        self._cache: dict = {}
+        self._parameter_names = _parameter_names(fn)
+        self._static_positions, self._static_names = self._static_arguments(
+            static_argnums, static_argnames)
+        # (call key, Python state values) -> Compiled, least recently used first; and
+        # call key -> its Compiled entries (one per state, e.g. training and eval).
+        self._cache: OrderedDict = OrderedDict()
+        self._variants: dict = {}
+        self._traces: dict = {}  # target -> how many times it traced this function
+        self._last_signature: dict = {}  # target -> description of the latest trace
+        self._warned = False
         self._lock = threading.Lock()
+
+    def _static_arguments(self, argnums, argnames) -> tuple[frozenset, frozenset]:
+        argnums = (argnums,) if isinstance(argnums, int) else tuple(argnums or ())
+        argnames = (argnames,) if isinstance(argnames, str) else tuple(argnames or ())
+        for number in argnums:
+            if isinstance(number, bool) or not isinstance(number, int):
+                raise TypeError(f"@ug.function {self.name}: static_argnums must be ints, got "
+                                f"{number!r}")
+        for name in argnames:
+            if not isinstance(name, str):
+                raise TypeError(f"@ug.function {self.name}: static_argnames must be strings, "
+                                f"got {name!r}")
+        names = self._parameter_names
+        positions = set(argnums) | {names.index(n) for n in argnames if n in names}
+        named = set(argnames) | {names[p] for p in argnums if 0 <= p < len(names)}
+        return frozenset(positions), frozenset(named)
+
+    def _argument_name(self, index: int) -> str:
+        names = self._parameter_names
+        return names[index] if 0 <= index < len(names) else f"argument {index}"
+
+    def _mark_static(self, args, kwargs) -> tuple[tuple, dict]:
+        """`args`, `kwargs` with the static arguments wrapped in StaticArgument (which
+        checks they are hashable: they become part of the cache key)."""
+        def wrap(label, value):
+            try:
+                hash(value)
+            except TypeError:
+                raise TypeError(
+                    f"@ug.function {self.name}: the static argument {label} is "
+                    f"{type(value).__name__} {value!r}, which is not hashable; static arguments "
+                    "are part of the cache key: pass a hashable value (a tuple, not a list), "
+                    "or make it a tensor argument"
+                ) from None
+            return StaticArgument(value)
+
+        count = len(args)
+        positions = {p + count if p < 0 else p for p in self._static_positions}
+        args = tuple(wrap(self._argument_name(i), a) if i in positions else a
+                     for i, a in enumerate(args))
+        kwargs = {k: wrap(k, v) if k in self._static_names else v for k, v in kwargs.items()}
+        return args, kwargs
 
     @property
     def python_function(self):
@@ -87,64 +216,182 @@ class Function:
 
     def __call__(self, *args, **kwargs):
         if current_builder() is not None:
-            return self.python_function(*args, **kwargs)  # inside a trace: inline
+            return self._call_inline(args, kwargs)
         target = current_target()
         backend = get_backend(target.backend, target.mode)
         if target.mode == "eager":
-            if not kwargs and all(isinstance(a, Tensor) for a in args):
-                return self.python_function(*args)  # already tensors: nothing to convert
-            leaves, treedef = pytree.flatten((args, kwargs), is_array_leaf)
-            args, kwargs = pytree.unflatten(treedef, [as_input_tensor(x) for x in leaves])
-            return self.python_function(*args, **kwargs)
+            return self._call_eager(args, kwargs)
         return self._call_static(target, backend, args, kwargs)
+
+    # -- eager and inline -----------------------------------------------------------------
+    def _call_eager(self, args, kwargs):
+        if not kwargs and not self._static_positions and all(type(a) is Tensor for a in args):
+            result = self.python_function(*args)  # already tensors: nothing to convert
+        else:
+            if self._static_positions or self._static_names:
+                args, kwargs = self._mark_static(args, kwargs)
+            leaves, treedef = pytree.flatten((args, kwargs), is_array_leaf)
+            args, kwargs = _unmark(pytree.unflatten(treedef,
+                                                    [as_input_tensor(x) for x in leaves]))
+            result = self.python_function(*args, **kwargs)
+        if type(result) is Tensor:
+            return result
+        # Python numbers returned become tensors, as they do from a static graph.
+        leaves, treedef = pytree.flatten(result, is_array_leaf)
+        return pytree.unflatten(treedef, [as_input_tensor(x) for x in leaves])
+
+    def _call_inline(self, args, kwargs):
+        """A call inside a trace: the function's ops join the graph being traced."""
+        if self._static_positions or self._static_names:
+            _unmark(self._mark_static(args, kwargs))  # the same checks as a top-level call
+        token = self._enter_trace(args, kwargs)
+        try:
+            return self.python_function(*args, **kwargs)
+        finally:
+            _tracing_calls.reset(token)
+
+    def _enter_trace(self, args, kwargs):
+        """Note that this function is being traced for this call; a call that repeats one
+        already being traced (the same function, argument types and Python values) would
+        trace forever, so it raises instead of Python's RecursionError."""
+        call = (id(self), _abstract_key(args, kwargs))
+        active = _tracing_calls.get()
+        if call in active:
+            where = user_source()
+            raise TracingError(
+                f"{self.name} calls itself at {where} with the same argument types as the "
+                f"call being traced ({self._describe(args, kwargs)}), so tracing it never "
+                "ends: a static graph traces both branches of a cond whatever the value. Make "
+                "the argument that ends the recursion static "
+                f"(@ug.function(static_argnums=...)), or write the recursion as a "
+                "ug.while_loop"
+            )
+        return _tracing_calls.set((*active, call))
+
+    def _describe(self, args, kwargs) -> str:
+        """`n: float32[], depth: 3 (static)`: a call's arguments as a trace sees them."""
+        return ", ".join(f"{name}: {text}" for name, text in self._signature(args, kwargs))
+
+    def _signature(self, args, kwargs) -> list:
+        def text(tree):
+            leaves, treedef = pytree.flatten(tree, is_array_leaf)
+            return _render(pytree.unflatten(treedef, [_leaf_text(x) for x in leaves]))
+
+        return ([(self._argument_name(i), text(a)) for i, a in enumerate(args)]
+                + [(k, text(v)) for k, v in kwargs.items()])
 
     # -- static ---------------------------------------------------------------------------
     def _call_static(self, target: Target, backend, args, kwargs):
-        if not kwargs and all(type(a) is Tensor for a in args):
+        if not kwargs and not self._static_positions and all(type(a) is Tensor for a in args):
             # The common call, positional tensors only: keyed without flattening.
             leaves, treedef = args, None
             key = (target, *[(a.shape, a.dtype) for a in args])
         else:
+            if self._static_positions or self._static_names:
+                args, kwargs = self._mark_static(args, kwargs)
             leaves, treedef = pytree.flatten((args, kwargs), is_array_leaf)
             key = (target, treedef, tuple(leaf_spec(x) for x in leaves))
-        compiled = self._cache.get(key)
+        compiled = _matching(self._variants.get(key))
         if compiled is None:
             with self._lock:
-                compiled = self._cache.get(key)
+                compiled = _matching(self._variants.get(key))
                 if compiled is None:
                     if treedef is None:
                         treedef = pytree.flatten((args, kwargs), is_array_leaf)[1]
                     compiled = self._compile(target, backend, treedef, leaves)
-                    self._cache[key] = compiled
+                    self._store(key, compiled)
+        elif len(self._cache) > 1:
+            with contextlib.suppress(KeyError):  # another thread may have evicted it
+                self._cache.move_to_end(compiled.key)
         return self._run(compiled, backend, leaves)
+
+    def _store(self, key, compiled: Compiled) -> None:
+        """Cache `compiled`, keeping at most MAX_CACHED graphs (least recently used go)."""
+        compiled.key = (key, tuple(value for _, value in compiled.state))
+        self._cache[compiled.key] = compiled
+        self._variants.setdefault(key, []).append(compiled)
+        while len(self._cache) > MAX_CACHED:
+            (old_key, _), old = self._cache.popitem(last=False)
+            variants = self._variants[old_key]
+            variants.remove(old)
+            if not variants:
+                del self._variants[old_key]
 
     def trace(self, *args, **kwargs) -> Graph:
         """The IR graph this function traces to for these arguments (for inspection)."""
+        if self._static_positions or self._static_names:
+            args, kwargs = self._mark_static(args, kwargs)
         leaves, treedef = pytree.flatten((args, kwargs), is_array_leaf)
         return self._trace(treedef, leaves)[0]
 
     def _trace(self, treedef, leaves):
+        """(graph, Parameters bound to graph.params, output treedef, random inputs)."""
+        traced = self._trace_full(treedef, leaves)
+        return traced.graph, traced.params, traced.out_treedef, traced.random_inputs
+
+    def _trace_full(self, treedef, leaves) -> Trace:
         builder = GraphBuilder(self.name)
         with builder:
             inputs = []
             for i, leaf in enumerate(leaves):
                 shape, dtype = leaf_spec(leaf)
                 inputs.append(symbolic(builder, builder.add_input(shape, dtype, f"arg{i}")))
-            args, kwargs = pytree.unflatten(treedef, inputs)
-            result = self.python_function(*args, **kwargs)
+            args, kwargs = _unmark(pytree.unflatten(treedef, inputs))
+            token = self._enter_trace(args, kwargs)
+            try:
+                result = self.python_function(*args, **kwargs)
+            finally:
+                _tracing_calls.reset(token)
             out_leaves, out_treedef = pytree.flatten(result, is_array_leaf)
-            builder.graph.outputs = [value_of(builder, x) for x in out_leaves]
+            builder.graph.outputs = [value_of(builder, as_input_tensor(x)) for x in out_leaves]
             builder.graph.updates = list(builder.updates.items())
             builder.graph.inputs.extend(builder.random_inputs)
-        return builder.graph.verify(), builder.param_objects, out_treedef, builder.random_inputs
+            loop_flag = None
+            if builder.loop_flags:
+                from unigraph.control_flow import _loop_flag
+
+                loop_flag = value_of(builder, _loop_flag(builder))
+        return Trace(builder.graph.verify(), builder.param_objects, out_treedef,
+                     builder.random_inputs, builder.state, loop_flag, builder.loop_lines)
 
     def _compile(self, target, backend, treedef, leaves) -> Compiled:
-        graph, params, out_treedef, random_inputs = self._trace(treedef, leaves)
+        traced = self._trace_full(treedef, leaves)
+        self._count_trace(target, treedef, leaves, traced.state)
+        graph = traced.graph
+        if traced.loop_flag is not None:
+            # The run also fetches the loop guard's flag (see control_flow._traced_while).
+            graph = copy.copy(graph)
+            graph.outputs = [*graph.outputs, traced.loop_flag]
         executable = backend.compile(graph, target.mode)
         updated = [graph.params.index(param) for param, _ in graph.updates]
-        randoms = [(v.shape, v.dtype) for v in random_inputs]
-        return Compiled(graph, executable, params, [-1] * len(params), out_treedef, updated,
-                        randoms)
+        randoms = [(v.shape, v.dtype) for v in traced.random_inputs]
+        params = traced.params
+        return Compiled(traced.graph, executable, params, [-1] * len(params),
+                        traced.out_treedef, updated, randoms,
+                        [(read, value) for read, value, _ in traced.state.values()],
+                        traced.loop_lines if traced.loop_flag is not None else [])
+
+    def _count_trace(self, target, treedef, leaves, state: dict) -> None:
+        """Count traces per target; past RETRACE_WARNING, warn once, saying what changed."""
+        signature = dict(self._signature(*pytree.unflatten(treedef, leaves)))
+        signature.update({name: repr(value) for _, value, name in state.values()})
+        previous = self._last_signature.get(target)
+        self._last_signature[target] = signature
+        self._traces[target] = count = self._traces.get(target, 0) + 1
+        if count <= RETRACE_WARNING or self._warned or previous is None:
+            return
+        self._warned = True
+        changes = [f"{name} {previous.get(name, '(absent)')} -> {value}"
+                   for name, value in signature.items() if previous.get(name) != value]
+        warnings.warn(
+            f"@ug.function {self.name} has been traced {count} times on {target}, once per "
+            f"new signature; the last call changed {'; '.join(changes) or 'nothing visible'}. "
+            "Each trace builds and keeps a compiled graph (the "
+            f"{MAX_CACHED} most recent are kept). Pass the same shapes and dtypes (pad or "
+            "bucket batches), pass varying Python numbers as tensors, and make few-valued "
+            "Python arguments static (static_argnums)",
+            RetraceWarning, stacklevel=5,
+        )
 
     def _run(self, compiled: Compiled, backend, leaves):
         executable = compiled.executable
@@ -159,6 +406,9 @@ class Function:
         rng = random.generator()
         feeds.extend(rng.random(shape).astype(dtype) for shape, dtype in compiled.randoms)
         outputs = executable.run(feeds)
+        if compiled.loop_lines:
+            outputs = list(outputs)
+            _check_loop_flag(backend, outputs.pop(), compiled.loop_lines)
         for index in compiled.updated:
             param = compiled.params[index]
             param._written_by(executable, index)
@@ -168,13 +418,45 @@ class Function:
         return pytree.unflatten(compiled.out_treedef, wrapped)
 
 
+def _parameter_names(fn) -> list:
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    return [p.name for p in parameters
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+
+
+def _unmark(call: tuple) -> tuple[tuple, dict]:
+    args, kwargs = call
+    return (tuple(a.value if isinstance(a, StaticArgument) else a for a in args),
+            {k: v.value if isinstance(v, StaticArgument) else v for k, v in kwargs.items()})
+
+
+def _matching(entries):
+    """The entry whose recorded Python state still holds, if any."""
+    for compiled in entries or ():
+        if all(read() == value for read, value in compiled.state):
+            return compiled
+    return None
+
+
+def _check_loop_flag(backend, flag, loop_lines) -> None:
+    from unigraph.control_flow import loop_error
+
+    number = int(np.asarray(flag if isinstance(flag, np.ndarray) else backend.to_numpy(flag)))
+    if number:
+        line, limit = loop_lines[number - 1]
+        raise loop_error(line, limit)
+
+
 def _wrap(backend, value, out) -> Tensor:
     if isinstance(out, np.ndarray):
         return Tensor(value.shape, value.dtype, backend=backend, array=out)
     return Tensor(value.shape, value.dtype, backend=backend, native=out)
 
 
-def function(fn=None, *, name=None, autograph=True):
+def function(fn=None, *, name=None, autograph=True, static_argnums=(), static_argnames=()):
     """Make `fn` run on the current target: op by op in eager mode, or traced once per input
     signature into a graph that the backend compiles and caches in static mode.
 
@@ -182,14 +464,26 @@ def function(fn=None, *, name=None, autograph=True):
     `a if c else b` whose conditions are tensors become `cond`/`while_loop` in a static
     graph; conditions on Python values stay Python. `autograph=False` runs `fn` as written.
 
+    Arguments become tensors (Python floats float32, ints int64), except the static ones:
+    `static_argnums` (positions) and `static_argnames` (names) stay Python values in every
+    mode, are baked into the trace, and are part of the cache key (so they must be
+    hashable; each new value traces again). A static graph is also keyed by the Python
+    state its trace read (each Module's `training` flag, the loop limit): `module.eval()`
+    after a call traces again instead of reusing the training graph. A function traced
+    more than 8 times on one target warns once (RetraceWarning); at most 64 compiled graphs
+    are kept, least recently used dropped first.
+
     >>> @ug.function
     ... def counter(a, b):
     ...     return ug.while_loop(lambda a, b: a < b, lambda a, b: (a + 2, b + 1), (a, b))
     >>> counter(0, 10)
+    >>> @ug.function(static_argnums=1)
+    ... def power(x, n):                # n: a Python int, unrolled when traced
+    ...     return x if n == 1 else x * power(x, n - 1)
     """
     if fn is None:
-        return lambda f: Function(f, name, autograph)
-    return Function(fn, name, autograph)
+        return lambda f: Function(f, name, autograph, static_argnums, static_argnames)
+    return Function(fn, name, autograph, static_argnums, static_argnames)
 
 
 def assign(param: Parameter, value) -> None:
@@ -204,10 +498,23 @@ def assign(param: Parameter, value) -> None:
             f"assign to parameter {param.name!r} ({param.dtype}{list(param.shape)}) "
             f"with a value of type {value.dtype}{list(value.shape)}"
         )
+    inside = current_region()
+    if inside is not None:
+        kind, line = inside
+        after = ("return the new value from the differentiated function and assign it after "
+                 "ug.value_and_grad" if kind == "grad" else
+                 f"compute the new value with ug.cond/ug.where and assign it after the {kind}")
+        raise TracingError(
+            f"ug.assign to {param.name or 'a parameter'!r} at {user_source()} is inside the "
+            f"{'differentiated function' if kind == 'grad' else kind} at {line}, where a "
+            f"static graph cannot assign a parameter (so no target does, eager included): "
+            f"{after}"
+        )
     builder = current_builder()
     if builder is not None:
         if builder.parent is not None:
-            raise TracingError("assign() inside a cond/while_loop branch is not supported")
+            raise TracingError(f"ug.assign at {user_source()} inside a traced subgraph: a "
+                               "static graph assigns parameters only at its top level")
         builder.assign_param(param, value_of(builder, value))
         return
     backend = current_backend()

@@ -9,6 +9,7 @@ keeps every subgraph closed, which is what TF, Paddle and torch codegen all want
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import os
 import sys
@@ -18,6 +19,8 @@ import numpy as np
 from unigraph.ir import Graph, Node, Value
 
 _builder: contextvars.ContextVar = contextvars.ContextVar("unigraph_builder", default=None)
+# (kind, user line) of the innermost tensor cond / while_loop / grad being run or traced.
+_region: contextvars.ContextVar = contextvars.ContextVar("unigraph_region", default=None)
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 _SKIP_DIRS = (_PACKAGE_DIR, os.path.dirname(contextvars.__file__))
 
@@ -28,13 +31,49 @@ def current_builder():
 
 def user_source() -> str:
     """file:line of the innermost frame outside unigraph (the user's line)."""
-    frame = sys._getframe(1)
+    return user_frame(sys._getframe(1))[0]
+
+
+def user_frame(frame=None) -> tuple[str, str]:
+    """(file:line, function name) of the innermost frame outside unigraph, from `frame`
+    (default: the caller's) outwards."""
+    frame = frame or sys._getframe(1)
     while frame is not None:
         filename = frame.f_code.co_filename
         if not filename.startswith(_SKIP_DIRS) and not filename.startswith("<frozen"):
-            return f"{_short(filename)}:{frame.f_lineno}"
+            return f"{_short(filename)}:{frame.f_lineno}", frame.f_code.co_name
         frame = frame.f_back
-    return ""
+    return "", ""
+
+
+def current_region():
+    """(kind, file:line) of the innermost tensor `cond` branch, `while_loop` or
+    differentiated function running (eagerly) or being traced, else None. Kinds: "cond",
+    "while_loop", "grad". A static graph cannot assign a parameter there, so no mode may."""
+    entry = _region.get()
+    return None if entry is None else (entry[0], user_frame(entry[1])[0])
+
+
+@contextlib.contextmanager
+def region(kind: str, frame=None):
+    """Mark the code run inside as the inside of a `kind` construct; its user line is found
+    from `frame` (default: the caller's) only if an error needs it."""
+    token = _region.set((kind, frame or sys._getframe(2)))
+    try:
+        yield
+    finally:
+        _region.reset(token)
+
+
+def note_state(key, read, value, description: str) -> None:
+    """Record, in the graph being traced (if any), that the trace depends on Python state:
+    `read()` returned `value`. A static function keeps one compiled graph per such state
+    and retraces when `read()` returns something else (a Module's `training` flag, the
+    loop-iteration limit). `key` identifies the state (one entry per key); `description`
+    names it in messages, e.g. "Dropout 'drop'.training"."""
+    builder = _builder.get()
+    if builder is not None:
+        builder.root.state.setdefault(key, (read, value, description))
 
 
 def _short(filename: str) -> str:
@@ -55,6 +94,8 @@ class GraphBuilder:
     def __init__(self, name: str, parent: GraphBuilder | None = None, capture_eager=False):
         self.graph = Graph(name)
         self.parent = parent
+        self.root = self if parent is None else parent.root
+        self.depth = 0 if parent is None else parent.depth + 1
         self.capture_eager = capture_eager
         self.explicit_inputs: list = []  # inputs given by the caller, before any captures
         self.captured: dict = {}  # key -> (outer Tensor or Parameter, inner Value)
@@ -63,6 +104,13 @@ class GraphBuilder:
         self.random_inputs: list = []  # inputs fed with fresh random draws, after the args
         self.updates: dict = {}  # param Value -> new Value (graph.updates when done)
         self._assigned: dict = {}  # param key -> its newest Value, after ug.assign
+        # Root only: Python state the trace read, key -> (read, value, description); see
+        # note_state. And the user lines of the while_loops, for the loop guard.
+        self.state: dict = {}
+        self.loop_lines: list = []
+        # int64 scalars, nonzero when a while_loop in this graph ran past the iteration
+        # limit: the number (1-based) of that loop in root.loop_lines. See control_flow.
+        self.loop_flags: list = []
 
     def __enter__(self):
         self._token = _builder.set(self)

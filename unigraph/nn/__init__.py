@@ -15,11 +15,11 @@ from unigraph.nn.layers import (
     Softmax,
     Tanh,
 )
-from unigraph.nn.module import Module, collect_updates
+from unigraph.nn.module import Module, ModuleDict, ModuleList, collect_updates
 from unigraph.tensor import Parameter
 
 __all__ = [
     "AvgPool2D", "BatchNorm2D", "Conv2D", "Dropout", "Flatten", "Linear", "MaxPool2D",
-    "Module", "Parameter", "ReLU", "Sequential", "Sigmoid", "Softmax", "Tanh",
-    "collect_updates", "functional",
+    "Module", "ModuleDict", "ModuleList", "Parameter", "ReLU", "Sequential", "Sigmoid",
+    "Softmax", "Tanh", "collect_updates", "functional",
 ]

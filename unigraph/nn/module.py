@@ -20,15 +20,16 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import copy
+import functools
 
 import numpy as np
 
 from unigraph import autograph
 from unigraph.function import assign
 from unigraph.tensor import Parameter
-from unigraph.tracing import current_builder
+from unigraph.tracing import current_builder, current_region, note_state
 
-__all__ = ["Module", "collect_updates", "update_buffer"]
+__all__ = ["Module", "ModuleDict", "ModuleList", "collect_updates", "update_buffer"]
 
 # A list of (buffer, new value) while `collect_updates()` is active, else None.
 _pending_updates: contextvars.ContextVar = contextvars.ContextVar(
@@ -73,15 +74,44 @@ def update_buffer(module: Module, buffer: Parameter, value) -> None:
         pending.append((buffer, value))
         return
     builder = current_builder()
-    if builder is not None and builder.parent is not None:
+    inside = current_region()
+    if inside is not None or (builder is not None and builder.parent is not None):
+        # Refused in every mode, eager included: a static graph cannot assign it there.
+        where = f" at {inside[1]}" if inside is not None else ""
         raise RuntimeError(
             f"{type(module).__name__} {module.path!r} updates its buffer {buffer.name!r} in "
             "training mode inside a differentiated function (ug.value_and_grad) or a "
-            "cond/while_loop branch, where a static graph cannot assign it: run the forward "
-            "pass inside `with ug.nn.collect_updates() as updates:` and assign the values "
-            "after the gradient (ug.Trainer does), or call module.eval()"
+            f"cond/while_loop branch{where}, where a static graph cannot assign it: run the "
+            "forward pass inside `with ug.nn.collect_updates() as updates:` and assign the "
+            "values after the gradient (ug.Trainer does), or call module.eval()"
         )
     assign(buffer, value)
+
+
+def _holds_state(value) -> bool:
+    """Whether a list/tuple/dict attribute holds Modules or Parameters (at any depth), or
+    is an empty list/dict that may receive them later."""
+    items = list(value.values()) if isinstance(value, dict) else list(value)
+    if not items:
+        return not isinstance(value, tuple)
+    return any(isinstance(item, Module | Parameter) or
+               (isinstance(item, list | tuple | dict) and _holds_state(item)) for item in items)
+
+
+def _contained(name: str, value):
+    """(dotted name, item) for every Module and Parameter inside a list/tuple/dict."""
+    if isinstance(value, Module | Parameter):
+        yield name, value
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            yield from _contained(f"{name}.{index}", item)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _contained(f"{name}.{key}", item)
+
+
+def _read_training(module) -> bool:
+    return module.__dict__["_training"]
 
 
 class Module:
@@ -90,15 +120,33 @@ class Module:
 
     Registration is by attribute: `self.fc = Linear(...)` adds a child module,
     `self.w = ug.Parameter(...)` a parameter, `self.register_buffer(name, array)` a
-    non-trainable buffer (saved in `state_dict`, never given to optimizers).
+    non-trainable buffer (saved in `state_dict`, never given to optimizers). Modules and
+    Parameters held in a list, tuple or dict attribute are registered too, named by their
+    index or key (`self.layers = [Linear(...), ...]` gives `layers.0.weight`), including
+    ones appended later; `ModuleList` and `ModuleDict` are the explicit containers.
     """
 
     def __init__(self):
         object.__setattr__(self, "_parameters", {})
         object.__setattr__(self, "_buffers", {})
         object.__setattr__(self, "_modules", {})
-        object.__setattr__(self, "training", True)
+        object.__setattr__(self, "_containers", {})  # name -> list/tuple/dict attribute
+        object.__setattr__(self, "_training", True)
         object.__setattr__(self, "path", "")
+
+    @property
+    def training(self) -> bool:
+        """True in training mode (see `train`/`eval`). Reading it while a static function
+        is traced makes the compiled graph depend on it: after `eval()`/`train()` the
+        function traces again (once per mode) instead of reusing the other mode's graph."""
+        value = self.__dict__["_training"]
+        note_state(("training", id(self)), functools.partial(_read_training, self), value,
+                   f"{type(self).__name__} {self.path or '(model)'!r}.training")
+        return value
+
+    @training.setter
+    def training(self, value) -> None:
+        object.__setattr__(self, "_training", bool(value))
 
     # -- registration ---------------------------------------------------------------------
     def __setattr__(self, name, value):
@@ -106,7 +154,7 @@ class Module:
             raise AttributeError(
                 f"{type(self).__name__}: call super().__init__() before assigning attributes"
             )
-        for table in (self._parameters, self._buffers, self._modules):
+        for table in (self._parameters, self._buffers, self._modules, self._containers):
             table.pop(name, None)
         if isinstance(value, Parameter):
             self._parameters[name] = value
@@ -114,10 +162,13 @@ class Module:
         elif isinstance(value, Module):
             self._modules[name] = value
             value._set_path(self._child_path(name))
+        elif isinstance(value, list | tuple | dict) and _holds_state(value):
+            self._containers[name] = value
+            self._name_contents(name, value, force=True)
         object.__setattr__(self, name, value)
 
     def __delattr__(self, name):
-        for table in (self._parameters, self._buffers, self._modules):
+        for table in (self._parameters, self._buffers, self._modules, self._containers):
             table.pop(name, None)
         object.__delattr__(self, name)
 
@@ -130,6 +181,36 @@ class Module:
             param.name = self._child_path(name)
         for name, child in self._modules.items():
             child._set_path(self._child_path(name))
+        for name, value in self._containers.items():
+            self._name_contents(name, value, force=True)
+
+    def _name_contents(self, name: str, value, force: bool) -> list:
+        """Name the Modules and Parameters in container attribute `name` by their dotted
+        path (`force`: even those already named; else only items added since). Returns
+        (relative dotted name, item) pairs."""
+        items = list(_contained(name, value))
+        for relative, item in items:
+            if isinstance(item, Module):
+                if force or not item.path:
+                    item._set_path(self._child_path(relative))
+            elif force or not item.name:
+                item.name = self._child_path(relative)
+        return items
+
+    def _named_children(self):
+        """(name, module) of the direct children: attributes, then containers' items."""
+        yield from self._modules.items()
+        for name, value in self._containers.items():
+            for relative, item in self._name_contents(name, value, force=False):
+                if isinstance(item, Module):
+                    yield relative, item
+
+    def _own_parameters(self):
+        yield from self._parameters.items()
+        for name, value in self._containers.items():
+            for relative, item in self._name_contents(name, value, force=False):
+                if isinstance(item, Parameter):
+                    yield relative, item
 
     def register_buffer(self, name: str, value, dtype=None) -> Parameter:
         """Add a non-trainable tensor (e.g. running statistics) saved with the weights."""
@@ -152,19 +233,21 @@ class Module:
     def named_modules(self, prefix: str = ""):
         """(dotted name, module) for this module ("") and every descendant, depth first."""
         yield prefix, self
-        for name, child in self._modules.items():
+        for name, child in self._named_children():
             yield from child.named_modules(f"{prefix}.{name}" if prefix else name)
 
     def modules(self):
         return [module for _, module in self.named_modules()]
 
     def children(self):
-        return list(self._modules.values())
+        return [child for _, child in self._named_children()]
 
     def _named(self, table: str):
         seen = set()
         for prefix, module in self.named_modules():
-            for name, param in getattr(module, table).items():
+            own = module._own_parameters() if table == "_parameters" else \
+                getattr(module, table).items()
+            for name, param in own:
                 if id(param) in seen:
                     continue  # a parameter shared by two layers is listed (and trained) once
                 seen.add(id(param))
@@ -191,7 +274,7 @@ class Module:
     def train(self, mode: bool = True) -> Module:
         """Training mode (dropout drops, batch norm uses and updates batch statistics)."""
         for module in self.modules():
-            object.__setattr__(module, "training", bool(mode))
+            object.__setattr__(module, "_training", bool(mode))
         return self
 
     def eval(self) -> Module:
@@ -270,7 +353,7 @@ class Module:
 
     def __repr__(self):
         lines = [f"{type(self).__name__}({self.extra_repr()}"]
-        for name, child in self._modules.items():
+        for name, child in self._named_children():
             child_lines = repr(child).splitlines()
             lines.append(f"  ({name}): {child_lines[0]}")
             lines.extend(f"  {line}" for line in child_lines[1:])
@@ -305,6 +388,137 @@ class Module:
         return table
 
 
+class ModuleList(Module):
+    """A list of Modules, registered as children named "0", "1", ... (so their weights are
+    `layers.0.weight`, ... in `named_parameters` and `state_dict`). Iterate over it in
+    your `forward`; it has none itself.
+
+    >>> self.layers = ug.nn.ModuleList([ug.nn.Linear(8, 8) for _ in range(3)])
+    >>> for layer in self.layers:
+    ...     x = layer(x)
+    """
+
+    def __init__(self, modules=()):
+        super().__init__()
+        self.extend(modules)
+
+    @staticmethod
+    def _checked(module, index) -> Module:
+        if not isinstance(module, Module):
+            raise TypeError(f"ModuleList: item {index} is a {type(module).__name__}, not a "
+                            "ug.nn.Module (hold Parameters in a plain list attribute)")
+        return module
+
+    def _reset(self, modules: list) -> None:
+        for name in list(self._modules):
+            delattr(self, name)
+        for index, module in enumerate(modules):
+            setattr(self, str(index), self._checked(module, index))
+
+    def append(self, module: Module) -> ModuleList:
+        setattr(self, str(len(self)), self._checked(module, len(self)))
+        return self
+
+    def extend(self, modules) -> ModuleList:
+        for module in modules:
+            self.append(module)
+        return self
+
+    def insert(self, index: int, module: Module) -> None:
+        modules = list(self)
+        modules.insert(index, module)
+        self._reset(modules)
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(list(self._modules.values()))
+
+    def __getitem__(self, index):
+        modules = list(self._modules.values())
+        return modules[index]  # a slice gives a plain list (the modules keep their names)
+
+    def __setitem__(self, index: int, module: Module) -> None:
+        modules = list(self)
+        modules[index] = module
+        self._reset(modules)
+
+    def __delitem__(self, index) -> None:
+        modules = list(self)
+        del modules[index]
+        self._reset(modules)
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError("ModuleList has no forward(): iterate over it in your "
+                                  "module's forward()")
+
+
+class ModuleDict(Module):
+    """A dict of Modules, registered as children named by their (string) keys, in
+    insertion order: `blocks.encoder.weight`. Index it in your `forward`.
+
+    >>> self.heads = ug.nn.ModuleDict({"digit": ug.nn.Linear(64, 10),
+    ...                                "parity": ug.nn.Linear(64, 2)})
+    >>> logits = self.heads["digit"](features)
+    """
+
+    def __init__(self, modules=None):
+        super().__init__()
+        self.update(modules or {})
+
+    def __setitem__(self, key: str, module: Module) -> None:
+        if not isinstance(key, str) or not key or "." in key:
+            raise KeyError(f"ModuleDict: keys must be non-empty strings without '.', got "
+                           f"{key!r}")
+        if not isinstance(module, Module):
+            raise TypeError(f"ModuleDict: {key!r} is a {type(module).__name__}, not a "
+                            "ug.nn.Module")
+        # Kept out of the instance's attributes, so that a key like "train" cannot hide
+        # a method.
+        self._modules[key] = module
+        module._set_path(self._child_path(key))
+
+    def __getitem__(self, key: str) -> Module:
+        return self._modules[key]
+
+    def __delitem__(self, key: str) -> None:
+        del self._modules[key]
+
+    def __getattr__(self, name):
+        modules = self.__dict__.get("_modules", {})
+        if name in modules:
+            return modules[name]
+        raise AttributeError(f"{type(self).__name__} has no attribute or key {name!r}")
+
+    def __contains__(self, key) -> bool:
+        return key in self._modules
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(list(self._modules))
+
+    def keys(self):
+        return list(self._modules.keys())
+
+    def values(self):
+        return list(self._modules.values())
+
+    def items(self):
+        return list(self._modules.items())
+
+    def update(self, modules) -> None:
+        pairs = modules.items() if isinstance(modules, dict) else modules
+        for key, module in pairs:
+            self[key] = module
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError("ModuleDict has no forward(): index it in your module's "
+                                  "forward()")
+
+
 def _shape_text(out) -> str:
     if isinstance(out, tuple | list):
         return ", ".join(_shape_text(x) for x in out)
@@ -317,7 +531,7 @@ def _summary_table(model: Module, rows: list) -> str:
     # a parent's row goes before the first row of its descendants.
     order = {id(module): i for i, module in enumerate(model.modules())}
     rows = sorted(rows, key=lambda row: order.get(id(row[0]), len(order)))
-    if model._modules:  # like Keras, list the layers, not the model around them
+    if model.children():  # like Keras, list the layers, not the model around them
         rows = [row for row in rows if row[0] is not model]
     body = []
     for module, out in rows:
