@@ -1,0 +1,94 @@
+"""The command line of the random-program tester (`python -m unigraph.testing.random_programs`).
+
+Prints per-target counts (programs run, agreements, disagreements, raw errors, crashes,
+refusals), then one shrunk, standalone reproducer per distinct failure. Exit status 1 when
+anything failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from unigraph.testing.random_programs.tester import (
+    counts_table,
+    reproducer_text,
+    shrink,
+    survey,
+)
+from unigraph.testing.random_programs.workers import Workers
+
+
+def _targets(text: str | None) -> list:
+    from unigraph.plugins import all_targets
+
+    known = [str(t) for t in all_targets()]
+    if not text:
+        return known
+    chosen = []
+    for part in text.split(","):
+        part = part.strip()
+        matches = [t for t in known if t == part or t.split(":")[0] == part]
+        if not matches:
+            raise SystemExit(f"unknown target {part!r}; targets: {', '.join(known)}")
+        chosen += [t for t in matches if t not in chosen]
+    return chosen
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m unigraph.testing.random_programs",
+        description="Run random valid unigraph programs (forward and ug.grad) on every "
+                    "target against the float64 NumPy reference; shrink each distinct "
+                    "failure to a minimal standalone reproducer.")
+    p.add_argument("--seed", type=int, default=0, help="hypothesis seed (default 0)")
+    p.add_argument("--count", type=int, default=200, help="valid programs to run")
+    p.add_argument("--targets", help="comma-separated targets or backends (default: all)")
+    p.add_argument("--grad", action=argparse.BooleanOptionalAction, default=True,
+                   help="also compare ug.grad of a weighted sum of the outputs")
+    p.add_argument("--max-statements", type=int, default=8)
+    p.add_argument("--max-depth", type=int, default=2, help="control-flow nesting")
+    p.add_argument("--dtypes", default="float32,float64")
+    p.add_argument("--no-shrink", action="store_true", help="report first programs as found")
+    p.add_argument("--max-shrinks", type=int, default=20,
+                   help="shrink at most this many distinct failures")
+    p.add_argument("--jobs", type=int, default=2, help="backends run in parallel")
+    p.add_argument("--timeout", type=float, default=300.0,
+                   help="seconds one program may take on one target")
+    return p
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    targets = _targets(args.targets)
+    strategy = {"max_statements": args.max_statements, "max_depth": args.max_depth,
+                "dtypes": tuple(args.dtypes.split(","))}
+    started = time.perf_counter()
+
+    def progress(found):
+        if found.programs % 50 == 0:
+            print(f"... {found.programs} programs, {len(found.failures)} distinct failures, "
+                  f"{time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
+
+    with Workers(timeout=args.timeout, jobs=args.jobs) as workers:
+        found = survey(targets, args.count, args.seed, args.grad, workers, progress,
+                       **strategy)
+        print(f"{found.programs} programs x {len(targets)} targets (seed {args.seed}, "
+              f"{'forward and grad' if args.grad else 'forward only'}; {found.rejected} "
+              f"ill-conditioned programs rejected), {found.seconds:.0f} s\n")
+        print(counts_table(found))
+        for error, program in found.reference_errors.items():
+            from unigraph.testing.random_programs.model import render
+
+            print(f"\n## the reference (numpy:eager, float64) raised {error}")
+            print(render(program, title=f"numpy:eager raises {error[:80]}"))
+        failures = sorted(found.failures.values(), key=lambda f: f.signature)
+        for index, failure in enumerate(failures):
+            if not args.no_shrink and index < args.max_shrinks:
+                shrink(found, failure, args.count, args.seed, args.grad, workers, **strategy)
+            print()
+            print(reproducer_text(failure))
+    print(f"\n{len(failures)} distinct failure(s), {len(found.reference_errors)} reference "
+          f"error(s); {time.perf_counter() - started:.0f} s in all")
+    return 1 if found.failed else 0

@@ -1,0 +1,341 @@
+"""A random program as data: statements over named tensors, rendered as Python source.
+
+A `Program` is a list of statements (`Assign`, `Branch`, `Loop`; the last two hold nested
+`Block`s) over float inputs. `render(program)` writes it as a standalone script that uses
+only `import numpy as np` and `import unigraph as ug`: the `@ug.function program`, the
+`grad_program` that differentiates a weighted sum of its float outputs, the input arrays,
+and a `__main__` that prints every target's answer next to the float64 reference. The
+tester runs exactly that source, so a printed reproducer is what failed.
+
+Statements the outputs do not need are left out when rendering (hypothesis shrinks the
+choices that built the program; dead code removal makes the printed program minimal too).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import linecache
+from dataclasses import dataclass
+
+import numpy as np
+
+INDENT = "    "
+
+
+@dataclass(frozen=True)
+class Var:
+    """A named tensor of the program. dtype "float" is the program's float dtype."""
+
+    name: str
+    shape: tuple
+    dtype: str = "float"
+
+    @property
+    def is_float(self) -> bool:
+        return self.dtype == "float"
+
+
+@dataclass
+class Assign:
+    """`out = expr`, one line; `uses` names every variable the expression reads."""
+
+    out: Var
+    expr: str
+    uses: tuple
+
+
+@dataclass
+class Block:
+    """Statements, then a result expression (a branch's return value, a loop body's)."""
+
+    stmts: list
+    result: str
+    result_uses: tuple
+
+
+@dataclass
+class Branch:
+    """`out = ug.cond(pred, then, else)` (style "cond", nested defs) or a Python `if`
+    converted by autograph (style "if")."""
+
+    out: Var
+    pred: str
+    pred_uses: tuple
+    then: Block
+    orelse: Block
+    style: str
+    tag: int
+
+
+@dataclass
+class Loop:
+    """`out` starts as `init`, and `body` runs `trips` times on it (while `extra`, a
+    predicate on the carried value, also holds): `ug.while_loop` (style "while_loop") or a
+    Python `while` converted by autograph (style "while"). The body's carried value is
+    `param` (style "while_loop") or `out` itself (style "while")."""
+
+    out: Var
+    init: str
+    param: Var
+    trips: int
+    body: Block
+    style: str
+    tag: int
+    extra: str = ""  # e.g. "ug.sum({v}) < 40.0": {v} is the carried value
+
+
+@dataclass
+class Input:
+    """A float input: values drawn by NumPy from `seed`, rounded to 3 decimals (short
+    reproducers), kept 0.01 apart and away from 0 by construction where `kind` says so."""
+
+    var: Var
+    seed: int
+    kind: str = "normal"  # normal | positive
+
+    def values(self) -> np.ndarray:
+        rng = np.random.default_rng(self.seed)
+        size = int(np.prod(self.var.shape, dtype=np.int64))
+        if self.kind == "positive":
+            flat = rng.uniform(0.5, 2.0, size)
+        else:
+            # Distinct magnitudes in [0.05, 2], random signs: no ties, no zeros.
+            grid = rng.permutation(np.arange(5, 201))[:size] if size <= 196 else \
+                rng.integers(5, 201, size)
+            flat = grid / 100.0 * rng.choice([-1.0, 1.0], size) + rng.uniform(-4e-3, 4e-3, size)
+        return np.round(flat, 3).reshape(self.var.shape)
+
+
+@dataclass
+class Program:
+    """A random program: float inputs, statements, the names it returns."""
+
+    dtype: str
+    inputs: list
+    stmts: list
+    outputs: list
+
+    def needed(self) -> tuple[list, list]:
+        """(statements, inputs) the outputs depend on, in order."""
+        stmts, used = prune(self.stmts, set(self.outputs))
+        return stmts, [i for i in self.inputs if i.var.name in used]
+
+    def arrays(self, dtype: str | None = None) -> list:
+        """The input arrays the program is called with, in `dtype` (default: its own)."""
+        dtype = dtype or self.dtype
+        return [i.values().astype(self.dtype).astype(dtype) for i in self.needed()[1]]
+
+    @property
+    def float_outputs(self) -> list:
+        return [name for name in self.outputs if name in self.float_names()]
+
+    def float_names(self) -> set:
+        names = {i.var.name for i in self.inputs}
+        for stmt in walk(self.stmts):
+            if stmt.out.is_float:
+                names.add(stmt.out.name)
+        return names
+
+    def size(self) -> int:
+        """Statements the rendered program holds (nested ones included)."""
+        return sum(1 for _ in walk(self.needed()[0]))
+
+
+def walk(stmts):
+    """Every statement, nested blocks included."""
+    for stmt in stmts:
+        yield stmt
+        if isinstance(stmt, Branch):
+            yield from walk(stmt.then.stmts)
+            yield from walk(stmt.orelse.stmts)
+        elif isinstance(stmt, Loop):
+            yield from walk(stmt.body.stmts)
+
+
+def reads(stmt) -> set:
+    """Names a statement reads from the scope around it (after pruning its blocks)."""
+    if isinstance(stmt, Assign):
+        return set(stmt.uses)
+    if isinstance(stmt, Branch):
+        return set(stmt.pred_uses) | _blockreads(stmt.then) | _blockreads(stmt.orelse)
+    # The extra predicate reads only the carried value.
+    return {stmt.init} | (_blockreads(stmt.body) - {stmt.param.name, stmt.out.name})
+
+
+def _blockreads(block: Block) -> set:
+    stmts, used = prune(block.stmts, set(block.result_uses))
+    defined = {s.out.name for s in stmts}
+    return used - defined
+
+
+def prune(stmts: list, wanted: set) -> tuple[list, set]:
+    """(the statements `wanted` depends on, every name read or wanted)."""
+    kept = []
+    needed = set(wanted)
+    for stmt in reversed(stmts):
+        if stmt.out.name in needed:
+            kept.append(_pruned(stmt))
+            needed |= reads(stmt)
+    return kept[::-1], needed
+
+
+def _pruned(stmt):
+    if isinstance(stmt, Branch):
+        return Branch(stmt.out, stmt.pred, stmt.pred_uses, _prune_block(stmt.then),
+                      _prune_block(stmt.orelse), stmt.style, stmt.tag)
+    if isinstance(stmt, Loop):
+        return Loop(stmt.out, stmt.init, stmt.param, stmt.trips, _prune_block(stmt.body),
+                    stmt.style, stmt.tag, stmt.extra)
+    return stmt
+
+
+def _prune_block(block: Block) -> Block:
+    stmts, _ = prune(block.stmts, set(block.result_uses))
+    return Block(stmts, block.result, block.result_uses)
+
+
+# -- rendering -------------------------------------------------------------------------------
+def _lines(stmt, depth: int) -> list:
+    pad = INDENT * depth
+    if isinstance(stmt, Assign):
+        return [f"{pad}{stmt.out.name} = {stmt.expr}"]
+    if isinstance(stmt, Branch):
+        return _branch_lines(stmt, depth)
+    return _loop_lines(stmt, depth)
+
+
+def _block_lines(block: Block, depth: int, last: str) -> list:
+    lines = []
+    for stmt in block.stmts:
+        lines += _lines(stmt, depth)
+    return lines + [f"{INDENT * depth}{last}{block.result}"]
+
+
+def _branch_lines(stmt: Branch, depth: int) -> list:
+    pad = INDENT * depth
+    if stmt.style == "if":
+        return ([f"{pad}if {stmt.pred}:"]
+                + _block_lines(stmt.then, depth + 1, f"{stmt.out.name} = ")
+                + [f"{pad}else:"]
+                + _block_lines(stmt.orelse, depth + 1, f"{stmt.out.name} = "))
+    then, orelse = f"then_{stmt.tag}", f"else_{stmt.tag}"
+    return ([f"{pad}def {then}():"] + _block_lines(stmt.then, depth + 1, "return ")
+            + [f"{pad}def {orelse}():"] + _block_lines(stmt.orelse, depth + 1, "return ")
+            + [f"{pad}{stmt.out.name} = ug.cond({stmt.pred}, {then}, {orelse})"])
+
+
+def _loop_lines(stmt: Loop, depth: int) -> list:
+    pad, inner = INDENT * depth, INDENT * (depth + 1)
+    counter = f"k{stmt.tag}"
+    if stmt.style == "while":
+        carried = stmt.out.name
+        test = f"{counter} < {stmt.trips}"
+        if stmt.extra:
+            test += " and " + stmt.extra.format(v=carried)
+        return ([f"{pad}{carried} = {stmt.init}", f"{pad}{counter} = ug.tensor(0)",
+                 f"{pad}while {test}:"]
+                + _block_lines(stmt.body, depth + 1, f"{carried} = ")
+                + [f"{inner}{counter} = {counter} + 1"])
+    carried = stmt.param.name
+    test = f"{counter} < {stmt.trips}"
+    if stmt.extra:
+        test = f"ug.logical_and({test}, {stmt.extra.format(v=carried)})"
+    return ([f"{pad}def cond_{stmt.tag}({counter}, {carried}):", f"{inner}return {test}",
+             f"{pad}def body_{stmt.tag}({counter}, {carried}):"]
+            + _block_lines(stmt.body, depth + 1, f"return {counter} + 1, ")
+            + [f"{pad}_, {stmt.out.name} = ug.while_loop(cond_{stmt.tag}, body_{stmt.tag}, "
+               f"(ug.tensor(0), {stmt.init}))"])
+
+
+def _array_literal(array: np.ndarray, dtype: str) -> str:
+    return f"np.array({array.tolist()!r}, dtype=np.{dtype})"
+
+
+HEADER = '''"""{title}"""
+import numpy as np
+import unigraph as ug
+
+'''
+
+LOSS = '''
+
+def weights(t):
+    """Fixed weights for the loss: a plain sum would hide errors (sum(softmax(x)) is 1)."""
+    n = int(np.prod(t.shape))
+    return np.cos(np.arange(n) + 0.5).reshape(t.shape).astype(t.dtype)
+
+
+def loss({args}):
+    outputs = program({args})
+    return {loss}
+
+
+@ug.function
+def grad_program({args}):
+    return ug.grad(loss, argnums={argnums})({args})
+'''
+
+MAIN = '''
+
+if __name__ == "__main__":
+    reference = [x.astype(np.float64) for x in inputs]  # numpy:eager in float64
+    with ug.use_backend("numpy", "eager"):
+        print("reference", [o.numpy() for o in program(*reference)])
+        {ref_grad}
+    for target in {targets!r}:
+        backend, mode = target.split(":")
+        with ug.use_backend(backend, mode):
+            print(target, [o.numpy() for o in program(*inputs)])
+            {target_grad}
+'''
+
+
+def render(program: Program, title: str = "A random unigraph program.", targets=(),
+           grads: bool = True) -> str:
+    """The program as a standalone Python script (see the module docstring)."""
+    stmts, inputs = program.needed()
+    args = ", ".join(i.var.name for i in inputs)
+    lines = [HEADER.format(title=title).rstrip("\n")]
+    lines += ["", "", "@ug.function", f"def program({args}):"]
+    for stmt in stmts:
+        lines += _lines(stmt, 1)
+    lines.append(f"{INDENT}return ({', '.join(program.outputs)},)")
+    source = "\n".join(lines) + "\n"
+    float_outputs = [k for k, name in enumerate(program.outputs)
+                     if name in program.float_names()]
+    if grads and inputs and float_outputs:
+        terms = " + ".join(f"ug.sum(outputs[{k}] * weights(outputs[{k}]))"
+                           for k in float_outputs)
+        argnums = "(" + "".join(f"{k}, " for k in range(len(inputs))) + ")"
+        source += LOSS.format(args=args, loss=terms, argnums=argnums)
+    # The 3-decimal values: np.array(0.123, np.float32) is the float32 the tester feeds.
+    source += "\n\n" + "\n".join(f"{i.var.name} = {_array_literal(i.values(), program.dtype)}"
+                                 for i in inputs)
+    source += f"\ninputs = [{args}]\n" if inputs else "\ninputs = []\n"
+    if targets:
+        has_grad = "grad_program" in source
+        ref_grad = ('print("reference grad", [g.numpy() for g in grad_program(*reference)])'
+                    if has_grad else "")
+        target_grad = ('print(target, "grad", [g.numpy() for g in grad_program(*inputs)])'
+                       if has_grad else "")
+        source += MAIN.format(targets=list(targets), ref_grad=ref_grad,
+                              target_grad=target_grad)
+    return source
+
+
+def load(source: str) -> dict:
+    """Execute rendered source as a module whose lines `inspect` (autograph) and
+    tracebacks can read; return its namespace. The file name is `random_program_<hash>.py`,
+    which is what errors name as the user's file."""
+    digest = hashlib.sha1(source.encode()).hexdigest()[:10]
+    filename = f"random_program_{digest}.py"
+    # mtime None: linecache.checkcache keeps the entry though no such file exists.
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    namespace = {"__name__": f"random_program_{digest}", "__file__": filename}
+    exec(compile(source, filename, "exec"), namespace)
+    return namespace
+
+
+def forget(namespace: dict) -> None:
+    """Drop a loaded program's source from linecache (a long run loads thousands)."""
+    linecache.cache.pop(namespace.get("__file__", ""), None)

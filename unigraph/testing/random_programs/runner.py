@@ -1,0 +1,316 @@
+"""Running one random program on targets and judging each target against the reference.
+
+The reference is the rendered program run on numpy:eager with its inputs widened to
+float64 (so it computes exactly the same input values), forward and `grad_program`.
+While it runs, every op it applies is watched (`hazards`): a program whose float64 run
+comes within `MARGIN` of a kink (relu, abs), a tie (max, min, maximum, minimum, argmax,
+max_pool2d), a comparison's threshold or an integer cast's step, that divides by or takes
+the log or square root of a value near 0, or whose values or gradients leave
+[-`LIMIT`, `LIMIT`] or are not finite, is *ill-conditioned*: float32 rounding alone could
+change its answer, so it is rejected (hypothesis `assume`), not counted.
+
+Each target runs the same source on the inputs in the program's dtype. Its outcome:
+
+* "ok": every output and gradient within budget;
+* "disagree": a tensor outside its budget, or of the wrong shape or dtype;
+* "raw error": an exception that is not a `UnigraphError` (a framework's own error, or
+  a bug in unigraph) on a program the reference ran: always a failure;
+* "refused": a `UnigraphError` naming the program's file and line (a documented
+  refusal: counted, not a failure);
+* "unclear refusal": a `UnigraphError` that does not name the user's line (a failure:
+  every refusal must say where);
+* "crash", "timeout": the worker process running the target died or hung (see
+  `workers`): failures.
+
+Budgets come from the op records (`OpDef.tolerance_for`, the same table `ug.check` uses):
+the widest (rtol, atol) of the ops the reference applied, times the number of float op
+applications (each may add its own rounding; errors of a well-conditioned program add up
+at most linearly). Gradients get twice that (the backward pass applies each rule again).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from unigraph.config import use_backend
+from unigraph.ops import OPS
+from unigraph.ops.base import DEFAULT_TOLERANCE
+from unigraph.testing.random_programs.model import Program, forget, load, render
+from unigraph.testing.random_programs.workers import execute
+
+MARGIN = 1e-3  # relative distance from a kink, tie or threshold (float32 eps is 6e-8)
+DOMAIN_MARGIN = 0.05  # log, sqrt, division, non-integer powers: keep the input this far from 0
+LIMIT = 1e3  # largest magnitude of any value or gradient
+
+
+class IllConditioned(Exception):
+    """The program's float64 run comes too close to a kink, tie or overflow."""
+
+
+@dataclass
+class Reference:
+    outputs: list
+    grads: list | None
+    op_count: int
+    budget: tuple  # (rtol, atol) of the outputs; gradients get twice this
+
+
+@dataclass
+class Outcome:
+    """One target's result for one program."""
+
+    target: str
+    status: str  # ok | disagree | raw error | crash | timeout | refused | unclear refusal
+    what: str = ""  # the tensor that disagrees ("output[0]", "grad[1]") or the error class
+    detail: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return self.status not in ("ok", "refused")
+
+    @property
+    def signature(self) -> tuple:
+        """What makes two failures the same bug, for shrinking: target, status, and the
+        error class or whether it is an output or a gradient."""
+        return (self.target, self.status, re.sub(r"\[\d+\]", "", self.what))
+
+
+@dataclass
+class Result:
+    """A program's outcome on every target it ran on."""
+
+    program: Program
+    source: str
+    outcomes: list = field(default_factory=list)
+    reference_error: str = ""
+
+    @property
+    def failures(self) -> list:
+        return [o for o in self.outcomes if o.failed]
+
+
+# -- hazards ---------------------------------------------------------------------------------
+def _gap(values: np.ndarray, axes) -> float:
+    """The smallest difference between the two largest values of each slice over `axes`."""
+    if values.size == 0:
+        return np.inf
+    moved = np.moveaxis(values, axes, list(range(-len(axes), 0)))
+    flat = moved.reshape(moved.shape[: moved.ndim - len(axes)] + (-1,))
+    if flat.shape[-1] < 2:
+        return np.inf
+    top = np.sort(flat, axis=-1)[..., -2:]
+    return float(np.min(top[..., 1] - top[..., 0]))
+
+
+def _near(distance, scale) -> bool:
+    return bool(np.size(distance)) and float(np.min(distance)) < MARGIN * max(1.0, scale)
+
+
+def _scale(*arrays) -> float:
+    return max((float(np.max(np.abs(a))) for a in arrays if np.size(a)), default=0.0)
+
+
+def _extreme_hazard(x, sign, axis):
+    axes = list(range(x.ndim)) if axis is None else list(axis)
+    return _gap(sign * x, axes) < MARGIN * max(1.0, _scale(x))
+
+
+def _pool_hazard(x, kernel, stride, padding):
+    from numpy.lib.stride_tricks import sliding_window_view
+
+    padded = np.pad(x, ((0, 0), (0, 0), (padding[0],) * 2, (padding[1],) * 2),
+                    constant_values=-np.inf)
+    windows = sliding_window_view(padded, kernel, axis=(2, 3))[:, :, ::stride[0], ::stride[1]]
+    return _gap(windows, [4, 5]) < MARGIN * max(1.0, _scale(x))
+
+
+def _non_integer(y) -> bool:
+    return bool(np.any(y != np.round(y)))
+
+
+def _near_zero(x) -> bool:
+    return bool(np.size(x)) and float(np.min(np.abs(x))) < DOMAIN_MARGIN
+
+
+# op name -> (inputs, attrs) -> True when float32 rounding could change the result.
+HAZARDS = {
+    "relu": lambda x: _near(np.abs(x), 1.0),
+    "abs": lambda x: _near(np.abs(x), 1.0),
+    "maximum": lambda x, y: _near(np.abs(x - y), _scale(x, y)),
+    "minimum": lambda x, y: _near(np.abs(x - y), _scale(x, y)),
+    "max": lambda x, axis, keepdims: _extreme_hazard(x, 1, axis),
+    "min": lambda x, axis, keepdims: _extreme_hazard(x, -1, axis),
+    "argmax": lambda x, axis, keepdims: _extreme_hazard(x, 1, (axis,)),
+    "max_pool2d": lambda x, kernel, stride, padding: _pool_hazard(x, kernel, stride, padding),
+    "div": lambda x, y: _near_zero(y),
+    "log": lambda x: _near_zero(x),
+    "sqrt": lambda x: _near_zero(x),
+    "pow": lambda x, y: _non_integer(y) and _near_zero(x),
+    "cast": lambda x, dtype: x.dtype.kind == "f" and dtype != "bool" and np.dtype(
+        dtype).kind in "iu" and _near(np.abs(x - np.round(x)), 1.0),
+}
+for _name in ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal"):
+    HAZARDS[_name] = lambda x, y: x.dtype.kind == "f" and _near(np.abs(x - y), _scale(x, y))
+
+
+class Watch:
+    """Records the ops numpy:eager applies and raises `IllConditioned` at the first
+    hazard (see the module docstring)."""
+
+    def __init__(self):
+        self.ops: list = []
+
+    def __call__(self, op, inputs, attrs, out):
+        arrays = [np.asarray(x) for x in inputs]
+        hazard = HAZARDS.get(op)
+        if hazard is not None and hazard(*arrays, **attrs):
+            raise IllConditioned(f"{op} on {[a.shape for a in arrays]} is too close to a "
+                                 "kink, tie or threshold")
+        out = np.asarray(out)
+        if out.dtype.kind == "f":
+            self.ops.append(op)
+            if not _finite_and_bounded([out]):
+                raise IllConditioned(f"{op} gives values beyond {LIMIT:g} or not finite")
+
+
+@contextlib.contextmanager
+def watching(watch: Watch):
+    """Call `watch` after every op numpy:eager applies (for this process, for this block)."""
+    from unigraph.plugins import get_backend
+
+    backend = get_backend("numpy", "eager")
+    original = backend.eager_op
+
+    def eager_op(op, inputs, attrs):
+        out = original(op, inputs, attrs)
+        watch(op, inputs, attrs, out)
+        return out
+
+    backend.eager_op = eager_op
+    try:
+        yield watch
+    finally:
+        del backend.eager_op  # back to the class's method
+
+
+# -- running ---------------------------------------------------------------------------------
+def _arrays(result) -> list:
+    return [np.array(t.numpy(), copy=True) for t in result]
+
+
+def _run(namespace: dict, inputs: list, grads: bool) -> tuple[list, list | None]:
+    outputs = _arrays(namespace["program"](*inputs))
+    gradients = None
+    if grads and "grad_program" in namespace:
+        gradients = _arrays(namespace["grad_program"](*inputs))
+    return outputs, gradients
+
+
+def _finite_and_bounded(arrays) -> bool:
+    return all(np.all(np.isfinite(a)) and _scale(a) <= LIMIT for a in arrays)
+
+
+def budget_of(ops: list, dtype: str) -> tuple:
+    """(rtol, atol) for a value computed by the op applications `ops` in `dtype`."""
+    widest = [DEFAULT_TOLERANCE[dtype]] + [OPS[op].tolerance_for(dtype) for op in set(ops)]
+    count = max(1, len(ops))
+    return (max(r for r, _ in widest) * count, max(a for _, a in widest) * count)
+
+
+def reference(program: Program, source: str, grads: bool) -> Reference:
+    """The float64 answer; raises `IllConditioned`, or whatever numpy:eager raises."""
+    namespace = load(source)
+    inputs = program.arrays("float64")
+    forward, backward = Watch(), Watch()
+    try:
+        with use_backend("numpy", "eager"):
+            with watching(forward):
+                outputs = _arrays(namespace["program"](*inputs))
+            gradients = None
+            if grads and "grad_program" in namespace:
+                with watching(backward):
+                    gradients = _arrays(namespace["grad_program"](*inputs))
+    finally:
+        forget(namespace)
+    if not _finite_and_bounded(gradients or []):
+        raise IllConditioned(f"a gradient goes beyond {LIMIT:g} or is not finite")
+    return Reference(outputs, gradients, len(forward.ops), budget_of(forward.ops,
+                                                                     program.dtype))
+
+
+def difference(actual: np.ndarray, expected: np.ndarray, budget: tuple, dtype: str) -> str:
+    """"" when `actual` matches `expected` (shape, dtype, NaN/Inf positions, and every
+    finite element within `|a - e| <= atol + rtol * |e|`, NumPy's allclose rule); else
+    what differs."""
+    if actual.shape != expected.shape:
+        return f"shape {list(actual.shape)}, expected {list(expected.shape)}"
+    if actual.dtype.name != dtype:
+        return f"dtype {actual.dtype.name}, expected {dtype}"
+    a, e = actual.astype(np.float64), expected.astype(np.float64)
+    rtol, atol = budget
+    with np.errstate(invalid="ignore"):
+        bad = ~((np.abs(a - e) <= atol + rtol * np.abs(e)) | (a == e) | (np.isnan(a) & np.isnan(e)))
+    if not bad.any():
+        return ""
+    where = tuple(int(i) for i in np.argwhere(bad)[0])
+    error = np.abs(a - e)[bad]
+    return (f"{int(bad.sum())} of {bad.size} elements differ, max abs error "
+            f"{float(np.max(error)):.3g} (budget rtol {rtol:.2g}, atol {atol:.2g}); at "
+            f"{list(where)}: {a[where]!r}, expected {e[where]!r}")
+
+
+def _compare_all(kind, actual, expected, budget, dtype) -> tuple[str, str]:
+    """("output[i]", what differs) for the first tensor outside its budget, or ("", "")."""
+    if len(actual) != len(expected):
+        return kind, f"{len(actual)} tensors, expected {len(expected)}"
+    for i, (a, e) in enumerate(zip(actual, expected)):
+        exact = e.dtype.kind != "f"
+        text = difference(a, e, (0.0, 0.0) if exact else budget,
+                          e.dtype.name if exact else dtype)
+        if text:
+            return f"{kind}[{i}]", text
+    return "", ""
+
+
+def judge(target: str, run: dict, ref: Reference, dtype: str) -> Outcome:
+    """The outcome of one target's run (a result of `workers.execute`) against `ref`."""
+    if "error" in run:
+        text = f"{run['type']}: {run['message']}"
+        if run["error"] == "unigraph":
+            status = "refused" if run["named"] else "unclear refusal"
+        else:
+            status = {"raw": "raw error"}.get(run["error"], run["error"])  # crash, timeout
+        return Outcome(target, status, run["type"], text[:800])
+    what, text = _compare_all("output", run["outputs"], ref.outputs, ref.budget, dtype)
+    if not what and run["grads"] is not None:
+        budget = (2 * ref.budget[0], 2 * ref.budget[1])
+        what, text = _compare_all("grad", run["grads"], ref.grads, budget, dtype)
+    return Outcome(target, "disagree" if what else "ok", what, text)
+
+
+def evaluate(program: Program, targets, grads: bool = True, workers=None) -> Result:
+    """Run `program` on the reference, then on each target: in `workers` (a
+    `workers.Workers`) or, without, in this process. Raises `IllConditioned` for a program
+    the tester must not judge."""
+    source = render(program)
+    result = Result(program, source)
+    try:
+        ref = reference(program, source, grads)
+    except IllConditioned:
+        raise
+    except Exception as error:  # noqa: BLE001 (the generator or the reference is wrong)
+        result.reference_error = f"{type(error).__name__}: {str(error)[:600]}"
+        return result
+    grads = grads and ref.grads is not None
+    targets = [str(t) for t in targets]
+    inputs = program.arrays()
+    if workers is None:
+        runs = {t: execute(t, source, inputs, grads) for t in targets}
+    else:
+        runs = workers.run_all(targets, source, inputs, grads)
+    result.outcomes = [judge(t, runs[t], ref, program.dtype) for t in targets]
+    return result

@@ -1,0 +1,497 @@
+"""Hypothesis strategies for random *valid* unigraph programs.
+
+`programs()` draws a `Program`: float inputs of small shapes, then statements built from
+the op records' families, each valid by construction (shapes broadcast, axes exist, conv
+and pool windows fit, indices and labels are in range):
+
+* elementwise ops with Python scalars or broadcasting tensors, `where`, casts (float ->
+  int -> float, comparisons -> float);
+* reductions (sum mean max min over axes, argmax), reshape / transpose / slicing /
+  expand_dims / squeeze / broadcast_to / concat / stack / take;
+* matmul (also of a transpose), softmax, log_softmax, sparse_softmax_cross_entropy;
+* conv2d (groups, stride, padding, dilation, optional bias; sometimes a zero-size batch),
+  max_pool2d, avg_pool2d;
+* `ug.cond` / `ug.while_loop` with nested functions, and Python `if` / `while` that
+  autograph converts, nested up to `max_depth`, loops with a bounded trip count.
+
+Every choice is a hypothesis draw, so hypothesis shrinks programs: fewer statements,
+simpler ops (each list of choices starts with the simplest), smaller shapes, no nesting.
+Numerical trouble (ties, kinks, overflow) is not avoided here but filtered out after a
+float64 run: see `runner.hazards`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import strategies as st
+
+from unigraph.testing.random_programs.model import (
+    Assign,
+    Block,
+    Branch,
+    Input,
+    Loop,
+    Program,
+    Var,
+    reads,
+)
+
+SCALARS = [0.5, 2.0, -1.5, 0.25, 3.0]
+
+
+class Builder:
+    """The state of one draw: names, inputs made so far, nesting depth."""
+
+    def __init__(self, draw, dtype: str, max_depth: int):
+        self.draw = draw
+        self.dtype = dtype
+        self.max_depth = max_depth
+        self.inputs: list = []
+        self.count = 0
+        self.tags = 0
+
+    def name(self) -> str:
+        self.count += 1
+        return f"v{self.count}"
+
+    def tag(self) -> int:
+        self.tags += 1
+        return self.tags
+
+    def new_input(self, shape, kind="normal") -> Var:
+        var = Var(f"x{len(self.inputs)}", tuple(shape))
+        seed = self.draw(st.integers(0, 2**16), label="input seed")
+        self.inputs.append(Input(var, seed, kind))
+        return var
+
+    def shape(self, min_rank=0, max_rank=3, max_dim=4) -> tuple:
+        return tuple(self.draw(st.lists(st.integers(1, max_dim), min_size=min_rank,
+                                        max_size=max_rank)))
+
+    def pick(self, candidates):
+        return self.draw(st.sampled_from(candidates))
+
+    def operand(self, candidates):
+        """One of `candidates` (variables, oldest first), the newest half the time:
+        programs chain their statements rather than spread over many inputs."""
+        if self.draw(st.booleans(), label="newest"):
+            return candidates[-1]
+        return self.draw(st.sampled_from(candidates[::-1]))
+
+
+def _floats(env) -> list:
+    return [v for v in env if v.is_float]
+
+
+def _nonempty(env) -> list:
+    """Float variables with at least one element (the first input always has one)."""
+    return [v for v in _floats(env) if 0 not in v.shape]
+
+
+def _broadcasts_to(shape, target) -> bool:
+    if len(shape) > len(target):
+        return False
+    return all(d in (1, t) for d, t in zip(shape[::-1], target[::-1]))
+
+
+def _broadcast(a, b) -> tuple:
+    return tuple(np.broadcast_shapes(a, b))
+
+
+def _assign(b: Builder, shape, expr: str, uses, dtype="float") -> Assign:
+    return Assign(Var(b.name(), tuple(shape), dtype), expr, tuple(uses))
+
+
+# -- elementwise -------------------------------------------------------------------------------
+UNARY = [
+    "ug.tanh({a})", "ug.sigmoid({a})", "-{a}", "ug.relu({a})", "ug.abs({a})", "abs({a})",
+    "ug.exp({a})", "ug.log({a} * {a} + 0.5)", "ug.sqrt(ug.sigmoid({a}) + 0.1)", "{a} ** 2",
+    "ug.pow(ug.sigmoid({a}) + 0.5, {a})", "ug.neg({a})",
+]
+WITH_SCALAR = [
+    "{a} + {c}", "{a} * {c}", "{c} - {a}", "{a} / {c}", "{c} / ({a} * {a} + 1.0)",
+    "ug.maximum({a}, {c})", "ug.minimum({a}, {c})", "{a} - {c}",
+]
+BINARY = [
+    "{a} + {b}", "{a} * {b}", "{a} - {b}", "{a} / ({b} * {b} + 0.5)", "ug.maximum({a}, {b})",
+    "ug.minimum({a}, {b})", "ug.add({a}, {b})", "ug.where({a} > {b}, {a}, 2.0 * {b})",
+    "ug.sub({a}, {b})", "ug.mul({a}, {b})",
+]
+
+
+def unary(b: Builder, env, depth):
+    a = b.operand(_floats(env))
+    return _assign(b, a.shape, b.pick(UNARY).format(a=a.name), [a.name])
+
+
+def with_scalar(b: Builder, env, depth):
+    a = b.operand(_floats(env))
+    expr = b.pick(WITH_SCALAR).format(a=a.name, c=b.pick(SCALARS))
+    return _assign(b, a.shape, expr, [a.name])
+
+
+def _partner_shape(b: Builder, shape) -> tuple:
+    """A shape that broadcasts with `shape`: equal, a suffix, some dims 1, or more dims."""
+    how = b.pick(["same", "suffix", "ones", "leading"])
+    if how == "suffix":
+        return shape[b.draw(st.integers(0, len(shape))):]
+    if how == "ones":
+        return tuple(1 if b.draw(st.booleans()) else d for d in shape)
+    if how == "leading" and len(shape) < 4:
+        return (b.draw(st.integers(1, 3)),) + shape
+    return shape
+
+
+def _partner(b: Builder, env, a: Var) -> Var:
+    """A float operand that broadcasts with `a`: an existing variable or a new input."""
+    fits = [v for v in _floats(env) if _broadcasts_to(v.shape, a.shape)
+            or _broadcasts_to(a.shape, v.shape)]
+    if fits and b.draw(st.booleans()):
+        return b.pick(fits)
+    return b.new_input(_partner_shape(b, a.shape))
+
+
+def binary(b: Builder, env, depth):
+    a = b.operand(_floats(env))
+    other = _partner(b, env, a)
+    expr = b.pick(BINARY).format(a=a.name, b=other.name)
+    return _assign(b, _broadcast(a.shape, other.shape), expr, [a.name, other.name])
+
+
+def cast(b: Builder, env, depth):
+    a = b.operand(_floats(env))
+    expr = b.pick([
+        'ug.cast(ug.cast({a} * 4.0, "int32"), {a}.dtype)',
+        "ug.cast({a} > 0.25, {a}.dtype) * {a}",
+        'ug.cast(ug.cast({a} * 3.0, "int64"), {a}.dtype) + {a}',
+    ]).format(a=a.name)
+    return _assign(b, a.shape, expr, [a.name])
+
+
+# -- reductions --------------------------------------------------------------------------------
+def _axes(b: Builder, rank: int):
+    """None, an int (maybe negative) or a tuple of distinct axes of a rank-`rank` tensor."""
+    if rank == 0:
+        return None
+    how = b.pick(["all", "one", "several"])
+    if how == "all":
+        return None
+    if how == "one":
+        axis = b.draw(st.integers(0, rank - 1))
+        return axis - rank if b.draw(st.booleans()) else axis
+    return tuple(sorted(b.draw(st.sets(st.integers(0, rank - 1), min_size=1))))
+
+
+def _reduced(shape, axis, keepdims) -> tuple:
+    axes = range(len(shape)) if axis is None else (
+        [axis % len(shape)] if isinstance(axis, int) else axis)
+    return tuple(1 if i in axes else d for i, d in enumerate(shape) if keepdims or i not in axes)
+
+
+def reduce(b: Builder, env, depth):
+    op = b.pick(["sum", "mean", "max", "min"])
+    # max and min of nothing is an error; sum and mean of nothing are 0 and NaN.
+    a = b.pick(_floats(env) if op in ("sum", "mean") else _nonempty(env))
+    axis = _axes(b, len(a.shape))
+    keepdims = b.draw(st.booleans())
+    expr = f"ug.{op}({a.name}, axis={axis!r}, keepdims={keepdims})"
+    return _assign(b, _reduced(a.shape, axis, keepdims), expr, [a.name])
+
+
+def argmax_take(b: Builder, env, depth):
+    """`take` along an axis of x at the argmax indices of y (in range by construction),
+    or at constant indices."""
+    xs = [v for v in _nonempty(env) if v.shape]
+    if not xs:
+        return None
+    x = b.pick(xs)
+    axis = b.draw(st.integers(0, len(x.shape) - 1))
+    size = x.shape[axis]
+    sources = [(v, k) for v in _nonempty(env) for k, d in enumerate(v.shape) if d <= size]
+    if sources and b.draw(st.booleans()):
+        y, y_axis = b.pick(sources)
+        indices = f"ug.argmax({y.name}, axis={y_axis})"
+        index_shape = y.shape[:y_axis] + y.shape[y_axis + 1:]
+        uses = [x.name, y.name]
+    else:
+        values = b.draw(st.lists(st.integers(0, size - 1), min_size=1, max_size=4))
+        indices, index_shape, uses = f"np.array({values})", (len(values),), [x.name]
+    shape = x.shape[:axis] + index_shape + x.shape[axis + 1:]
+    return _assign(b, shape, f"ug.take({x.name}, {indices}, axis={axis})", uses)
+
+
+def argmax(b: Builder, env, depth):
+    xs = [v for v in _nonempty(env) if v.shape]
+    if not xs:
+        return None
+    x = b.pick(xs)
+    axis = b.draw(st.integers(0, len(x.shape) - 1))
+    return _assign(b, x.shape[:axis] + x.shape[axis + 1:],
+                   f"ug.argmax({x.name}, axis={axis})", [x.name], dtype="int64")
+
+
+# -- shapes ------------------------------------------------------------------------------------
+def _factor_shape(b: Builder, size: int) -> tuple:
+    """A random shape of `size` elements (1 to 3 dims)."""
+    if size == 0:
+        return (0,)
+    factors, rest, p = [], size, 2
+    while rest > 1:
+        while rest % p == 0:
+            factors.append(p)
+            rest //= p
+        p += 1
+    shape = [1] * b.draw(st.integers(1, 3))
+    for factor in b.draw(st.permutations(factors)):
+        shape[b.draw(st.integers(0, len(shape) - 1))] *= factor
+    return tuple(shape)
+
+
+def _slice_index(b: Builder, shape) -> tuple:
+    index = []
+    for d in shape:
+        how = b.pick(["all", "int", "range", "step", "newaxis"]) if d else "all"
+        if how == "int":
+            index.append(b.draw(st.integers(-d, d - 1)))
+        elif how == "range":
+            start = b.draw(st.integers(0, d - 1))
+            index.append(slice(start, b.draw(st.integers(start + 1, d))))
+        elif how == "step":
+            index.append(slice(None, None, 2))
+        else:
+            if how == "newaxis":
+                index.append(None)
+            index.append(slice(None))
+    return tuple(index)
+
+
+def _index_text(index) -> str:
+    parts = []
+    for item in index:
+        if item is None:
+            parts.append("None")
+        elif isinstance(item, int):
+            parts.append(str(item))
+        else:
+            text = ("" if item.start is None else str(item.start)) + ":" + (
+                "" if item.stop is None else str(item.stop))
+            parts.append(text + (f":{item.step}" if item.step else ""))
+    return ", ".join(parts) if parts else "..."
+
+
+def reshape(b: Builder, env, depth):
+    a = b.operand(_floats(env))
+    size = int(np.prod(a.shape, dtype=np.int64))
+    how = b.pick(["reshape", "transpose", "slice", "expand", "squeeze", "broadcast", "flat"])
+    if how == "reshape":
+        shape = _factor_shape(b, size)
+        written = list(shape)
+        if size and b.draw(st.booleans()):
+            written[b.draw(st.integers(0, len(shape) - 1))] = -1
+        return _assign(b, shape, f"ug.reshape({a.name}, {tuple(written)!r})", [a.name])
+    if how == "flat":
+        return _assign(b, (size,), f"{a.name}.reshape(-1)", [a.name])
+    if how == "transpose" and len(a.shape) >= 2:
+        perm = tuple(b.draw(st.permutations(range(len(a.shape)))))
+        if b.draw(st.booleans()):
+            return _assign(b, a.shape[::-1], f"{a.name}.T", [a.name])
+        shape = tuple(a.shape[p] for p in perm)
+        return _assign(b, shape, f"ug.transpose({a.name}, {perm!r})", [a.name])
+    if how == "slice" and a.shape:
+        index = _slice_index(b, a.shape)
+        shape = np.empty(a.shape)[index].shape
+        return _assign(b, shape, f"{a.name}[{_index_text(index)}]", [a.name])
+    if how == "squeeze" and 1 in a.shape:
+        shape = tuple(d for d in a.shape if d != 1)
+        return _assign(b, shape, f"ug.squeeze({a.name})", [a.name])
+    if how == "broadcast":
+        shape = (b.draw(st.integers(1, 3)),) + tuple(
+            b.draw(st.integers(1, 3)) if d == 1 else d for d in a.shape)
+        return _assign(b, shape, f"ug.broadcast_to({a.name}, {shape!r})", [a.name])
+    axis = b.draw(st.integers(0, len(a.shape)))
+    shape = a.shape[:axis] + (1,) + a.shape[axis:]
+    return _assign(b, shape, f"ug.expand_dims({a.name}, {axis})", [a.name])
+
+
+def join(b: Builder, env, depth):
+    a = b.pick([v for v in _floats(env)])
+    if not a.shape or b.draw(st.booleans()):
+        same = [v for v in _floats(env) if v.shape == a.shape]
+        other = b.pick(same) if b.draw(st.booleans()) else b.new_input(a.shape)
+        axis = b.draw(st.integers(0, len(a.shape)))
+        shape = a.shape[:axis] + (2,) + a.shape[axis:]
+        return _assign(b, shape, f"ug.stack([{a.name}, {other.name}], axis={axis})",
+                       [a.name, other.name])
+    axis = b.draw(st.integers(0, len(a.shape) - 1))
+    extra = b.draw(st.integers(1, 3))
+    other_shape = a.shape[:axis] + (extra,) + a.shape[axis + 1:]
+    fits = [v for v in _floats(env) if v.shape == other_shape]
+    other = b.pick(fits) if fits and b.draw(st.booleans()) else b.new_input(other_shape)
+    shape = a.shape[:axis] + (a.shape[axis] + extra,) + a.shape[axis + 1:]
+    return _assign(b, shape, f"ug.concat([{a.name}, {other.name}], axis={axis})",
+                   [a.name, other.name])
+
+
+# -- linear algebra and nn ---------------------------------------------------------------------
+def matmul(b: Builder, env, depth):
+    matrices = [v for v in _floats(env) if len(v.shape) >= 2]
+    a = b.pick(matrices) if matrices and b.draw(st.booleans()) else b.new_input(b.shape(2, 2))
+    transpose = len(a.shape) == 2 and b.draw(st.booleans())
+    m, k = (a.shape[-1], a.shape[-2]) if transpose else a.shape[-2:]
+    fits = [v for v in _floats(env) if len(v.shape) == 2 and v.shape[0] == k]
+    other = b.pick(fits) if fits and b.draw(st.booleans()) else b.new_input(
+        (k, b.draw(st.integers(1, 4))))
+    left = f"ug.transpose({a.name})" if transpose else a.name
+    expr = b.pick(["ug.matmul({l}, {r})", "{l} @ {r}"]).format(l=left, r=other.name)
+    shape = a.shape[:-2] + (m, other.shape[1])
+    return _assign(b, shape, expr, [a.name, other.name])
+
+
+def softmax(b: Builder, env, depth):
+    xs = [v for v in _floats(env) if v.shape]
+    if not xs:
+        return None
+    a = b.pick(xs)
+    axis = b.draw(st.integers(-len(a.shape), len(a.shape) - 1))
+    op = b.pick(["softmax", "log_softmax"])
+    return _assign(b, a.shape, f"ug.{op}({a.name}, axis={axis})", [a.name])
+
+
+def cross_entropy(b: Builder, env, depth):
+    matrices = [v for v in _nonempty(env) if len(v.shape) == 2]
+    a = b.pick(matrices) if matrices and b.draw(st.booleans()) else b.new_input(b.shape(2, 2))
+    n, classes = a.shape
+    labels = b.draw(st.lists(st.integers(0, classes - 1), min_size=n, max_size=n))
+    return _assign(b, (n,), f"ug.sparse_softmax_cross_entropy({a.name}, np.array({labels}))",
+                   [a.name])
+
+
+def _image(b: Builder, env) -> Var:
+    images = [v for v in _floats(env) if len(v.shape) == 4 and min(v.shape[2:]) >= 3]
+    if images and b.draw(st.booleans()):
+        return b.pick(images)
+    batch = b.pick([1, 2, 0])  # a zero-size batch is valid too
+    return b.new_input((batch, b.draw(st.integers(1, 4)), b.draw(st.integers(3, 6)),
+                        b.draw(st.integers(3, 6))))
+
+
+def conv2d(b: Builder, env, depth):
+    x = _image(b, env)
+    channels, height, width = x.shape[1:]
+    groups = b.pick([g for g in (1, 2, 3, 4) if channels % g == 0])
+    out_channels = groups * b.draw(st.integers(1, 2))
+    pairs = {}
+    for name, low, high in (("stride", 1, 2), ("padding", 0, 1), ("dilation", 1, 2)):
+        pairs[name] = (b.draw(st.integers(low, high)), b.draw(st.integers(low, high)))
+    kernel = []
+    for size, pad, dil in zip((height, width), pairs["padding"], pairs["dilation"]):
+        largest = (size + 2 * pad - 1) // dil + 1
+        kernel.append(b.draw(st.integers(1, min(3, largest))))
+    w = b.new_input((out_channels, channels // groups, *kernel))
+    uses = [x.name, w.name]
+    bias = ""
+    if b.draw(st.booleans()):
+        bias_var = b.new_input((out_channels,))
+        bias, uses = f", {bias_var.name}", uses + [bias_var.name]
+    out_hw = [(size + 2 * p - (d * (k - 1) + 1)) // s + 1 for size, p, d, k, s in zip(
+        (height, width), pairs["padding"], pairs["dilation"], kernel, pairs["stride"])]
+    attrs = ", ".join(f"{name}={value!r}" for name, value in pairs.items())
+    expr = f"ug.conv2d({x.name}, {w.name}{bias}, {attrs}, groups={groups})"
+    return _assign(b, (x.shape[0], out_channels, *out_hw), expr, uses)
+
+
+def pool(b: Builder, env, depth):
+    x = _image(b, env)
+    op = b.pick(["max_pool2d", "avg_pool2d"])
+    kernel = (b.draw(st.integers(1, 3)), b.draw(st.integers(1, 3)))
+    stride = (b.draw(st.integers(1, 2)), b.draw(st.integers(1, 2)))
+    padding = tuple(b.draw(st.integers(0, k // 2)) for k in kernel)
+    out_hw = [(size + 2 * p - k) // s + 1
+              for size, p, k, s in zip(x.shape[2:], padding, kernel, stride)]
+    expr = f"ug.{op}({x.name}, {kernel!r}, stride={stride!r}, padding={padding!r})"
+    return _assign(b, (*x.shape[:2], *out_hw), expr, [x.name])
+
+
+# -- control flow ------------------------------------------------------------------------------
+PREDICATES = ["ug.sum({a}) > {c}", "ug.mean({a}) < {c}", "ug.max({a}) > {c}"]
+THRESHOLDS = [0.0, 0.5, -0.5, 1.0]
+
+
+def _predicate(b: Builder, env) -> tuple[str, list]:
+    a = b.operand(_nonempty(env))
+    text = b.pick(PREDICATES).format(a=a.name, c=b.pick(THRESHOLDS))
+    return text, [a.name]
+
+
+def _block(b: Builder, env, depth, shape, params=()) -> Block:
+    """A few statements, then a result of `shape`, preferring the block's own values."""
+    local = list(env) + list(params)
+    made = []
+    for _ in range(b.draw(st.integers(0, 3), label="block length")):
+        stmt = statement(b, local, depth)
+        made.append(stmt)
+        local.append(stmt.out)
+    own = [s.out for s in made] + list(params)
+    candidates = [v for v in own + _floats(env) if v.is_float and _broadcasts_to(v.shape, shape)]
+    r = b.pick(candidates)
+    text = r.name if r.shape == shape else f"ug.broadcast_to({r.name}, {shape!r})"
+    text = b.pick(["{r}", "ug.tanh({r})"]).format(r=text)
+    return Block(made, text, (r.name,))
+
+
+def branch(b: Builder, env, depth):
+    anchor = b.operand(_floats(env))
+    pred, uses = _predicate(b, env)
+    style = b.pick(["cond", "if"])
+    then = _block(b, env, depth + 1, anchor.shape)
+    orelse = _block(b, env, depth + 1, anchor.shape)
+    return Branch(Var(b.name(), anchor.shape), pred, tuple(uses), then, orelse, style, b.tag())
+
+
+def loop(b: Builder, env, depth):
+    init = b.operand(_floats(env))
+    style = b.pick(["while_loop", "while"])
+    out = Var(b.name(), init.shape)
+    param = Var(b.name(), init.shape) if style == "while_loop" else out
+    trips = b.draw(st.integers(0, 3))
+    body = _block(b, env, depth + 1, init.shape, (param,))
+    extra = b.pick(["", "ug.sum({v}) < 40.0"])
+    return Loop(out, init.name, param, trips, body, style, b.tag(), extra)
+
+
+# Simplest first: hypothesis shrinks a choice toward the start of the list.
+OPERATIONS = [unary, with_scalar, binary, reduce, reshape, softmax, matmul, cast, join,
+              argmax_take, argmax, cross_entropy, conv2d, pool]
+CONTROL_FLOW = [branch, loop]
+
+
+def statement(b: Builder, env, depth):
+    """One statement over the variables of `env`, valid by construction; about one in
+    five is control flow while nesting is below `max_depth`."""
+    nest = depth < b.max_depth and b.draw(st.integers(0, 4), label="nest") == 4
+    generator = b.draw(st.sampled_from(CONTROL_FLOW if nest else OPERATIONS), label="kind")
+    return generator(b, env, depth) or unary(b, env, depth)
+
+
+@st.composite
+def programs(draw, dtypes=("float32", "float64"), max_statements=8, max_depth=2) -> Program:
+    """A random valid `Program` (see the module docstring). It returns every value no
+    other statement uses, so nothing it computes is dead code.
+
+    >>> from hypothesis import given
+    >>> @given(programs())
+    ... def test_renders(program):
+    ...     assert "def program" in render(program)
+    """
+    b = Builder(draw, draw(st.sampled_from(list(dtypes)), label="dtype"), max_depth)
+    env = [b.new_input(b.shape())]
+    stmts = []
+    for _ in range(draw(st.integers(1, max_statements), label="statements")):
+        stmt = statement(b, env, 0)
+        stmts.append(stmt)
+        env.append(stmt.out)
+    used = set().union(*(set(reads(s)) for s in stmts))
+    outputs = [s.out.name for s in stmts if s.out.name not in used]
+    if not any(s.out.is_float and s.out.name in outputs for s in stmts):
+        outputs.append(_floats(env)[-1].name)
+    return Program(b.dtype, b.inputs, stmts, outputs)

@@ -1,0 +1,192 @@
+"""The differential tester: generate programs with hypothesis, run them everywhere, count,
+and shrink one failing program per distinct failure to a minimal reproducer.
+
+Two hypothesis runs with the same seed generate the same sequence of programs:
+
+1. `survey`: `count` valid programs (phase "generate" only); every program runs on every
+   target and is counted; the first program of each failure *signature* (target, status,
+   error class or output/gradient) is kept.
+2. `shrink`, once per signature: the same generation again, in which every program is
+   skipped (ill-conditioned ones rejected again, so hypothesis sees the same outcomes)
+   until the kept program comes up; it fails again, and hypothesis shrinks it while it
+   still fails with that signature. If it does not come up, the unshrunk program is
+   reported.
+
+No example database is used (nothing is written into the repository) and the runs are
+reproducible from the seed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+from hypothesis import HealthCheck, Phase, assume, given, seed, settings
+
+from unigraph.testing.random_programs.model import Program, render
+from unigraph.testing.random_programs.runner import IllConditioned, Outcome, evaluate
+from unigraph.testing.random_programs.strategies import programs
+
+STATUSES = ("ok", "disagree", "raw error", "crash", "timeout", "refused", "unclear refusal")
+
+
+@dataclass
+class Failure:
+    """One distinct failure: its signature, how many programs showed it, the first such
+    program and, after shrinking, the smallest one with every target's outcome on it."""
+
+    signature: tuple
+    count: int
+    program: Program
+    outcome: Outcome
+    shrunk: Program | None = None
+    shrunk_outcomes: list = field(default_factory=list)
+
+    @property
+    def reproducer(self) -> Program:
+        return self.shrunk or self.program
+
+
+@dataclass
+class Survey:
+    """What a run found: per-target counts, reference errors, distinct failures."""
+
+    targets: list
+    programs: int = 0
+    rejected: int = 0
+    counts: dict = field(default_factory=lambda: defaultdict(Counter))  # target -> status
+    reference_errors: dict = field(default_factory=dict)  # error text -> first Program
+    failures: dict = field(default_factory=dict)  # signature -> Failure
+    seconds: float = 0.0
+    rejected_keys: set = field(default_factory=set)
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.failures or self.reference_errors)
+
+
+def _key(program: Program) -> str:
+    return hashlib.sha1(render(program).encode()).hexdigest()
+
+
+def _settings(count: int, phases) -> settings:
+    return settings(max_examples=count, database=None, phases=phases, deadline=None,
+                    derandomize=False, report_multiple_bugs=False, print_blob=False,
+                    suppress_health_check=list(HealthCheck))
+
+
+def survey(targets, count: int, seed_value: int = 0, grads: bool = True, workers=None,
+           progress=None, **strategy) -> Survey:
+    """Run `count` valid random programs on `targets`; see the module docstring.
+
+    >>> found = survey(["torch:eager"], count=50)
+    >>> found.counts["torch:eager"]["disagree"]
+    0
+    """
+    found = Survey([str(t) for t in targets])
+    started = time.perf_counter()
+
+    @_settings(count, [Phase.generate])
+    @seed(seed_value)
+    @given(programs(**strategy))
+    def run(program):
+        try:
+            result = evaluate(program, found.targets, grads, workers)
+        except IllConditioned:
+            found.rejected += 1
+            found.rejected_keys.add(_key(program))
+            assume(False)
+        found.programs += 1
+        if result.reference_error:
+            found.reference_errors.setdefault(result.reference_error, program)
+        for outcome in result.outcomes:
+            found.counts[outcome.target][outcome.status] += 1
+            if outcome.failed:
+                failure = found.failures.get(outcome.signature)
+                if failure is None:
+                    found.failures[outcome.signature] = Failure(outcome.signature, 1, program,
+                                                                outcome)
+                else:
+                    failure.count += 1
+        if progress is not None:
+            progress(found)
+
+    run()
+    found.seconds = time.perf_counter() - started
+    return found
+
+
+class _Reproduced(Exception):
+    """Raised inside hypothesis when a program fails with the signature being shrunk."""
+
+
+def shrink(found: Survey, failure: Failure, count: int, seed_value: int = 0,
+           grads: bool = True, workers=None, **strategy) -> Failure:
+    """Shrink `failure.program` (see the module docstring); fill `failure.shrunk` and
+    `failure.shrunk_outcomes` (the smallest program on every target)."""
+    target = failure.signature[0]
+    wanted = _key(failure.program)
+    state = {"seen": False, "smallest": None}
+
+    @_settings(count, [Phase.generate, Phase.shrink])
+    @seed(seed_value)
+    @given(programs(**strategy))
+    def run(program):
+        key = _key(program)
+        if not state["seen"]:
+            if key in found.rejected_keys:
+                assume(False)
+            if key != wanted:
+                return
+            state["seen"] = True
+        try:
+            result = evaluate(program, [target], grads, workers)
+        except IllConditioned:
+            assume(False)
+        if any(o.signature == failure.signature for o in result.outcomes):
+            state["smallest"] = program
+            raise _Reproduced(failure.signature)
+
+    try:
+        run()
+    except _Reproduced:
+        pass
+    if state["smallest"] is not None:
+        failure.shrunk = state["smallest"]
+    try:
+        result = evaluate(failure.reproducer, found.targets, grads, workers)
+        failure.shrunk_outcomes = result.outcomes
+    except IllConditioned:  # cannot happen for a program that failed, but never crash here
+        failure.shrunk_outcomes = []
+    return failure
+
+
+# -- reporting -------------------------------------------------------------------------------
+def counts_table(found: Survey) -> str:
+    """Per-target counts, one row per target."""
+    shown = [s for s in STATUSES if any(found.counts[t][s] for t in found.targets)
+             or s in ("ok", "disagree", "raw error")]
+    width = max(len(t) for t in found.targets) if found.targets else 6
+    lines = [f"{'target':<{width}}  {'programs':>8}  " + "  ".join(f"{s:>9}" for s in shown)]
+    for target in found.targets:
+        total = sum(found.counts[target].values())
+        lines.append(f"{target:<{width}}  {total:>8}  "
+                     + "  ".join(f"{found.counts[target][s]:>9}" for s in shown))
+    return "\n".join(lines)
+
+
+def reproducer_text(failure: Failure) -> str:
+    """The reproducer: which targets fail and how, then the standalone source."""
+    target, status, what = failure.signature
+    failing = [o for o in failure.shrunk_outcomes if o.failed]
+    lines = [f"## {status} on {target} ({what}): {failure.count} program(s)"
+             + ("" if failure.shrunk else " [not shrunk]")]
+    for outcome in failing or [failure.outcome]:
+        lines.append(f"#   {outcome.target}: {outcome.status} {outcome.what}: "
+                     f"{outcome.detail.splitlines()[0] if outcome.detail else ''}"[:400])
+    title = f"Fails on {', '.join(o.target for o in failing) or target}: {status} ({what})."
+    source = render(failure.reproducer, title=title,
+                    targets=[o.target for o in failing] or [target])
+    return "\n".join(lines) + "\n" + source
