@@ -1,10 +1,12 @@
 """`numpy:static`'s executable: a `Plan` holding the parameters between runs.
 
 Memory contract: nothing a caller holds can change what the engine holds, and nothing the
-engine hands out can be written. Parameters are copied in (`set_param`); a value the graph
-assigns to a parameter is copied when it shares memory with an array the caller fed (an
-identity, reshape or slice of an input); outputs, fetched intermediates and `get_param` are
-read-only views (the engine never writes an array in place, so a view stays valid).
+engine holds can be written through what it hands out. Parameters are copied in
+(`set_param`) and stored read-only, so every view of them (`get_param`, an output that is a
+parameter or a reshape of one) is read-only too; a value the graph assigns to a parameter is
+copied when it may share memory with an array the caller fed (an identity, reshape or slice
+of an input). Outputs are fresh arrays, or copies where they would alias a feed. The engine
+never writes an array in place, so sharing read-only memory is safe.
 """
 
 from __future__ import annotations
@@ -23,11 +25,27 @@ def read_only(array) -> np.ndarray:
 
 
 def _owned(value, feeds: list):
-    """`value`, copied if it may share memory with one of `feeds` (the caller's arrays)."""
-    if isinstance(value, np.ndarray) and any(
-            isinstance(feed, np.ndarray) and np.may_share_memory(value, feed) for feed in feeds):
-        return value.copy()
+    """`value`, copied if it may share memory with one of `feeds` (the caller's arrays).
+
+    Most values are NumPy scalars (immutable) or fresh arrays that own their memory: those
+    cost a type check, an attribute read and an identity test per feed."""
+    if type(value) is not np.ndarray:
+        return value
+    if value.base is None:
+        for feed in feeds:
+            if value is feed:
+                return value.copy()
+        return value
+    for feed in feeds:
+        if isinstance(feed, np.ndarray) and np.may_share_memory(value, feed):
+            return value.copy()
     return value
+
+
+def _frozen(array):
+    if type(array) is np.ndarray:
+        array.flags.writeable = False
+    return array
 
 
 class ReferenceExecutable(Executable):
@@ -50,16 +68,19 @@ class ReferenceExecutable(Executable):
         feeds = list(inputs)
         env, _ = self.plan.forward(feeds + self.params, False)
         for index, slot in self.updates:
-            self.params[index] = _owned(env[slot], feeds)
-        return [read_only(_owned(out, feeds)) for out in self.plan.outputs_of(env)]
+            self.params[index] = _frozen(_owned(env[slot], feeds))
+        outputs = self.plan.outputs_of(env)
+        for i, out in enumerate(outputs):
+            outputs[i] = _owned(out, feeds)
+        return outputs
 
     def run_all(self, inputs):
         env, _ = self.plan.forward(list(inputs) + self.params, False)
-        return {value_id: read_only(env[slot]) for value_id, slot in self.plan.slots.items()
+        return {value_id: env[slot] for value_id, slot in self.plan.slots.items()
                 if env[slot] is not None}
 
     def set_param(self, index, array):
-        self.params[index] = np.array(array, copy=True)
+        self.params[index] = _frozen(np.array(array, copy=True))
 
     def get_param(self, index):
-        return read_only(self.params[index])
+        return self.params[index]
