@@ -618,6 +618,58 @@ def test_threads_share_one_executable(backend):
     assert failures == []
 
 
+def test_eager_calls_from_two_threads_are_serialised():
+    """Paddle's dygraph segfaults when two threads run ops at once (3.3.1); the backend
+    serialises its eager calls. In a fresh process: a crash must not take pytest down."""
+    code = """
+import threading, numpy as np
+import unigraph as ug
+
+x = np.random.default_rng(0).standard_normal((16, 16))
+want = 2 * (1 - np.tanh(x @ x) ** 2)
+grads = []
+
+def work():
+    with ug.use_backend("paddle", "eager"):
+        for _ in range(150):
+            grads.append(ug.grad(lambda a: ug.sum(ug.tanh(ug.matmul(a, a)) * 2.0))(x).numpy())
+
+threads = [threading.Thread(target=work) for _ in range(2)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+want = want @ x.T + x.T @ want
+assert len(grads) == 300 and all(np.allclose(g, want) for g in grads)
+print("ok")
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().endswith("ok")
+
+
+def test_loading_paddle_after_tensorflow_is_refused():
+    """Importing paddle after tensorflow segfaults; the backend's load refuses first. (A
+    stand-in module: the check reads sys.modules, and a real tensorflow import is slow.)"""
+    code = """
+import sys, types
+sys.modules["tensorflow"] = types.ModuleType("tensorflow")
+import unigraph as ug
+from unigraph.errors import BackendError
+try:
+    with ug.use_backend("paddle", "eager"):
+        ug.tensor([1.0]) + 1.0
+except BackendError as error:
+    print(error)
+assert "paddle" not in sys.modules
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "tensorflow was imported before paddle" in result.stdout
+    # The user's line: `ug.tensor([1.0]) + 1.0`, line 8 of the string (it starts with "\n").
+    assert "(at <string>:8)" in result.stdout and "`import paddle` above" in result.stdout
+
+
 # -- the frontend on paddle -----------------------------------------------------------------
 
 

@@ -26,6 +26,10 @@ from unigraph.ir import DTYPES
 
 _QUIET_CATEGORIES = (UserWarning, DeprecationWarning, FutureWarning)
 _LOAD_LOCK = threading.Lock()
+# Paddle's dygraph is not thread-safe (3.3.1: two threads running eager ops segfault), and
+# its state is process-wide: every eager call of every PaddleBackend holds this lock.
+# Reentrant: `eager_grad` runs the user's function, whose ops take it again.
+EAGER_LOCK = threading.RLock()
 
 
 def quiet_paddle() -> None:
@@ -39,6 +43,17 @@ def ignore_paddle_warnings() -> None:
     reads `Value.place`, then warns that a PIR value has no place)."""
     for category in _QUIET_CATEGORIES:
         warnings.filterwarnings("ignore", category=category, module=r"paddle(\.|$)")
+
+
+def _at_user_line() -> str:
+    """" (at file:line)" of the innermost frame outside unigraph and this package."""
+    import unigraph
+
+    skip = (os.path.dirname(unigraph.__file__), os.path.dirname(__file__), "<frozen")
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(skip):
+        frame = frame.f_back
+    return f" (at {frame.f_code.co_filename}:{frame.f_lineno})" if frame is not None else ""
 
 
 class PaddleBackend(Backend):
@@ -61,6 +76,15 @@ class PaddleBackend(Backend):
         return self._paddle
 
     def _load(self):
+        if "tensorflow" in sys.modules and "paddle" not in sys.modules:
+            # paddlepaddle 3.3.1 imported after tensorflow 2.21 segfaults the process.
+            raise BackendError(
+                "cannot load the paddle backend: tensorflow was imported before paddle, and "
+                "importing paddle now would crash this process (paddlepaddle 3.3.1 after "
+                f"tensorflow 2.21){_at_user_line()}. Import paddle first: put `import "
+                "paddle` above `import tensorflow` (unigraph's own tensorflow backend already "
+                "imports paddle first)."
+            )
         quiet_paddle()
         paddle = super().load()
         from unigraph_paddle.lowerings import lowerings_for
@@ -80,7 +104,15 @@ class PaddleBackend(Backend):
         self._paddle = paddle  # last: other threads take a set _paddle as "loaded"
 
     # -- eager --------------------------------------------------------------------------
+    def eager_op(self, op: str, inputs: list, attrs: dict):
+        with EAGER_LOCK:
+            return Backend.eager_op(self, op, inputs, attrs)
+
     def to_native(self, array):
+        with EAGER_LOCK:
+            return self._to_native(array)
+
+    def _to_native(self, array):
         """A paddle Tensor holding a copy of `array`, with its dtype and shape.
 
         `paddle.to_tensor` costs ~20 us a call in Python-side checks, and the frontend
@@ -97,7 +129,8 @@ class PaddleBackend(Backend):
         return self._tensor(array, self._place, False, False, None, True)
 
     def to_numpy(self, native):
-        return native.numpy()
+        with EAGER_LOCK:
+            return native.numpy()
 
     def is_native(self, obj) -> bool:
         # Without importing paddle: nothing can be a paddle Tensor before paddle is loaded.
@@ -108,7 +141,11 @@ class PaddleBackend(Backend):
         """`paddle.grad` over `fn(*leaves)`. At the outermost level each leaf is a detached
         alias of its tensor; inside another `eager_grad` (a gradient of a gradient) a leaf
         is a differentiable copy, and the gradient keeps its graph (create_graph=True), so
-        the outer level can differentiate through it."""
+        the outer level can differentiate through it. One thread at a time (`EAGER_LOCK`)."""
+        with EAGER_LOCK:
+            return self._eager_grad(fn, watched)
+
+    def _eager_grad(self, fn, watched: list):
         paddle = self._paddle or self.load()
         depth = getattr(self._grad_depth, "value", 0)
         nested = depth > 0
