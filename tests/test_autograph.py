@@ -572,6 +572,34 @@ def test_branch_types_must_agree_when_traced():
     assert f"{FILE}:{line}" in str(error.value)
 
 
+WEIGHT = ug.Parameter(np.zeros(2, f32), name="w")
+
+
+def assign_in_tensor_if(x):
+    if ug.sum(x) > 0.0:  # <- cond
+        ug.assign(WEIGHT, x)  # <- here
+    return x * 2.0
+
+
+def assign_in_tensor_for(x, n):
+    for _ in ug.range(n):  # <- cond
+        x = x * 2.0
+        ug.assign(WEIGHT, x)  # <- here
+    return x
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_assign_inside_a_tensor_branch_or_loop_raises_in_every_mode(target):
+    for program, kind, args in [(assign_in_tensor_if, "cond", ()),
+                                (assign_in_tensor_for, "while_loop", (i64(2),))]:
+        line, inside = _line_of(program, "<- here"), _line_of(program, "<- cond")
+        with pytest.raises(TracingError) as error:
+            run_on(target, ug.function(program), np.ones(2, f32), *args)
+        assert re.search(rf"{FILE}:{line} is inside the {kind} at \S*{FILE}:{inside}\b",
+                         str(error.value)), str(error.value)
+    np.testing.assert_array_equal(WEIGHT.numpy(), [0.0, 0.0])
+
+
 @pytest.mark.parametrize("target", TARGETS)
 def test_undefined_variable_on_python_path_raises(target):
     line = _line_of(one_branch_python_condition, "<- here")

@@ -11,7 +11,7 @@ import numpy as np
 
 import unigraph as ug
 from corpus import Program
-from unigraph.errors import ControlFlowError
+from unigraph.errors import ControlFlowError, TracingError
 
 f32 = np.float32
 
@@ -275,6 +275,34 @@ def range_index_read_after(n):
     return i
 
 
+def _assign_in_tensor_if():
+    weight = ug.Parameter(np.zeros(2, f32), name="w")
+
+    def assign_in_tensor_if(x):
+        if ug.sum(x) > 0.0:  # <- cond
+            ug.assign(weight, x)  # <- assign
+        return x * 2.0
+
+    return ug.function(assign_in_tensor_if)
+
+
+def _assign_in_tensor_while():
+    weight = ug.Parameter(np.zeros(2, f32), name="w")
+
+    def assign_in_tensor_while(x):
+        while ug.sum(x) < 10.0:  # <- cond
+            x = x * 2.0
+            ug.assign(weight, x)  # <- assign
+        return x
+
+    return ug.function(assign_in_tensor_while)
+
+
+def _assign_match(factory, kind: str) -> str:
+    line, inside = _line(factory, "# <- assign"), _line(factory, "# <- cond")
+    return rf"autograph\.py:{line} is inside the {kind} at \S*corpus/autograph\.py:{inside}\b"
+
+
 def _v(*values):
     return np.array(values, f32)
 
@@ -328,6 +356,10 @@ PROGRAMS = [
     Program("loop_dtype_change", _fn(loop_dtype_change), (f32(1.0),),
             raises=ControlFlowError,
             match=_at(loop_dtype_change) + r".*'s' is int64\[\] before the loop but float32"),
+    Program("assign_in_tensor_if", _assign_in_tensor_if, (_vec,), raises=TracingError,
+            match=_assign_match(_assign_in_tensor_if, "cond")),
+    Program("assign_in_tensor_while", _assign_in_tensor_while, (_vec,), raises=TracingError,
+            match=_assign_match(_assign_in_tensor_while, "while_loop")),
     Program("range_index_read_after", _fn(range_index_read_after), (3,),
             raises=ControlFlowError, match=_at(range_index_read_after)),
 ]

@@ -24,7 +24,7 @@ from unigraph.dtypes import python_scalar_dtype
 from unigraph.errors import ControlFlowError, TracingError
 from unigraph.function import is_array_leaf
 from unigraph.tensor import Tensor, tensor
-from unigraph.tracing import GraphBuilder, current_builder, user_source
+from unigraph.tracing import GraphBuilder, current_builder, region, user_source
 
 _SCALARS = (bool, int, float)
 
@@ -195,10 +195,13 @@ def if_stmt(cond, body, orelse, get_state, set_state, names, one_branch=()):
     if one_branch and isinstance(cond, Tensor):
         _check_one_branch(dict(zip(names, get_state())), one_branch, "`if`")
     if not is_symbolic(cond):
-        if cond:
-            body()
-        else:
-            orelse()
+        if not isinstance(cond, Tensor):
+            (body if cond else orelse)()
+            return
+        # An eager tensor condition: the branch is what a `cond` branch is when traced (where,
+        # e.g., ug.assign is refused in every mode).
+        with region("cond"):
+            (body if cond else orelse)()
         return
     entry = get_state()
 
@@ -287,8 +290,12 @@ def while_stmt(test, body, get_state, set_state, names):
             _check_loop_entry(entry, names, "`while` loop")
         if not cond:
             return
-        body()
-        if entry is not None and not checked:
+        if entry is None:
+            body()
+            continue
+        with region("while_loop"):
+            body()
+        if not checked:
             _check_loop_types(names, entry, get_state(), "`while` loop")
             checked = True
 
@@ -335,6 +342,11 @@ def for_stmt(iterable, extra_test, body, get_state, set_state, names):
                 continue
             if isinstance(go, Tensor):
                 _check_one_branch(dict(zip(names, get_state())), one_branch, "`if`")
+                if not go:
+                    return
+                with region("cond"):
+                    body(item)
+                continue
             if not go:
                 return
         body(item)
@@ -349,7 +361,8 @@ def _eager_range_loop(iterable, extra_test, body, get_state, names):
     for item in iterable:
         if extra_test is not None and not extra_test():
             return
-        body(item)
+        with region("while_loop"):
+            body(item)
         if not checked:
             _check_loop_types(names, entry, get_state(), "`for` loop")
             checked = True
