@@ -421,6 +421,7 @@ class Converter(ast.NodeTransformer):
 
     def visit_If(self, node):
         modified = assigned_names(node.body + node.orelse)
+        in_body, in_else = set(assigned_names(node.body)), set(assigned_names(node.orelse))
         defined, live, _ = self._facts(node, modified)
         self.generic_visit(node)
         state = self._state_names(modified, live)
@@ -430,11 +431,12 @@ class Converter(ast.NodeTransformer):
                       self._scope_function(else_name, [], node.orelse, state, modified, node)]
         # State only one branch assigns must be bound before a tensor `if` (in every mode):
         # named here, checked by the runtime once it sees the condition.
-        in_body, in_else = set(assigned_names(node.body)), set(assigned_names(node.orelse))
-        one_branch = [ast.Tuple(elts=[ast.Constant(value=n), ast.Constant(value=branch)],
-                                ctx=ast.Load())
-                      for n in state if (n in in_body) != (n in in_else)
-                      for branch in ["if" if n in in_body else "else"]]
+        one_branch = []
+        for name in state:
+            if (name in in_body) != (name in in_else):
+                branch = "if" if name in in_body else "else"
+                one_branch.append(ast.Tuple(elts=[ast.Constant(value=name),
+                                                  ast.Constant(value=branch)], ctx=ast.Load()))
         args = [node.test, _name(body_name), _name(else_name), _name(get_name), _name(set_name),
                 self._names(state)]
         if one_branch:
