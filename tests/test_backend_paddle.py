@@ -78,6 +78,7 @@ def test_plugin_does_not_import_paddle():
         "('paddle', 'paddlepaddle', 'paddle')\n"
         "assert not backend.is_native(np.zeros(2))\n"
         "assert backend.status()[0]\n"
+        "assert len(backend.quirks()) > 10\n"
         "assert 'paddle' not in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

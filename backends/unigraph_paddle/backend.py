@@ -178,6 +178,12 @@ class PaddleBackend(Backend):
             outputs = [o.detach() if isinstance(o, paddle.Tensor) else o for o in outputs]
         return outputs, grads
 
+    # -- documentation ------------------------------------------------------------------
+    def quirks(self) -> list:
+        from unigraph_paddle.quirks import QUIRKS  # imports no paddle: only the pins do
+
+        return QUIRKS
+
     # -- static -------------------------------------------------------------------------
     def compile(self, graph, mode: str):
         if mode != "static":

@@ -1,0 +1,282 @@
+"""The PaddlePaddle behaviours the Paddle backend routes around (see `unigraph.quirks`).
+
+Listing them imports nothing; each `pin` imports paddle (through the backend, which imports
+it safely), runs Paddle's own call and returns True while Paddle still behaves as written
+down here. The two process-level quirks (threads, import order) are pinned in a fresh
+process, as the behaviour is a crash.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+
+from unigraph.quirks import Quirk
+
+VERSIONS = "3.3.1"
+
+
+def _paddle():
+    from unigraph_paddle.backend import PaddleBackend
+
+    return PaddleBackend().load()
+
+
+def _leaf(paddle, values, dtype="float64"):
+    leaf = paddle.to_tensor(np.array(values, dtype=dtype))
+    leaf.stop_gradient = False
+    return leaf
+
+
+def _log_softmax_saturates() -> bool:
+    paddle = _paddle()
+    out = paddle.nn.functional.log_softmax(paddle.to_tensor([1000.0, 0.0], "float64"))
+    return float(out[1]) > -100.0  # the answer is -1000
+
+
+def _cross_entropy_saturates() -> bool:
+    paddle = _paddle()
+    logits = paddle.to_tensor([[1000.0, 0.0]], "float64")
+    loss = paddle.nn.functional.cross_entropy(logits, paddle.to_tensor([1]), reduction="none")
+    return float(loss.reshape([-1])[0]) < 100.0  # the answer is 1000
+
+
+def _relu_of_nan_is_zero() -> bool:
+    paddle = _paddle()
+    return float(paddle.nn.functional.relu(paddle.to_tensor([float("nan")]))[0]) == 0.0
+
+
+def _zero_gradient_where_nan(name: str):
+    def pin() -> bool:
+        paddle = _paddle()
+        x, y = _leaf(paddle, [float("nan")]), _leaf(paddle, [1.0])
+        dx, dy = paddle.grad([getattr(paddle, name)(x, y).sum()], [x, y])
+        return float(dx[0]) == 0.0 and float(dy[0]) == 0.0
+
+    return pin
+
+
+def _max_pool_drops_a_leading_nan() -> bool:
+    paddle = _paddle()
+    x = paddle.to_tensor([[[[float("nan"), 1.0], [1.0, 1.0]]]], "float64")
+    return float(paddle.nn.functional.max_pool2d(x, 2, 1).reshape([-1])[0]) == 1.0
+
+
+def _cast_to_int_passes_gradient() -> bool:
+    paddle = _paddle()
+    x = _leaf(paddle, [1.5, 2.5], "float32")
+    back = paddle.cast(paddle.cast(x, "int32"), "float32")
+    (dx,) = paddle.grad([back.sum()], [x], allow_unused=True)
+    return dx is not None and dx.numpy().tolist() == [1.0, 1.0]
+
+
+def _avg_pool_float64_gradient_in_float32() -> bool:
+    paddle = _paddle()
+    x = _leaf(paddle, np.zeros((1, 1, 3, 3)))
+    (dx,) = paddle.grad([paddle.nn.functional.avg_pool2d(x, 3).sum()], [x])
+    return float(dx.reshape([-1])[0]) != 1 / 9 and abs(float(dx.reshape([-1])[0]) - 1 / 9) < 1e-8
+
+
+def _cpu_has_no_float16_add() -> bool:
+    paddle = _paddle()
+    if paddle.get_device().startswith("gpu"):
+        return True  # the widening is CPU-only; on a GPU place there is nothing to pin
+    half = paddle.to_tensor(np.ones(2, np.float16))
+    try:
+        paddle.add(half, half)
+    except RuntimeError:
+        return True
+    return False
+
+
+def _run_static(build, feed):
+    """Build a Program with `build(paddle)` -> fetch list; run it once; return the results
+    (or the exception it raised)."""
+    paddle = _paddle()
+    from unigraph_paddle.static import StaticMode
+
+    main, startup = paddle.static.Program(), paddle.static.Program()
+    with StaticMode(paddle):
+        with paddle.static.program_guard(main, startup):
+            fetch = build(paddle)
+        executor = paddle.static.Executor(paddle.CPUPlace())
+        try:
+            return executor.run(main, feed=feed, fetch_list=fetch, scope=paddle.static.Scope())
+        except RuntimeError as error:
+            return error
+
+
+def _loop(paddle, n, body, start):
+    count = paddle.full([], 0, "int64")
+    return paddle.static.nn.while_loop(lambda k, a: k < n, lambda k, a: [k + 1, body(a)],
+                                       [count, start])[1]
+
+
+def _if_in_while_gradient_is_zero() -> bool:
+    def build(paddle):
+        x = paddle.static.data("x", [2], "float64")
+        x.stop_gradient = False
+        branch = lambda a: paddle.static.nn.cond(paddle.sum(a) > 0, lambda: a * 2.0,  # noqa: E731
+                                                 lambda: a * 3.0)
+        y = _loop(paddle, 1, branch, x * 1.0)
+        return paddle.static.gradients([paddle.sum(y)], [x])
+
+    result = _run_static(build, {"x": np.array([0.5, 1.5])})
+    return not isinstance(result, Exception) and result[0].tolist() == [0.0, 0.0]
+
+
+def _while_frees_its_start_value() -> bool:
+    def build(paddle):
+        x = paddle.static.data("x", [2], "float64")
+        return [x + _loop(paddle, 2, lambda a: a * 2.0, x)]
+
+    result = _run_static(build, {"x": np.array([0.5, 1.5])})
+    return isinstance(result, Exception) and "holds no memory" in str(result)
+
+
+def _while_in_if_backward_fails() -> bool:
+    def build(paddle):
+        x = paddle.static.data("x", [2], "float64")
+        x.stop_gradient = False
+        y = paddle.static.nn.cond(paddle.sum(x) > 0,
+                                  lambda: _loop(paddle, 2, lambda a: a * 1.5, x * 1.0),
+                                  lambda: x * 3.0)
+        return paddle.static.gradients([paddle.sum(y)], [x])
+
+    result = _run_static(build, {"x": np.array([0.5, 1.5])})
+    return isinstance(result, Exception) and "shouldn't be null" in str(result)
+
+
+def _crashes(code: str) -> bool:
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=300)
+    return result.returncode != 0
+
+
+def _dygraph_threads_crash() -> bool:
+    return _crashes(
+        "import threading, numpy as np, paddle\n"
+        "x = paddle.to_tensor(np.random.default_rng(0).standard_normal((16, 16)))\n"
+        "def work():\n"
+        "    for _ in range(300):\n"
+        "        a = x.detach(); a.stop_gradient = False\n"
+        "        paddle.grad([paddle.tanh(paddle.matmul(a, a)).sum()], [a])\n"
+        "threads = [threading.Thread(target=work) for _ in range(4)]\n"
+        "[t.start() for t in threads]; [t.join() for t in threads]\n"
+    )
+
+
+def _paddle_after_tensorflow_crashes() -> bool:
+    import importlib.util
+
+    if importlib.util.find_spec("tensorflow") is None:
+        return True  # nothing to pin without tensorflow; the guard costs nothing
+    return _crashes("import tensorflow, paddle")
+
+
+def _pair_quirk(name: str) -> Quirk:
+    return Quirk(
+        op=name, framework="paddle", versions=VERSIONS,
+        behaviour=f"paddle.{name} propagates NaN but its backward gives both inputs 0 where "
+                  "the result is NaN",
+        workaround="where(isnan(x) | isnan(y), (x + y) * (x + y), out): the same NaN value, "
+                   "gradient NaN to both inputs there, as the op's rule says",
+        pin=_zero_gradient_where_nan(name),
+    )
+
+
+QUIRKS = [
+    Quirk(
+        op="log_softmax", framework="paddle", versions=VERSIONS,
+        behaviour="F.log_softmax saturates: [1000, 0] -> [0, -64] (float32 and float64)",
+        workaround="composed as (x - max) - log(sum(exp(x - max))), the max detached",
+        pin=_log_softmax_saturates,
+    ),
+    Quirk(
+        op="sparse_softmax_cross_entropy", framework="paddle", versions=VERSIONS,
+        behaviour="F.cross_entropy saturates: logits [[1000, 0]], label 1 -> 64, not 1000",
+        workaround="minus the composed log_softmax taken at the label (take_along_axis)",
+        pin=_cross_entropy_saturates,
+    ),
+    Quirk(
+        op="relu", framework="paddle", versions=VERSIONS,
+        behaviour="F.relu(NaN) is 0",
+        workaround="where(isnan(x), NaN, relu(x)); the NaN is a constant, so the gradient "
+                   "there stays 0",
+        pin=_relu_of_nan_is_zero,
+    ),
+    _pair_quirk("maximum"),
+    _pair_quirk("minimum"),
+    Quirk(
+        op="max_pool2d", framework="paddle", versions=VERSIONS,
+        behaviour="F.max_pool2d drops a NaN in some window positions ([[nan, 1], [1, 1]] "
+                  "pools to 1)",
+        workaround="pool x with NaN read as +inf (and +inf as the largest finite) for the "
+                   "first maximum's position only (return_mask), then gather x there",
+        pin=_max_pool_drops_a_leading_nan,
+    ),
+    Quirk(
+        op="cast", framework="paddle", versions=VERSIONS,
+        behaviour="paddle.cast's backward passes the gradient through a float -> int cast "
+                  "(cast(cast(x, int32), float32) has gradient 1)",
+        workaround="the int result of a float -> int cast is detached (gradient 0)",
+        pin=_cast_to_int_passes_gradient,
+    ),
+    Quirk(
+        op="avg_pool2d", framework="paddle", versions=VERSIONS,
+        behaviour="F.avg_pool2d's float64 backward scales by a float32 1/(kh*kw) "
+                  "(0.1111111119 for a 3x3 window)",
+        workaround="in float64, window sums by a depthwise conv2d with a kernel of ones, "
+                   "divided by kh*kw in float64",
+        pin=_avg_pool_float64_gradient_in_float32,
+    ),
+    Quirk(
+        op="add (and the other ops in lowerings.CPU_HALF_MISSING)", framework="paddle",
+        versions=VERSIONS,
+        behaviour="no float16 CPU kernel for most ops",
+        workaround="on a CPU place those entries compute in float32 and round back once "
+                   "(lowerings.widen_half); tests/test_backend_paddle.py pins each op",
+        pin=_cpu_has_no_float16_add,
+    ),
+    Quirk(
+        op="cond", framework="paddle", versions=VERSIONS,
+        behaviour="paddle:static: the backward of an `if` nested in a `while` body (or in "
+                  "another `if` branch) reads the first iteration's cotangent and yields "
+                  "zeros for the values its branches capture: gradient 0 or wrong",
+        workaround="unigraph_paddle.backward.fixed_backward wraps Paddle's "
+                   "append_backward_ops during paddle.static.gradients: passes the enclosing "
+                   "block-argument map down and yields the gradients of the original values",
+        pin=_if_in_while_gradient_is_zero,
+    ),
+    Quirk(
+        op="while_loop", framework="paddle", versions=VERSIONS,
+        behaviour="paddle:static: a while op takes over the buffers of its starting values; "
+                  "a later read of one fails ('Tensor holds no memory')",
+        workaround="every loop starts from copies (paddle.assign)",
+        pin=_while_frees_its_start_value,
+    ),
+    Quirk(
+        op="while_loop", framework="paddle", versions=VERSIONS,
+        behaviour="paddle:static: the backward of a while op nested in an `if` branch or a "
+                  "`while` body fails at run time ('DenseTensor shouldn't be null': the "
+                  "garbage collector frees the loop's inputs first; with it off, gradients "
+                  "of captured values come out doubled)",
+        workaround="refused at build time with the user's line; paddle:eager runs it",
+        pin=_while_in_if_backward_fails,
+    ),
+    Quirk(
+        op="(every eager op)", framework="paddle", versions=VERSIONS,
+        behaviour="dygraph is not thread-safe: two threads running ops segfault the process",
+        workaround="paddle:eager holds one process-wide lock around each eager call "
+                   "(backend.EAGER_LOCK)",
+        pin=_dygraph_threads_crash,
+    ),
+    Quirk(
+        op="(import)", framework="paddle", versions=VERSIONS + " with tensorflow 2.21",
+        behaviour="importing paddle after tensorflow segfaults the process",
+        workaround="the TF backend imports paddle first; loading the Paddle backend after "
+                   "the user imported tensorflow is refused with a BackendError",
+        pin=_paddle_after_tensorflow_crashes,
+    ),
+]
