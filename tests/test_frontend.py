@@ -1,8 +1,10 @@
-"""The frontend on the NumPy engine: tracing, control flow, grads, caching, and the errors
-that must name their cause (in every mode)."""
+"""The frontend: tracing, control flow, grads, caching, static arguments, loop limits,
+Module state and containers, and the errors that must name their cause (in every mode;
+the issue-11 tests on every target)."""
 
 import numpy as np
 import pytest
+from conftest import TARGETS, run_on
 
 import unigraph as ug
 from unigraph.errors import ControlFlowError, ShapeError, TracingError
@@ -207,3 +209,194 @@ def test_reading_a_parameter_after_assign_sees_the_new_value(mode):
         out = step()
     np.testing.assert_array_equal(out.numpy(), [4.0, 7.0])
     np.testing.assert_array_equal(w.numpy(), [4.0, 7.0])
+
+
+# -- issue 11: one program, one meaning on every target -----------------------------------
+def _static(target: str) -> bool:
+    return not target.endswith(":eager")
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_eval_after_a_compiled_call_traces_again_and_train_reuses_the_first_graph(target):
+    layer = ug.nn.Dropout(0.5)
+    f = ug.function(lambda x: layer(x))
+    x = np.ones((4, 8), np.float32)
+    ug.manual_seed(0)
+    first = run_on(target, f, x)
+    layer.eval()
+    np.testing.assert_array_equal(run_on(target, f, x), x)  # identity, not a dropped copy
+    layer.train()
+    again = run_on(target, f, x)
+    rng = np.random.default_rng(0)
+    masks = [rng.random((4, 8)) >= 0.5 for _ in range(2)]
+    np.testing.assert_array_equal(first, np.where(masks[0], 2.0, 0.0))
+    np.testing.assert_array_equal(again, np.where(masks[1], 2.0, 0.0))
+    assert len(f._cache) == (2 if _static(target) else 0)  # one graph per mode
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_batch_norm_statistics_update_after_train_on_a_graph_compiled_in_eval(target):
+    layer = ug.nn.BatchNorm2D(1).eval()
+    f = ug.function(lambda x: layer(x))
+    x = np.arange(8, dtype=np.float32).reshape(2, 1, 2, 2)
+    run_on(target, f, x)
+    np.testing.assert_array_equal(layer.running_mean.numpy(), [0.0])
+    layer.train()
+    run_on(target, f, x)
+    np.testing.assert_allclose(layer.running_mean.numpy(), [0.1 * 3.5], rtol=1e-6)
+
+
+class _Blocks(ug.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = [ug.nn.Linear(2, 2), ug.nn.Linear(2, 2)]
+        self.extra = {"scale": ug.Parameter(np.array([2.0], np.float32))}
+        self.heads = ug.nn.ModuleDict({"out": ug.nn.Linear(2, 1, bias=False)})
+        self.stack = ug.nn.ModuleList([ug.nn.Dropout(0.5)])
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        for drop in self.stack:
+            x = drop(x)
+        return self.heads["out"](x) * self.extra["scale"]
+
+
+def test_containers_register_with_dotted_names_and_follow_state_dict():
+    model = _Blocks()
+    names = [name for name, _ in model.named_parameters()]
+    assert names == ["extra.scale",  # the module's own first, then its children's
+                     "layers.0.weight", "layers.0.bias", "layers.1.weight", "layers.1.bias",
+                     "heads.out.weight"]
+    assert [p.name for p in model.parameters()] == names
+    model.layers.append(ug.nn.Linear(2, 2))  # appended later: registered all the same
+    assert "layers.2.weight" in dict(model.named_parameters())
+    model.eval()
+    assert not model.stack[0].training and not model.layers[2].training
+    state = model.state_dict()
+    other = _Blocks()
+    other.layers.append(ug.nn.Linear(2, 2))
+    other.load_state_dict(state)
+    for key, value in other.state_dict().items():
+        np.testing.assert_array_equal(value, state[key])
+    incomplete = {k: v for k, v in state.items() if k != "layers.2.weight"}
+    with pytest.raises(KeyError, match="missing keys: layers.2.weight"):
+        other.load_state_dict(incomplete)
+    listing = repr(model)
+    assert "(layers.0): Linear" in listing and "(heads): ModuleDict" in listing
+
+
+def test_module_list_and_dict_check_what_they_hold():
+    with pytest.raises(TypeError, match="item 0 is a int"):
+        ug.nn.ModuleList([3])
+    with pytest.raises(KeyError, match="without '.'"):
+        ug.nn.ModuleDict({"a.b": ug.nn.ReLU()})
+    blocks = ug.nn.ModuleList([ug.nn.ReLU(), ug.nn.Tanh()])
+    blocks.insert(0, ug.nn.Sigmoid())
+    del blocks[1]
+    assert [type(m).__name__ for m in blocks] == ["Sigmoid", "Tanh"]
+    assert [name for name, _ in blocks.named_modules()] == ["", "0", "1"]
+    heads = ug.nn.ModuleDict({"train": ug.nn.ReLU()})  # a key cannot hide a method
+    assert callable(heads.train) and isinstance(heads["train"], ug.nn.ReLU)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_container_model_runs_and_trains_every_parameter(target):
+    model = _Blocks().eval()
+    x = np.array([[0.5, -1.0]], np.float32)
+    params = model.parameters()
+    grads = run_on(target, ug.function(ug.grad(lambda x: ug.sum(model(x)), wrt=params)), x)
+    weights = {name: p.numpy().astype(np.float64) for name, p in model.named_parameters()}
+    h0 = x @ weights["layers.0.weight"] + weights["layers.0.bias"]
+    h1 = h0 @ weights["layers.1.weight"] + weights["layers.1.bias"]
+    out = h1 @ weights["heads.out.weight"] * weights["extra.scale"]
+    np.testing.assert_allclose(run_on(target, ug.function(model), x), out, rtol=1e-5)
+    assert len(grads) == 6 and all(np.any(g != 0) for g in grads)
+    by_name = dict(zip(weights, grads))
+    np.testing.assert_allclose(by_name["extra.scale"], out.sum() / weights["extra.scale"],
+                               rtol=1e-5)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_static_arguments_stay_python_and_key_the_cache(target):
+    seen = []
+
+    @ug.function(static_argnums=1, static_argnames=("scale",))
+    def f(x, n, scale=1.0):
+        seen.append((type(n), type(scale)))
+        return x * n * scale
+
+    x = np.array([1.0, 2.0], np.float32)
+    np.testing.assert_array_equal(run_on(target, f, x, 3), [3.0, 6.0])
+    np.testing.assert_array_equal(run_on(target, f, x, 3), [3.0, 6.0])
+    np.testing.assert_array_equal(run_on(target, lambda x: f(x, 2, scale=0.5), x), [1.0, 2.0])
+    assert set(seen) == {(int, float)}
+    assert len(seen) == (2 if _static(target) else 3)  # a static graph traced once per value
+    with pytest.raises(TypeError, match="static argument n is list"):
+        run_on(target, f, x, [1])
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_retraces_warn_once_naming_the_change_and_the_cache_is_bounded(target, monkeypatch):
+    import importlib
+    import warnings
+
+    function_module = importlib.import_module("unigraph.function")  # (ug.function: the function)
+    monkeypatch.setattr(function_module, "RETRACE_WARNING", 3)
+    monkeypatch.setattr(function_module, "MAX_CACHED", 2)
+    f = ug.function(lambda x: x * 2.0, name="double")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for size in range(1, 7):
+            np.testing.assert_array_equal(run_on(target, f, np.ones(size, np.float32)),
+                                          np.full(size, 2.0))
+    retraces = [w for w in caught if issubclass(w.category, function_module.RetraceWarning)]
+    if not _static(target):
+        assert retraces == [] and len(f._cache) == 0  # eager never traces
+        return
+    assert len(retraces) == 1
+    message = str(retraces[0].message)
+    assert "double has been traced 4 times" in message and "float32[3] -> float32[4]" in message
+    assert "static_argnums" in message
+    assert len(f._cache) == 2  # the two most recent signatures
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_maximum_iterations_may_be_a_traced_tensor(target):
+    f = ug.function(lambda i, n: ug.while_loop(lambda i: i < 100, lambda i: i + 2, i,
+                                               maximum_iterations=n))
+    assert run_on(target, f, 1, 4) == 9
+    with pytest.raises(ControlFlowError, match="maximum_iterations must be a whole number"):
+        run_on(target, lambda: ug.while_loop(lambda i: i < 3, lambda i: i + 1, 0,
+                                             maximum_iterations=-1))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_loop_limit_comes_from_the_environment_and_a_new_limit_retraces(target, monkeypatch):
+    from unigraph import config
+    from unigraph.control_flow import loop_limit
+
+    f = ug.function(lambda i: ug.while_loop(lambda i: i < 30, lambda i: i + 1, i))
+    monkeypatch.setenv("UNIGRAPH_MAX_LOOP_ITERATIONS", "20")
+    config.reload()
+    try:
+        with pytest.raises(ControlFlowError, match=r"test_frontend\.py:\d+ ran more than 20 "):
+            run_on(target, f, 0)
+        with loop_limit(40):  # overrides the environment; the graph is traced again
+            assert run_on(target, f, 0) == 30
+        with loop_limit(None):
+            assert run_on(target, f, 0) == 30
+    finally:
+        monkeypatch.delenv("UNIGRAPH_MAX_LOOP_ITERATIONS")
+        config.reload()
+    assert run_on(target, f, 0) == 30
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_refused_assign_writes_nothing(target):
+    w = ug.Parameter(np.array([1.0], np.float32), name="w")
+    f = ug.function(lambda x: ug.cond(x > 0, lambda: (ug.assign(w, w * 5.0), x)[1],
+                                      lambda: x))
+    with pytest.raises(TracingError, match="ug.assign to 'w'"):
+        run_on(target, f, 1.0)
+    np.testing.assert_array_equal(w.numpy(), [1.0])

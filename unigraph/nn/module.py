@@ -198,10 +198,19 @@ class Module:
         return items
 
     def _named_children(self):
-        """(name, module) of the direct children: attributes, then containers' items."""
-        yield from self._modules.items()
-        for name, value in self._containers.items():
-            for relative, item in self._name_contents(name, value, force=False):
+        """(name, module) of the direct children, containers' items included, in the order
+        their attributes were assigned."""
+        if not self._containers:
+            yield from self._modules.items()
+            return
+        order = {name: index for index, name in enumerate(self.__dict__)}
+        names = sorted([*self._modules, *self._containers],
+                       key=lambda name: order.get(name, len(order)))
+        for name in names:
+            if name in self._modules:
+                yield name, self._modules[name]
+                continue
+            for relative, item in self._name_contents(name, self._containers[name], False):
                 if isinstance(item, Module):
                     yield relative, item
 
