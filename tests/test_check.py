@@ -649,3 +649,23 @@ def test_second_order_check_fails_the_target_that_disagrees(registered):
     pair = check(second_derivative, SECOND_X, targets=["torch:eager", "badtorch:eager"],
                  grads=False)
     assert not pair["torch:eager"].ok and not pair["badtorch:eager"].ok
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_check_training_dtype_casts_weights_and_optimizer_state(dtype):
+    with ug.random.seeded(6):
+        net = TinyNet()
+    before = {name: p.numpy().copy() for name, p in net.named_parameters()}
+    report = check_training(net, ug.nn.functional.cross_entropy,
+                            lambda model: ug.optim.Momentum(model, lr=0.1),
+                            [(X, np.array([0, 1, 2, 1]))], steps=2, dtype=dtype)
+    assert report.ok, report
+    assert sorted(t.target for t in report.targets) == sorted(TARGETS)
+    for target in report.targets:
+        weights = [c for c in target.comparisons if c.kind == "weight"]
+        assert len(weights) == 2 and all(c.dtype == dtype for c in weights)
+        if dtype == "float64":
+            assert max(c.figures.max_abs for c in target.comparisons) < 1e-12, report
+    for name, param in net.named_parameters():
+        assert param.dtype == "float32"
+        np.testing.assert_array_equal(param.numpy(), before[name])

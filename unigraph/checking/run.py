@@ -120,17 +120,10 @@ class Case:
         """The snapshot of `param` in its run dtype, as every target is fed it."""
         return self.snapshot[id(param)].astype(self.run_dtype(param), copy=False)
 
-    @contextlib.contextmanager
     def cast_params(self):
         """Inside the block every parameter is in its run dtype, holding its snapshot; after
         it, each is back in the user's dtype with the user's value."""
-        try:
-            for param in self.params:
-                _put(param, self.snapshot[id(param)], self.run_dtype(param))
-            yield
-        finally:
-            for param in self.params:
-                _put(param, self.snapshot[id(param)], self.original_dtypes[id(param)])
+        return params_cast(self.params, self.snapshot, self.original_dtypes, self.run_dtype)
 
     def restore(self) -> None:
         """Reset every parameter to its snapshot (in the dtype it has now)."""
@@ -158,6 +151,22 @@ class Case:
                                  f"instead of {list(param.shape)}")
             self.snapshot[id(param)] = np.asarray(array, dtype=self.original_dtypes[id(param)])
         self._reference.clear()
+
+
+@contextlib.contextmanager
+def params_cast(params: list, snapshot: dict, original_dtypes: dict, run_dtype):
+    """Every Parameter in `params` in `run_dtype(param)`, holding `snapshot[id(param)]`
+    cast to it, inside the block; in `original_dtypes[id(param)]` with its snapshot after.
+
+    A checked dtype casts the whole computation: a float32 weight in a float16 check would
+    otherwise promote every op it touches back to float32."""
+    try:
+        for param in params:
+            _put(param, snapshot[id(param)], run_dtype(param))
+        yield
+    finally:
+        for param in params:
+            _put(param, snapshot[id(param)], original_dtypes[id(param)])
 
 
 def _put(param, value, dtype: str) -> None:

@@ -21,9 +21,10 @@ import numpy as np
 from unigraph import pytree
 from unigraph.checking import compare as cmp
 from unigraph.checking.report import Comparison, Report, TargetReport, odd_one_out
-from unigraph.checking.run import Case, cast_leaf, error_text, trace_with_params
+from unigraph.checking.run import Case, cast_leaf, error_text, params_cast, trace_with_params
 from unigraph.config import Target, use_backend
 from unigraph.function import is_array_leaf
+from unigraph.ir import FLOAT_DTYPES
 from unigraph.random import seeded
 from unigraph.reference.float64 import compile_float64, upcast
 
@@ -82,11 +83,11 @@ def check_training(model, loss_fn, optimizer, batches, steps=1, targets="all",
                     break
             for weight_name, got, want, param in zip(weight_names, weights, expected[1],
                                                      run.weights):
-                budget = run.budget(f"weight({weight_name})", rtol, atol, param.dtype)
+                budget = run.budget(f"weight({weight_name})", rtol, atol, run.run_dtype(param))
                 report.comparisons.append(Comparison(
                     f"weight({weight_name})", "weight",
-                    cmp.compare(got, want, budget, dtype=param.dtype), budget,
-                    tuple(param.shape), param.dtype))
+                    cmp.compare(got, want, budget, dtype=run.run_dtype(param)), budget,
+                    tuple(param.shape), run.run_dtype(param)))
             if not all(c.ok for c in report.comparisons):
                 report.status = "disagree"
         if report.status != "ok" and localize_divergence:
@@ -109,15 +110,33 @@ class _TrainingRun:
         self.weights = [p for _, p in model.named_parameters()] + [b for _, b in
                                                                     model.named_buffers()]
         self.graphs: dict = {}  # input signature -> (graph, params, randoms)
-        with seeded(seed):
-            for batch in batches:
-                self._graph(batch)
+        self._trace_all()
         params = {id(p): p for p in self.weights}
         for _, graph_params, _ in self.graphs.values():
             params.update({id(p): p for p in graph_params})
         self.params = list(params.values())
+        self.original_dtypes = {id(p): p.dtype for p in self.params}
         self.snapshot = {id(p): np.array(p.numpy(), copy=True) for p in self.params}
+        if any(self.run_dtype(p) != p.dtype for p in self.params):
+            with self.cast_params():  # trace again with the parameters in the checked dtype
+                self.graphs.clear()
+                self._trace_all()
         self.history: list = []  # reference parameter values before each step
+
+    def _trace_all(self) -> None:
+        with seeded(self.seed):
+            for batch in self.batches:
+                self._graph(batch)
+
+    def run_dtype(self, param) -> str:
+        """The dtype of `param` during the check: the checked dtype if it is floating."""
+        original = self.original_dtypes[id(param)]
+        return self.dtype if original in FLOAT_DTYPES else original
+
+    def cast_params(self):
+        """Parameters (and optimizer state) in the checked dtype inside the block; the
+        user's dtypes and values after it."""
+        return params_cast(self.params, self.snapshot, self.original_dtypes, self.run_dtype)
 
     def _graph(self, batch):
         key = tuple((x.shape, x.dtype.name) for x in batch)
@@ -130,7 +149,10 @@ class _TrainingRun:
         for param in self.params:
             param.set_value(self.snapshot[id(param)])
 
-    def budget(self, name, rtol, atol, dtype="float32") -> tuple:
+    def budget(self, name, rtol, atol, dtype=None) -> tuple:
+        """The budget of a loss (dtype None: the checked dtype) or of a weight in `dtype`,
+        times the number of steps."""
+        dtype = dtype or self.dtype
         ops = set()
         for graph, _, _ in self.graphs.values():
             ops |= cmp.ops_of(graph)
@@ -140,7 +162,8 @@ class _TrainingRun:
 
     def reference(self) -> tuple:
         """(losses, weights after the last step) of the float64 run."""
-        state = {key: upcast(value) for key, value in self.snapshot.items()}
+        state = {id(p): upcast(self.snapshot[id(p)].astype(self.run_dtype(p)))
+                 for p in self.params}
         rng = np.random.default_rng(self.seed)
         compiled: dict = {}
         losses = []
@@ -163,17 +186,15 @@ class _TrainingRun:
         """(losses, weights) after the steps on `target`, or the error text."""
         losses = []
         try:
-            self.restore()
-            with use_backend(target.backend, target.mode), seeded(self.seed):
-                for batch in self.batches:
-                    result = self.step_fn(*batch)
-                    leaves, _ = pytree.flatten(result, is_array_leaf)
-                    losses.append(float(np.asarray(leaves[0].numpy())))
-            weights = [np.array(p.numpy(), copy=True) for p in self.weights]
+            with use_backend(target.backend, target.mode), self.cast_params():
+                with seeded(self.seed):
+                    for batch in self.batches:
+                        result = self.step_fn(*batch)
+                        leaves, _ = pytree.flatten(result, is_array_leaf)
+                        losses.append(float(np.asarray(leaves[0].numpy())))
+                weights = [np.array(p.numpy(), copy=True) for p in self.weights]
         except Exception as error:
             return error_text(error)
-        finally:
-            self.restore()
         return np.array(losses), weights
 
     def localize(self, target: Target, step: int):
@@ -188,7 +209,7 @@ class _TrainingRun:
         case = Case(
             name=self.name, function=self.step_fn, inputs=batch, leaves=list(batch),
             dtype=self.dtype, seed=self.seed, params=list(params),
-            snapshot={id(p): np.asarray(state[id(p)]).astype(p.dtype) for p in params},
+            snapshot={id(p): np.asarray(state[id(p)]).astype(self.run_dtype(p)) for p in params},
             graph=graph, graph_params=list(params), randoms=randoms,
             output_names=[], output_budgets=[],
         )
