@@ -24,13 +24,19 @@ def check(fn_or_module, *inputs, targets="all", grads=True, dtype="float32", rto
     targets: "all" (every registered backend that is installed, every mode), or a list /
         comma-separated string of targets ("torch:static") and backends ("torch": all its
         modes).
-    dtype: the floating dtype the targets compute in; floating inputs are cast to it
-        (parameters keep their own dtype).
+    dtype: the floating dtype the whole computation runs in: floating inputs and
+        parameters are cast to it for the check (the parameters hold a cast copy of their
+        value; their own dtype and value are back afterwards), and budgets follow it.
     rtol, atol: override the budgets: a number for every tensor, or {tensor name: number}
         using the names in the report ("output[0]", "grad(x)", "grad(fc1.weight)").
     isolate: run each target in its own worker process, so that a crash or a hang
         (`timeout` seconds) is that target's failure; the function must then be importable
         (a module-level function or model, or a "module:name" / "path.py:name" string).
+
+    Gradients of gradients: the float64 reference cannot compute them (its VJP rules are
+    NumPy code), so what it cannot compute is compared across the targets (each against
+    their elementwise median, at twice the budget), and targets that cannot run the case
+    at all (the NumPy engine) are listed as not checked; see `unigraph.checking.across`.
 
     >>> report = ug.check(counter, 0, 10)
     >>> print(report); report.assert_ok()
