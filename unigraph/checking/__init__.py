@@ -10,9 +10,12 @@ reference under a budget that depends on the dtype and on the ops that computed 
 target disagrees, the first node whose *own* error exceeds its budget is named, with the
 user's source line.
 
-Modules: `compare` (budgets, error figures), `run` (running targets), `execute` (running
-graphs on the reference and with every intermediate on a target), `localize` (first
-divergence), `report` (the Report), `isolate` (one worker process per target), `training`
+The float64 reference is the core's reference engine (`unigraph.reference.float64`).
+Modules: `compare` (budgets, error figures), `run` (the Case: inputs, parameters in the
+checked dtype, running targets), `execute` (a graph on a target with every intermediate),
+`localize` (first divergence), `across` (targets compared with each other where the
+reference cannot compute: second order), `report` (the Report), `isolate` (one worker
+process per target), `scripts` (checkable scripts and their `CHECKS`), `training`
 (`check_training`), `checker` (`check`).
 """
 
