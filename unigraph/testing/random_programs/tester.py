@@ -56,6 +56,7 @@ class Survey:
     targets: list
     programs: int = 0
     rejected: int = 0
+    reference_failed: int = 0  # programs the reference could not run (not run elsewhere)
     counts: dict = field(default_factory=lambda: defaultdict(Counter))  # target -> status
     reference_errors: dict = field(default_factory=dict)  # error text -> first Program
     failures: dict = field(default_factory=dict)  # signature -> Failure
@@ -100,6 +101,7 @@ def survey(targets, count: int, seed_value: int = 0, grads: bool = True, workers
             assume(False)
         found.programs += 1
         if result.reference_error:
+            found.reference_failed += 1
             found.reference_errors.setdefault(result.reference_error, program)
         for outcome in result.outcomes:
             found.counts[outcome.target][outcome.status] += 1
