@@ -60,6 +60,30 @@ def _refuse_while_tracing(what: str) -> None:
         )
 
 
+def _refuse_inside_control_flow() -> None:
+    """A static graph feeds each random input once per run: inside a while_loop body every
+    iteration would see the same numbers, and a cond would draw for both branches, where
+    eager mode draws per iteration and for the taken branch only. So no mode draws there."""
+    from unigraph.errors import TracingError
+    from unigraph.tracing import current_region, user_source
+
+    inside = current_region()
+    if inside is None or inside[0] not in ("cond", "while_loop"):
+        return
+    kind, line = inside
+    if kind == "while_loop":
+        part, why = "a while_loop body", "every iteration would see the same numbers"
+        fix = "draw one row per iteration before the loop and index it with the counter"
+    else:
+        part, why = "a cond branch", "it would draw for both branches, taken or not"
+        fix = "draw before the cond and use the numbers in the branch"
+    raise TracingError(
+        f"a random draw at {user_source()} is inside {part} (the {kind} at {line}): a static "
+        f"graph draws each random input once per run, so {why}; no target draws there "
+        f"(eager included): {fix}"
+    )
+
+
 def manual_seed(seed: int) -> None:
     """Reseed: the same seed gives the same weights and masks on every target. Restarts this
     context's generator and sets the seed that new threads start from.
@@ -108,6 +132,7 @@ def uniform(shape, dtype="float32"):
 
     shape = tuple(int(d) for d in shape)
     dtype = as_dtype(dtype)
+    _refuse_inside_control_flow()
     builder = current_builder()
     if builder is None:
         draws = generator().random(shape).astype(dtype)  # a fresh array: no copy needed

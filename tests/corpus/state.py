@@ -68,6 +68,28 @@ def _dropout_training_steps():
     return run
 
 
+def _draw_in_loop_body():
+    @ug.function
+    def f(x):
+        return ug.while_loop(lambda i, s: i < 3,
+                             lambda i, s: (i + 1, s + ug.random.uniform((3,))), (0, x))
+    return f
+
+
+def _dropout_in_cond_branch():
+    layer = ug.nn.Dropout(0.5)
+    return ug.function(lambda x: ug.cond(ug.sum(x) > 0, lambda: layer(x), lambda: x))
+
+
+def _draws_before_the_loop():
+    @ug.function
+    def f(x):
+        noise = ug.random.uniform((3, 3))  # one row per iteration, drawn before the loop
+        return ug.while_loop(lambda i, s: i < 3,
+                             lambda i, s: (i + 1, s + noise[i]), (0, x))[1]
+    return f
+
+
 # -- NumPy operands on either side -------------------------------------------------------------
 def _numpy_left_arith():
     return ug.function(lambda x: W3 * x + W3 - W3 / (x * x + 1.0) + M23 @ ug.reshape(x, (3, 1)))
@@ -203,6 +225,12 @@ PROGRAMS = [
     Program("dropout_training_steps", _dropout_training_steps,
             (np.stack([X3, W3, -X3]), np.array([0, 1, 1], dtype=np.int64)), rtol=1e-4,
             atol=1e-5),
+    Program("random_in_while_body_is_refused", _draw_in_loop_body, (X3,),
+            raises=ug.TracingError, match=rf"random draw at {LINE} is inside a while_loop body"),
+    Program("dropout_in_cond_branch_is_refused", _dropout_in_cond_branch, (X3,),
+            raises=ug.TracingError, match=rf"inside a cond branch \(the cond at {LINE}\)"),
+    Program("draws_before_the_loop", _draws_before_the_loop, (X3,),
+            expect=X3 + _draws(9).reshape(3, 3).sum(axis=0), rtol=1e-5),
     Program("numpy_left_arithmetic", _numpy_left_arith, (X3,),
             expect=(W3 * X3 + W3 - W3 / (X3 * X3 + 1.0))[None] + (M23 @ X3)[:, None]),
     Program("numpy_left_comparisons", _numpy_left_compare, (X3,),
