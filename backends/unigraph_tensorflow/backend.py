@@ -78,7 +78,8 @@ class TensorFlowBackend(Backend):
 
     def __init__(self):
         self._tf = None
-        self.lowerings = None
+        self.lowerings = None  # eager ops
+        self.graph_lowerings = None  # tensorflow:static and tensorflow:function
         self._lock = threading.Lock()
 
     def load(self):
@@ -91,9 +92,9 @@ class TensorFlowBackend(Backend):
                     _quiet_python_logger(tf)
                     # Only now, with tensorflow imported after paddle: the table's module
                     # imports tensorflow at its top.
-                    from unigraph_tensorflow.lowerings import LOWERINGS
+                    from unigraph_tensorflow.lowerings import GRAPH_LOWERINGS, LOWERINGS
 
-                    self.lowerings = LOWERINGS
+                    self.lowerings, self.graph_lowerings = LOWERINGS, GRAPH_LOWERINGS
                     self._tf = tf
         return self._tf
 
@@ -114,7 +115,9 @@ class TensorFlowBackend(Backend):
         # Distinct leaves: the same tensor watched twice must get two partial derivatives.
         # A leaf that is a float tensor already distinct from the others is used as it is.
         distinct = len({id(w) for w in watched}) == len(watched)
-        with tf.GradientTape() as tape:
+        from unigraph_tensorflow.taping import differentiating  # imports tensorflow
+
+        with tf.GradientTape() as tape, differentiating():
             leaves = list(watched) if distinct else [tf.identity(w) for w in watched]
             floats = floating(leaves)
             tape.watch(floats)
@@ -129,11 +132,11 @@ class TensorFlowBackend(Backend):
         if mode == "static":
             from unigraph_tensorflow.static import SessionExecutable
 
-            return SessionExecutable(tf, graph, self.lowerings)
+            return SessionExecutable(tf, graph, self.graph_lowerings)
         if mode == "function":
             from unigraph_tensorflow.function import FunctionExecutable
 
-            return FunctionExecutable(tf, graph, self.lowerings)
+            return FunctionExecutable(tf, graph, self.graph_lowerings)
         raise BackendError(
             f"backend 'tensorflow' compiles graphs in modes 'static' and 'function', not {mode!r}"
         )

@@ -12,8 +12,12 @@ after paddle (see `unigraph.backend.import_framework`).
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import tensorflow as tf
+
+from unigraph_tensorflow.taping import may_be_differentiated
 
 # [N, C, H, W] <-> [N, H, W, C]
 TO_NHWC = (0, 2, 3, 1)
@@ -21,10 +25,25 @@ TO_NCHW = (0, 3, 1, 2)
 # conv weight [O, C/groups, KH, KW] -> TF filter [KH, KW, C/groups, O]
 TO_HWIO = (2, 3, 1, 0)
 
+raw = tf.raw_ops
+
 
 def conv2d(x, w, bias=None, *, stride, padding, dilation, groups):
+    f = tf.transpose(w, TO_HWIO)
+    out = nonempty_batch(
+        x, lambda: convolve(tf.transpose(x, TO_NHWC), f, stride, padding, dilation, groups),
+        kernel=f.shape[:2], stride=stride, padding=padding, dilation=dilation,
+        channels=f.shape[3])
+    if bias is not None:
+        # Once, after whichever route, while the channels are last: BiasAdd on NHWC is
+        # the op Grappler folds into the conv (_FusedConv2D) on the plain route.
+        out = tf.nn.bias_add(out, bias)
+    return tf.transpose(out, TO_NCHW)
+
+
+def convolve(x, f, stride, padding, dilation, groups):
+    """The NHWC conv of `x` by the HWIO filter `f`, by a route TF can differentiate."""
     (ph, pw), (sh, sw), (dh, dw) = padding, stride, dilation
-    image, (x, f) = x, (tf.transpose(x, TO_NHWC), tf.transpose(w, TO_HWIO))
     if (dh, dw) == (1, 1):
         def conv(x, f):
             explicit = ((0, 0), (ph, ph), (pw, pw), (0, 0))
@@ -45,36 +64,32 @@ def conv2d(x, w, bias=None, *, stride, padding, dilation, groups):
                 return tf.nn.conv2d(x, dilate_filter(f, dh, dw), strides=(1, sh, sw, 1),
                                     padding="VALID")
     if groups == 1:
-        out = conv(x, f)
-    else:
-        # TF's CPU Conv2D runs a grouped filter forward, but its gradient kernels refuse
-        # groups on CPU: one conv per group (split channels, concat the outputs).
-        pairs = zip(tf.split(x, groups, axis=3), tf.split(f, groups, axis=3))
-        out = tf.concat([conv(xg, fg) for xg, fg in pairs], axis=3)
-    if image.shape[0] == 0 or image.shape[0] is None:
-        out = empty_batch_output(out, image, f, padding, stride, dilation)
-    if bias is not None:
-        # Once, after whichever route, while the channels are last: BiasAdd on NHWC is
-        # the op Grappler folds into the conv (_FusedConv2D) on the plain route.
-        out = tf.nn.bias_add(out, bias)
-    return tf.transpose(out, TO_NCHW)
+        return conv(x, f)
+    # TF's CPU Conv2D runs a grouped filter forward, but its gradient kernels refuse
+    # groups on CPU: one conv per group (split channels, concat the outputs).
+    pairs = zip(tf.split(x, groups, axis=3), tf.split(f, groups, axis=3))
+    return tf.concat([conv(xg, fg) for xg, fg in pairs], axis=3)
 
 
-def empty_batch_output(out, image, f, padding, stride, dilation):
-    """`out`, or zeros of the conv's true shape when the batch is empty: TF's Conv2D
-    hands back its input when N = 0 ([0, H, W, C], whatever the filter) while the static
-    shape says [0, OH, OW, O]. A batch unknown until run time (a loop carry whose shape
-    changes) chooses at run time. `image` is the NCHW input, `f` the HWIO filter."""
+def nonempty_batch(image, compute, *, kernel, stride, padding, dilation, channels):
+    """`compute()` (an NHWC conv or pool of the NCHW `image`), or zeros of its true shape
+    when the batch is empty. TF gets N = 0 wrong: Conv2D hands back its input ([0, H, W, C]
+    whatever the filter, while the static shape says [0, OH, OW, O]), and in a graph the
+    oneDNN MaxPoolGrad aborts the process. A batch known to be non-empty costs nothing; one
+    unknown until run time (a loop carry whose shape changes) is chosen by a tf.cond."""
+    batch = image.shape[0]
+    if batch is not None and batch > 0:
+        return compute()
     dims = tf.shape(image) if None in tuple(image.shape) else tuple(image.shape)
     height, width = (
-        (size + 2 * pad - rate * (kernel - 1) - 1) // step + 1
-        for size, kernel, step, pad, rate in zip(
-            (dims[2], dims[3]), f.shape[:2], stride, padding, dilation)
+        (size + 2 * pad - rate * (k - 1) - 1) // step + 1
+        for size, k, step, pad, rate in zip(
+            (dims[2], dims[3]), kernel, stride, padding, dilation)
     )
-    zeros = tf.zeros((dims[0], height, width, f.shape[3]), out.dtype)
-    if image.shape[0] == 0:
+    zeros = tf.zeros((dims[0], height, width, channels), image.dtype)
+    if batch == 0:
         return zeros
-    return tf.cond(dims[0] > 0, lambda: out, lambda: zeros)
+    return tf.cond(dims[0] > 0, compute, lambda: zeros)
 
 
 def dilate_filter(f, dh, dw):
@@ -89,34 +104,84 @@ def dilate_filter(f, dh, dw):
 
 
 def pool(native_pool, fill):
-    """The lowering of a pool op over TF's NHWC `native_pool`, padding with `fill`."""
+    """The lowering of a pool op over TF's NHWC `native_pool(x, kernel, stride)` (VALID),
+    padding with `fill`."""
 
     def lowering(x, *, kernel, stride, padding):
         (ph, pw) = padding
-        x = tf.transpose(x, TO_NHWC)
-        if ph or pw:
-            # Explicit padding, then VALID: max pads with -inf, avg with zeros that count
-            # (TF's SAME avg pool would divide the border windows by fewer elements).
-            x = tf.pad(x, ((0, 0), (ph, ph), (pw, pw), (0, 0)), constant_values=fill)
-        out = native_pool(x, kernel, stride, "VALID")
+
+        def compute():
+            nhwc = tf.transpose(x, TO_NHWC)
+            if ph or pw:
+                # Explicit padding, then VALID: max pads with -inf, avg with zeros that count
+                # (TF's SAME avg pool would divide the border windows by fewer elements).
+                nhwc = tf.pad(nhwc, ((0, 0), (ph, ph), (pw, pw), (0, 0)),
+                              constant_values=fill)
+            return native_pool(nhwc, kernel, stride)
+
+        out = nonempty_batch(x, compute, kernel=kernel, stride=stride, padding=padding,
+                             dilation=(1, 1), channels=x.shape[1])
         return tf.transpose(out, TO_NCHW)
 
     return lowering
 
 
-max_pool2d = pool(tf.nn.max_pool2d, -np.inf)
-avg_pool2d = pool(tf.nn.avg_pool2d, 0)
+@functools.cache
+def first_maximum_pool(kernel: tuple, stride: tuple):
+    """An NHWC VALID max pool that follows the op record where TF's MaxPool does not: a
+    window holding a NaN gives NaN (TF's kernel skips NaN), and its gradient goes to the
+    window's first NaN; other windows send it to their first maximum, as TF's kernel does.
+    One function per (kernel, stride), built once."""
+    ksize, strides = (1, *kernel, 1), (1, *stride, 1)
+
+    def pool(v):
+        return raw.MaxPool(input=v, ksize=ksize, strides=strides, padding="VALID")
+
+    def pool_grad(v, pooled, g):
+        return raw.MaxPoolGrad(orig_input=v, orig_output=pooled, grad=g, ksize=ksize,
+                               strides=strides, padding="VALID")
+
+    def forward(x):
+        pooled = pool(x)
+        nans = raw.Cast(x=raw.IsNan(x=x), DstT=x.dtype)  # 1 at each NaN, else 0
+        nans_pooled = pool(nans)
+        has_nan = raw.Greater(x=nans_pooled, y=tf.zeros((), x.dtype))
+        out = raw.SelectV2(condition=has_nan, t=tf.constant(np.nan, x.dtype), e=pooled)
+        return out, pooled, nans, nans_pooled, has_nan
+
+    @tf.custom_gradient
+    def differentiable(x):
+        out, pooled, nans, nans_pooled, has_nan = forward(x)
+
+        def grad(g):
+            none = tf.zeros_like(g)
+            to_values = pool_grad(x, pooled, raw.SelectV2(condition=has_nan, t=none, e=g))
+            to_nans = pool_grad(nans, nans_pooled, raw.SelectV2(condition=has_nan, t=g, e=none))
+            return to_values + to_nans
+
+        return out, grad
+
+    def max_pool(x):
+        if tf.executing_eagerly() and not bool(raw.Any(input=raw.IsNan(x=x), axis=(0, 1, 2, 3))):
+            return pool(x)  # no NaN here: TF's kernel and its gradient are the op's
+        return differentiable(x) if may_be_differentiated() else forward(x)[0]
+
+    return max_pool
+
+
+max_pool2d = pool(lambda x, kernel, stride: first_maximum_pool(kernel, stride)(x), -np.inf)
+avg_pool2d = pool(lambda x, kernel, stride: tf.nn.avg_pool2d(x, kernel, stride, "VALID"), 0)
 
 
 def before_nchw_transpose(native):
     """An activation `native` applied on the channels-last side of the transpose that
-    made `x` NCHW, when `x` is such a transpose in a graph (the output of conv2d or a
-    pool): the same values, but Grappler can then fuse conv + bias + activation in NHWC
-    and cancel the transpose pair before the next conv or pool. Eagerly: just `native`."""
+    made `x` NCHW, when `x` is such a transpose (the output of conv2d or a pool): the same
+    values, but Grappler can then fuse conv + bias + activation in NHWC and cancel the
+    transpose pair before the next conv or pool. For graphs only: `x.op` is its producer."""
 
     def lowering(x):
-        op = getattr(x, "op", None)  # eager tensors have no producing op
-        if op is not None and op.type == "Transpose" and is_to_nchw(op.inputs[1]):
+        op = x.op
+        if op.type == "Transpose" and is_to_nchw(op.inputs[1]):
             return tf.transpose(native(op.inputs[0]), TO_NCHW)
         return native(x)
 

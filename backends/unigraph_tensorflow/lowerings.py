@@ -23,6 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 from unigraph_tensorflow import images
+from unigraph_tensorflow.taping import may_be_differentiated
 
 raw = tf.raw_ops
 TF_DTYPES = {name: tf.as_dtype(name) for name in
@@ -50,8 +51,66 @@ def ordered(op):
     return lowering
 
 
+def tie_split(native, wins):
+    """maximum/minimum with the op record's gradient: the winner of each pair gets it all,
+    a tie splits it 0.5/0.5, and a NaN result passes NaN to both (TF's own Maximum/Minimum
+    gradient gives a tie all to x and a NaN pair all to y). `wins(x=a, y=b)` is a > b for
+    maximum, a < b for minimum. The values are TF's own kernel's (NaN propagates)."""
+
+    @tf.custom_gradient
+    def differentiable(x, y):
+        def grad(g):
+            x_wins, y_wins = wins(x=x, y=y), wins(x=y, y=x)
+            none = tf.zeros_like(g)
+            tie_or_nan = raw.SelectV2(condition=raw.Equal(x=x, y=y), t=g * 0.5,
+                                      e=tf.fill(tf.shape(g), tf.constant(np.nan, g.dtype)))
+            gx = raw.SelectV2(condition=x_wins, t=g, e=raw.SelectV2(
+                condition=y_wins, t=none, e=tie_or_nan))
+            gy = raw.SelectV2(condition=y_wins, t=g, e=raw.SelectV2(
+                condition=x_wins, t=none, e=tie_or_nan))
+            return unbroadcast(gx, x), unbroadcast(gy, y)
+
+        return native(x=x, y=y), grad
+
+    def lowering(x, y):
+        if x.dtype.is_floating and may_be_differentiated():
+            return differentiable(x, y)
+        return native(x=x, y=y)  # the same values; ints have no gradient
+
+    return lowering
+
+
+def unbroadcast(g, x):
+    """The gradient `g` of a broadcast result, summed back to the shape of the operand `x`."""
+    if g.shape == x.shape and g.shape.is_fully_defined():
+        return g
+    x_shape = tf.shape(x)
+    axes, _ = raw.BroadcastGradientArgs(s0=x_shape, s1=tf.shape(g))
+    return tf.reshape(tf.reduce_sum(g, axes), x_shape)
+
+
 def cast(x, *, dtype):
     return raw.Cast(x=x, DstT=TF_DTYPES[dtype])
+
+
+def add_in_graph(x, y):
+    """x + y in a graph. Grappler's remapper turns MatMul(transpose_a) + AddV2 into a fused
+    MatMul + BiasAdd even when the addend is a [1, N] row, whose BiasAdd kernel then fails
+    ("bias must be 1-dimensional"). A row added to a matrix product goes in as [N] instead:
+    the same broadcast, and the bias the fusion expects."""
+    if is_row(y) and is_matmul(x):
+        y = raw.Reshape(tensor=y, shape=(-1,))
+    elif is_row(x) and is_matmul(y):
+        x = raw.Reshape(tensor=x, shape=(-1,))
+    return raw.AddV2(x=x, y=y)
+
+
+def is_row(t) -> bool:
+    return t.shape.rank == 2 and t.shape[0] == 1
+
+
+def is_matmul(t) -> bool:
+    return t.op.type == "MatMul"
 
 
 def where(cond, x, y):
@@ -146,7 +205,12 @@ def constant(*, value):
 
 
 def softmax(x, *, axis):
-    return tf.nn.softmax(x, axis=axis)
+    # TF's float32 Softmax kernel makes a row holding +inf [nan, 0] and a row holding NaN
+    # [0, nan]; the op record's exp(x - max) / sum(...) is NaN throughout such a row (and
+    # over a row of -inf). Adding max - max (0 where the max is finite, else NaN) makes it
+    # so, and adds exactly 0 (value and gradient) everywhere else.
+    peak = raw.Max(input=x, axis=(axis,), keep_dims=True)
+    return tf.nn.softmax(x, axis=axis) + (peak - peak)
 
 
 def log_softmax(x, *, axis):
@@ -164,8 +228,8 @@ LOWERINGS = {
     "mul": binary(raw.Mul),
     "div": binary(raw.RealDiv),  # floats only, as the record says
     "pow": binary(raw.Pow),
-    "maximum": binary(raw.Maximum),
-    "minimum": binary(raw.Minimum),
+    "maximum": tie_split(raw.Maximum, raw.Greater),
+    "minimum": tie_split(raw.Minimum, raw.Less),
     "equal": binary(raw.Equal),
     "not_equal": binary(raw.NotEqual),
     "less": ordered(raw.Less),
@@ -203,13 +267,24 @@ LOWERINGS = {
     "one_hot": one_hot,
     "constant": constant,
     # nn
-    "relu": images.before_nchw_transpose(lambda x: raw.Relu(features=x)),
-    "sigmoid": images.before_nchw_transpose(unary(raw.Sigmoid)),
-    "tanh": images.before_nchw_transpose(unary(raw.Tanh)),
+    "relu": lambda x: raw.Relu(features=x),
+    "sigmoid": unary(raw.Sigmoid),
+    "tanh": unary(raw.Tanh),
     "softmax": softmax,
     "log_softmax": log_softmax,
     "conv2d": images.conv2d,
     "max_pool2d": images.max_pool2d,
     "avg_pool2d": images.avg_pool2d,
     "sparse_softmax_cross_entropy": sparse_softmax_cross_entropy,
+}
+
+# Graph modes (tensorflow:static, tensorflow:function) build nodes that Grappler rewrites:
+# these entries shape the graph for its fusions, or route around its bugs. Eager ops are
+# not rewritten and keep the plain entries.
+GRAPH_LOWERINGS = {
+    **LOWERINGS,
+    "add": add_in_graph,
+    "relu": images.before_nchw_transpose(LOWERINGS["relu"]),
+    "sigmoid": images.before_nchw_transpose(LOWERINGS["sigmoid"]),
+    "tanh": images.before_nchw_transpose(LOWERINGS["tanh"]),
 }
