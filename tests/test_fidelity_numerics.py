@@ -199,38 +199,27 @@ def _compare(got, want, dtype, what):
                                equal_nan=True, err_msg=what)
 
 
-def _run(target, fn, inputs):
-    t = Target.parse(target)
-    with ug.use_backend(t.backend, t.mode):
-        out = fn(*inputs)
-        if isinstance(out, tuple | list):
-            return [np.asarray(o.numpy()) for o in out]
-        return np.asarray(out.numpy())
-
-
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("name", sorted(CASES))
 @pytest.mark.parametrize("target", TARGETS)
-def test_forward(target, name, dtype):
-    case = CASES[name]
-    inputs = [_as(dtype, x) for x in case.inputs]
-    got = _run(target, ug.function(case.fn, name=name, autograph=False), inputs)
-    _compare(got, case.forward, dtype, f"{name} forward on {target} in {dtype}")
-
-
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("name", sorted(CASES))
-@pytest.mark.parametrize("target", TARGETS)
-def test_gradient(target, name, dtype):
+def test_forward_and_gradient(target, name, dtype):
+    """One traced function gives both (one build per static target): the value of fn and
+    the gradient of sum(fn * weight)."""
     case = CASES[name]
     inputs = [_as(dtype, x) for x in case.inputs]
     weight = _as(dtype, case.weight)
     count = len(inputs) if case.differentiable is None else case.differentiable
 
     def loss(*xs):
-        return ug.sum(case.fn(*xs) * weight)
+        out = case.fn(*xs)
+        return ug.sum(out * weight), out
 
-    got = _run(target, ug.grad(loss, argnums=tuple(range(count))), inputs)
-    assert len(got) == count == len(case.grads)
-    for k, (g, want) in enumerate(zip(got, case.grads, strict=True)):
+    both = ug.value_and_grad(loss, argnums=tuple(range(count)))
+    t = Target.parse(target)
+    with ug.use_backend(t.backend, t.mode):
+        (_, out), grads = both(*inputs)
+        out, grads = np.asarray(out.numpy()), [np.asarray(g.numpy()) for g in grads]
+    _compare(out, case.forward, dtype, f"{name} forward on {target} in {dtype}")
+    assert len(grads) == count == len(case.grads)
+    for k, (g, want) in enumerate(zip(grads, case.grads, strict=True)):
         _compare(g, want, dtype, f"{name}: gradient of input {k} on {target} in {dtype}")
