@@ -10,8 +10,13 @@ get exactly the numbers they would get one after the other. A context that has n
 yet starts a fresh generator from the process-wide seed, the last one given to
 `ug.manual_seed` anywhere (0 if none). `ug.manual_seed(s)` sets that seed and restarts the
 calling context's generator from it; other threads' generators are left alone. A pool
-thread keeps its generator from one task to the next: seed at the start of each task, or
-draw inside `with ug.random.seeded(s):`.
+thread keeps its generator from one task to the next, and an asyncio task shares its
+creator's: seed at the start of each task, or draw inside `with ug.random.seeded(s):`.
+
+Draws happen where the numbers are used, the same way on every target: never while tracing
+a seed (`manual_seed`/`seeded` inside a traced function are refused, the graph draws when
+it runs), and never inside a `cond` branch or `while_loop` body (a static graph feeds each
+random input once per run).
 
 >>> ug.manual_seed(0)
 >>> def train(target):

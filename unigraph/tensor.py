@@ -362,6 +362,8 @@ def as_array(data, dtype=None, what="ug.tensor", python_defaults=True) -> np.nda
     """
     if dtype is not None:
         dtype = as_dtype(dtype)
+    if isinstance(data, Tensor):
+        data = data._host()
     if isinstance(data, np.ndarray | np.generic):
         if data.dtype.kind not in "biuf":
             raise _conversion_error(data, what)
