@@ -397,6 +397,52 @@ def test_conv2d_routes_forward_and_gradient_compiled(backend, case, mode):
     np.testing.assert_allclose(dw, want_dw, rtol=1e-10, atol=1e-10)
 
 
+def unknown_batch_graph():
+    """conv2d, max_pool2d and avg_pool2d of x [?, 2, 5, 5] (a batch known only at run time),
+    and d/dx, d/dw of the sum of all three."""
+    x, w = Value((None, 2, 5, 5), "float64", "x"), Value((3, 2, 3, 3), "float64", "w")
+    fn = Builder("fn", [like(x), like(w)])
+    fx, fw = fn.graph.inputs
+    conv = fn.op("conv2d", fx, fw, out=((None, 3, 3, 3), "float64"), stride=(1, 1),
+                 padding=(0, 0), dilation=(1, 1), groups=1)
+    pools = [fn.op(op, fx, out=((None, 2, 3, 3), "float64"), kernel=(3, 3), stride=(2, 2),
+                   padding=(1, 1)) for op in ("max_pool2d", "avg_pool2d")]
+    sums = [fn.op("sum", v, out=((), "float64"), axis=None, keepdims=False)
+            for v in (conv, *pools)]
+    loss = fn.op("add", fn.op("add", sums[0], sums[1], out=((), "float64")), sums[2],
+                 out=((), "float64"))
+    top = Builder("unknown_batch", [x, w])
+    return top.done(*grad_node(top, fn.done(conv, *pools, loss), [x, w], wrt=(0, 1),
+                               output=3))
+
+
+@pytest.mark.parametrize("mode", GRAPH_MODES)
+def test_conv_and_pools_over_a_batch_known_only_at_run_time(backend, mode):
+    # An empty batch takes the zeros branch (TF's Conv2D would return its input, and
+    # oneDNN's MaxPoolGrad would abort the process); a full one the conv and pools.
+    executable = backend.compile(unknown_batch_graph(), mode)
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((3, 2, 3, 3))
+    pool_attrs = {"kernel": (3, 3), "stride": (2, 2), "padding": (1, 1)}
+    conv_attrs = {"stride": (1, 1), "padding": (0, 0), "dilation": (1, 1), "groups": 1}
+    for batch in (0, 2):
+        x = rng.standard_normal((batch, 2, 5, 5))
+        conv, max_pool, avg_pool, _, dx, dw = run_numpy(executable, [x, w])
+        want_conv = OPS["conv2d"].reference(x, w, **conv_attrs)
+        want = [want_conv, *(OPS[op].reference(x, **pool_attrs)
+                             for op in ("max_pool2d", "avg_pool2d"))]
+        for got, expected in zip((conv, max_pool, avg_pool), want):
+            assert got.shape == expected.shape
+            np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-10)
+        want_dx, want_dw = OPS["conv2d"].vjp(np.ones(want_conv.shape), [x, w], want_conv,
+                                             **conv_attrs)
+        if batch:  # the reference's max_pool2d VJP takes no empty batch
+            for op, out in (("max_pool2d", want[1]), ("avg_pool2d", want[2])):
+                want_dx = want_dx + OPS[op].vjp(np.ones(out.shape), [x], out, **pool_attrs)[0]
+        np.testing.assert_allclose(dx, want_dx, rtol=1e-10, atol=1e-10)
+        np.testing.assert_allclose(dw, want_dw, rtol=1e-10, atol=1e-10)
+
+
 # -- compiled graphs: static (Session) and function (tf.function) ---------------------------
 
 
