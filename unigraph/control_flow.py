@@ -358,12 +358,20 @@ def _traced_while(builder, cond_fn, body_fn, leaves, treedef, maximum, frame):
     rebuild = lambda *xs: pytree.unflatten(treedef, list(xs))  # noqa: E731
     counter_spec = [TensorSpec((), "int64")] if counted else []
     inner_flags = []
+    if counted:
+        # Constants of the enclosing graph, captured: not rebuilt in every iteration.
+        def constant(value):
+            return symbolic(builder, builder.constant(np.asarray(value, np.int64)))
+
+        zero, one = constant(0), constant(1)
+        stop = constant(limit) if limit is not None else None
+        most = constant(maximum) if isinstance(maximum, int) else maximum
 
     def body(*xs):
         result = _call(body_fn, rebuild(*xs[:count]))
         if not counted:
             return result, []
-        counter = xs[count] + 1
+        counter = xs[count] + one
         if current_builder().loop_flags:
             inner = _loop_flag(current_builder())
             inner_flags.append(inner)
@@ -376,11 +384,11 @@ def _traced_while(builder, cond_fn, body_fn, leaves, treedef, maximum, frame):
         if counted:
             counter = xs[count]
             if maximum is not None:
-                pred = api.logical_and(pred, counter < maximum)
+                pred = api.logical_and(pred, counter < most)
             if limit is not None:
-                pred = api.logical_and(pred, counter <= limit)
+                pred = api.logical_and(pred, counter <= stop)
             if inner_flags:
-                pred = api.logical_and(pred, counter >= 0)
+                pred = api.logical_and(pred, counter >= zero)
         return pred
 
     # The body first: whether a loop inside it can report decides the condition.
@@ -396,7 +404,7 @@ def _traced_while(builder, cond_fn, body_fn, leaves, treedef, maximum, frame):
     captured = cond_builder.share_captures([body_builder])
     inputs = [value_of(builder, x) for x in leaves]
     if counted:
-        inputs.append(builder.constant(np.asarray(0, np.int64)))
+        inputs.append(value_of(builder, zero))
     inputs += [value_of(builder, x) for x in captured]
     outs = builder.add_node("while_loop", inputs, specs + counter_spec,
                             {"num_carried": count + len(counter_spec)},
@@ -405,7 +413,9 @@ def _traced_while(builder, cond_fn, body_fn, leaves, treedef, maximum, frame):
     if limit is not None:
         counter = results[count]
         builder.root.loop_lines.append((user_frame(frame)[0], limit))
-        flag = api.cast(counter > limit, "int64") * len(builder.root.loop_lines)
+        flag = api.cast(counter > stop, "int64")
+        if len(builder.root.loop_lines) > 1:
+            flag = flag * len(builder.root.loop_lines)
         if inner_flags:
             flag = api.maximum(flag, api.cast(counter < 0, "int64") * -counter)
         builder.loop_flags.append(flag)
