@@ -18,8 +18,9 @@ import re
 import numpy as np
 
 from unigraph import api, pytree
-from unigraph.autograph.weak import is_weak, strong, weak
+from unigraph.autograph.weak import WeakTensor, is_weak, strong, weak
 from unigraph.control_flow import _trace_subgraph, emit_cond, while_loop
+from unigraph.dispatch import current_backend
 from unigraph.dtypes import python_scalar_dtype
 from unigraph.errors import ControlFlowError, TracingError
 from unigraph.function import is_array_leaf
@@ -324,48 +325,39 @@ def _probe(test):
 def for_stmt(iterable, extra_test, body, get_state, set_state, names):
     """`for item in iterable: body(item)`, stopping early once `extra_test()` is false
     (a lowered `break`/`return`). A `ug.range` with a symbolic bound is one `while_loop`;
-    anything else is iterated in Python (unrolled when traced), and iterations that a
-    symbolic `extra_test` may skip become `cond` nodes."""
-    if isinstance(iterable, TensorRange):
-        if iterable.is_symbolic:
-            _symbolic_range_loop(iterable, extra_test, body, get_state, set_state, names)
-        else:
-            _eager_range_loop(iterable, extra_test, body, get_state, names)
+    with eager tensor bounds, a Python loop under a `while_loop`'s rules (its index a weak
+    tensor, as in the graph loop); anything else is iterated in Python (unrolled when
+    traced), and iterations that a tensor `extra_test` may skip are `cond` branches."""
+    tensor_loop = isinstance(iterable, TensorRange)
+    if tensor_loop and iterable.is_symbolic:
+        _symbolic_range_loop(iterable, extra_test, body, get_state, set_state, names)
         return
+    if tensor_loop:
+        entry = get_state()
+        _check_loop_entry(entry, names, "`for` loop")
     one_branch = tuple((name, "if") for name in names)
-    for item in iterable:
-        if extra_test is not None:
-            go = extra_test()
-            if is_symbolic(go):
-                if_stmt(go, functools.partial(body, item), _nothing, get_state, set_state, names,
-                        one_branch)
-                continue
-            if isinstance(go, Tensor):
-                _check_one_branch(dict(zip(names, get_state())), one_branch, "`if`")
-                if not go:
-                    return
-                with region("cond"):
-                    body(item)
-                continue
-            if not go:
-                return
-        body(item)
-
-
-def _eager_range_loop(iterable, extra_test, body, get_state, names):
-    """A `ug.range` with eager tensor bounds: a Python loop under a `while_loop`'s rules,
-    its index a weak tensor as in the static loop."""
-    entry = get_state()
-    _check_loop_entry(entry, names, "`for` loop")
     checked = False
     for item in iterable:
-        if extra_test is not None and not extra_test():
+        go = True if extra_test is None else extra_test()
+        if is_symbolic(go):
+            if_stmt(go, functools.partial(body, item), _nothing, get_state, set_state, names,
+                    one_branch)
+            continue
+        if not tensor_loop and isinstance(go, Tensor):
+            _check_one_branch(dict(zip(names, get_state())), one_branch, "`if`")
+        if not go:
             return
-        with region("while_loop"):
+        if tensor_loop:
+            with region("while_loop"):
+                body(item)
+            if not checked:
+                _check_loop_types(names, entry, get_state(), "`for` loop")
+                checked = True
+        elif isinstance(go, Tensor):
+            with region("cond"):
+                body(item)
+        else:
             body(item)
-        if not checked:
-            _check_loop_types(names, entry, get_state(), "`for` loop")
-            checked = True
 
 
 def _nothing():
@@ -515,8 +507,11 @@ class TensorRange:
                 "(@ug.function, not @ug.function(autograph=False)), or use ug.while_loop"
             )
         bounds = [int(x) for x in (self.start, self.stop, self.step)]
+        backend = current_backend()
         for index in builtins.range(*bounds):
-            yield weak(tensor(np.asarray(index, self.dtype)))
+            # The backend's tensor is made on first use: an index only compared or used
+            # in a Python expression costs no conversion.
+            yield WeakTensor((), self.dtype, backend=backend, array=np.asarray(index, self.dtype))
 
 
 

@@ -148,9 +148,20 @@ def _apply(op, *operands):
     if strong_dtypes:
         kinds = [_PYTHON_KIND[np.dtype(d).kind] for d in weak_dtypes]
         dtype = result_dtype(strong_dtypes, kinds + numbers)
-        return op(*[_as(x, dtype) for x in operands])
+        return op(*[_as_number(x) if _on_host(x) else _as(x, dtype) for x in operands])
     dtype = result_dtype(weak_dtypes, numbers)
     return weak(op(*[_as(x, dtype) for x in operands]))
+
+
+def _on_host(x) -> bool:
+    """An eager weak scalar whose value is already on the host (an eager loop index): it
+    can stand in as the Python number it is, which costs no cast."""
+    return isinstance(x, WeakTensor) and x._value is None and x._array is not None \
+        and x.shape == ()
+
+
+def _as_number(x):
+    return x._array.item()
 
 
 def _as(x, dtype: str):
