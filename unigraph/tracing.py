@@ -23,6 +23,10 @@ _builder: contextvars.ContextVar = contextvars.ContextVar("unigraph_builder", de
 _region: contextvars.ContextVar = contextvars.ContextVar("unigraph_region", default=None)
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 _SKIP_DIRS = (_PACKAGE_DIR, os.path.dirname(contextvars.__file__))
+# The built-in backends' packages: their frames (e.g. eager_grad calling back into the
+# user's function) are unigraph's, not the user's.
+_BACKEND_DIRS = tuple(f"{os.sep}unigraph_{name}{os.sep}"
+                      for name in ("numpy", "torch", "tensorflow", "paddle", "onnxruntime"))
 
 
 def current_builder():
@@ -40,7 +44,8 @@ def user_frame(frame=None) -> tuple[str, str]:
     frame = frame or sys._getframe(1)
     while frame is not None:
         filename = frame.f_code.co_filename
-        if not filename.startswith(_SKIP_DIRS) and not filename.startswith("<frozen"):
+        if not (filename.startswith(_SKIP_DIRS) or filename.startswith("<frozen")
+                or any(part in filename for part in _BACKEND_DIRS)):
             return f"{_short(filename)}:{frame.f_lineno}", frame.f_code.co_name
         frame = frame.f_back
     return "", ""

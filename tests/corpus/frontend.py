@@ -139,6 +139,11 @@ def _maximum_iterations(maximum):
     return make
 
 
+def _python_true_condition():
+    return ug.function(lambda i: ug.while_loop(lambda i: True, lambda i: i + 2, i,
+                                               maximum_iterations=3))
+
+
 def _runaway():
     f = ug.function(lambda i: ug.while_loop(lambda i: i >= 0, lambda i: i + 1, i))  # @runaway
     return _limited(f)
@@ -293,6 +298,15 @@ def _batchnorm_eval_then_train():
     return run
 
 
+def _batchnorm_update_inside_grad():
+    layer = ug.nn.BatchNorm2D(2)  # training mode: the forward pass updates its statistics
+
+    @ug.function
+    def step(x):
+        return ug.grad(lambda x: ug.sum(layer(x)))(x)  # @bngrad
+    return step
+
+
 class _Stack(ug.nn.Module):
     def __init__(self):
         super().__init__()
@@ -415,6 +429,7 @@ PROGRAMS = [
     Program("maximum_iterations", _maximum_iterations(7), (0,), expect=7),
     Program("maximum_iterations_zero", _maximum_iterations(0), (5,), expect=5),
     Program("maximum_iterations_above_cond", _maximum_iterations(1000), (95,), expect=100),
+    Program("python_true_condition", _python_true_condition, (1,), expect=7),
     Program("runaway_loop", _runaway, (0,), raises=ControlFlowError,
             match=_at("runaway") + rf" ran more than {LIMIT} iterations"),
     Program("loop_exactly_at_limit", _exactly_at_limit, (0,), expect=LIMIT),
@@ -458,6 +473,9 @@ PROGRAMS = [
     Program("batchnorm_eval_then_train", _batchnorm_eval_then_train,
             (np.arange(16, dtype=np.float32).reshape(2, 2, 2, 2),),
             expect=(np.zeros(2), np.array([0.1 * 5.5, 0.1 * 9.5]))),
+    Program("batchnorm_update_inside_grad", _batchnorm_update_inside_grad,
+            (np.ones((2, 2, 2, 2), np.float32),), raises=RuntimeError,
+            match="branch at " + _at("bngrad") + ".*collect_updates"),
     Program("containers_register_and_train", _containers_train, (X3[None, :],), rtol=1e-4),
     # static arguments and recursion
     Program("power_static_recursion", _power, (X3, 3), expect=X3 ** 3),
