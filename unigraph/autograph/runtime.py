@@ -11,18 +11,17 @@ tuple, names in `names`); `set_state(values)` assigns them in the user's functio
 
 from __future__ import annotations
 
-import builtins
 import functools
 import re
 
 import numpy as np
 
 from unigraph import api, pytree
-from unigraph.autograph.weak import WeakTensor, is_weak, strong, weak
+from unigraph.autograph.ranges import TensorRange, range, range_call  # noqa: A004, F401
+from unigraph.autograph.weak import is_weak, strong, weak
 from unigraph.control_flow import _trace_subgraph, emit_cond, while_loop
-from unigraph.dispatch import current_backend
 from unigraph.dtypes import python_scalar_dtype
-from unigraph.errors import ControlFlowError, TracingError
+from unigraph.errors import ControlFlowError
 from unigraph.function import is_array_leaf
 from unigraph.tensor import Tensor, tensor
 from unigraph.tracing import GraphBuilder, current_builder, region, user_source
@@ -481,66 +480,3 @@ def or_(first, *rest):
 
 def not_(x):
     return api.logical_not(_as_bool(x)) if is_symbolic(x) else not x
-
-
-# -- ug.range -----------------------------------------------------------------------------
-class TensorRange:
-    """`ug.range` with a tensor bound. A converted `for` runs it as one `while_loop` when a
-    bound is symbolic, else as a Python loop; either way the index is a weak int tensor
-    (`weak.WeakTensor`) of the bounds' dtype: `x * i` keeps `x`'s dtype, as with an int."""
-
-    def __init__(self, start, stop, step):
-        if isinstance(step, _SCALARS) and step == 0:
-            raise ValueError("ug.range() arg 3 must not be zero")
-        self.start, self.stop, self.step = start, stop, step
-        dtypes = [x.dtype for x in (start, stop, step) if isinstance(x, Tensor)]
-        if any(not dtype.startswith("int") for dtype in dtypes):
-            raise TypeError(f"ug.range() needs integer bounds, got {', '.join(dtypes)}")
-        self.dtype = np.result_type(*dtypes).name
-        self.is_symbolic = any(is_symbolic(x) for x in (start, stop, step))
-
-    def __iter__(self):
-        if self.is_symbolic:
-            raise TracingError(
-                f"`for ... in ug.range(n)` with a traced tensor bound at {user_source()} runs "
-                "as a while_loop only inside a converted function: keep autograph on "
-                "(@ug.function, not @ug.function(autograph=False)), or use ug.while_loop"
-            )
-        bounds = [int(x) for x in (self.start, self.stop, self.step)]
-        backend = current_backend()
-        for index in builtins.range(*bounds):
-            # The backend's tensor is made on first use: an index only compared or used
-            # in a Python expression costs no conversion.
-            yield WeakTensor((), self.dtype, backend=backend, array=np.asarray(index, self.dtype))
-
-
-
-def range_call(callee, *args):
-    """`range(...)` in a `for` statement: the builtin range becomes `ug.range` (so a tensor
-    bound makes a graph loop); any other callee named `range` is just called."""
-    return range(*args) if callee is builtins.range else callee(*args)
-
-
-def range(*args):  # noqa: A001 (the point: `ug.range` mirrors `range`)
-    """`range(...)` that a tensor bound turns into a tensor loop.
-
-    With Python ints it is the builtin `range`: loops run in Python (unrolled when traced)
-    and the index is a Python int. With a tensor bound, `for i in ug.range(n)` in a
-    `@ug.function` is one `while_loop` on static targets and a Python loop on eager ones,
-    and in every mode `i` is a weakly typed int tensor: operators promote it like a Python
-    int (`x * i` keeps a float32 `x` float32), `ug.*` functions see an int tensor of the
-    bound's dtype.
-
-    >>> @ug.function
-    ... def total(n):
-    ...     s = 0
-    ...     for i in ug.range(n):
-    ...         s = s + i
-    ...     return s
-    """
-    if not any(isinstance(x, Tensor) for x in args):
-        return builtins.range(*args)
-    if not 1 <= len(args) <= 3:
-        raise TypeError(f"ug.range expected 1 to 3 arguments, got {len(args)}")
-    start, stop, step = (0, args[0], 1) if len(args) == 1 else (*args, 1)[:3]
-    return TensorRange(start, stop, step)
