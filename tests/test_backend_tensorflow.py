@@ -713,6 +713,7 @@ def test_unigraph_does_not_import_tensorflow():
         from unigraph.plugins import backends
         backend = backends()["tensorflow"]
         backend.status(), backend.version()
+        assert backend.quirks(), "the TF quirks are listed"
         assert "tensorflow" not in sys.modules, "tensorflow imported"
     """)
     assert result.returncode == 0, result.stderr

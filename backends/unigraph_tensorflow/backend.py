@@ -126,6 +126,11 @@ class TensorFlowBackend(Backend):
                               unconnected_gradients=tf.UnconnectedGradients.ZERO) if floats else []
         return outputs, per_leaf(tf, leaves, grads)
 
+    def quirks(self) -> list:
+        from unigraph_tensorflow.quirks import QUIRKS  # imports no tensorflow: only the pins do
+
+        return QUIRKS
+
     # -- static -------------------------------------------------------------------------
     def compile(self, graph, mode: str):
         tf = self.load()

@@ -1,0 +1,210 @@
+"""The TensorFlow behaviours the TensorFlow backend routes around (see `unigraph.quirks`).
+
+Listing them imports nothing; each `pin` imports tensorflow through unigraph's backend (so
+paddle, when installed, comes first), runs TensorFlow's own call and returns True while
+TensorFlow still behaves as written down here. The one quirk that aborts the process is
+pinned in a fresh process.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+
+from unigraph.quirks import Quirk
+
+VERSIONS = "2.21.0 (tensorflow-cpu)"
+
+
+def _tf():
+    from unigraph.plugins import get_backend
+
+    return get_backend("tensorflow").load()
+
+
+def _gradients(fn, *values, dtype="float64"):
+    """d sum(fn(*values)) / d values, eagerly, with TF's own gradients."""
+    tf = _tf()
+    leaves = [tf.constant(np.asarray(v, dtype)) for v in values]
+    with tf.GradientTape() as tape:
+        tape.watch(leaves)
+        out = tf.reduce_sum(fn(*leaves))
+    return [g.numpy().tolist() for g in tape.gradient(out, leaves)]
+
+
+def _conv_of_empty_batch_returns_its_input() -> bool:
+    tf = _tf()
+    out = tf.nn.conv2d(tf.zeros((0, 5, 5, 3)), tf.ones((3, 3, 3, 4)), strides=1,
+                       padding="VALID")
+    return tuple(out.shape) == (0, 5, 5, 3)  # the answer is (0, 3, 3, 4)
+
+
+def _max_pool_grad_of_empty_batch_aborts() -> bool:
+    code = (
+        "from unigraph.plugins import get_backend\n"
+        "tf = get_backend('tensorflow').load()\n"
+        "@tf.function\n"
+        "def grad(x):\n"
+        "    with tf.GradientTape() as tape:\n"
+        "        tape.watch(x)\n"
+        "        y = tf.reduce_sum(tf.nn.max_pool2d(x, 2, 2, 'VALID'))\n"
+        "    return tape.gradient(y, x)\n"
+        "grad(tf.zeros((0, 4, 4, 1)))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=300)
+    return result.returncode != 0 and b"Check failed" in result.stderr
+
+
+def _max_pool_skips_nan() -> bool:
+    tf = _tf()
+    x = tf.constant([[[[np.nan], [1.0]], [[0.0], [2.0]]]])  # NHWC, one 2x2 window
+    return float(tf.nn.max_pool2d(x, 2, 2, "VALID")[0, 0, 0, 0]) == 2.0
+
+
+def _tie_goes_to_x(name: str):
+    def pin() -> bool:
+        tf = _tf()
+        ties = _gradients(getattr(tf, name), [1.0], [1.0])
+        nans = _gradients(getattr(tf, name), [np.nan], [1.0])
+        return ties == [[1.0], [0.0]] and nans == [[0.0], [1.0]]
+
+    return pin
+
+
+def _softmax_of_inf_is_nan_and_zero() -> bool:
+    tf = _tf()
+    out = tf.nn.softmax(tf.constant([np.inf, 1.0], tf.float32)).numpy().tolist()
+    return np.isnan(out[0]).item() and out[1] == 0.0  # the answer is [nan, nan]
+
+
+def _matmul_plus_row_fails_in_a_function() -> bool:
+    tf = _tf()
+
+    @tf.function
+    def fn(a, b, c):
+        return tf.matmul(tf.transpose(a), b) + c
+
+    try:
+        fn(tf.ones((3, 2)), tf.ones((3, 4)), tf.ones((1, 4)))
+    except tf.errors.InvalidArgumentError as error:
+        return "bias must be 1-dimensional" in str(error)
+    return False
+
+
+def _argmax_skips_nan() -> bool:
+    tf = _tf()
+    return int(tf.argmax(tf.constant([1.0, np.nan, 0.5]))) == 0  # the answer is 1
+
+
+def _less_takes_no_bool() -> bool:
+    tf = _tf()
+    try:
+        tf.raw_ops.Less(x=tf.constant([False]), y=tf.constant([True]))
+    except tf.errors.NotFoundError:  # no kernel registered for bool
+        return True
+    except tf.errors.InvalidArgumentError:
+        return True
+    return False
+
+
+def _conv_gradient_refuses(groups: int = 1, dilations: int = 1):
+    def pin() -> bool:
+        tf = _tf()
+        # A [2, 2, 2, 2] filter over 2 * groups input channels: TF infers the groups.
+        try:
+            _gradients(lambda x, f: tf.nn.conv2d(x, f, strides=1, padding="VALID",
+                                                 dilations=dilations),
+                       np.ones((1, 5, 5, 2 * groups)), np.ones((2, 2, 2, 2)))
+        except (tf.errors.InvalidArgumentError, tf.errors.UnimplementedError):
+            return True
+        return False
+
+    return pin
+
+
+def _pair_quirk(name: str) -> Quirk:
+    return Quirk(
+        op=name, framework="tensorflow", versions=VERSIONS,
+        behaviour=f"tf.{name}'s gradient gives a tie all to x, and a NaN pair all to y",
+        workaround="tf.custom_gradient with the op's rule (winner takes it, a tie splits "
+                   "0.5/0.5, a NaN result passes NaN to both); built only where an op may be "
+                   "differentiated (graphs, or under eager_grad's tape)",
+        pin=_tie_goes_to_x(name),
+    )
+
+
+QUIRKS = [
+    Quirk(
+        op="conv2d", framework="tensorflow", versions=VERSIONS,
+        behaviour="tf.nn.conv2d on an empty batch (N = 0) returns its input [0, H, W, C] "
+                  "while its static shape says [0, OH, OW, O]",
+        workaround="zeros of the true shape when the batch is empty (a tf.cond when it is "
+                   "known only at run time): images.nonempty_batch",
+        pin=_conv_of_empty_batch_returns_its_input,
+    ),
+    Quirk(
+        op="max_pool2d", framework="tensorflow", versions=VERSIONS,
+        behaviour="in a graph, oneDNN's MaxPoolGrad on an empty batch aborts the process "
+                  "(Check failed: dtype() == expected_dtype)",
+        workaround="pools of an empty batch are zeros of the true shape, so no pool "
+                   "gradient kernel runs: images.nonempty_batch",
+        pin=_max_pool_grad_of_empty_batch_aborts,
+    ),
+    Quirk(
+        op="max_pool2d", framework="tensorflow", versions=VERSIONS,
+        behaviour="tf.nn.max_pool2d skips NaN ([[nan, 1], [0, 2]] pools to 2)",
+        workaround="NaN where the window holds one (a second pool over isnan(x)); the "
+                   "gradient goes to the window's first NaN by a MaxPoolGrad over that mask "
+                   "(tf.custom_gradient): images.first_maximum_pool",
+        pin=_max_pool_skips_nan,
+    ),
+    _pair_quirk("maximum"),
+    _pair_quirk("minimum"),
+    Quirk(
+        op="softmax", framework="tensorflow", versions=VERSIONS,
+        behaviour="float32 tf.nn.softmax([inf, 1]) is [nan, 0] and softmax([1, nan]) is "
+                  "[0, nan]; the op's exp(x - max) / sum(...) is NaN across such a row",
+        workaround="softmax(x) + (max - max): adds NaN to a row whose max is not finite, "
+                   "exactly 0 elsewhere",
+        pin=_softmax_of_inf_is_nan_and_zero,
+    ),
+    Quirk(
+        op="add", framework="tensorflow", versions=VERSIONS,
+        behaviour="in a tf.function, matmul(transpose(a), b) + c with c of shape [1, N] "
+                  "fails: Grappler fuses it into MatMul + BiasAdd, whose kernel refuses the "
+                  "2-D bias ('bias must be 1-dimensional')",
+        workaround="in graph modes a [1, N] row added to a MatMul goes in reshaped to [N] "
+                   "(lowerings.add_in_graph)",
+        pin=_matmul_plus_row_fails_in_a_function,
+    ),
+    Quirk(
+        op="argmax", framework="tensorflow", versions=VERSIONS,
+        behaviour="tf.argmax skips NaN ([1, nan, 0.5] -> 0)",
+        workaround="NaN read as +inf before ArgMax",
+        pin=_argmax_skips_nan,
+    ),
+    Quirk(
+        op="less (less_equal, greater, greater_equal)", framework="tensorflow",
+        versions=VERSIONS,
+        behaviour="no Less/Greater kernel for bool",
+        workaround="bools compared as int8 (False < True holds there too)",
+        pin=_less_takes_no_bool,
+    ),
+    Quirk(
+        op="conv2d", framework="tensorflow", versions=VERSIONS,
+        behaviour="the float64 CPU Conv2D gradient kernels refuse dilations (the forward "
+                  "runs; float32 goes through oneDNN, which takes them)",
+        workaround="stride 1: tf.nn.convolution (SpaceToBatchND route); strided: the filter "
+                   "dilated with zeros (images.dilate_filter)",
+        pin=_conv_gradient_refuses(dilations=2),
+    ),
+    Quirk(
+        op="conv2d", framework="tensorflow", versions=VERSIONS,
+        behaviour="the float64 CPU Conv2D gradient kernels refuse grouped filters (the "
+                  "forward runs; float32 goes through oneDNN, which takes them)",
+        workaround="one conv per group: split the channels, concat the outputs",
+        pin=_conv_gradient_refuses(groups=2),
+    ),
+]
