@@ -12,6 +12,7 @@ import numpy as np
 
 from unigraph import reference
 from unigraph.backend import Backend
+from unigraph.errors import BackendError
 from unigraph.ops import OPS
 
 
@@ -24,6 +25,11 @@ class NumpyBackend(Backend):
     # The op table the engine runs: a subclass may swap a record (the checker's tests build
     # deliberately wrong backends this way).
     ops: dict = OPS
+
+    @property
+    def lowerings(self) -> dict:
+        """The flat lowering table: each op's NumPy reference is its own lowering."""
+        return {name: record.reference for name, record in self.ops.items()}
 
     def to_native(self, array):
         return np.array(array, copy=True)
@@ -41,4 +47,7 @@ class NumpyBackend(Backend):
         return reference.eager_grad(fn, watched)
 
     def compile(self, graph, mode):
+        if mode != "static":
+            raise BackendError(f"numpy: no compiled mode {mode!r}; compile for 'static' (eager "
+                               "mode runs op by op through eager_op)")
         return reference.ReferenceExecutable(graph, self.ops)

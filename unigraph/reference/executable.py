@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from unigraph.backend import Executable
+from unigraph.errors import UnigraphError
 from unigraph.reference.plan import Plan
 
 
@@ -61,10 +62,13 @@ class ReferenceExecutable(Executable):
         self.graph = graph
         self.plan = Plan(graph, ops)
         self.params = [None] * len(graph.params)
+        self.unset = set(range(len(graph.params)))  # indices never given a value
         index = {v.id: i for i, v in enumerate(graph.params)}
         self.updates = [(index[p.id], self.plan.slots[v.id]) for p, v in graph.updates]
 
     def run(self, inputs):
+        if self.unset:
+            self.refuse_unset()
         feeds = list(inputs)
         env, _ = self.plan.forward(feeds + self.params, False)
         for index, slot in self.updates:
@@ -74,13 +78,22 @@ class ReferenceExecutable(Executable):
             outputs[i] = _owned(out, feeds)
         return outputs
 
+    def refuse_unset(self):
+        names = ", ".join(repr(self.graph.params[i].name) for i in sorted(self.unset))
+        raise UnigraphError(
+            f"numpy:static: parameter {names} of graph {self.graph.name!r} was never set: "
+            "call set_param(index, array) before run (a @ug.function does this for you)")
+
     def run_all(self, inputs):
+        if self.unset:
+            self.refuse_unset()
         env, _ = self.plan.forward(list(inputs) + self.params, False)
         return {value_id: env[slot] for value_id, slot in self.plan.slots.items()
                 if env[slot] is not None}
 
     def set_param(self, index, array):
         self.params[index] = _frozen(np.array(array, copy=True))
+        self.unset.discard(index)
 
     def get_param(self, index):
         return self.params[index]
