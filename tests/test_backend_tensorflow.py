@@ -572,6 +572,30 @@ def test_params_round_trip_exactly(backend, mode):
     assert 100.0 not in executable.get_param(0)
 
 
+def test_static_loads_every_parameter_set_in_one_session_run(backend):
+    # One Session.run per parameter costs parameters x graph size (issue 19 item 7).
+    executable = backend.compile(training_graph(), "static")
+    calls = []
+    session_run = executable._session.run
+    executable._session.run = lambda *args, **kwargs: (calls.append(args[0]),
+                                                        session_run(*args, **kwargs))[1]
+    w, b = np.full((4, 3), 0.5, np.float32), np.array([1.0, 2.0, 3.0], np.float32)
+    executable.set_param(0, w)
+    executable.set_param(1, b)
+    w[:] = 9.0  # set_param keeps its own copy until the values go in
+    assert calls == []
+    x, labels = np.ones((2, 4), np.float32), np.array([0, 2])
+    (loss,) = executable.run([x, labels])
+    assert len(calls) == 2  # the two parameters together, then the step
+    # logits = 4 * 0.5 + b = [3, 4, 5] on each row; labels 0 and 2.
+    log_sum = np.log(np.exp([3.0, 4.0, 5.0]).sum())
+    np.testing.assert_allclose(loss, np.mean([log_sum - 3.0, log_sum - 5.0]), rtol=1e-6)
+    executable.set_param(1, np.zeros(3, np.float32))
+    np.testing.assert_array_equal(executable.get_param(1), np.zeros(3))
+    with pytest.raises(BackendError, match="'fc.bias' has shape"):
+        executable.set_param(1, np.zeros(4, np.float32))
+
+
 @pytest.mark.parametrize("mode", GRAPH_MODES)
 def test_parameter_updated_from_an_input_does_not_alias_it(backend, mode):
     executable = backend.compile(assign_from_input_graph(), mode)

@@ -121,6 +121,10 @@ class SessionExecutable(Executable):
         self.native_graph = native
         self._count = len(outputs)
         self._unset = set(range(len(graph.params)))
+        # index -> value given to set_param, not yet in its variable: all of them go in with
+        # one Session.run before the next run or read. One run per parameter would cost
+        # parameters x graph size (each distinct fetch prunes the whole graph once).
+        self._pending: dict = {}
         self._session = tf.compat.v1.Session(graph=native, config=session_config(tf))
         self._finalizer = weakref.finalize(self, self._session.close)
 
@@ -133,23 +137,42 @@ class SessionExecutable(Executable):
                 for ph, x in zip(self._placeholders, inputs)}
 
     def run(self, inputs: list) -> list:
+        if self._pending:
+            self._load_pending()
         values = self._session.run(self._fetches, self._feed(inputs))
         # Session.run gives NumPy scalars for 0-d results: make every output an ndarray.
         return [v if type(v) is np.ndarray else np.asarray(v) for v in values[: self._count]]
 
     def run_all(self, inputs: list) -> dict:
+        if self._pending:
+            self._load_pending()
         values = self._session.run([tensor for _, tensor in self._all], self._feed(inputs))
         return {value_id: np.asarray(v) for (value_id, _), v in zip(self._all, values)}
 
     def set_param(self, index: int, array) -> None:
-        # A private copy: the variable adopts the fed buffer (see may_hold_a_feed).
-        array = np.array(array, dtype=self.graph.params[index].dtype, copy=True)
-        self._session.run(self._param_setters[index], {self._param_feeds[index]: array})
+        """Give parameter `index` its value; it reaches the Session, with every other value
+        set since, in one Session.run before the next run or read."""
+        param = self.graph.params[index]
+        # A private copy: the caller may change its array, and the variable adopts the fed
+        # buffer (see may_hold_a_feed).
+        array = np.array(array, dtype=param.dtype, copy=True)
+        if array.shape != tuple(param.shape):
+            raise BackendError(f"tensorflow:static: parameter {param.name!r} has shape "
+                               f"{tuple(param.shape)}, not {array.shape}")
+        self._pending[index] = array
         self._unset.discard(index)
+
+    def _load_pending(self) -> None:
+        pending = self._pending
+        self._session.run([self._param_setters[i] for i in pending],
+                          {self._param_feeds[i]: array for i, array in pending.items()})
+        self._pending = {}
 
     def get_param(self, index: int) -> np.ndarray:
         if index in self._unset:
             raise BackendError(f"parameter {self.graph.params[index].name!r} was never set")
+        if self._pending:
+            self._load_pending()
         return np.asarray(self._session.run(self._reads[index]))
 
     def close(self) -> None:
