@@ -1,0 +1,14 @@
+"""ONNX exchange: `export` writes any `@ug.function` or Module as an ONNX model.
+
+    ug.onnx.export(model.eval(), x, path="model.onnx")          # -> "model.onnx"
+    model_proto = ug.onnx.to_model(counter, 0, 10, opset=17)      # an onnx.ModelProto
+
+`cond` becomes `If`, `while_loop` becomes `Loop`, parameters initializers; see
+`unigraph.onnx.export`. Needs the `onnx` package (`pip install 'unigraph[onnx]'`);
+`import unigraph` does not import this package.
+"""
+
+from unigraph.export.prepare import ExportError
+from unigraph.onnx.export import export, graph_to_model, to_model
+
+__all__ = ["ExportError", "export", "graph_to_model", "to_model"]

@@ -1,0 +1,346 @@
+"""The ONNX emitters: one flat table, op record name -> the function that writes that op as
+ONNX nodes (STYLE rule 2).
+
+An emitter is `emit(writer, args, node) -> name`: `args` are the ONNX names of the node's
+inputs, `node` the IR node (its input values carry the shapes and dtypes, `node.attrs` the
+op's attrs), and the result is the ONNX name holding the op's one output. `writer` (see
+`unigraph.onnx.export.GraphWriter`) adds nodes to the graph being written:
+`writer.node(op_type, inputs, **attrs)`, `writer.const(array)`, `writer.opset`.
+
+Where ONNX Runtime (the runtime the exporter is verified on) does not follow ONNX's or our
+op records' meaning, the emitter routes around it, and says so next to the entry:
+
+* no float64 kernel for Conv and AveragePool: other float dtypes than float32 and float16
+  are written as an im2col composition (Pad, Slice, Concat, MatMul), still ONNX ops;
+* ReduceMax/ReduceMin, float64 MaxPool and ArgMax skip NaN, where the op records propagate
+  it (a NaN is the maximum): an IsNaN test puts the NaN back;
+* float64 LogSoftmax of a row holding +inf is not NaN throughout: written as its formula;
+* Less/Greater and friends take no bools: bools are compared as int32.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+INT64_MAX = np.iinfo(np.int64).max
+# ONNX Runtime's CPU kernels for these ops exist only in these dtypes (checked: 1.32).
+CONV_KERNEL_DTYPES = ("float16", "float32")
+AVG_POOL_KERNEL_DTYPES = ("float16", "float32")
+# float64 LogSoftmax of a row holding +inf gives [nan, -inf, ...], not NaN throughout.
+LOG_SOFTMAX_KERNEL_DTYPES = ("float16", "float32")
+
+
+def _ints(values) -> np.ndarray:
+    return np.asarray(list(values), dtype=np.int64)
+
+
+def _dtype(node, index: int = 0) -> str:
+    return node.inputs[index].dtype
+
+
+def _rank(node, index: int = 0) -> int:
+    return len(node.inputs[index].shape)
+
+
+# -- elementwise -----------------------------------------------------------------------------
+def _op(op_type: str, **fixed):
+    """An op that is one ONNX node with the same inputs (and `fixed` attributes)."""
+    return lambda w, args, node: w.node(op_type, args, **fixed)
+
+
+def _compare(op_type: str):
+    """Less and friends take no bools in ONNX: compare bools as int32 (False < True)."""
+
+    def emit(w, args, node):
+        if _dtype(node) == "bool":
+            args = [w.node("Cast", [a], to=w.onnx_dtype("int32")) for a in args]
+        return w.node(op_type, args)
+
+    return emit
+
+
+def _not_equal(w, args, node):
+    return w.node("Not", [w.node("Equal", args)])
+
+
+def _cast(w, args, node):
+    return w.node("Cast", args, to=w.onnx_dtype(node.attrs["dtype"]))
+
+
+# -- reductions ------------------------------------------------------------------------------
+def _reduce(w, op_type: str, x: str, axis, keepdims: bool) -> str:
+    """One Reduce* node over `axis` (a tuple, or None for every axis). Opset 18 moved the
+    axes of every reduction from an attribute to an input (ReduceSum: opset 13)."""
+    if axis is not None and len(axis) == 0:
+        return w.node("Identity", [x])  # an empty axes list would mean "all" in ONNX
+    if axis is None:
+        return w.node(op_type, [x], keepdims=int(keepdims))
+    if op_type == "ReduceSum" or w.opset >= 18:
+        return w.node(op_type, [x, w.const(_ints(axis))], keepdims=int(keepdims))
+    return w.node(op_type, [x], axes=list(axis), keepdims=int(keepdims))
+
+
+def _any_nan(w, x: str, dtype: str, reduce) -> str:
+    """bool: where `reduce` (a function of a 0/1 tensor) finds a NaN of x."""
+    flags = w.node("Cast", [w.node("IsNaN", [x])], to=w.onnx_dtype(dtype))
+    return w.node("Greater", [reduce(flags), w.const(np.zeros((), dtype))])
+
+
+def _with_nan(w, x: str, result: str, dtype: str, reduce) -> str:
+    """`result`, NaN wherever `reduce` finds a NaN of x (ORT's max/min kernels skip NaN)."""
+    if dtype not in ("float16", "float32", "float64"):
+        return result
+    nan = w.const(np.full((), np.nan, dtype))
+    return w.node("Where", [_any_nan(w, x, dtype, reduce), nan, result])
+
+
+def _extreme(op_type: str):
+    def emit(w, args, node):
+        axis, keepdims = node.attrs["axis"], node.attrs["keepdims"]
+        result = _reduce(w, op_type, args[0], axis, keepdims)
+        return _with_nan(w, args[0], result, _dtype(node),
+                         lambda flags: _reduce(w, "ReduceMax", flags, axis, keepdims))
+
+    return emit
+
+
+def _sum(w, args, node):
+    return _reduce(w, "ReduceSum", args[0], node.attrs["axis"], node.attrs["keepdims"])
+
+
+def _mean(w, args, node):
+    return _reduce(w, "ReduceMean", args[0], node.attrs["axis"], node.attrs["keepdims"])
+
+
+def _argmax(w, args, node):
+    axis, keepdims = node.attrs["axis"], int(node.attrs["keepdims"])
+    found = w.node("ArgMax", args, axis=axis, keepdims=keepdims)
+    dtype = _dtype(node)
+    if dtype not in ("float16", "float32", "float64"):
+        return found
+    # A NaN counts as the maximum: the first NaN's index where the slice holds one.
+    flags = w.node("Cast", [w.node("IsNaN", args)], to=w.onnx_dtype(dtype))
+    first_nan = w.node("ArgMax", [flags], axis=axis, keepdims=keepdims)
+    has_nan = w.node("Greater", [_reduce(w, "ReduceMax", flags, (axis,), keepdims),
+                                 w.const(np.zeros((), dtype))])
+    return w.node("Where", [has_nan, first_nan, found])
+
+
+# -- shape -----------------------------------------------------------------------------------
+def _reshape(w, args, node):
+    shape = node.attrs["shape"]
+    # In ONNX a 0 in the target shape copies the input's dim unless allowzero (opset 14).
+    extra = {"allowzero": 1} if 0 in shape and w.opset >= 14 else {}
+    return w.node("Reshape", [args[0], w.const(_ints(shape))], **extra)
+
+
+def _transpose(w, args, node):
+    return w.node("Transpose", args, perm=list(node.attrs["perm"]))
+
+
+def _concat(w, args, node):
+    return w.node("Concat", args, axis=node.attrs["axis"])
+
+
+def _stack(w, args, node):
+    axis = w.const(_ints([node.attrs["axis"]]))
+    return w.node("Concat", [w.node("Unsqueeze", [a, axis]) for a in args],
+                  axis=node.attrs["axis"])
+
+
+def _squeeze(w, args, node):
+    axis = node.attrs["axis"]
+    if not axis:  # Squeeze without axes would drop every size-1 dim
+        return w.node("Identity", args)
+    return w.node("Squeeze", [args[0], w.const(_ints(axis))])
+
+
+def _expand_dims(w, args, node):
+    return w.node("Unsqueeze", [args[0], w.const(_ints([node.attrs["axis"]]))])
+
+
+def _broadcast_to(w, args, node):
+    return w.node("Expand", [args[0], w.const(_ints(node.attrs["shape"]))])
+
+
+def _slice(w, args, node):
+    begin, end, stride = (node.attrs[k] for k in ("begin", "end", "stride"))
+    axes = range(len(begin))
+    return w.node("Slice", [args[0], w.const(_ints(begin)), w.const(_ints(end)),
+                            w.const(_ints(axes)), w.const(_ints(stride))])
+
+
+def _take(w, args, node):
+    return w.node("Gather", args, axis=node.attrs["axis"])
+
+
+def _one_hot(w, args, node):
+    # Not ONNX's OneHot: it wraps negative indices, where ours give a row of zeros.
+    depth, rank = node.attrs["depth"], _rank(node)
+    positions = w.const(np.arange(depth, dtype=_dtype(node)))
+    hits = w.node("Equal", [w.node("Unsqueeze", [args[0], w.const(_ints([rank]))]), positions])
+    return w.node("Cast", [hits], to=w.onnx_dtype(node.attrs["dtype"]))
+
+
+def _constant(w, args, node):
+    return w.const(np.asarray(node.attrs["value"]))
+
+
+# -- neural network --------------------------------------------------------------------------
+def _softmax(w, args, node):
+    return w.node("Softmax", args, axis=node.attrs["axis"])
+
+
+def _log_softmax(w, args, node):
+    return _log_softmax_of(w, args[0], node.attrs["axis"], _dtype(node))
+
+
+def _log_softmax_of(w, x: str, axis: int, dtype: str) -> str:
+    if dtype in LOG_SOFTMAX_KERNEL_DTYPES:
+        return w.node("LogSoftmax", [x], axis=axis)
+    # (x - max) - log(sum(exp(x - max))): a row holding +inf is NaN throughout.
+    shifted = w.node("Sub", [x, _reduce(w, "ReduceMax", x, (axis,), True)])
+    total = _reduce(w, "ReduceSum", w.node("Exp", [shifted]), (axis,), True)
+    return w.node("Sub", [shifted, w.node("Log", [total])])
+
+
+def _pads(padding) -> list:
+    ph, pw = padding
+    return [ph, pw, ph, pw]
+
+
+def _windows_nhwc(w, x: str, kernel, stride, dilation, padding, value: float,
+                  dtype: str) -> list:
+    """One [N, OH, OW, C] slice of padded NHWC x per kernel offset (i, j), row-major: the
+    input element each output position reads at that offset. Shape-free: the slice ends
+    count from the end, so the batch and the image size may be known only at run time."""
+    (kh, kw), (sh, sw), (dh, dw) = kernel, stride, dilation
+    pads = [0, padding[0], padding[1], 0, 0, padding[0], padding[1], 0]
+    nhwc = w.node("Transpose", [x], perm=[0, 2, 3, 1])
+    if any(padding):
+        nhwc = w.node("Pad", [nhwc, w.const(_ints(pads)), w.const(np.array(value, dtype))])
+    windows = []
+    for i in range(kh):
+        for j in range(kw):
+            end_h = -(kh - 1 - i) * dh or INT64_MAX
+            end_w = -(kw - 1 - j) * dw or INT64_MAX
+            windows.append(w.node("Slice", [
+                nhwc, w.const(_ints([i * dh, j * dw])), w.const(_ints([end_h, end_w])),
+                w.const(_ints([1, 2])), w.const(_ints([sh, sw]))]))
+    return windows
+
+
+def _conv2d(w, args, node):
+    attrs = node.attrs
+    if _dtype(node) in CONV_KERNEL_DTYPES:
+        return w.node("Conv", args, strides=list(attrs["stride"]), pads=_pads(attrs["padding"]),
+                      dilations=list(attrs["dilation"]), group=attrs["groups"])
+    return _conv2d_im2col(w, args, node)
+
+
+def _conv2d_im2col(w, args, node):
+    """conv2d as one MatMul over the windows (im2col), for dtypes ORT has no Conv for."""
+    attrs, dtype = node.attrs, _dtype(node)
+    out_channels, per_group, kh, kw = node.inputs[1].shape
+    groups = attrs["groups"]
+    windows = _windows_nhwc(w, args[0], (kh, kw), attrs["stride"], attrs["dilation"],
+                            attrs["padding"], 0.0, dtype)
+    grouped = _ints([0, 0, 0, groups, 1, per_group])  # 0: keep N, OH, OW as they are
+    columns = w.node("Concat", [w.node("Reshape", [win, w.const(grouped)]) for win in windows],
+                     axis=-1)  # [N, OH, OW, G, 1, KH*KW*C/G], ordered (i, j, c)
+    kernel = w.node("Reshape", [args[1], w.const(_ints(
+        [groups, out_channels // groups, per_group, kh, kw]))])
+    kernel = w.node("Transpose", [kernel], perm=[0, 3, 4, 2, 1])  # [G, KH, KW, C/G, O/G]
+    kernel = w.node("Reshape", [kernel, w.const(_ints(
+        [groups, kh * kw * per_group, out_channels // groups]))])
+    product = w.node("MatMul", [columns, kernel])  # [N, OH, OW, G, 1, O/G]
+    flat = w.node("Reshape", [product, w.const(_ints([0, 0, 0, out_channels]))])
+    out = w.node("Transpose", [flat], perm=[0, 3, 1, 2])
+    if len(args) == 3:
+        out = w.node("Add", [out, w.node("Reshape", [args[2], w.const(
+            _ints([out_channels, 1, 1]))])])
+    return out
+
+
+def _pool_attrs(attrs) -> dict:
+    return {"kernel_shape": list(attrs["kernel"]), "strides": list(attrs["stride"]),
+            "pads": _pads(attrs["padding"])}
+
+
+def _max_pool2d(w, args, node):
+    pooled = w.node("MaxPool", args, **_pool_attrs(node.attrs))
+    # float64 MaxPool skips NaN in ORT; a window holding one is NaN (first maximum rule).
+    return _with_nan(w, args[0], pooled, _dtype(node),
+                     lambda flags: w.node("MaxPool", [flags], **_pool_attrs(node.attrs)))
+
+
+def _avg_pool2d(w, args, node):
+    attrs, dtype = node.attrs, _dtype(node)
+    if dtype in AVG_POOL_KERNEL_DTYPES:
+        return w.node("AveragePool", args, count_include_pad=1, **_pool_attrs(attrs))
+    windows = _windows_nhwc(w, args[0], attrs["kernel"], attrs["stride"], (1, 1),
+                            attrs["padding"], 0.0, dtype)
+    total = w.node("Sum", windows) if len(windows) > 1 else windows[0]
+    count = w.const(np.array(attrs["kernel"][0] * attrs["kernel"][1], dtype))
+    return w.node("Transpose", [w.node("Div", [total, count])], perm=[0, 3, 1, 2])
+
+
+def _sparse_softmax_cross_entropy(w, args, node):
+    logits, labels = args
+    log_p = _log_softmax_of(w, logits, 1, _dtype(node))
+    column = w.node("Unsqueeze", [labels, w.const(_ints([1]))])
+    picked = w.node("GatherElements", [log_p, column], axis=1)
+    return w.node("Neg", [w.node("Squeeze", [picked, w.const(_ints([1]))])])
+
+
+EMITTERS = {
+    "add": _op("Add"),
+    "sub": _op("Sub"),
+    "mul": _op("Mul"),
+    "div": _op("Div"),
+    "pow": _op("Pow"),
+    "maximum": _op("Max"),  # ORT's Max and Min propagate NaN, as the records do
+    "minimum": _op("Min"),
+    "equal": _op("Equal"),
+    "not_equal": _not_equal,
+    "less": _compare("Less"),
+    "less_equal": _compare("LessOrEqual"),
+    "greater": _compare("Greater"),
+    "greater_equal": _compare("GreaterOrEqual"),
+    "logical_and": _op("And"),
+    "logical_or": _op("Or"),
+    "logical_not": _op("Not"),
+    "neg": _op("Neg"),
+    "abs": _op("Abs"),
+    "exp": _op("Exp"),
+    "log": _op("Log"),
+    "sqrt": _op("Sqrt"),
+    "where": _op("Where"),
+    "cast": _cast,
+    "matmul": _op("MatMul"),
+    "sum": _sum,
+    "mean": _mean,
+    "max": _extreme("ReduceMax"),
+    "min": _extreme("ReduceMin"),
+    "argmax": _argmax,
+    "reshape": _reshape,
+    "transpose": _transpose,
+    "concat": _concat,
+    "stack": _stack,
+    "squeeze": _squeeze,
+    "expand_dims": _expand_dims,
+    "broadcast_to": _broadcast_to,
+    "slice": _slice,
+    "take": _take,
+    "one_hot": _one_hot,
+    "constant": _constant,
+    "relu": _op("Relu"),
+    "sigmoid": _op("Sigmoid"),
+    "tanh": _op("Tanh"),
+    "softmax": _softmax,
+    "log_softmax": _log_softmax,
+    "conv2d": _conv2d,
+    "max_pool2d": _max_pool2d,
+    "avg_pool2d": _avg_pool2d,
+    "sparse_softmax_cross_entropy": _sparse_softmax_cross_entropy,
+}
