@@ -248,6 +248,8 @@ def _loop_lines(stmt: Loop, depth: int) -> list:
 
 
 def _array_literal(array: np.ndarray, dtype: str) -> str:
+    if array.size == 0:  # a list literal would lose the shape
+        return f"np.zeros({array.shape!r}, dtype=np.{dtype})"
     return f"np.array({array.tolist()!r}, dtype=np.{dtype})"
 
 

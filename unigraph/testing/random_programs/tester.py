@@ -12,13 +12,15 @@ Two hypothesis runs with the same seed generate the same sequence of programs:
    still fails with that signature. If it does not come up, the unshrunk program is
    reported.
 
-No example database is used (nothing is written into the repository) and the runs are
-reproducible from the seed.
+No example database is used (nothing is written into the repository). A run is
+reproducible from its seed, count and strategy options (hypothesis sizes its examples by
+the count, so another count draws other programs).
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -58,14 +60,21 @@ class Survey:
     rejected: int = 0
     reference_failed: int = 0  # programs the reference could not run (not run elsewhere)
     counts: dict = field(default_factory=lambda: defaultdict(Counter))  # target -> status
-    reference_errors: dict = field(default_factory=dict)  # error text -> first Program
     failures: dict = field(default_factory=dict)  # signature -> Failure
+    refusals: dict = field(default_factory=lambda: defaultdict(Counter))  # target -> message
     seconds: float = 0.0
     rejected_keys: set = field(default_factory=set)
 
     @property
     def failed(self) -> bool:
-        return bool(self.failures or self.reference_errors)
+        return bool(self.failures)
+
+    def record(self, outcome: Outcome, program: Program) -> None:
+        failure = self.failures.get(outcome.signature)
+        if failure is None:
+            self.failures[outcome.signature] = Failure(outcome.signature, 1, program, outcome)
+        else:
+            failure.count += 1
 
 
 def _key(program: Program) -> str:
@@ -102,22 +111,35 @@ def survey(targets, count: int, seed_value: int = 0, grads: bool = True, workers
         found.programs += 1
         if result.reference_error:
             found.reference_failed += 1
-            found.reference_errors.setdefault(result.reference_error, program)
+            found.record(_reference_outcome(result.reference_error), program)
         for outcome in result.outcomes:
             found.counts[outcome.target][outcome.status] += 1
             if outcome.failed:
-                failure = found.failures.get(outcome.signature)
-                if failure is None:
-                    found.failures[outcome.signature] = Failure(outcome.signature, 1, program,
-                                                                outcome)
-                else:
-                    failure.count += 1
+                found.record(outcome, program)
+            elif outcome.status == "refused":
+                message = re.sub(r"random_program_\w+\.py:\d+", "<line>", outcome.detail)
+                found.refusals[outcome.target][message.splitlines()[0][:300]] += 1
         if progress is not None:
             progress(found)
 
     run()
     found.seconds = time.perf_counter() - started
     return found
+
+
+REFERENCE = "numpy:eager (reference)"
+
+
+def _reference_outcome(error: str) -> Outcome:
+    """A program the reference cannot run: the generator or the reference is wrong."""
+    return Outcome(REFERENCE, "reference error", error.split(":")[0], error)
+
+
+def _signatures(result) -> list:
+    outcomes = list(result.outcomes)
+    if result.reference_error:
+        outcomes.append(_reference_outcome(result.reference_error))
+    return [o.signature for o in outcomes]
 
 
 class _Reproduced(Exception):
@@ -129,6 +151,7 @@ def shrink(found: Survey, failure: Failure, count: int, seed_value: int = 0,
     """Shrink `failure.program` (see the module docstring); fill `failure.shrunk` and
     `failure.shrunk_outcomes` (the smallest program on every target)."""
     target = failure.signature[0]
+    targets = [] if target == REFERENCE else [target]
     wanted = _key(failure.program)
     state = {"seen": False, "smallest": None}
 
@@ -144,10 +167,10 @@ def shrink(found: Survey, failure: Failure, count: int, seed_value: int = 0,
                 return
             state["seen"] = True
         try:
-            result = evaluate(program, [target], grads, workers)
+            result = evaluate(program, targets, grads, workers)
         except IllConditioned:
             assume(False)
-        if any(o.signature == failure.signature for o in result.outcomes):
+        if failure.signature in _signatures(result):
             state["smallest"] = program
             raise _Reproduced(failure.signature)
 
@@ -160,6 +183,8 @@ def shrink(found: Survey, failure: Failure, count: int, seed_value: int = 0,
     try:
         result = evaluate(failure.reproducer, found.targets, grads, workers)
         failure.shrunk_outcomes = result.outcomes
+        if result.reference_error:
+            failure.shrunk_outcomes = [_reference_outcome(result.reference_error)]
     except IllConditioned:  # cannot happen for a program that failed, but never crash here
         failure.shrunk_outcomes = []
     return failure
@@ -179,6 +204,15 @@ def counts_table(found: Survey) -> str:
     return "\n".join(lines)
 
 
+def refusals_text(found: Survey) -> str:
+    """The distinct refusals (unigraph errors naming the user's line), per target."""
+    lines = []
+    for target, messages in sorted(found.refusals.items()):
+        for message, count in messages.most_common():
+            lines.append(f"{target}: {count} x {message}")
+    return "\n".join(lines)
+
+
 def reproducer_text(failure: Failure) -> str:
     """The reproducer: which targets fail and how, then the standalone source."""
     target, status, what = failure.signature
@@ -189,6 +223,7 @@ def reproducer_text(failure: Failure) -> str:
         lines.append(f"#   {outcome.target}: {outcome.status} {outcome.what}: "
                      f"{outcome.detail.splitlines()[0] if outcome.detail else ''}"[:400])
     title = f"Fails on {', '.join(o.target for o in failing) or target}: {status} ({what})."
-    source = render(failure.reproducer, title=title,
-                    targets=[o.target for o in failing] or [target])
+    shown = [o.target for o in failing if o.target != REFERENCE] or (
+        [] if target == REFERENCE else [target])
+    source = render(failure.reproducer, title=title, targets=shown)
     return "\n".join(lines) + "\n" + source
