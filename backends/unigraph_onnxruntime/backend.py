@@ -25,6 +25,8 @@ class OnnxRuntimeBackend(Backend):
     """onnxruntime:static runs a graph as one ONNX Runtime session (see the module doc)."""
 
     name = "onnxruntime"
+    # Not part of the Backend contract (yet): lets a checker skip gradients on this target.
+    inference_only = True
     modes = ("static",)
     framework = "onnxruntime"
     distribution = "onnxruntime"

@@ -1,0 +1,101 @@
+"""The ONNX Runtime behaviours the ONNX emitters route around (see `unigraph.quirks` and
+`unigraph.onnx.emitters`).
+
+Listing them imports nothing; each `pin` builds a one-node ONNX model, runs it in ONNX
+Runtime and returns True while ONNX Runtime still behaves as written down here.
+"""
+
+from __future__ import annotations
+
+from unigraph.quirks import Quirk
+
+VERSIONS = "1.32.0"
+
+
+def _run(op_type: str, inputs: list, **attrs):
+    """Run one ONNX node on NumPy `inputs`; its one output, or the error it raised."""
+    import onnx
+    from onnx import helper
+
+    from unigraph_onnxruntime.static import open_session
+
+    names = [f"i{k}" for k in range(len(inputs))]
+    infos = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(x.dtype), x.shape)
+             for n, x in zip(names, inputs)]
+    node = helper.make_node(op_type, names, ["o"], **attrs)
+    graph = helper.make_graph([node], "pin", infos, [onnx.ValueInfoProto(name="o")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 8
+    try:
+        return open_session(model).run(None, dict(zip(names, inputs)))[0]
+    except Exception as error:
+        return error
+
+
+def _no_float64_kernel(op_type: str, **attrs):
+    def pin() -> bool:
+        import numpy as np
+
+        inputs = [np.ones((1, 1, 2, 2))] + ([np.ones((1, 1, 1, 1))] if op_type == "Conv" else [])
+        return "NOT_IMPLEMENTED" in str(_run(op_type, inputs, **attrs))
+
+    return pin
+
+
+def _reduce_max_skips_nan() -> bool:
+    import numpy as np
+
+    out = _run("ReduceMax", [np.array([[1.0, np.nan]], np.float32), np.array([1])])
+    return float(np.asarray(out).ravel()[0]) == 1.0
+
+
+def _max_pool_float64_skips_nan() -> bool:
+    import numpy as np
+
+    out = _run("MaxPool", [np.array([[[[1.0, np.nan]]]])], kernel_shape=[1, 2])
+    return float(np.asarray(out).ravel()[0]) == 1.0
+
+
+def _argmax_skips_nan() -> bool:
+    import numpy as np
+
+    out = _run("ArgMax", [np.array([1.0, np.nan], np.float32)], axis=0)
+    return int(np.asarray(out).ravel()[0]) == 0
+
+
+def _log_softmax_float64_inf_row() -> bool:
+    import numpy as np
+
+    out = np.asarray(_run("LogSoftmax", [np.array([[np.inf, 1.0]])], axis=1))
+    return not np.isnan(out).all()
+
+
+def _less_refuses_bool() -> bool:
+    import numpy as np
+
+    return isinstance(_run("Less", [np.array([True]), np.array([False])]), Exception)
+
+
+QUIRKS = (
+    Quirk("conv2d", "onnxruntime", VERSIONS, "the CPU Conv kernel has no float64 (NOT_IMPLEMENTED)",
+          "float64 conv2d is written as im2col: Pad, strided Slices, Concat, one MatMul",
+          _no_float64_kernel("Conv")),
+    Quirk("avg_pool2d", "onnxruntime", VERSIONS, "AveragePool has no float64 kernel",
+          "float64 avg_pool2d is the Sum of strided Slices divided by kh * kw",
+          _no_float64_kernel("AveragePool", kernel_shape=[2, 2])),
+    Quirk("max", "onnxruntime", VERSIONS, "ReduceMax/ReduceMin skip NaN: max([1, nan]) = 1",
+          "Where(any IsNaN over the same axes, NaN, ReduceMax(x))", _reduce_max_skips_nan),
+    Quirk("max_pool2d", "onnxruntime", VERSIONS,
+          "float64 MaxPool skips a NaN after a window's first element",
+          "Where(MaxPool of IsNaN > 0, NaN, MaxPool(x))", _max_pool_float64_skips_nan),
+    Quirk("argmax", "onnxruntime", VERSIONS, "ArgMax skips NaN: argmax([1, nan]) = 0",
+          "Where(the slice holds a NaN, ArgMax(IsNaN(x)), ArgMax(x)): a NaN is the maximum",
+          _argmax_skips_nan),
+    Quirk("log_softmax", "onnxruntime", VERSIONS,
+          "float64 LogSoftmax of [inf, 1] is [nan, -inf], not NaN throughout",
+          "float64 is written as (x - max) - log(sum(exp(x - max)))",
+          _log_softmax_float64_inf_row),
+    Quirk("less", "onnxruntime", VERSIONS,
+          "Less, LessOrEqual, Greater, GreaterOrEqual take no bool inputs (invalid model)",
+          "bools are cast to int32 first", _less_refuses_bool),
+)
