@@ -142,6 +142,3 @@ def all_targets() -> list:
     from unigraph.config import Target
 
     return [Target(b.name, m) for b in backends().values() for m in b.modes]
-
-
-_entry_points = entry_point_list  # the old private name, still used by unigraph.check.isolate

@@ -354,7 +354,7 @@ def _max_pool_vjp(g, inputs, out, *, kernel, stride, padding):
     xp = _pad(x, padding, -np.inf)
     win = _windows(xp, kernel, stride)
     # The first maximum of each window, in row-major order inside the window, gets it all.
-    first = win.reshape(win.shape[:4] + (-1,)).argmax(axis=-1)
+    first = win.reshape(win.shape[:4] + (kernel[0] * kernel[1],)).argmax(axis=-1)
     n, c, oy, ox = np.indices(g.shape, sparse=True)
     rows = oy * stride[0] + first // kernel[1]
     cols = ox * stride[1] + first % kernel[1]
