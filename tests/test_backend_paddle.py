@@ -381,6 +381,27 @@ def test_static_grad_through_nested_loops_is_refused_in_user_terms(backend):
         backend.compile(_grad_of_fn(fn, (1,)), "static")
 
 
+def test_static_cond_in_a_loop_stays_native_and_its_gradient_is_right(backend):
+    """The repro of issue 12 item 1, built as Paddle ops (an `if` inside a `while`, both
+    differentiated by Paddle's own backward): the gradient was 0 before `fixed_backward`."""
+    import unigraph as ug
+
+    def loss(a0):
+        _, y = ug.while_loop(
+            lambda k, a: k < 2,
+            lambda k, a: (k + 1, ug.cond(ug.sum(a) > 0, lambda: a * 1.5, lambda: a * 3.0)),
+            (ug.tensor(0), a0 * 1.0))
+        return ug.sum(y)
+
+    graph = ug.function(lambda v: ug.grad(loss)(v)).trace(np.array([0.5, 1.5]))
+    executable = backend.compile(graph, "static")
+    inner = [inner_op.name() for op in executable.program.global_block().ops
+             if op.name() == "pd_op.while" for block in op.blocks() for inner_op in block.ops]
+    assert "pd_op.if" in inner
+    np.testing.assert_allclose(executable.run([np.array([0.5, 1.5])])[0], [2.25, 2.25])
+    np.testing.assert_allclose(executable.run([np.array([-0.5, -1.5])])[0], [9.0, 9.0])
+
+
 @pytest.mark.parametrize("dtype, update_op", [("float32", "pd_op.sgd_"),
                                                ("float64", "pd_op.subtract_")])
 def test_static_training_step_updates_the_parameter(backend, dtype, update_op):

@@ -273,11 +273,10 @@ def max_pool2d(x, *, kernel, stride, padding):
     largest = paddle.full([], _LARGEST[x.dtype], x.dtype)
     wide = paddle.where(paddle.isnan(x), inf, paddle.where(x == inf, largest, x))
     _, where = F.max_pool2d(wide, list(kernel), list(stride), list(padding), return_mask=True)
-    # Reshapes by 0 (keep that dim) and -1: the batch may be unknown in a Program.
-    flat, index = paddle.reshape(x, [0, 0, -1]), paddle.reshape(where, [0, 0, -1])
+    flat, index = paddle.flatten(x, start_axis=2), paddle.flatten(where, start_axis=2)
     picked = paddle.take_along_axis(flat, index, axis=2)
-    out_hw = list(where.shape[2:])
-    return paddle.reshape(picked, [0, 0] + out_hw if -1 not in out_hw else paddle.shape(where))
+    shape = list(where.shape)  # in a Program the batch may be unknown (-1)
+    return paddle.reshape(picked, shape if shape.count(-1) <= 1 else paddle.shape(where))
 
 
 def avg_pool2d(x, *, kernel, stride, padding):

@@ -293,13 +293,17 @@ def build_program(paddle, graph, lowerings: dict, *, fetch_all: bool = False) ->
         params = [env[p.id] for p in graph.params]
         # An output that is a parameter must be read before the updates overwrite it.
         outputs = [paddle.assign(o) if _is_in(o, params) else o for o in outputs]
+        # Every source is read (a parameter copied: p <- q, q <- p) before any is written.
+        writes = []
         for param, new in graph.updates:
             if id(new) in in_place:
                 continue
             source = env[new.id]
-            if _is_in(source, params):  # p <- q, q <- p: copy before either is written
+            if _is_in(source, params):
                 source = paddle.assign(source)
-            paddle.assign(source, output=env[param.id])
+            writes.append((source, env[param.id]))
+        for source, target in writes:
+            paddle.assign(source, output=target)
         for update in in_place.values():  # last: every other read of the params is done
             emit_in_place(paddle, update, env)
     return BuiltProgram(main, feed_names, outputs, param_names)
