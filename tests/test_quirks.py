@@ -23,3 +23,12 @@ def test_every_quirk_is_described():
 def test_native_behaviour_still_holds(quirk):
     assert quirk.pin() is True, (
         f"the framework no longer behaves as recorded: {quirk}; review the workaround")
+
+
+def test_the_readme_lists_every_quirk():
+    from pathlib import Path
+
+    readme = Path(__file__).resolve().parents[1] / "README.md"
+    text = readme.read_text(encoding="utf-8").replace("\\|", "|")
+    missing = [str(quirk) for _, quirk in QUIRKS if quirk.behaviour not in text]
+    assert not missing, "README's Framework quirks table is missing: " + "; ".join(missing)
