@@ -177,3 +177,28 @@ def test_transposed_matmul_plus_a_row(target, form):
     assert_close(ga, b64 @ g.T, f"d/da of {form} on {target}")  # pre = a.T b: d/da = b g.T
     assert_close(gb, a64 @ g, f"d/db of {form} on {target}")
     assert_close(gc, g.sum(axis=0, keepdims=True), f"d/dc of {form} on {target}")
+
+
+# -- tie-splitting gradients inside control flow ------------------------------------------------
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_tie_gradients_inside_a_branch_inside_a_loop(target):
+    # `y` comes from outside the loop and the branch; maximum ties at elements 0 and 3 split
+    # the gradient 0.5/0.5, and the pool's gradient goes to the first 3 of y (element 2).
+    x = np.array([1.0, 2.0, 0.5, 3.0], np.float32)
+    y = np.array([1.0, 0.0, 3.0, 3.0], np.float32)
+    w = np.array([1.0, 2.0, 3.0, 4.0], np.float32)
+
+    def loss(x, y):
+        def body(k, a):
+            peak = ug.reshape(ug.max_pool2d(ug.reshape(y, (1, 1, 2, 2)), 2, 1), ())
+            return k + 1, ug.cond(ug.sum(a) > 0, lambda: ug.maximum(a, y) + peak,
+                                  lambda: ug.minimum(a, y))
+
+        _, out = ug.while_loop(lambda k, a: k < 1, body, (ug.tensor(0), x * 1.0))
+        return ug.sum(out * w)
+
+    gx, gy = run(target, gradient_of(loss, 2), x, y)
+    assert_close(gx, w * [0.5, 1.0, 0.0, 0.5], f"d/dx on {target}")
+    assert_close(gy, w * [0.5, 0.0, 1.0, 0.5] + [0.0, 0.0, w.sum(), 0.0], f"d/dy on {target}")

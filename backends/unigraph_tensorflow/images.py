@@ -151,6 +151,9 @@ def first_maximum_pool(kernel: tuple, stride: tuple):
 
     @tf.custom_gradient
     def differentiable(x):
+        # The gradient reads a copy made here: inside a tf.cond branch, `x` may be a tensor
+        # of the enclosing graph, which the branch's gradient cannot take in.
+        x = raw.Identity(input=x)
         out, pooled, nans, nans_pooled, has_nan = forward(x)
 
         def grad(g):

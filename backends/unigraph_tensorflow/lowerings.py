@@ -59,6 +59,10 @@ def tie_split(native, wins):
 
     @tf.custom_gradient
     def differentiable(x, y):
+        # The gradient reads copies made here: inside a tf.cond branch, `x` and `y` may be
+        # tensors of the enclosing graph, which the branch's gradient cannot take in.
+        x, y = raw.Identity(input=x), raw.Identity(input=y)
+
         def grad(g):
             x_wins, y_wins = wins(x=x, y=y), wins(x=y, y=x)
             none = tf.zeros_like(g)
