@@ -660,6 +660,26 @@ def _function_op_types(executable) -> set:
     return types
 
 
+def _native_graph(executable):
+    return getattr(executable, "native_graph", None) or executable.concrete.graph
+
+
+@pytest.mark.parametrize("mode", GRAPH_MODES)
+def test_activation_after_conv_runs_on_the_nhwc_side(backend, mode):
+    # relu(conv2d(x, w, b)) in a graph: Relu takes the BiasAdd (NHWC) directly, so Grappler
+    # can fuse conv + bias + relu; the one transpose back to NCHW comes after it.
+    x, w, b = Value((1, 2, 5, 5), "float32"), Value((3, 2, 3, 3), "float32"), Value((3,),
+                                                                                    "float32")
+    top = Builder("conv_relu", [x, w, b])
+    conv = top.op("conv2d", x, w, b, out=((1, 3, 3, 3), "float32"), stride=(1, 1),
+                  padding=(0, 0), dilation=(1, 1), groups=1)
+    graph = top.done(top.op("relu", conv, out=((1, 3, 3, 3), "float32")))
+    ops = _native_graph(backend.compile(graph, mode)).get_operations()
+    (relu,) = [op for op in ops if op.type == "Relu"]
+    assert relu.inputs[0].op.type == "BiasAdd"
+    assert [consumer.type for consumer in relu.outputs[0].consumers()] == ["Transpose"]
+
+
 def test_static_graph_uses_tf_control_flow_ops(backend):
     types = _static_op_types(backend.compile(counter_graph(), "static"))
     assert types & {"While", "StatelessWhile"}, types
