@@ -9,6 +9,7 @@ pays one compile per distinct call, not per call.
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 
 import numpy as np
@@ -23,6 +24,7 @@ from unigraph_onnxruntime.static import open_session
 
 MAX_SESSIONS = 256
 _sessions: OrderedDict = OrderedDict()
+_lock = threading.Lock()  # the cache, not the sessions: ORT runs a session from any thread
 
 
 def _attr_key(value):
@@ -36,19 +38,21 @@ def _attr_key(value):
 def _session(op: str, arrays: list, attrs: dict):
     key = (op, tuple((a.shape, a.dtype.str) for a in arrays),
            tuple((k, _attr_key(v)) for k, v in sorted(attrs.items())))
-    session = _sessions.get(key)
-    if session is not None:
-        _sessions.move_to_end(key)
-        return session
+    with _lock:
+        session = _sessions.get(key)
+        if session is not None:
+            _sessions.move_to_end(key)
+            return session
     inputs = [Value(a.shape, a.dtype.name) for a in arrays]
     spec = OPS[op].infer(*[TensorSpec(v.shape, v.dtype) for v in inputs], **attrs)
     out = Value(spec.shape, spec.dtype)
     graph = Graph(op, inputs, [], [Node(op, inputs, [out], dict(attrs))], [out])
     names = [f"input_{i}" for i in range(len(inputs))]
     session = open_session(graph_to_model(graph, [], names, ["output"]))
-    _sessions[key] = session
-    if len(_sessions) > MAX_SESSIONS:
-        _sessions.popitem(last=False)
+    with _lock:
+        _sessions[key] = session
+        if len(_sessions) > MAX_SESSIONS:
+            _sessions.popitem(last=False)
     return session
 
 

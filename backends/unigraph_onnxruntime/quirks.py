@@ -83,7 +83,7 @@ QUIRKS = (
     Quirk("avg_pool2d", "onnxruntime", VERSIONS, "AveragePool has no float64 kernel",
           "float64 avg_pool2d is the Sum of strided Slices divided by kh * kw",
           _no_float64_kernel("AveragePool", kernel_shape=[2, 2])),
-    Quirk("max", "onnxruntime", VERSIONS, "ReduceMax/ReduceMin skip NaN: max([1, nan]) = 1",
+    Quirk("max (min)", "onnxruntime", VERSIONS, "ReduceMax/ReduceMin skip NaN: max([1, nan]) = 1",
           "Where(any IsNaN over the same axes, NaN, ReduceMax(x))", _reduce_max_skips_nan),
     Quirk("max_pool2d", "onnxruntime", VERSIONS,
           "float64 MaxPool skips a NaN after a window's first element",
@@ -95,7 +95,7 @@ QUIRKS = (
           "float64 LogSoftmax of [inf, 1] is [nan, -inf], not NaN throughout",
           "float64 is written as (x - max) - log(sum(exp(x - max)))",
           _log_softmax_float64_inf_row),
-    Quirk("less", "onnxruntime", VERSIONS,
+    Quirk("less (less_equal, greater, greater_equal)", "onnxruntime", VERSIONS,
           "Less, LessOrEqual, Greater, GreaterOrEqual take no bool inputs (invalid model)",
           "bools are cast to int32 first", _less_refuses_bool),
 )
