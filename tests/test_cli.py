@@ -174,3 +174,81 @@ def test_view_names_the_checks_when_the_name_is_wrong(project):
     (project / "one.py").write_text("CHECKS = {'f': (lambda x: x, (1.0,))}\n")
     rc, out, err = cli(project, "view", "one.py:g", "-o", "x.html")
     assert rc == 2 and "has no check 'g'; its CHECKS are: f" in err
+
+
+# The precedence table of README's "Choosing the target", row by row: (environment,
+# config file name and text, `unigraph run` flags, the target the script sees).
+PRECEDENCE = [
+    ({}, None, [], "numpy:eager"),
+    ({"UNIGRAPH_BACKEND": "torch"}, None, [], "torch:eager"),
+    ({"UNIGRAPH_BACKEND": "torch:static"}, None, [], "torch:static"),
+    ({"UNIGRAPH_MODE": "static"}, None, [], "numpy:static"),
+    ({}, ("unigraph.toml", 'backend = "tensorflow"\nmode = "static"\n'), [],
+     "tensorflow:static"),
+    ({}, ("pyproject.toml", '[tool.unigraph]\nbackend = "paddle:static"\n'), [],
+     "paddle:static"),
+    ({"UNIGRAPH_MODE": "eager"}, ("unigraph.toml", 'backend = "tensorflow"\nmode = "static"\n'),
+     [], "tensorflow:eager"),
+    ({"UNIGRAPH_BACKEND": "torch"},
+     ("unigraph.toml", 'backend = "tensorflow"\nmode = "static"\n'), [], "torch:static"),
+    ({"UNIGRAPH_MODE": "eager"}, ("pyproject.toml", '[tool.unigraph]\nbackend = "paddle:static"\n'),
+     [], "paddle:eager"),
+    ({"UNIGRAPH_BACKEND": "torch", "UNIGRAPH_MODE": "static"}, None, ["--backend", "paddle"],
+     "paddle:static"),
+    ({"UNIGRAPH_BACKEND": "torch"}, ("unigraph.toml", 'mode = "static"\n'),
+     ["--backend", "tensorflow:function"], "tensorflow:function"),
+    ({}, ("pyproject.toml", '[project]\nname = "x"\n'), [], "numpy:eager"),  # no table: fine
+]
+
+
+@pytest.mark.parametrize("env, config, flags, expected", PRECEDENCE)
+def test_the_precedence_table(project, env, config, flags, expected):
+    if config is not None:
+        (project / config[0]).write_text(config[1])
+    rc, out, err = cli(project, "run", *flags, "script.py", env=env)
+    assert rc == 0, err
+    assert printed_target(out) == expected
+
+
+def test_the_scripts_own_set_backend_outranks_the_flag(project):
+    (project / "own.py").write_text(
+        "import unigraph as ug\nug.set_backend('numpy:static')\n"
+        "print('target', ug.current_target())\n")
+    rc, out, err = cli(project, "run", "--backend", "torch", "own.py")
+    assert rc == 0, err
+    assert printed_target(out) == "numpy:static"
+
+
+@pytest.mark.parametrize("env, config, message", [
+    ({"UNIGRAPH_BACKEND": "nosuch"}, None,
+     "the environment variable UNIGRAPH_BACKEND = 'nosuch': unknown backend 'nosuch'"),
+    ({"UNIGRAPH_BACKEND": "torch", "UNIGRAPH_MODE": "weird"}, None,
+     "the environment variable UNIGRAPH_MODE = 'weird': backend 'torch' has no mode 'weird'"),
+    ({}, ("unigraph.toml", 'backend = "nosuch"\n'), "unigraph.toml: backend = 'nosuch'"),
+    ({}, ("pyproject.toml", "[tool.unigraph\nbackend = 1\n"), "pyproject.toml: not valid TOML"),
+    ({"UNIGRAPH_BACKEND": "torch:static", "UNIGRAPH_MODE": "eager"}, None, "give the mode once"),
+])
+def test_a_bad_setting_names_where_it_came_from(project, env, config, message):
+    if config is not None:
+        (project / config[0]).write_text(config[1])
+    (project / "op.py").write_text("import unigraph as ug\nprint(ug.tensor([1.0]).sum())\n")
+    rc, out, err = cli(project, "run", "op.py", env=env)
+    assert rc != 0
+    assert message in err, err[-1500:]
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("spelling", ["use_backend('torch:static')", "set_backend('torch:static')"])
+def test_the_target_spelling_works_in_python(spelling):
+    from unigraph import config
+
+    saved = config._global_target
+    try:
+        if spelling.startswith("use"):
+            with ug.use_backend("torch:static"):
+                assert str(ug.current_target()) == "torch:static"
+        else:
+            ug.set_backend("torch:static")
+            assert str(ug.current_target()) == "torch:static"
+    finally:
+        config._global_target = saved

@@ -50,15 +50,45 @@ _global_target: Target | None = None
 
 
 def _validated(backend: str, mode: str | None) -> Target:
-    from unigraph.plugins import get_backend
-
-    target = Target(backend, mode or DEFAULT_MODE)
-    get_backend(target.backend, target.mode)  # raises listing what is installed
+    """`backend` may be a target spelling, "torch:static"; checked against the registry."""
+    target = _combined(backend, mode, "backend", "mode")
+    _check_exists(target, "backend", "mode")
     return target
 
 
+def _combined(backend: str, mode: str | None, backend_origin: str, mode_origin: str) -> Target:
+    """Target from a backend (or "backend:mode") and an optional separate mode."""
+    if not isinstance(backend, str) or not backend.strip():
+        raise ConfigError(f"{backend_origin} must name a backend, e.g. 'torch' or "
+                          f"'torch:static', got {backend!r}")
+    if ":" in backend:
+        parsed = Target.parse(backend)
+        if mode is not None and mode != parsed.mode:
+            raise ConfigError(f"{backend_origin} = {backend!r} names mode {parsed.mode!r} but "
+                              f"{mode_origin} = {mode!r}: give the mode once")
+        return parsed
+    return Target(backend.strip(), mode or DEFAULT_MODE)
+
+
+def _check_exists(target: Target, backend_origin: str, mode_origin: str) -> None:
+    """Raise BackendError naming where a wrong backend or mode came from."""
+    from unigraph.errors import BackendError
+    from unigraph.plugins import backends, get_backend
+
+    try:
+        get_backend(target.backend, target.mode)
+    except BackendError as error:
+        origin = backend_origin if target.backend not in backends() else mode_origin
+        if origin in ("backend", "mode"):
+            raise
+        raise BackendError(f"{origin}: {error}") from None
+
+
 def set_backend(backend: str, mode: str | None = None) -> None:
-    """Make `backend:mode` the target for the whole process (below `use_backend`)."""
+    """Make `backend:mode` the target for the whole process (below `use_backend`).
+
+    >>> ug.set_backend("paddle", mode="static")     # or ug.set_backend("paddle:static")
+    """
     global _global_target
     _global_target = _validated(backend, mode)
 
@@ -67,7 +97,7 @@ def set_backend(backend: str, mode: str | None = None) -> None:
 def use_backend(backend: str, mode: str | None = None):
     """Run the block on `backend:mode`; restores the previous choice on exit.
 
-    >>> with ug.use_backend("tensorflow", mode="static"):
+    >>> with ug.use_backend("tensorflow", mode="static"):   # or use_backend("tensorflow:static")
     ...     counter(0, 10)
     """
     token = _context_target.set(_validated(backend, mode))
@@ -147,16 +177,18 @@ def _file_value(key: str):
     return table[key], path
 
 
-def _text_setting(key: str, env: str, default: str) -> str:
+def _text_setting(key: str, env: str) -> tuple:
+    """(value, where it came from) of a text setting: the environment, else the config
+    file, else (None, None)."""
     if env in os.environ:
-        return os.environ[env]
+        return os.environ[env], f"the environment variable {env}"
     value, path = _file_value(key)
     if value is None:
-        return default
+        return None, None
     if not isinstance(value, str) or not value:
         raise ConfigError(f"{path}: {key} = {value!r} must be a non-empty string, e.g. "
-                          f"{key} = {default!r}")
-    return value
+                          f"{key} = 'torch' or 'torch:static'")
+    return value, f"{path}: {key}"
 
 
 def current_target(explicit: Target | str | None = None) -> Target:
@@ -173,12 +205,35 @@ _default: Target | None = None  # from the environment or a file, read once (see
 
 
 def _resolve_default() -> Target:
-    """Each of backend and mode from the environment, else the config file, else the
-    default (so UNIGRAPH_MODE=static with a file naming only the backend is static)."""
+    """Each key by precedence: the backend from the environment, else the config file, else
+    numpy; the mode likewise. A backend written as "torch:static" also gives the mode, at
+    its own level (UNIGRAPH_BACKEND=torch:static is static unless UNIGRAPH_MODE says
+    otherwise, which is then an error: the same source gave two modes)."""
     global _default
-    _default = Target(_text_setting("backend", "UNIGRAPH_BACKEND", DEFAULT_BACKEND),
-                      _text_setting("mode", "UNIGRAPH_MODE", DEFAULT_MODE))
+    backend, backend_origin = _text_setting("backend", "UNIGRAPH_BACKEND")
+    mode, mode_origin = _text_setting("mode", "UNIGRAPH_MODE")
+    backend, backend_origin = (backend, backend_origin) if backend is not None else \
+        (DEFAULT_BACKEND, "the default backend")
+    embedded = Target.parse(backend).mode if ":" in backend else None
+    if embedded is not None:
+        same_level = mode_origin is not None and (
+            mode_origin.startswith("the environment") == backend_origin.startswith("the env"))
+        if mode is None or (not same_level and _outranks(backend_origin, mode_origin)):
+            mode, mode_origin = embedded, backend_origin
+        elif same_level and mode != embedded:
+            raise ConfigError(f"{backend_origin} = {backend!r} names mode {embedded!r} but "
+                              f"{mode_origin} = {mode!r}: give the mode once")
+        backend = Target.parse(backend).backend
+    target = Target(backend, mode or DEFAULT_MODE)
+    _check_exists(target, f"{backend_origin} = {backend!r}",
+                  f"{mode_origin or 'the default mode'} = {target.mode!r}")
+    _default = target
     return _default
+
+
+def _outranks(origin: str, other: str) -> bool:
+    """True when a setting from `origin` outranks one from `other` (environment > file)."""
+    return origin.startswith("the environment") and not other.startswith("the environment")
 
 
 _max_loop_iterations: int | None = None
