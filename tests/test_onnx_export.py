@@ -14,6 +14,7 @@ import unigraph as ug
 import unigraph.onnx
 from unigraph.checking.scripts import load_checks
 from unigraph.cli_export import exportable_entry
+from unigraph.cli_export import main as export_main
 from unigraph.dispatch import apply
 from unigraph.export import ExportError, export
 from unigraph.ir import Graph, Node, Value
@@ -247,6 +248,14 @@ def test_export_writes_a_file_and_export_takes_the_format(tmp_path):
     again = export(fn, *inputs, path=tmp_path / "c2.onnx", format="onnx")
     model = onnx.load(again)
     assert_agrees(run_model(model, inputs), reference(fn, inputs), "counter via ug.export")
+
+
+def test_the_command_line_writes_onnx(tmp_path):
+    out = tmp_path / "branch.onnx"
+    assert export_main([f"{EXAMPLES / 'cond.py'}:branch", "--format", "onnx",
+                        "-o", str(out)]) == 0
+    fn, inputs = PROGRAMS["cond.branch"]
+    assert_agrees(run_model(onnx.load(out), inputs), reference(fn, inputs), "cond.py:branch")
 
 
 # -- what is refused -----------------------------------------------------------------------------
