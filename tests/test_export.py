@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -110,7 +109,7 @@ def main():
     for case in cases:
         feeds = [np.asarray(a) for a in np.load(case["inputs"]).values()]
         try:
-            outs = run(case, feeds)
+            outs = globals()["run_" + case["format"]](case, feeds)
             np.savez(case["result"], *[np.asarray(o) for o in outs])
         except Exception:
             open(case["result"] + ".error", "w").write(traceback.format_exc())
@@ -123,7 +122,7 @@ RELOAD = {
     "savedmodel": """
 import tensorflow as tf
 
-def run(case, feeds):
+def run_savedmodel(case, feeds):
     signature = tf.saved_model.load(case["artifact"]).signatures["serving_default"]
     outs = signature(**{n: tf.constant(x) for n, x in zip(case["input_names"], feeds)})
     return [outs[n].numpy() for n in case["output_names"]]
@@ -131,7 +130,7 @@ def run(case, feeds):
     "tflite": """
 import tensorflow as tf
 
-def run(case, feeds):
+def run_tflite(case, feeds):
     runner = tf.lite.Interpreter(model_path=case["artifact"]).get_signature_runner()
     outs = runner(**dict(zip(case["input_names"], feeds)))
     return [outs[n] for n in case["output_names"]]
@@ -139,7 +138,7 @@ def run(case, feeds):
     "torch": """
 import torch
 
-def run(case, feeds):
+def run_torch(case, feeds):
     module = torch.export.load(case["artifact"]).module()
     with torch.no_grad():
         return [o.numpy() for o in module(*[torch.from_numpy(x) for x in feeds])]
@@ -149,17 +148,21 @@ import paddle
 paddle.enable_static()
 executor = paddle.static.Executor(paddle.CPUPlace())
 
-def run(case, feeds):
+def run_paddle(case, feeds):
     program, names, fetches = paddle.static.load_inference_model(case["artifact"], executor)
     return executor.run(program, feed=dict(zip(names, feeds)), fetch_list=fetches)
 """,
 }
+# One fresh process per framework (paddle and tensorflow never share one).
+FRAMEWORKS = {"savedmodel": "tensorflow", "tflite": "tensorflow", "torch": "torch",
+              "paddle": "paddle"}
 
 
-def reload_all(format: str, cases: list, folder: Path) -> None:
-    script = folder / f"reload_{format}.py"
-    script.write_text(textwrap.dedent(PRELUDE + RELOAD[format] + EPILOGUE))
-    manifest = folder / f"{format}.json"
+def reload_all(framework: str, cases: list, folder: Path) -> None:
+    formats = [f for f in NATIVE_FORMATS if FRAMEWORKS[f] == framework]
+    script = folder / f"reload_{framework}.py"
+    script.write_text(PRELUDE + "".join(RELOAD[f] for f in formats) + EPILOGUE)
+    manifest = folder / f"{framework}.json"
     manifest.write_text(json.dumps(cases))
     # Run from the artifacts' folder with no PYTHONPATH: nothing of unigraph is on the way.
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
@@ -169,32 +172,49 @@ def reload_all(format: str, cases: list, folder: Path) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
 
 
-@pytest.fixture(scope="module", params=NATIVE_FORMATS)
-def reloaded(request, tmp_path_factory):
-    """format -> {case name: outputs from the fresh process, or the error it raised}."""
-    format = request.param
-    folder = tmp_path_factory.mktemp(format)
-    cases, results = [], {}
-    for name, (fn, inputs) in PROGRAMS.items():
-        prepared = prepare(fn, inputs)
-        artifact = write(prepared, str(folder / (name + FORMATS[format].suffix)), format)
-        np.savez(folder / f"{name}.inputs.npz", *prepared.example_inputs)
-        cases.append({"artifact": artifact, "inputs": str(folder / f"{name}.inputs.npz"),
-                      "result": str(folder / f"{name}.out.npz"),
-                      "input_names": prepared.input_names,
-                      "output_names": prepared.output_names})
-    reload_all(format, cases, folder)
-    for name, case in zip(PROGRAMS, cases):
+def export_and_reload(framework: str, folder: Path) -> dict:
+    """{format: {case name: outputs from the fresh process, or the error it raised}} for
+    the formats of `framework`."""
+    cases = []
+    for format in (f for f in NATIVE_FORMATS if FRAMEWORKS[f] == framework):
+        for name, (fn, inputs) in PROGRAMS.items():
+            prepared = prepare(fn, inputs)
+            stem = f"{name}.{format}"
+            artifact = write(prepared, str(folder / (stem + FORMATS[format].suffix)), format)
+            np.savez(folder / f"{stem}.inputs.npz", *prepared.example_inputs)
+            cases.append({"format": format, "name": name, "artifact": artifact,
+                          "inputs": str(folder / f"{stem}.inputs.npz"),
+                          "result": str(folder / f"{stem}.out.npz"),
+                          "input_names": prepared.input_names,
+                          "output_names": prepared.output_names})
+    reload_all(framework, cases, folder)
+    results: dict = {}
+    for case in cases:
         error = Path(case["result"] + ".error")
-        results[name] = error.read_text() if error.exists() else \
-            list(np.load(case["result"]).values())
-    return format, results
+        results.setdefault(case["format"], {})[case["name"]] = error.read_text() \
+            if error.exists() else list(np.load(case["result"]).values())
+    return results
+
+
+@pytest.fixture(scope="module")
+def reloaded(tmp_path_factory):
+    """reloaded(format) -> {case name: outputs or error}, one export and reload per
+    framework for the whole module."""
+    done: dict = {}
+
+    def results(format: str) -> dict:
+        framework = FRAMEWORKS[format]
+        if framework not in done:
+            done[framework] = export_and_reload(framework, tmp_path_factory.mktemp(framework))
+        return done[framework][format]
+
+    return results
 
 
 @pytest.mark.parametrize("name", list(PROGRAMS))
-def test_reloaded_artifact_agrees_with_the_reference(reloaded, name):
-    format, results = reloaded
-    got = results[name]
+@pytest.mark.parametrize("format", NATIVE_FORMATS)
+def test_reloaded_artifact_agrees_with_the_reference(reloaded, format, name):
+    got = reloaded(format)[name]
     assert not isinstance(got, str), f"{format} reload of {name} failed:\n{got}"
     fn, inputs = PROGRAMS[name]
     want = reference(fn, inputs)
@@ -209,13 +229,13 @@ def test_reloaded_artifact_agrees_with_the_reference(reloaded, name):
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_artifacts_agree_with_every_target(reloaded, target):
-    """What each format computes is what every target computes for the same program."""
-    format, results = reloaded
+    """What each format computes is what every target computes for the same programs."""
     for name in ("gate", "shrink", "counter_loop.counter"):
         fn, inputs = PROGRAMS[name]
         got = run_on(target, fn, *inputs)
-        assert_agrees(results[name], got if isinstance(got, list) else [got],
-                      f"{name} as {format} vs {target}")
+        for format in NATIVE_FORMATS:
+            assert_agrees(reloaded(format)[name], got if isinstance(got, list) else [got],
+                          f"{name} as {format} vs {target}")
 
 
 # -- control flow stays the format's own -------------------------------------------------------
