@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from conftest import TARGETS
 
 import unigraph as ug
 from unigraph.weights import WeightFileError, check_fits, metadata
@@ -55,3 +56,77 @@ def test_check_fits_lists_every_difference():
     for part in ("missing: c", "not in the model: d", "a: dtype float64 in the file, float32",
                  "b: shape [4] in the file, [3] in the model", "nothing was loaded"):
         assert part in text
+
+
+class Small(ug.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = ug.nn.Linear(4, 3)
+        self.bn = ug.nn.BatchNorm2D(2)  # buffers (running statistics) travel too
+        self.scale = ug.nn.Parameter(np.float32(2.0), name="scale")
+
+    def forward(self, x):
+        return self.fc(x) * self.scale
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_module_save_then_load_on_every_target(tmp_path, target):
+    """Train on the target, save, load into a fresh model: the same outputs everywhere."""
+    ug.manual_seed(0)
+    trained = Small()
+    x = np.linspace(-1, 1, 8, dtype=np.float32).reshape(2, 4)
+    opt = ug.optim.SGD(trained.parameters(), lr=0.1)
+
+    @ug.function
+    def step(x):
+        loss, grads = ug.value_and_grad(lambda: ug.sum(trained(x) ** 2), wrt=opt.params)()
+        opt.apply(grads)
+        return loss
+
+    with ug.use_backend(*target.split(":")):
+        step(x)
+        expected = np.array(trained(x).numpy())
+    path = tmp_path / "small.safetensors"
+    trained.save(path)
+    ug.manual_seed(1)
+    fresh = Small()
+    assert not np.allclose(fresh.fc.weight.numpy(), trained.fc.weight.numpy())
+    fresh.load(path)
+    for (name, a), (_, b) in zip(sorted(trained.state_dict().items()),
+                                 sorted(fresh.state_dict().items())):
+        np.testing.assert_array_equal(a, b, err_msg=name)
+    with ug.use_backend(*target.split(":")):
+        np.testing.assert_allclose(fresh(x).numpy(), expected, rtol=1e-6)
+
+
+def test_module_load_refuses_a_mismatch_and_loads_nothing(tmp_path):
+    ug.manual_seed(0)
+    model = Small()
+    arrays = model.state_dict()
+    arrays["fc.weight"] = arrays["fc.weight"].astype(np.float64)
+    arrays["fc.bias"] = np.zeros(5, np.float32)
+    del arrays["scale"]
+    arrays["extra"] = np.zeros(1, np.float32)
+    path = tmp_path / "bad.safetensors"
+    ug.save(arrays, path)
+    before = model.state_dict()
+    with pytest.raises(WeightFileError) as error:
+        model.load(path)
+    for part in ("missing: scale", "not in the model: extra", "fc.weight: dtype float64",
+                 "fc.bias: shape [5] in the file, [3] in the model"):
+        assert part in str(error.value)
+    for name, value in model.state_dict().items():
+        np.testing.assert_array_equal(value, before[name], err_msg=name)
+
+
+def test_module_load_of_a_damaged_file_keeps_the_weights(tmp_path):
+    ug.manual_seed(0)
+    model = Small()
+    path = tmp_path / "m.safetensors"
+    model.save(path)
+    path.write_bytes(path.read_bytes()[:-10])
+    before = model.state_dict()
+    with pytest.raises(WeightFileError, match="truncated or corrupted"):
+        model.load(path)
+    for name, value in model.state_dict().items():
+        np.testing.assert_array_equal(value, before[name], err_msg=name)

@@ -92,6 +92,9 @@ _LAZY = {
     "load": ("unigraph.weights", "load"),
     "quirks": ("unigraph.quirks", None),
     "view": ("unigraph.view", "view"),
+    "onnx": ("unigraph.onnx", None),
+    "loop_limit": ("unigraph.control_flow", "loop_limit"),
+    "RetraceWarning": ("unigraph.function", "RetraceWarning"),
 }
 
 

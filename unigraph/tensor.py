@@ -68,7 +68,7 @@ class Tensor:
                 "tensor from the function and call `.numpy()` on the result"
             )
         if self._array is None:
-            self._array = self._backend.to_numpy(self._native)
+            self._array = np.asarray(self._backend.to_numpy(self._native))
         return self._array
 
     def native_for(self, backend):
@@ -284,7 +284,7 @@ class Parameter(Tensor):
     def _host(self) -> np.ndarray:
         if self._home is not None:
             store, key = self._home
-            self._array = store.get_param(key)
+            self._array = np.asarray(store.get_param(key))  # (a backend may give a scalar)
             self._home = None
         return self._array
 

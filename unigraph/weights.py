@@ -35,7 +35,7 @@ def save(arrays: dict, path, metadata: dict | None = None) -> None:
         if not isinstance(name, str):
             raise TypeError(f"weight names must be strings, got {name!r}")
         array = np.asarray(value.numpy() if hasattr(value, "numpy") else value)
-        plain[name] = np.ascontiguousarray(array)
+        plain[name] = np.array(array, order="C")  # (ascontiguousarray makes 0-d 1-d)
     text = {str(k): str(v) for k, v in (metadata or {}).items()}
     tmp = f"{os.fspath(path)}.tmp-{os.getpid()}"
     save_file(plain, tmp, metadata={"format": "unigraph", **text})

@@ -83,4 +83,4 @@ class FunctionExecutable(Executable):
     def get_param(self, index: int) -> np.ndarray:
         if index in self._unset:
             raise BackendError(f"parameter {self.graph.params[index].name!r} was never set")
-        return self.variables[index].numpy()
+        return np.asarray(self.variables[index].numpy())  # 0-d: an array, not a scalar

@@ -1,6 +1,7 @@
 """`ug.nn`: modules, layers and `ug.nn.functional`, written once with unigraph ops."""
 
 from unigraph.nn import functional
+from unigraph.nn.containers import ModuleDict, ModuleList
 from unigraph.nn.layers import (
     AvgPool2D,
     BatchNorm2D,
@@ -15,7 +16,7 @@ from unigraph.nn.layers import (
     Softmax,
     Tanh,
 )
-from unigraph.nn.module import Module, ModuleDict, ModuleList, collect_updates
+from unigraph.nn.module import Module, collect_updates
 from unigraph.tensor import Parameter
 
 __all__ = [

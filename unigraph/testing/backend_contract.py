@@ -1,0 +1,262 @@
+"""The contract every backend keeps, as pytest tests any backend can run unchanged.
+
+Every registered backend and mode is covered (found through the plugin registry, so a
+third-party backend registered through the `unigraph` entry points is covered too). To run
+it in your own project:
+
+    # tests/test_my_backend_contract.py
+    from unigraph.testing.backend_contract import *  # noqa: F401,F403
+
+or with `--unigraph-contract=mine` to restrict it to some backends. What it checks:
+
+* eager: every op record has a lowering; NumPy arrays go in and out with their dtype; odd
+  arrays (read-only, reversed, Fortran-ordered) are taken; `eager_grad` gives zeros for
+  unused and integer leaves. (`to_native`/`to_numpy` may share memory: the frontend copies
+  arrays in and hands out read-only arrays, so the memory contract is kept once, there;
+  `get_param` and updates below must not alias);
+* static (every mode but "eager"): parameters round-trip exactly and never alias the
+  caller's arrays; a parameter never set is refused, naming it; an update that stores an
+  input copies it; updates read the old values; a training step updates its parameter;
+  `run_all` returns every top-level value and applies no update; a compiled graph never
+  reads the IR again; a graph that went through JSON compiles; `compile(graph, "eager")` is
+  refused.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from unigraph.errors import BackendError, UnigraphError
+from unigraph.ir import DTYPES, Graph, Node, Value
+from unigraph.ops import OPS
+from unigraph.plugins import backends
+
+__all__ = [name for name in dir() if name.startswith("test_")]  # filled in at the end
+
+
+def _backends():
+    return [b for _, b in sorted(backends().items()) if b.status()[0]]
+
+
+def _static_targets():
+    return [(b, mode) for b in _backends() for mode in b.modes if mode != "eager"]
+
+
+BACKENDS = pytest.mark.parametrize("backend", _backends(), ids=lambda b: b.name)
+STATIC = pytest.mark.parametrize("backend, mode", _static_targets(),
+                                 ids=[f"{b.name}:{m}" for b, m in _static_targets()])
+
+
+def _to_numpy(backend, native) -> np.ndarray:
+    return native if isinstance(native, np.ndarray) else backend.to_numpy(native)
+
+
+# -- hand-built graphs ----------------------------------------------------------------------
+def _v(shape=(), dtype="float64", name=""):
+    value = Value(shape, dtype)
+    value.name = name
+    return value
+
+
+def counter_graph() -> Graph:
+    """while a < b: a, b = a + 2, b + 1."""
+    a, b = _v((), "int64"), _v((), "int64")
+    ca, cb, less = _v((), "int64"), _v((), "int64"), _v((), "bool")
+    cond = Graph("cond", [ca, cb], [], [Node("less", [ca, cb], [less])], [less])
+    ba, bb, two, one = (_v((), "int64") for _ in range(4))
+    na, nb = _v((), "int64"), _v((), "int64")
+    body = Graph("body", [ba, bb], [], [
+        Node("constant", [], [two], {"value": np.array(2)}),
+        Node("constant", [], [one], {"value": np.array(1)}),
+        Node("add", [ba, two], [na]),
+        Node("add", [bb, one], [nb]),
+    ], [na, nb])
+    out_a, out_b = _v((), "int64"), _v((), "int64")
+    loop = Node("while_loop", [a, b], [out_a, out_b], {"num_carried": 2},
+                {"cond": cond, "body": body})
+    return Graph("counter", [a, b], [], [loop], [out_a, out_b]).verify()
+
+
+def scale_graph() -> Graph:
+    """y = x * w (w a parameter named "w"), w <- w + x: one output, one update."""
+    x, w = _v((3,)), _v((3,), name="w")
+    y, new_w = _v((3,)), _v((3,))
+    nodes = [Node("mul", [x, w], [y]), Node("add", [w, x], [new_w])]
+    return Graph("scale", [x], [w], nodes, [y], [(w, new_w)]).verify()
+
+
+def store_graph() -> Graph:
+    """w <- x, returning the old w."""
+    x, w = _v((2,)), _v((2,), name="w")
+    return Graph("store", [x], [w], [], [w], [(w, x)]).verify()
+
+
+def swap_graph() -> Graph:
+    """a <- b, b <- a: each update must read the value from before the run."""
+    x, a, b = _v((1,)), _v((1,), name="a"), _v((1,), name="b")
+    return Graph("swap", [x], [a, b], [], [x], [(a, b), (b, a)]).verify()
+
+
+# -- eager ----------------------------------------------------------------------------------
+@BACKENDS
+def test_every_op_record_has_a_lowering(backend):
+    backend.load()
+    lowerings = backend.lowerings
+    if lowerings is None:
+        pytest.fail(f"backend {backend.name!r} has no `lowerings` table after load()")
+    assert set(OPS) <= set(lowerings), sorted(set(OPS) - set(lowerings))
+
+
+@BACKENDS
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_arrays_round_trip_with_their_dtype(backend, dtype):
+    array = (np.arange(6).reshape(2, 3) % 3).astype(dtype)
+    back = backend.to_numpy(backend.to_native(array))
+    assert back.dtype == array.dtype and back.shape == array.shape
+    np.testing.assert_array_equal(back, array)
+
+
+@BACKENDS
+def test_odd_arrays_are_taken(backend):
+    frozen = np.arange(4.0)
+    frozen.flags.writeable = False
+    reversed_view = np.arange(6.0).reshape(2, 3)[:, ::-1]
+    for array in (frozen, reversed_view, np.asfortranarray(np.ones((2, 3)))):
+        np.testing.assert_array_equal(backend.to_numpy(backend.to_native(array)), array)
+    scalar = backend.to_numpy(backend.to_native(np.array(True)))
+    assert scalar.dtype == np.bool_ and scalar.shape == ()
+
+
+@BACKENDS
+def test_eager_grad_gives_zeros_for_unused_and_integer_leaves(backend):
+    x = backend.to_native(np.array([1.0, 2.0]))
+    unused = backend.to_native(np.array([3.0]))
+    count = backend.to_native(np.array(4))
+
+    def fn(a, b, n):
+        square = backend.eager_op("mul", [a, a], {})
+        return [backend.eager_op("sum", [square], {"axis": None, "keepdims": False}), a]
+
+    outputs, (dx, db, dn) = backend.eager_grad(fn, [x, unused, count])
+    assert float(_to_numpy(backend, outputs[0])) == 5.0
+    np.testing.assert_array_equal(_to_numpy(backend, dx), [2.0, 4.0])
+    np.testing.assert_array_equal(_to_numpy(backend, db), [0.0])
+    assert int(_to_numpy(backend, dn)) == 0
+
+
+# -- static ---------------------------------------------------------------------------------
+@STATIC
+def test_params_round_trip_exactly_and_never_alias(backend, mode):
+    executable = backend.compile(scale_graph(), mode)
+    w = np.array([0.1, 1.0 / 3.0, 2.0])
+    executable.set_param(0, w)
+    w[0] = 99.0  # the caller's array is not the stored parameter
+    got = executable.get_param(0)
+    np.testing.assert_array_equal(got, [0.1, 1.0 / 3.0, 2.0])
+    assert got.dtype == np.float64
+    try:
+        got[1] = 99.0  # nor is what get_param hands out
+    except ValueError:
+        pass
+    np.testing.assert_array_equal(executable.get_param(0), [0.1, 1.0 / 3.0, 2.0])
+
+
+@STATIC
+def test_a_scalar_parameter_comes_back_as_an_array(backend, mode):
+    x, w = _v((), name="x"), _v((), name="w")
+    y = _v(())
+    graph = Graph("scalar", [x], [w], [Node("mul", [x, w], [y])], [y]).verify()
+    executable = backend.compile(graph, mode)
+    executable.set_param(0, np.array(1.5))
+    got = executable.get_param(0)
+    assert isinstance(got, np.ndarray) and got.shape == () and got.dtype == np.float64
+    (out,) = executable.run([np.array(2.0)])
+    assert float(_to_numpy(backend, out)) == 3.0
+
+
+@STATIC
+def test_a_parameter_never_set_is_refused_by_name(backend, mode):
+    executable = backend.compile(scale_graph(), mode)
+    with pytest.raises(UnigraphError, match="parameters? 'w'.*never set"):
+        executable.run([np.ones(3)])
+
+
+@STATIC
+def test_a_run_applies_the_updates_after_reading(backend, mode):
+    executable = backend.compile(scale_graph(), mode)
+    executable.set_param(0, np.array([1.0, 2.0, 3.0]))
+    (y,) = executable.run([np.array([2.0, 2.0, 2.0])])
+    np.testing.assert_array_equal(_to_numpy(backend, y), [2.0, 4.0, 6.0])
+    np.testing.assert_array_equal(executable.get_param(0), [3.0, 4.0, 5.0])
+    (y,) = executable.run([np.array([1.0, 1.0, 1.0])])
+    np.testing.assert_array_equal(_to_numpy(backend, y), [3.0, 4.0, 5.0])
+
+
+@STATIC
+def test_an_update_from_an_input_copies_it(backend, mode):
+    executable = backend.compile(store_graph(), mode)
+    executable.set_param(0, np.zeros(2))
+    fed = np.array([1.0, 2.0])
+    (old,) = executable.run([fed])
+    np.testing.assert_array_equal(_to_numpy(backend, old), [0.0, 0.0])
+    fed[:] = 7.0
+    np.testing.assert_array_equal(executable.get_param(0), [1.0, 2.0])
+
+
+@STATIC
+def test_updates_read_the_values_from_before_the_run(backend, mode):
+    executable = backend.compile(swap_graph(), mode)
+    executable.set_param(0, np.array([1.0]))
+    executable.set_param(1, np.array([2.0]))
+    executable.run([np.array([0.0])])
+    assert (executable.get_param(0)[0], executable.get_param(1)[0]) == (2.0, 1.0)
+
+
+@STATIC
+def test_run_all_gives_every_top_level_value_and_updates_nothing(backend, mode):
+    graph = scale_graph()
+    executable = backend.compile(graph, mode)
+    executable.set_param(0, np.array([1.0, 2.0, 3.0]))
+    values = executable.run_all([np.array([2.0, 2.0, 2.0])])
+    top_level = {v.id for v in graph.inputs + graph.params}
+    top_level |= {v.id for node in graph.nodes for v in node.outputs}
+    assert top_level <= set(values)
+    assert all(isinstance(v, np.ndarray) for v in values.values())
+    np.testing.assert_array_equal(values[graph.outputs[0].id], [2.0, 4.0, 6.0])
+    np.testing.assert_array_equal(executable.get_param(0), [1.0, 2.0, 3.0])
+
+
+@STATIC
+def test_a_compiled_graph_never_reads_the_ir_again(backend, mode):
+    graph = counter_graph()
+    executable = backend.compile(graph, mode)
+    graph.nodes.clear()
+    out = executable.run([np.array(0), np.array(10)])
+    assert [int(_to_numpy(backend, o)) for o in out] == [20, 20]
+
+
+@STATIC
+def test_a_graph_from_json_compiles(backend, mode):
+    graph = Graph.from_json(counter_graph().to_json())
+    out = backend.compile(graph, mode).run([np.array(1), np.array(4)])
+    assert [int(_to_numpy(backend, o)) for o in out] == [7, 7]
+
+
+@STATIC
+def test_each_compile_is_independent(backend, mode):
+    first, second = backend.compile(scale_graph(), mode), backend.compile(scale_graph(), mode)
+    first.set_param(0, np.ones(3))
+    second.set_param(0, np.zeros(3))
+    first.run([np.ones(3)])
+    np.testing.assert_array_equal(second.get_param(0), np.zeros(3))
+    np.testing.assert_array_equal(first.get_param(0), np.full(3, 2.0))
+
+
+@BACKENDS
+def test_compiling_for_eager_mode_is_refused(backend):
+    with pytest.raises(BackendError):
+        backend.compile(counter_graph(), "eager")
+
+
+__all__ = [name for name in dir() if name.startswith("test_")]
