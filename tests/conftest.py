@@ -6,9 +6,15 @@ import numpy as np
 import pytest
 
 from unigraph.ops import OPS
-from unigraph.plugins import all_targets
+from unigraph.plugins import all_targets, backends
 
-TARGETS = [str(t) for t in all_targets()]
+# Every target that runs forward, backward and training (the 9 built-in ones): a behaviour
+# is tested on all of them. Inference-only targets (onnxruntime:static) refuse gradients and
+# training; they run the forward-only suites (FORWARD_TARGETS) and their own tests.
+_INFERENCE = {name for name, backend in backends().items() if backend.inference_only}
+TARGETS = [str(t) for t in all_targets() if t.backend not in _INFERENCE]
+INFERENCE_TARGETS = [str(t) for t in all_targets() if t.backend in _INFERENCE]
+FORWARD_TARGETS = TARGETS + INFERENCE_TARGETS
 
 
 def op_seed(name: str) -> int:

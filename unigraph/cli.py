@@ -146,8 +146,14 @@ def _chosen_target(backend: str | None, mode: str | None):
     if backend is not None and ":" in backend:
         parsed = Target.parse(backend)
         backend, mode = parsed.backend, mode or parsed.mode
+    from unigraph.config import default_mode_of
+
     configured = current_target()
-    target = Target(backend or configured.backend, mode or configured.mode)
+    backend = backend or configured.backend
+    if mode is None:  # the configured mode, if this backend has it
+        modes = get_backend(backend).modes
+        mode = configured.mode if configured.mode in modes else default_mode_of(backend)
+    target = Target(backend, mode)
     get_backend(target.backend, target.mode)  # fails early, listing what is installed
     return target
 

@@ -40,9 +40,21 @@ class Target:
 
     @staticmethod
     def parse(text: str) -> Target:
-        """`"torch:static"` -> Target("torch", "static"); `"torch"` -> its eager mode."""
+        """`"torch:static"` -> Target("torch", "static"); `"torch"` -> its default mode
+        (eager, or the first mode of a backend without one, e.g. onnxruntime:static)."""
         backend, _, mode = text.partition(":")
-        return Target(backend.strip(), mode.strip() or DEFAULT_MODE)
+        return Target(backend.strip(), mode.strip() or default_mode_of(backend.strip()))
+
+
+def default_mode_of(backend: str) -> str:
+    """The mode a backend named alone means: "eager", or its first mode if it has no eager
+    one (an inference-only backend such as onnxruntime). Imports no framework."""
+    from unigraph.plugins import backends
+
+    known = backends().get(backend)
+    if known is not None and DEFAULT_MODE not in known.modes:
+        return known.modes[0]
+    return DEFAULT_MODE
 
 
 _context_target: contextvars.ContextVar = contextvars.ContextVar("unigraph_target", default=None)
@@ -67,7 +79,7 @@ def _combined(backend: str, mode: str | None, backend_origin: str, mode_origin: 
             raise ConfigError(f"{backend_origin} = {backend!r} names mode {parsed.mode!r} but "
                               f"{mode_origin} = {mode!r}: give the mode once")
         return parsed
-    return Target(backend.strip(), mode or DEFAULT_MODE)
+    return Target(backend.strip(), mode or default_mode_of(backend.strip()))
 
 
 def _check_exists(target: Target, backend_origin: str, mode_origin: str) -> None:
@@ -224,7 +236,7 @@ def _resolve_default() -> Target:
             raise ConfigError(f"{backend_origin} = {backend!r} names mode {embedded!r} but "
                               f"{mode_origin} = {mode!r}: give the mode once")
         backend = Target.parse(backend).backend
-    target = Target(backend, mode or DEFAULT_MODE)
+    target = Target(backend, mode or default_mode_of(backend))
     _check_exists(target, f"{backend_origin} = {backend!r}",
                   f"{mode_origin or 'the default mode'} = {target.mode!r}")
     _default = target
