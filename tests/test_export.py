@@ -55,6 +55,16 @@ def non_finite(x):
     return ug.maximum(ug.relu(x), edges), ug.argmax(x * edges), ug.relu(x - np.inf)
 
 
+@ug.function
+def loop_in_branch(x, n):
+    """A while_loop inside a cond branch."""
+    def loop():
+        start = (ug.tensor(np.int64(0)), x)
+        return ug.while_loop(lambda i, v: i < n, lambda i, v: (i + 1, v * 1.5), start)[1]
+
+    return ug.cond(ug.sum(x) > 0, loop, lambda: x - 1.0)
+
+
 def programs() -> dict:
     """name -> (function or model, example inputs), every example's CHECKS included."""
     rng = np.random.default_rng(0)
@@ -63,6 +73,7 @@ def programs() -> dict:
         "gate_else": (Gate(), (-np.abs(rng.standard_normal((2, 4))).astype(np.float32),)),
         "shrink": (shrink, (rng.standard_normal((3,)).astype(np.float32) * 8,
                             np.float32(0.5))),
+        "loop_in_branch": (loop_in_branch, (np.array([1.0, 2.0], np.float32), 3)),
         "non_finite": (non_finite, (np.array([1.5, -2.0, np.nan, 3.0], np.float32),)),
     }
     for script in sorted(EXAMPLES.glob("*.py")):
@@ -258,11 +269,16 @@ def test_control_flow_is_native(tmp_path):
         any(n.op in ("While", "StatelessWhile") for n in graph.node)
 
 
-def test_names_follow_the_signature():
+def test_names_follow_the_signature(tmp_path):
     prepared = prepare(*PROGRAMS["shrink"])
     assert prepared.input_names == ["x", "limit"]
     assert prepared.output_names == ["output_0", "output_1"]
     assert prepare(*PROGRAMS["gate"]).output_names == ["output"]
+    import torch
+
+    fn, inputs = PROGRAMS["cond.branch"]
+    program = torch.export.load(export(fn, *inputs, path=tmp_path / "b.pt2", format="torch"))
+    assert [s.arg.name for s in program.graph_signature.input_specs] == ["x", "y"]
 
 
 # -- what is refused ----------------------------------------------------------------------------
@@ -300,6 +316,14 @@ def test_training_graphs_are_refused(target, tmp_path):
         with pytest.raises(ExportError, match=r"draws random numbers.*model.eval\(\)"):
             export(dropout, x, path=tmp_path / "c.pt2", format="torch")
     assert not list(tmp_path.iterdir())
+
+
+def test_tflite_refuses_float64_saying_why(tmp_path):
+    x = np.array([1.0, 2.0])
+    with pytest.raises(ExportError, match=r"TensorFlow Lite cannot convert shrink: no TFLite "
+                                          r"builtin for .*float64.*model.copy\('float32'\)"):
+        export(shrink, x, 0.5, path=tmp_path / "s.tflite", format="tflite")
+    assert not (tmp_path / "s.tflite").exists()
 
 
 def test_unknown_format_names_the_formats(tmp_path):

@@ -11,11 +11,13 @@ Python arguments and whose outputs are named after the result (`output`, `output
     loaded.signatures["serving_default"](x=tf.constant(x))   # {"output": ...}
     loaded.serve(x)                                  # positional, a list of outputs
 
-`save_tflite` converts that SavedModel with `tf.lite.TFLiteConverter`. TFLite builtins
-first, TF ops (Flex) where a builtin is missing is refused: a Flex model needs the Flex
-delegate, which the plain Lite interpreter does not carry. `cond` survives as TFLite's
-`IF` and `while_loop` as `WHILE` (control flow v2, converted natively); int64 and float64
-tensors are kept as they are.
+`save_tflite` converts that SavedModel with `tf.lite.TFLiteConverter`, TFLite builtins
+only: TF ops (Flex) would need the Flex delegate, which the plain Lite interpreter does not
+carry, so a model using an op without a builtin is refused (`ExportError`, naming the op).
+`cond` survives as TFLite's `IF` and `while_loop` as `WHILE` (control flow v2, converted
+natively, nested too). What TFLite does not keep: float64 and float16 models (its builtins
+take float32: refused, saying so), +-inf inside a constant array (stored as +-3.4e38), and
+NaN through MAXIMUM/MINIMUM (a NaN first operand is dropped).
 
 This module imports tensorflow: `unigraph.export` imports it only after
 `TensorFlowBackend.load` (paddle first, when installed).
@@ -24,12 +26,14 @@ This module imports tensorflow: `unigraph.export` imports it only after
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 
 import tensorflow as tf
 
 from unigraph.backend import lower_nodes
+from unigraph.export.prepare import ExportError
 from unigraph_tensorflow.control_flow import make_control_flow
 from unigraph_tensorflow.lowerings import GRAPH_LOWERINGS
 from unigraph_tensorflow.static import op_name
@@ -77,13 +81,28 @@ def save_tflite(prepared, path: str) -> str:
         saved = save_savedmodel(prepared, os.path.join(folder, "savedmodel"))
         converter = tf.lite.TFLiteConverter.from_saved_model(saved, ["serving_default"])
         converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
-        # float64 and int64 stay what the IR says (the converter would narrow them).
-        converter._experimental_lower_tensor_list_ops = True
-        flatbuffer = converter.convert()
+        try:
+            flatbuffer = converter.convert()
+        except Exception as error:  # the converter raises its own ConverterError
+            raise ExportError(_conversion_message(prepared, error)) from None
     _replace(path)
     with open(path, "wb") as file:
         file.write(flatbuffer)
     return path
+
+
+def _conversion_message(prepared, error) -> str:
+    """Why TFLite refused the model, in the user's terms: the TF ops it has no builtin for,
+    and the dtypes involved (TFLite's builtins are mostly float32 and int32/int64)."""
+    text = str(error)
+    ops = sorted(set(re.findall(r"'tf\.(\w+)' op is neither a custom op nor a flex op", text)))
+    dtypes = sorted({v.dtype for v in [*prepared.graph.inputs, *prepared.graph.params]
+                     if v.dtype in ("float16", "float64")})
+    what = f"no TFLite builtin for {', '.join(ops)}" if ops else text.strip().splitlines()[0]
+    fix = (f"; its tensors are {', '.join(dtypes)}, and TFLite's builtins take float32: "
+           "export a float32 copy (model.copy('float32'), float32 inputs)") if dtypes else \
+        "; rewrite those ops, or use format 'savedmodel', which keeps every TF op"
+    return f"TensorFlow Lite cannot convert {prepared.name}: {what}{fix}"
 
 
 def _replace(path: str) -> None:

@@ -16,12 +16,14 @@ predicate or loop condition of shape [1] is reshaped to a scalar, which torch.co
 
 from __future__ import annotations
 
+import keyword
 import os
 
 import torch
 from torch._higher_order_ops import while_loop as torch_while_loop
 
 from unigraph.backend import lower_nodes
+from unigraph.export.prepare import ExportError
 from unigraph.ir import Graph
 from unigraph_torch.lowerings import LOWERINGS
 
@@ -40,7 +42,7 @@ class GraphModule(torch.nn.Module):
             self._names.append(name)
         self._control_flow = {"cond": self._cond, "while_loop": self._while_loop}
 
-    def forward(self, *inputs):
+    def run(self, *inputs):
         graph = self._graph
         env = {value.id: x for value, x in zip(graph.inputs, inputs)}
         env.update((p.id, getattr(self, name)) for p, name in zip(graph.params, self._names))
@@ -80,13 +82,30 @@ class GraphModule(torch.nn.Module):
         return list(outs[:count])
 
 
+def named_module(prepared) -> GraphModule:
+    """A GraphModule whose `forward` takes the Python argument names (`forward(self, x, y)`),
+    so that the exported program's inputs carry them too."""
+    names = [n + "_" if keyword.iskeyword(n) or n == "self" else n
+             for n in prepared.input_names]
+    arguments = ", ".join(names)
+    scope: dict = {}
+    exec(f"def forward(self, {arguments}):\n    return self.run({arguments})\n", scope)
+    named = type("ExportedGraph", (GraphModule,), {"forward": scope["forward"]})
+    return named(prepared)
+
+
 def save_torch(prepared, path: str) -> str:
     """Write `prepared` (a `unigraph.export.Exportable`) as a `.pt2` file at `path`;
     returns `path`."""
-    module = GraphModule(prepared).eval()
+    module = named_module(prepared).eval()
     examples = tuple(torch.from_numpy(x.copy()) for x in prepared.example_inputs)
-    with torch.no_grad():
-        program = torch.export.export(module, examples, strict=False)
+    try:
+        with torch.no_grad():
+            program = torch.export.export(module, examples, strict=False)
+    except Exception as error:  # torch.export's own errors carry pages of its internals
+        first = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
+        raise ExportError(f"torch.export cannot export {prepared.name}: {first}. Use format "
+                          "'onnx' or 'savedmodel' for this model") from None
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     torch.export.save(program, path)
     return path
