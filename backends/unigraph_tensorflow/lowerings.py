@@ -214,10 +214,13 @@ def softmax(x, *, axis):
     # over a row of -inf). Adding max - max (0 where the max is finite, else NaN) makes it
     # so, and adds exactly 0 (value and gradient) everywhere else.
     peak = raw.Max(input=x, axis=(axis,), keep_dims=True)
-    return tf.nn.softmax(x, axis=axis) + (peak - peak)
+    out = raw.Softmax(logits=x) if axis == len(x.shape) - 1 else tf.nn.softmax(x, axis=axis)
+    return raw.AddV2(x=out, y=raw.Sub(x=peak, y=peak))
 
 
 def log_softmax(x, *, axis):
+    if axis == len(x.shape) - 1:
+        return raw.LogSoftmax(logits=x)
     return tf.nn.log_softmax(x, axis=axis)
 
 
