@@ -397,10 +397,10 @@ class Function:
         executable = compiled.executable
         for index, param in enumerate(compiled.params):
             if compiled.loaded[index] != param.version:
-                executable.set_param(index, param.numpy())
+                executable.set_param(index, param._host())  # set_param copies
                 compiled.loaded[index] = param.version
         feeds = [x.native_for(backend) if isinstance(x, Tensor) and x._backend is backend
-                 else np.asarray(x.numpy() if isinstance(x, Tensor) else x,
+                 else np.asarray(x._host() if isinstance(x, Tensor) else x,
                                  dtype=leaf_spec(x)[1])
                  for x in leaves]
         rng = random.generator()

@@ -9,7 +9,6 @@ keeps every subgraph closed, which is what TF, Paddle and torch codegen all want
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import os
 import sys
@@ -59,15 +58,23 @@ def current_region():
     return None if entry is None else (entry[0], user_frame(entry[1])[0])
 
 
-@contextlib.contextmanager
-def region(kind: str, frame=None):
+class region:
     """Mark the code run inside as the inside of a `kind` construct; its user line is found
-    from `frame` (default: the caller's) only if an error needs it."""
-    token = _region.set((kind, frame or sys._getframe(2)))
-    try:
-        yield
-    finally:
-        _region.reset(token)
+    from `frame` (default: the caller's) only if an error needs it. (A class, not a
+    generator: eager tensor loops enter one per iteration.)"""
+
+    __slots__ = ("_value", "_token")
+
+    def __init__(self, kind: str, frame=None):
+        self._value = (kind, frame or sys._getframe(1))
+
+    def __enter__(self):
+        self._token = _region.set(self._value)
+        return self
+
+    def __exit__(self, *exc_info):
+        _region.reset(self._token)
+        return False
 
 
 def note_state(key, read, value, description: str) -> None:
