@@ -1,4 +1,4 @@
-"""`unigraph check FILE[:NAME]`: the agreement table for every target, from a script.
+"""`unigraph check PATH...`: check scripts' CHECKS on every target, one merged report.
 
 The script convention
 ---------------------
@@ -19,24 +19,33 @@ example inputs happens only when a check runs):
     }
 
 The script is imported, not run: its `if __name__ == "__main__":` block does not execute,
-and its folder is put on `sys.path` as `python script.py` would. `FILE:NAME` runs one entry;
-`FILE` runs them all. Options given on the command line (`--dtype`, `--no-grads`) win over
-an entry's own; the entry's own win over the defaults. The exit status is 0 when every
-target agrees everywhere, 1 when any disagrees or fails, 2 when the script cannot be used.
+and its folder is put on `sys.path` as `python script.py` would.
 
-With `--isolate` each target runs in its own process (see `unigraph.checking.isolate`); the
-worker imports the script again and takes the entry by name, so entries need no other
-naming. Training entries run in this process. Loading scripts and running entries is
-library code (`unigraph.checking.scripts`); this module is only the command line.
+Paths and the matrix
+--------------------
+PATH is a script (`FILE:NAME` checks one entry), a folder (every script in it, at any
+depth, that assigns CHECKS) or a glob (`"models/**/*.py"`). Every entry runs on every
+target of `--targets`, for every seed of `--seeds` and dtype of `--dtypes`: one task per
+(entry, target, seed, dtype), each in a worker process (see `unigraph.checking.suite`).
+Options given on the command line win over an entry's own; the entry's own win over the
+defaults (seed 0, float32, gradients on).
+
+Executors: `--executor local` (default: `-j N` worker processes here) or `--executor ray`
+(each task one Ray task, on the cluster at `--address` / `RAY_ADDRESS`, else on a local Ray
+started for the run); a crash or a timeout of one task is that task's result.
+
+Exit status: 0 when every target agrees everywhere, 1 when any disagrees, fails, crashes
+or times out, 2 when the command cannot run as asked (no such file, a script that raises
+on import or defines no CHECKS, an unknown entry, target, dtype or executor).
 
     unigraph check examples/mlp.py
-    unigraph check examples/mlp.py:mlp --targets torch,tensorflow:static --format json
+    unigraph check examples/ --targets torch,tensorflow:static --seeds 0,1,2
+    unigraph check "models/**/*.py" --executor ray --cache .unigraph-cache --html report.html
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
@@ -56,63 +65,95 @@ def add_check_command(subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "check", help="check that every target agrees with the float64 NumPy reference",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("file", metavar="FILE[:NAME]",
-                        help="a script defining CHECKS; NAME picks one entry")
-    parser.add_argument("--targets", default="all",
+    parser.add_argument("paths", nargs="+", metavar="PATH[:NAME]",
+                        help="scripts defining CHECKS, folders or globs; NAME picks one entry")
+    matrix = parser.add_argument_group("what to check")
+    matrix.add_argument("--targets", default="all",
                         help="comma-separated targets (torch:static) or backends (torch); "
                              "default: every available target")
-    parser.add_argument("--isolate", action="store_true",
-                        help="run each target in its own worker process")
-    parser.add_argument("--timeout", type=float, default=600.0,
-                        help="seconds before an isolated target counts as hung (default 600)")
-    parser.add_argument("--format", choices=("table", "json"), default="table")
-    parser.add_argument("--dtype", default=None, help="float32 (default), float64 or float16")
-    parser.add_argument("--verbose", "-v", action="store_true",
-                        help="one row per tensor, also for targets that agree everywhere")
-    parser.add_argument("--no-grads", dest="grads", action="store_false", default=None,
-                        help="compare outputs only, not gradients")
+    matrix.add_argument("--seeds", default=None, help="comma-separated seeds (default: 0)")
+    matrix.add_argument("--dtypes", "--dtype", dest="dtypes", default=None,
+                        help="comma-separated: float32 (default), float64, float16")
+    matrix.add_argument("--grads", action=argparse.BooleanOptionalAction, default=None,
+                        help="compare gradients too (default: each entry's own, else yes)")
+    matrix.add_argument("--training", type=int, default=None, metavar="STEPS",
+                        help="steps of the training entries (0: leave them out)")
+    run = parser.add_argument_group("how to run it")
+    run.add_argument("--executor", choices=("local", "ray", "inline"), default="local",
+                     help="local worker processes (default), Ray tasks, or this process")
+    run.add_argument("-j", "--jobs", type=int, default=None,
+                     help="local worker processes at once (default: the number of cores)")
+    run.add_argument("--address", default=None,
+                     help="Ray cluster to join (default: RAY_ADDRESS, else a local Ray)")
+    run.add_argument("--num-cpus", type=float, default=1, help="CPUs per Ray task (1)")
+    run.add_argument("--memory", default=None,
+                     help="memory per Ray task, reserved by Ray's scheduler (2G, 512M)")
+    run.add_argument("--max-retries", type=int, default=2,
+                     help="Ray retries of a task whose Ray worker died (2)")
+    run.add_argument("--working-dir", default=None,
+                     help="folder Ray ships to the cluster's nodes (holding the scripts)")
+    run.add_argument("--threads", type=int, default=1,
+                     help="threads of each worker's framework (OMP_NUM_THREADS; 1)")
+    run.add_argument("--timeout", type=float, default=600.0,
+                     help="seconds before a task counts as hung and its worker is killed")
+    run.add_argument("--cache", default=None, metavar="DIR",
+                     help="keep results by content hash here; unchanged tasks are not rerun")
+    run.add_argument("--isolate", action="store_true", help=argparse.SUPPRESS)  # the default
+    out = parser.add_argument_group("output")
+    out.add_argument("--format", choices=("table", "json"), default="table",
+                     help="what to print: the table (default) or the JSON report")
+    out.add_argument("--json", default=None, metavar="FILE", help="write the JSON report")
+    out.add_argument("--html", default=None, metavar="FILE",
+                     help="write a self-contained HTML report")
+    out.add_argument("--verbose", "-v", action="store_true",
+                     help="the full table of every model, also those that agree")
+    out.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                     help="a progress bar (default: when stderr is a terminal)")
     parser.set_defaults(handler=run_check_command)
     return parser
 
 
-def run_entry(entry, path: str, args):
-    """Run one entry with the command line's options; returns its Report."""
-    from unigraph.checking.scripts import run_entry as run
-
-    overrides = {}
-    if args.dtype is not None:
-        overrides["dtype"] = args.dtype
-    if args.grads is not None:
-        overrides["grads"] = args.grads
-    return run(entry, path, targets=args.targets, isolate=args.isolate, timeout=args.timeout,
-               **overrides)
+def parse_memory(text: str | None) -> int | None:
+    """`"2G"` -> 2147483648; `"512M"`, `"100000"` (bytes)."""
+    if text is None:
+        return None
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    text = text.strip().upper().removesuffix("B")
+    scale = units.get(text[-1:], 1)
+    number = text[:-1] if text[-1:] in units else text
+    try:
+        return int(float(number) * scale)
+    except ValueError:
+        raise ValueError(f"--memory: expected a size such as 2G or 512M, got {text!r}") \
+            from None
 
 
 def run_check_command(args) -> int:
-    """The handler of `unigraph check`: prints the reports, returns the exit status."""
-    from unigraph.checking.scripts import ScriptError, load_checks
+    """The handler of `unigraph check`: runs the suite, prints and writes its report,
+    returns the exit status."""
+    from unigraph.checking.suite import SuiteError, check_suite
 
-    path, name = split_file_name(args.file)
+    progress = args.progress if args.progress is not None else sys.stderr.isatty()
     try:
-        entries = load_checks(path)
-    except ScriptError as error:
+        report = check_suite(
+            args.paths, targets=args.targets, seeds=args.seeds, dtypes=args.dtypes,
+            grads=args.grads, training_steps=args.training, executor=args.executor,
+            jobs=args.jobs, timeout=args.timeout, cache=args.cache, address=args.address,
+            num_cpus=args.num_cpus, memory=parse_memory(args.memory),
+            max_retries=args.max_retries, working_dir=args.working_dir,
+            threads=args.threads, progress=progress)
+    except (SuiteError, ValueError) as error:
         print(f"unigraph check: {error}", file=sys.stderr)
         return 2
-    if name is not None:
-        if name not in entries:
-            print(f"unigraph check: {path} has no check {name!r}; its CHECKS are: "
-                  f"{', '.join(entries)}", file=sys.stderr)
-            return 2
-        entries = {name: entries[name]}
-    reports = {entry_name: run_entry(entry, path, args) for entry_name, entry in entries.items()}
-    ok = all(report.ok for report in reports.values())
+    for path, text in ((args.json, report.to_json), (args.html, report.to_html)):
+        if path:
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write(text())
     if args.format == "json":
-        print(json.dumps({"file": path, "ok": ok,
-                          "checks": {n: r.to_dict() for n, r in reports.items()}}, indent=2))
+        print(report.to_json())
     else:
-        compact = not getattr(args, "verbose", False)
-        print("\n\n".join(report.table(compact) for report in reports.values()))
-    return 0 if ok else 1
+        print(report.table(verbose=args.verbose))
+    return 0 if report.ok else 1
 
 
 def main(argv=None) -> int:

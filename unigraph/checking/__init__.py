@@ -16,14 +16,18 @@ checked dtype, running targets), `execute` (a graph on a target with every inter
 `localize` (first divergence), `across` (targets compared with each other where the
 reference cannot compute: second order), `report` (the Report), `isolate` (one worker
 process per target), `scripts` (checkable scripts and their `CHECKS`), `training`
-(`check_training`), `checker` (`check`).
+(`check_training`), `checker` (`check`). Suites (many scripts x targets x seeds x dtypes,
+`check_suite`): `suite` (planning, cache), `executors` (local processes, Ray), `worker`
+(one task in a worker process), `suite_report` and `suite_html` (the merged report).
 """
 
 from unigraph.checking.checker import check, resolve_targets
 from unigraph.checking.report import CheckFailed, Comparison, Divergence, Report, TargetReport
+from unigraph.checking.suite import SuiteError, check_suite
+from unigraph.checking.suite_report import SuiteReport
 from unigraph.checking.training import check_training
 
 __all__ = [
-    "CheckFailed", "Comparison", "Divergence", "Report", "TargetReport", "check",
-    "check_training", "resolve_targets",
+    "CheckFailed", "Comparison", "Divergence", "Report", "SuiteError", "SuiteReport",
+    "TargetReport", "check", "check_suite", "check_training", "resolve_targets",
 ]

@@ -50,13 +50,23 @@ def check(fn_or_module, *inputs, targets="all", grads=True, dtype="float32", rto
                                 dtype=dtype, rtol=rtol, atol=atol, timeout=timeout,
                                 localize_divergence=localize_divergence, seed=seed, name=name)
     chosen, skipped = resolve_targets(targets)
+    return check_in_process(fn_or_module, inputs, chosen, skipped, grads=grads, dtype=dtype,
+                            rtol=rtol, atol=atol, localize_divergence=localize_divergence,
+                            seed=seed, name=name)[0]
+
+
+def check_in_process(fn_or_module, inputs: tuple, chosen: list, skipped: dict, grads=True,
+                     dtype="float32", rtol=None, atol=None, localize_divergence=True, seed=0,
+                     name=None):
+    """(Report, Case): `check` on the resolved targets `chosen`, in this process; the Case
+    holds the traced graphs (a suite worker draws the diverging node from them)."""
     case = prepare(fn_or_module, inputs, dtype, grads, rtol, atol, seed, name)
     reports, runs = [], {}
     for target in chosen:
         report, run = run_and_evaluate(case, target, localize_divergence)
         reports.append(report)
         runs[str(target)] = run
-    return finish(case, reports, runs, skipped)
+    return finish(case, reports, runs, skipped), case
 
 
 def check_source(source: dict, fn_or_module, inputs: tuple, targets="all", grads=True,
@@ -136,6 +146,35 @@ def resolve_targets(targets) -> tuple[list, dict]:
     return list(dict.fromkeys(chosen)), skipped
 
 
+class UnknownTargetError(ValueError):
+    """A target or backend name that no registered backend has (a usage error)."""
+
+
+def validate_targets(chosen: list) -> None:
+    """Raise `UnknownTargetError` naming every target in `chosen` that no registered
+    backend offers, and the targets that exist.
+
+    >>> validate_targets([Target("torhc", "eager")])
+    Traceback (most recent call last):
+    UnknownTargetError: unknown target 'torhc:eager' ...
+    """
+    from unigraph import plugins
+
+    known = plugins.backends()
+    unknown = [str(t) for t in chosen
+               if t.backend not in known or t.mode not in known[t.backend].modes]
+    if not unknown:
+        return
+    offered = ", ".join(f"{name}:{mode}" for name, backend in known.items()
+                        for mode in backend.modes)
+    failed = "".join(f"; plugin {name!r} failed to load: {error}"
+                     for name, error in plugins.load_errors.items())
+    raise UnknownTargetError(
+        f"unknown target{'s' * (len(unknown) > 1)} {', '.join(map(repr, unknown))}: the "
+        f"registered targets are {offered} (a backend name alone means all its modes)"
+        + failed)
+
+
 # -- comparing ---------------------------------------------------------------------------
 def evaluate(case: Case, target: Target, run: TargetRun, localize_divergence=True):
     """Compare one target's run with the reference; localize when it disagrees."""
@@ -194,6 +233,8 @@ def _localize(case: Case, target: Target, run: TargetRun, report: TargetReport):
         case.notes.append(f"{target}: localization failed: {type(error).__name__}: {error}")
         return None
     outside = divergence is not None and divergence.kind == "outside"
+    if divergence is not None:
+        divergence.graph = kind
     if outside and _only_overrides(case, run, report):
         divergence.note = ("every op is within its own budget, and every failing tensor would "
                            "pass its default budget: the rtol/atol given to the check are "

@@ -8,10 +8,16 @@ op's own `tolerance` (long reductions, conv, matmul accumulate more rounding). A
 the widest budget of the ops it depends on; a call may override rtol/atol for every tensor
 or per tensor name.
 
-The figures reported for each tensor: max abs error, max rel error (over elements whose
-reference is non-zero), and the smallest (atol, rtol) that would have passed, found by
+The figures reported for each tensor: max abs error, max rel error, and the smallest
+(atol, rtol) that would have passed, found by
 scaling the budget: `ratio = max(|a - r| / (atol + rtol |r|))`, needed = ratio * budget, so
 `ratio <= 1` is a pass.
+
+The max rel error is taken only where it means something: over elements whose reference is
+large enough for the relative part of the budget to count (`rtol * |ref| >= atol`, or any
+non-zero reference when rtol is 0). Next to zero the budget is absolute, and 1e-9 against
+1e-18 (relative error 1e9) is a pass that a relative figure would only make look alarming;
+`rel_count` says how many elements the figure covers (0: it is not shown).
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ class Figures:
     ratio: error / budget at the worst element (<= 1 passes; inf when the budget is 0).
     needed_atol, needed_rtol: the smallest budget of the same proportions that passes.
     mismatched: how many elements are outside the budget (or non-finite in the wrong place).
+    rel_count: how many elements max_rel covers (see the module docstring).
     worst: index of the worst element, with the actual and reference values there.
     """
 
@@ -53,6 +60,7 @@ class Figures:
     worst_actual: float | None = None
     worst_expected: float | None = None
     detail: str = ""
+    rel_count: int = 0
 
     @property
     def ok(self) -> bool:
@@ -114,7 +122,8 @@ def compare(actual, expected, budget: tuple, dtype: str | None = None) -> Figure
         magnitude = np.abs(np.where(both, r, 0.0))
         allowed = atol + rtol * magnitude
         ratios = np.where(diff > 0, diff / allowed, 0.0)
-        rel = np.where(magnitude > 0, diff / magnitude, 0.0)
+        relative = (magnitude > 0) & ((rtol * magnitude >= atol) if rtol > 0 else True)
+        rel = np.where(relative, diff / magnitude, 0.0)
     bad = (diff > allowed) | wrong_nonfinite
     figures = Figures(
         status="ok",
@@ -123,6 +132,7 @@ def compare(actual, expected, budget: tuple, dtype: str | None = None) -> Figure
         nonfinite_match=not bool(wrong_nonfinite.any()),
         mismatched=int(bad.sum()),
         size=int(r.size),
+        rel_count=int(relative.sum()),
     )
     figures.ratio = float(ratios.max(initial=0.0))
     if rtol == 0 and atol == 0:

@@ -61,13 +61,23 @@ def localize(case, target: Target, backend, kind: str) -> Divergence:
         divergence = _describe(context, node, "accumulated", _node_budget(node, case.dtype))
         divergence.carried = figures
     if divergence is None:
-        how = "run op by op" if target.mode == "eager" else "compiled"
-        divergence = Divergence(str(target), "outside", note=(
-            f"every node of the traced graph agrees with the reference when {how} on this "
-            "target: the difference comes from outside the graph (Python-side state in an "
-            "eager run, such as a parameter read after ug.assign, or how the function "
-            "feeds and updates it)"))
+        divergence = Divergence(str(target), "outside", note=_outside_note(target))
+    divergence.graph = kind
     return divergence
+
+
+def _outside_note(target: Target) -> str:
+    """Why no node is blamed: what lies outside the traced graph in this kind of run."""
+    if target.mode == "eager":
+        return ("every node of the traced graph agrees with the reference when run op by op "
+                "on this target: the difference comes from outside the graph (Python-side "
+                "state in an eager run, such as a parameter read after ug.assign, or how the "
+                "function feeds and updates it)")
+    # A compiled target runs the graph itself: no Python code of the user's runs there.
+    return (f"every node of the traced graph agrees with the reference when compiled for "
+            f"{target}: the difference comes from how the compiled graph is run as a whole "
+            "(how it is fed, how parameter updates are applied, or how outputs are fetched), "
+            "not from one op")
 
 
 # -- the forward walk --------------------------------------------------------------------
@@ -288,6 +298,7 @@ def _describe(context: _Context, node: Node, kind: str, budget: tuple,
         attrs={key: _attr_text(value) for key, value in sorted(node.attrs.items())},
         inputs=[type_string(v) for v in node.inputs],
         outputs=[type_string(v) for v in node.outputs],
+        values=[v.id for v in node.outputs],
         budget=budget,
         within=list(within or []),
     )

@@ -57,6 +57,8 @@ class Divergence:
         budget; `op`/`source` then name the first value whose error left its budget).
     within: the control-flow nodes around it, outermost first ("grad at model.py:30").
     own: the op's own error; carried: the error of that value in the target's full run.
+    values: the ids of the blamed node's outputs, to highlight it in `unigraph.view`;
+    graph: which traced graph holds it, "forward" or "gradient".
     """
 
     target: str
@@ -72,6 +74,8 @@ class Divergence:
     error: str = ""
     within: list = field(default_factory=list)
     note: str = ""
+    values: list = field(default_factory=list)
+    graph: str = "forward"
 
     def to_dict(self) -> dict:
         data = dict(self.__dict__)
@@ -126,9 +130,9 @@ class Divergence:
 def _figures_text(figures: Figures) -> str:
     if figures.status in ("shape", "dtype", "unchecked"):
         return figures.detail
-    text = (f"max abs {format_number(figures.max_abs)}, max rel "
-            f"{format_number(figures.max_rel)}, needs atol {format_number(figures.needed_atol)}"
-            f", rtol {format_number(figures.needed_rtol)}")
+    rel = f", max rel {format_number(figures.max_rel)}" if figures.rel_count else ""
+    text = (f"max abs {format_number(figures.max_abs)}{rel}, needs atol "
+            f"{format_number(figures.needed_atol)}, rtol {format_number(figures.needed_rtol)}")
     if figures.worst is not None and figures.worst_actual is not None:
         text += (f"; worst at {list(figures.worst)}: {figures.worst_actual:.7g} vs "
                  f"{figures.worst_expected:.7g}")
@@ -275,8 +279,7 @@ def _row(target: str, comparison: Comparison) -> tuple:
     if f.status in ("shape", "dtype", "unchecked"):
         return (target, comparison.name, f.status, f.detail, "", "", "")
     rtol, atol = comparison.budget
-    return (target, comparison.name, f.status, format_number(f.max_abs),
-            format_number(f.max_rel),
+    return (target, comparison.name, f.status, format_number(f.max_abs), _rel_text([f]),
             f"{format_number(f.needed_atol)}, {format_number(f.needed_rtol)}",
             f"{format_number(atol)}, {format_number(rtol)}")
 
@@ -287,9 +290,16 @@ def _summary_row(target: str, comparisons: list) -> tuple:
     rtol, atol = worst.budget
     return (target, f"all {len(comparisons)} tensors", "ok",
             format_number(max(c.figures.max_abs for c in comparisons)),
-            format_number(max(c.figures.max_rel for c in comparisons)),
+            _rel_text([c.figures for c in comparisons]),
             f"{format_number(f.needed_atol)}, {format_number(f.needed_rtol)}",
             f"{format_number(atol)}, {format_number(rtol)}")
+
+
+def _rel_text(figures: list) -> str:
+    """The max rel error over the elements where it means something (`Figures.rel_count`);
+    "-" where there are none (every reference value is next to zero, or an exact tensor)."""
+    counted = [f.max_rel for f in figures if f.rel_count]
+    return format_number(max(counted)) if counted else "-"
 
 
 def _rows(report: TargetReport, compact: bool) -> list:
@@ -316,11 +326,21 @@ def _table(rows: list) -> list:
     return lines
 
 
+def _has_floats(report: Report) -> bool:
+    """False when every compared tensor is an integer or boolean one."""
+    from unigraph.ir import FLOAT_DTYPES
+
+    dtypes = {c.dtype for t in report.targets for c in t.comparisons}
+    return not dtypes or bool(dtypes & set(FLOAT_DTYPES)) or report.kind == "training"
+
+
 def render(report: Report, compact: bool = True) -> str:
     what = "training" if report.kind == "training" else "check"
     count = len(report.targets)
-    lines = [f"ug.{'check_training' if what == 'training' else 'check'}: {report.name} in "
-             f"{report.dtype} on {count} target{'s' * (count != 1)}, against the "
+    # A function with only integer outputs (a counter) computes nothing in float32.
+    in_dtype = f" in {report.dtype}" if _has_floats(report) else ""
+    lines = [f"ug.{'check_training' if what == 'training' else 'check'}: {report.name}"
+             f"{in_dtype} on {count} target{'s' * (count != 1)}, against the "
              f"{report.reference}" + (" reference" if report.reference.startswith("numpy")
                                       else "")]
     rows = [HEADER]

@@ -88,7 +88,7 @@ def load_checks(path: str) -> dict:
     if checks is None:
         raise ScriptError(
             f"{path} defines no CHECKS: add `CHECKS = {{'name': (function_or_model, "
-            "(example inputs...))}}` (see `unigraph check --help`)"
+            "(example inputs...))}` (see `unigraph check --help`)"
         )
     if callable(checks):
         checks = checks()
