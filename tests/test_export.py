@@ -3,10 +3,6 @@ own saved format, reloaded in a fresh process that never imports unigraph (only 
 framework and NumPy), run on the example inputs, and compared with the float64 reference
 (numpy:eager on float64 inputs and weights)."""
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,9 +14,10 @@ from unigraph.checking.scripts import load_checks
 from unigraph.cli_export import exportable_entry
 from unigraph.cli_export import main as export_main
 from unigraph.export import FORMATS, ExportError, export, prepare, write
+from unigraph.export.verify import RELOADERS, Artifact, Verification, reload_outputs, verify
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-NATIVE_FORMATS = ("savedmodel", "tflite", "torch", "paddle")
+SAVED_FORMATS = ("savedmodel", "tflite", "torch", "paddle", "onnx")
 
 
 # -- the programs -------------------------------------------------------------------------------
@@ -108,102 +105,21 @@ def assert_agrees(got: list, want: list, what: str) -> None:
 
 
 # -- reloading without unigraph --------------------------------------------------------------
-# Each script reads a manifest of artifacts, runs each on its saved inputs and saves the
-# outputs; the last line proves unigraph was never imported. One process per format.
-PRELUDE = """
-import json, sys, traceback
-import numpy as np
-"""
-EPILOGUE = """
-def main():
-    cases = json.load(open(sys.argv[1]))
-    for case in cases:
-        feeds = [np.asarray(a) for a in np.load(case["inputs"]).values()]
-        try:
-            outs = globals()["run_" + case["format"]](case, feeds)
-            np.savez(case["result"], *[np.asarray(o) for o in outs])
-        except Exception:
-            open(case["result"] + ".error", "w").write(traceback.format_exc())
-    leaked = sorted(m for m in sys.modules if m.split(".")[0].startswith("unigraph"))
-    assert not leaked, f"the reload imported {leaked}"
-
-main()
-"""
-RELOAD = {
-    "savedmodel": """
-import tensorflow as tf
-
-def run_savedmodel(case, feeds):
-    signature = tf.saved_model.load(case["artifact"]).signatures["serving_default"]
-    outs = signature(**{n: tf.constant(x) for n, x in zip(case["input_names"], feeds)})
-    return [outs[n].numpy() for n in case["output_names"]]
-""",
-    "tflite": """
-import tensorflow as tf
-
-def run_tflite(case, feeds):
-    runner = tf.lite.Interpreter(model_path=case["artifact"]).get_signature_runner()
-    outs = runner(**dict(zip(case["input_names"], feeds)))
-    return [outs[n] for n in case["output_names"]]
-""",
-    "torch": """
-import torch
-
-def run_torch(case, feeds):
-    module = torch.export.load(case["artifact"]).module()
-    with torch.no_grad():
-        return [o.numpy() for o in module(*[torch.from_numpy(x) for x in feeds])]
-""",
-    "paddle": """
-import paddle
-paddle.enable_static()
-executor = paddle.static.Executor(paddle.CPUPlace())
-
-def run_paddle(case, feeds):
-    program, names, fetches = paddle.static.load_inference_model(case["artifact"], executor)
-    return executor.run(program, feed=dict(zip(names, feeds)), fetch_list=fetches)
-""",
-}
-# One fresh process per framework (paddle and tensorflow never share one).
-FRAMEWORKS = {"savedmodel": "tensorflow", "tflite": "tensorflow", "torch": "torch",
-              "paddle": "paddle"}
-
-
-def reload_all(framework: str, cases: list, folder: Path) -> None:
-    formats = [f for f in NATIVE_FORMATS if FRAMEWORKS[f] == framework]
-    script = folder / f"reload_{framework}.py"
-    script.write_text(PRELUDE + "".join(RELOAD[f] for f in formats) + EPILOGUE)
-    manifest = folder / f"{framework}.json"
-    manifest.write_text(json.dumps(cases))
-    # Run from the artifacts' folder with no PYTHONPATH: nothing of unigraph is on the way.
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
-    done = subprocess.run([sys.executable, str(script), str(manifest)], cwd=folder, env=env,
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-
-
 def export_and_reload(framework: str, folder: Path) -> dict:
-    """{format: {case name: outputs from the fresh process, or the error it raised}} for
-    the formats of `framework`."""
-    cases = []
-    for format in (f for f in NATIVE_FORMATS if FRAMEWORKS[f] == framework):
+    """{format: {case name: outputs from a fresh process without unigraph, or the error it
+    raised}} for every program, in each format `framework` reloads."""
+    artifacts, names = [], []
+    for format in (f for f in SAVED_FORMATS if RELOADERS[f][0] == framework):
         for name, (fn, inputs) in PROGRAMS.items():
             prepared = prepare(fn, inputs)
-            stem = f"{name}.{format}"
-            artifact = write(prepared, str(folder / (stem + FORMATS[format].suffix)), format)
-            np.savez(folder / f"{stem}.inputs.npz", *prepared.example_inputs)
-            cases.append({"format": format, "name": name, "artifact": artifact,
-                          "inputs": str(folder / f"{stem}.inputs.npz"),
-                          "result": str(folder / f"{stem}.out.npz"),
-                          "input_names": prepared.input_names,
-                          "output_names": prepared.output_names})
-    reload_all(framework, cases, folder)
+            path = str(folder / f"{name}.{format}{FORMATS[format].suffix}")
+            artifacts.append(Artifact(format, write(prepared, path, format),
+                                      prepared.input_names, prepared.output_names,
+                                      prepared.example_inputs))
+            names.append(name)
     results: dict = {}
-    for case in cases:
-        error = Path(case["result"] + ".error")
-        results.setdefault(case["format"], {})[case["name"]] = error.read_text() \
-            if error.exists() else list(np.load(case["result"]).values())
+    for artifact, name, got in zip(artifacts, names, reload_outputs(artifacts, str(folder))):
+        results.setdefault(artifact.format, {})[name] = got
     return results
 
 
@@ -214,7 +130,7 @@ def reloaded(tmp_path_factory):
     done: dict = {}
 
     def results(format: str) -> dict:
-        framework = FRAMEWORKS[format]
+        framework = RELOADERS[format][0]
         if framework not in done:
             done[framework] = export_and_reload(framework, tmp_path_factory.mktemp(framework))
         return done[framework][format]
@@ -223,7 +139,7 @@ def reloaded(tmp_path_factory):
 
 
 @pytest.mark.parametrize("name", list(PROGRAMS))
-@pytest.mark.parametrize("format", NATIVE_FORMATS)
+@pytest.mark.parametrize("format", SAVED_FORMATS)
 def test_reloaded_artifact_agrees_with_the_reference(reloaded, format, name):
     got = reloaded(format)[name]
     assert not isinstance(got, str), f"{format} reload of {name} failed:\n{got}"
@@ -244,7 +160,7 @@ def test_artifacts_agree_with_every_target(reloaded, target):
     for name in ("gate", "shrink", "counter_loop.counter"):
         fn, inputs = PROGRAMS[name]
         got = run_on(target, fn, *inputs)
-        for format in NATIVE_FORMATS:
+        for format in SAVED_FORMATS:
             assert_agrees(reloaded(format)[name], got if isinstance(got, list) else [got],
                           f"{name} as {format} vs {target}")
 
@@ -326,6 +242,24 @@ def test_tflite_refuses_float64_saying_why(tmp_path):
     assert not (tmp_path / "s.tflite").exists()
 
 
+def test_verify_reports_agreement_and_catches_a_difference(tmp_path):
+    fn, inputs = PROGRAMS["shrink"]
+    result = verify(fn, *inputs, path=tmp_path / "s.onnx", format="onnx")
+    assert result.ok and not result.error, result.summary()
+    assert "agrees with the float64 reference" in result.summary()
+    wrong = Verification("s.onnx", "onnx", outputs=[result.outputs[0], result.outputs[1] * 1.01],
+                         reference=result.reference)
+    assert not wrong.ok and "DISAGREES" in wrong.summary()
+
+
+def test_a_failing_reload_is_reported_not_raised(tmp_path):
+    (tmp_path / "broken.onnx").write_bytes(b"not a model")
+    x = np.ones(2, np.float32)
+    (got,) = reload_outputs([Artifact("onnx", str(tmp_path / "broken.onnx"), ["x"],
+                                      ["output"], [x])])
+    assert isinstance(got, str) and "broken.onnx" in got
+
+
 def test_unknown_format_names_the_formats(tmp_path):
     with pytest.raises(ExportError, match="savedmodel, tflite, torch, paddle, onnx"):
         export(shrink, np.ones(3, np.float32), np.float32(1), path=tmp_path / "x", format="tf")
@@ -342,6 +276,14 @@ def test_cli_exports_one_entry_and_a_whole_script(tmp_path, capsys):
     assert sorted(p.name for p in (tmp_path / "mlp").iterdir()) == ["forward.pt2",
                                                                    "training.pt2"]
     assert "training step is not exported" in capsys.readouterr().out
+
+
+def test_cli_verify_reloads_and_compares(tmp_path, capsys):
+    out = tmp_path / "counter.onnx"
+    assert export_main([f"{EXAMPLES / 'counter_loop.py'}:counter", "-f", "onnx", "-o",
+                        str(out), "--verify"]) == 0
+    printed = capsys.readouterr().out
+    assert "reloaded without unigraph, agrees with the float64 reference" in printed
 
 
 def test_cli_reports_a_missing_entry(tmp_path, capsys):

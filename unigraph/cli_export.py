@@ -7,13 +7,17 @@ exported as it is; a training entry (`model`, `loss_fn`, `optimizer`, `batches`)
 a copy of its model in eval mode, on the inputs of its first batch (the model is what is
 deployed: the training step itself is never exported).
 
+With `--verify`, each artifact is then reloaded in a fresh process that imports only its
+framework (never unigraph), run on the entry's example inputs and compared with the float64
+reference; a disagreement makes the exit status 1.
+
 With `FILE:NAME`, OUT is the artifact's path. With `FILE` alone every entry is written, and
 OUT is a folder holding one artifact per entry, named after the entry (`OUT/forward.pt2`).
 The exit status is 0 when everything was written, 1 when an entry could not be exported,
 2 when the script cannot be used.
 
     unigraph export examples/cond.py:branch --format torch -o branch.pt2
-    unigraph export examples/mlp.py --format savedmodel -o exported/
+    unigraph export examples/mlp.py --format savedmodel -o exported/ --verify
 """
 
 from __future__ import annotations
@@ -39,6 +43,9 @@ def add_export_command(subparsers) -> argparse.ArgumentParser:
                         help="; ".join(f"{f.name}: {f.description}" for f in FORMATS.values()))
     parser.add_argument("--output", "-o", required=True, metavar="OUT",
                         help="the artifact's path (FILE:NAME), or a folder (FILE)")
+    parser.add_argument("--verify", action="store_true",
+                        help="reload each artifact without unigraph and compare it with the "
+                             "float64 reference")
     parser.set_defaults(handler=run_export_command)
     return parser
 
@@ -69,6 +76,7 @@ def run_export_command(args) -> int:
     from unigraph.checking.scripts import ScriptError, load_checks
     from unigraph.errors import UnigraphError
     from unigraph.export import export
+    from unigraph.export.verify import verify
 
     path, name = split_file_name(args.file)
     try:
@@ -88,7 +96,12 @@ def run_export_command(args) -> int:
         target = artifact_path(args.output, entry_name, args.format, several)
         try:
             fn, inputs = exportable_entry(entry)
-            written = export(fn, *inputs, path=target, format=args.format, name=entry_name)
+            if getattr(args, "verify", False):
+                checked = verify(fn, *inputs, path=target, format=args.format)
+                written = checked.path
+            else:
+                checked = None
+                written = export(fn, *inputs, path=target, format=args.format, name=entry_name)
         except (UnigraphError, ValueError, TypeError) as error:
             print(f"unigraph export: {path}:{entry_name}: {error}", file=sys.stderr)
             status = 1
@@ -96,6 +109,9 @@ def run_export_command(args) -> int:
         note = " (its model in eval mode; the training step is not exported)" \
             if entry.training is not None else ""
         print(f"{path}:{entry_name} -> {written} ({args.format}){note}")
+        if checked is not None:
+            print(f"  {checked.summary()}")
+            status = status if checked.ok else 1
     return status
 
 

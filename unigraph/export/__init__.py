@@ -87,8 +87,7 @@ def write(prepared: Exportable, path: str, format: str) -> str:
     """Write an already prepared graph in `format` at `path`; returns the path written."""
     chosen = _format(format)
     if chosen.name == "onnx":
-        raise ExportError("format 'onnx' is written from the function: call "
-                          "export(fn, *inputs, path=..., format='onnx')")
+        return _write_onnx(prepared, path)
     from unigraph.plugins import get_backend
 
     get_backend(chosen.backend).load()  # the framework, imported in the safe order
@@ -101,6 +100,25 @@ def _format(format: str) -> Format:
         raise ExportError(f"unknown export format {format!r}; the formats are: "
                           f"{', '.join(FORMATS)}")
     return FORMATS[format]
+
+
+def _write_onnx(prepared: Exportable, path: str) -> str:
+    """A prepared graph through `unigraph.onnx`'s writer, checked as `ug.onnx.export`
+    checks it (onnx.checker, full check)."""
+    try:
+        import onnx
+
+        from unigraph.onnx.export import graph_to_model
+    except ImportError as error:
+        raise ExportError(f"format 'onnx' needs the onnx package ({error}): "
+                          "pip install 'unigraph[onnx]'") from None
+    model = graph_to_model(prepared.graph, prepared.params, prepared.input_names,
+                           prepared.output_names)
+    model.graph.name = prepared.name
+    onnx.checker.check_model(model, full_check=True)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    onnx.save_model(model, path)
+    return path
 
 
 def _export_onnx(fn_or_module, example_inputs: tuple, path: str) -> str:
