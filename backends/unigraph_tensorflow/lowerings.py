@@ -10,8 +10,13 @@ Hot ops call `tf.raw_ops` (the op itself, through TF's eager fast path) rather t
 eager call and add nothing here: inputs arrive as tensors of one dtype, attrs normalised.
 
 Where TF's own op differs from the op record, a small wrapper next to the entry says how:
-bool comparisons go through int8, argmax treats NaN as the maximum, and conv/pool images
-are transposed to NHWC because TF's CPU kernels only take that layout.
+bool comparisons go through int8, argmax treats NaN as the maximum, maximum/minimum split a
+tie's gradient, softmax is NaN across a row whose max is not finite, and conv/pool images
+are transposed to NHWC because TF's CPU kernels only take that layout. Each such behaviour
+is a `Quirk` record in `quirks.py`, pinned by tests/test_quirks.py.
+
+`LOWERINGS` serves eager ops; `GRAPH_LOWERINGS` (tensorflow:static, tensorflow:function)
+spreads it and overrides the entries that shape a graph for Grappler.
 
 This module imports tensorflow: the backend imports it only from `TensorFlowBackend.load`,
 after paddle (tensorflow 2.21 imported before paddlepaddle 3.3.1 crashes the process).
@@ -121,6 +126,10 @@ def where(cond, x, y):
     return raw.SelectV2(condition=cond, t=x, e=y)
 
 
+def einsum(*xs, equation):
+    return tf.einsum(equation, *xs)
+
+
 # -- linalg -----------------------------------------------------------------------------------
 
 
@@ -201,6 +210,10 @@ def one_hot(indices, *, depth, dtype):
     return tf.one_hot(indices, depth, dtype=TF_DTYPES[dtype])
 
 
+def full(*, shape, value, dtype):
+    return tf.fill(list(shape), tf.constant(value, TF_DTYPES[dtype]))
+
+
 def constant(*, value):
     return tf.constant(value)
 
@@ -253,13 +266,34 @@ LOWERINGS = {
     "sqrt": unary(raw.Sqrt),
     "where": where,
     "cast": cast,
+    # math (floor ops: the sign of y, as NumPy; TF's gradient of the step functions is
+    # none, which the backend reads as 0)
+    "mod": binary(raw.FloorMod),
+    "floor_divide": binary(raw.FloorDiv),
+    "floor": unary(raw.Floor),
+    "ceil": unary(raw.Ceil),
+    "round": unary(raw.Round),  # halves to even, as NumPy
+    "atan2": lambda y, x: raw.Atan2(y=y, x=x),
+    "sin": unary(raw.Sin),
+    "cos": unary(raw.Cos),
+    "tan": unary(raw.Tan),
+    "asin": unary(raw.Asin),
+    "acos": unary(raw.Acos),
+    "atan": unary(raw.Atan),
+    "sinh": unary(raw.Sinh),
+    "cosh": unary(raw.Cosh),
+    "erf": unary(raw.Erf),
+    "softplus": lambda x: raw.Softplus(features=x),
     # linalg
     "matmul": matmul,
+    "einsum": einsum,
     # reductions
     "sum": reduction(raw.Sum),
     "mean": reduction(raw.Mean),
     "max": reduction(raw.Max),
     "min": reduction(raw.Min),
+    "prod": reduction(raw.Prod),
+    "cumsum": lambda x, *, axis: raw.Cumsum(x=x, axis=axis),
     "argmax": argmax,
     # shape
     "reshape": reshape,
@@ -273,6 +307,7 @@ LOWERINGS = {
     "take": take,
     "one_hot": one_hot,
     "constant": constant,
+    "full": full,
     # nn
     "relu": lambda x: raw.Relu(features=x),
     "sigmoid": unary(raw.Sigmoid),
