@@ -1,29 +1,27 @@
-"""Timing: unigraph and the hand-written native code of one workload, in the same process,
-alternating, so that machine noise lands on both.
+"""Timing: unigraph and the native versions of one workload, in the same process,
+alternating, so that machine noise lands on all of them.
 
-`compare(unigraph_call, native_call)`:
+`compare({"unigraph": call, "native": call, ...})`:
 
 1. warm-up: each callable runs `warmup` times (a static target compiles on its first call);
-2. calibration: `number`, the calls per sample, is chosen so that one sample of the slower
+2. calibration: `number`, the calls per sample, is chosen so that one sample of the slowest
    callable takes at least `min_sample_s` (timer resolution and loop overhead vanish);
-3. `repeat` samples of each, interleaved (U N, N U, U N, ...: neither always goes first);
+3. `repeat` samples of each, interleaved, the order rotating and reversing from one sample
+   to the next (U N H, H N U, N H U, ...: none always goes first);
    each sample is `number` back-to-back calls divided by `number`.
 
 The garbage collector stays on (unlike `timeit`): what unigraph allocates per call is part of
-its cost. A sample's time is per call. A `Timing` holds the median and the minimum over samples;
-`ratio = unigraph median / native median`. Both callables make exactly the same number of
-calls, so a training step has taken the same number of steps on both sides when their last
-results are compared.
+its cost. Every callable makes exactly the same number of calls, so a training step has
+taken the same number of steps on every side when their last results are compared.
 """
 
 from __future__ import annotations
 
 import gc
-import json
 import math
 import statistics
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -34,26 +32,11 @@ class Timing:
     min: float
     number: int  # calls per sample
     samples: list = field(default_factory=list)  # seconds per call, one per sample
+    result: object = None  # the last call's result, for checking agreement
 
     @staticmethod
-    def of(samples: list, number: int) -> Timing:
-        return Timing(statistics.median(samples), min(samples), number, list(samples))
-
-
-@dataclass
-class Comparison:
-    unigraph: Timing
-    native: Timing
-    unigraph_result: object  # the last call's result, for checking agreement
-    native_result: object
-
-    @property
-    def ratio(self) -> float:
-        return self.unigraph.median / self.native.median
-
-    @property
-    def min_ratio(self) -> float:
-        return self.unigraph.min / self.native.min
+    def of(samples: list, number: int, result) -> Timing:
+        return Timing(statistics.median(samples), min(samples), number, list(samples), result)
 
 
 def _time(call, number: int) -> tuple[float, object]:
@@ -64,23 +47,32 @@ def _time(call, number: int) -> tuple[float, object]:
     return (time.perf_counter() - start) / number, result
 
 
-def compare(unigraph_call, native_call, repeat: int = 15, warmup: int = 3,
-            min_sample_s: float = 0.02) -> Comparison:
-    """Time two zero-argument callables alternately; see the module docstring."""
-    first = [_time(unigraph_call, 1)[0], _time(native_call, 1)[0]]
-    for _ in range(max(warmup - 1, 0)):
-        first = [_time(unigraph_call, 1)[0], _time(native_call, 1)[0]]
-    number = max(1, math.ceil(min_sample_s / max(max(first), 1e-9)))
-    samples: tuple[list, list] = ([], [])
-    results = [None, None]
-    calls = (unigraph_call, native_call)
-    gc.collect()
-    for i in range(max(repeat, 1)):
-        order = (0, 1) if i % 2 == 0 else (1, 0)
-        for side in order:
-            seconds, results[side] = _time(calls[side], number)
-            samples[side].append(seconds)
-    return Comparison(Timing.of(samples[0], number), Timing.of(samples[1], number), *results)
+def _orders(names: list, count: int):
+    """`count` orders of `names`: rotated by one each time, every other one reversed."""
+    for i in range(count):
+        shift = (i // 2) % len(names)
+        order = names[shift:] + names[:shift]
+        yield order if i % 2 == 0 else order[::-1]
+
+
+def compare(calls: dict, repeat: int = 7, warmup: int = 2, min_sample_s: float = 0.01,
+            collect: bool = True) -> dict:
+    """Time zero-argument callables alternately (see the module docstring); returns
+    {name: Timing}. `collect`: a full garbage collection before the timed samples (0.2-1 s
+    once torch or TensorFlow is loaded: the smoke test, which times nothing, skips it)."""
+    first = {name: 0.0 for name in calls}
+    for _ in range(max(warmup, 1)):
+        first = {name: _time(call, 1)[0] for name, call in calls.items()}
+    number = max(1, math.ceil(min_sample_s / max(max(first.values()), 1e-9)))
+    samples: dict = {name: [] for name in calls}
+    results: dict = {}
+    if collect:
+        gc.collect()
+    for order in _orders(list(calls), max(repeat, 1)):
+        for name in order:
+            seconds, results[name] = _time(calls[name], number)
+            samples[name].append(seconds)
+    return {name: Timing.of(samples[name], number, results[name]) for name in calls}
 
 
 # -- results ------------------------------------------------------------------------------
@@ -114,77 +106,3 @@ def max_difference(a, b) -> float:
     return worst
 
 
-@dataclass
-class Row:
-    workload: str
-    target: str
-    unigraph_s: float | None = None  # median seconds per call
-    native_s: float | None = None
-    unigraph_min_s: float | None = None
-    native_min_s: float | None = None
-    ratio: float | None = None
-    goal: float | None = None  # the ratio the issue asks for; None: report only
-    difference: float | None = None  # max relative difference of the last results
-    error: str = ""
-    number: int | None = None  # calls per sample
-    unigraph_samples: list = field(default_factory=list)  # seconds per call, per sample
-    native_samples: list = field(default_factory=list)
-
-    @property
-    def met(self) -> str:
-        if self.error or self.ratio is None:
-            return "error"
-        if self.goal is None:
-            return "-"
-        return "yes" if self.ratio <= self.goal else "NO"
-
-
-def row_of(workload: str, target: str, comparison: Comparison, goal, difference) -> Row:
-    u, n = comparison.unigraph, comparison.native
-    return Row(workload, target, u.median, n.median, u.min, n.min, comparison.ratio, goal,
-               difference, number=u.number, unigraph_samples=u.samples,
-               native_samples=n.samples)
-
-
-def _ms(seconds) -> str:
-    if seconds is None:
-        return "-"
-    return f"{seconds * 1e3:.3f}" if seconds < 1 else f"{seconds * 1e3:.0f}"
-
-
-COLUMNS = ("workload", "target", "unigraph ms", "native ms", "ratio", "min ratio", "goal",
-           "met", "max diff")
-
-
-def format_table(rows: list) -> str:
-    """The results as an aligned text table (errors on their own lines underneath)."""
-    lines = [COLUMNS]
-    for r in rows:
-        min_ratio = (r.unigraph_min_s / r.native_min_s) if r.native_min_s else None
-        lines.append((
-            r.workload, r.target, _ms(r.unigraph_s), _ms(r.native_s),
-            f"{r.ratio:.2f}" if r.ratio is not None else "-",
-            f"{min_ratio:.2f}" if min_ratio is not None else "-",
-            f"<={r.goal:.2f}" if r.goal is not None else "-",
-            r.met,
-            f"{r.difference:.1e}" if r.difference is not None else "-",
-        ))
-    widths = [max(len(line[i]) for line in lines) for i in range(len(COLUMNS))]
-    right = {2, 3, 4, 5, 8}
-    text = []
-    for n, line in enumerate(lines):
-        cells = [c.rjust(w) if i in right else c.ljust(w)
-                 for i, (c, w) in enumerate(zip(line, widths))]
-        text.append("  ".join(cells).rstrip())
-        if n == 0:
-            text.append("  ".join("-" * w for w in widths))
-    errors = [f"  {r.workload} on {r.target}: {r.error}" for r in rows if r.error]
-    if errors:
-        text += ["", "errors:", *errors]
-    return "\n".join(text)
-
-
-def write_json(path: str, rows: list, extra: dict) -> None:
-    payload = {**extra, "rows": [{**asdict(r), "met": r.met} for r in rows]}
-    with open(path, "w") as f:
-        json.dump(payload, f, indent=2)

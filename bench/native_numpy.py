@@ -1,4 +1,5 @@
-"""The workloads hand-written in plain NumPy: the baseline of `numpy:eager` and `numpy:static`.
+"""The workloads hand-written in plain NumPy: the baseline of `numpy:eager` and `numpy:static`
+(hand-written NumPy is also what a NumPy user writes: `idiomatic_numpy` reuses these).
 
 Written as a competent NumPy user would: vectorised, a sliding-window view and one einsum for
 the convolution, the backward pass of the MLP derived by hand, in-place SGD updates.
@@ -90,23 +91,12 @@ def mlp_step(data):
     return run
 
 
-def mlp_grad(data):
-    x, y = data["x"], data["y"]
-    params = [data[k] for k in ("w1", "b1", "w2", "b2")]
-
-    def run():
-        return _mlp_loss_and_grads(x, y, *params)
-
-    return run
-
-
 _PLAIN = {
     "counter": counter,
     "cond": cond,
     "conv2d": conv2d,
     "softmax_step": softmax_step,
     "mlp_step": mlp_step,
-    "mlp_grad": mlp_grad,
 }
 # Plain NumPy has one style; it is the baseline of both numpy targets.
 BUILDERS = {(name, mode): build for name, build in _PLAIN.items() for mode in ("eager", "static")}

@@ -1,11 +1,12 @@
-"""The workloads hand-written in PaddlePaddle, in each style a Paddle user writes:
+"""The workloads hand-written in PaddlePaddle (`create_parameter` weights, `x @ w + b`; the
+second column of bench/run.py where `idiomatic_paddle` uses `paddle.nn` layers instead):
 
-* `eager` (baseline of paddle:eager): dygraph tensors, Python control flow, `backward()`
+* `eager`: dygraph tensors, Python control flow, `backward()`
   and `paddle.optimizer.SGD` (update `p <- p - lr * grad`, unigraph's SGD formula);
-* `static` (paddle:static): a `paddle.static.Program` built by hand under
+* `static`: a `paddle.static.Program` built by hand under
   `program_guard`: `paddle.static.data` inputs, parameters initialised from the shared
-  NumPy values, `paddle.static.nn.while_loop` / `cond`, `SGD.minimize` (or
-  `paddle.static.gradients`), run by a long-lived `Executor`, one `exe.run` per call.
+  NumPy values, `paddle.static.nn.while_loop` / `cond`, `SGD.minimize`, run by a
+  long-lived `Executor`, one `exe.run` per call.
 
 Static mode is process-wide in Paddle. Each Program is built between
 `paddle.enable_static()` and `paddle.disable_static()`, so dygraph is back on afterwards;
@@ -21,8 +22,7 @@ import paddle.nn.functional as F
 from paddle.base.framework import _dygraph_guard
 
 _MODELS = {"softmax_step": (("w", "b"), 0.5),
-           "mlp_step": (("w1", "b1", "w2", "b2"), 0.1),
-           "mlp_grad": (("w1", "b1", "w2", "b2"), None)}
+           "mlp_step": (("w1", "b1", "w2", "b2"), 0.1)}
 
 
 def _logits(x, params):
@@ -74,14 +74,6 @@ def _eager_model(name, data):
     names, lr = _MODELS[name]
     x, y = paddle.to_tensor(data["x"]), paddle.to_tensor(data["y"])
     params = [_parameter(data[n]) for n in names]
-
-    if lr is None:
-        def grads():
-            loss = F.cross_entropy(_logits(x, params), y)
-            return loss, paddle.grad(loss, params)
-
-        return grads
-
     optimizer = paddle.optimizer.SGD(learning_rate=lr, parameters=params)
 
     def step():
@@ -157,14 +149,10 @@ def _static_model(name, data):
         params = [_parameter(data[n]) for n in names]
         loss = F.cross_entropy(_logits(x, params), y)
         feed = {"x": data["x"], "y": data["y"]}
-        if lr is None:
-            return [loss, *paddle.static.gradients(loss, params)], feed
         paddle.optimizer.SGD(learning_rate=lr).minimize(loss)
         return [loss], feed
 
     run = _program(build)
-    if lr is None:
-        return run  # [loss, *grads]
     return lambda: run()[0]
 
 

@@ -1,4 +1,6 @@
-"""The workloads hand-written in TensorFlow, in each style a TF user writes:
+"""The workloads hand-written in TensorFlow, in each style a TF user writes (the TF1 steps
+use `tf.compat.v1.gradients` and assign ops where `idiomatic_tensorflow` uses
+`GradientDescentOptimizer`; the rest is reused there as the idiomatic code):
 
 * `eager` (baseline of tensorflow:eager): TF2 eager tensors, Python control flow,
   `tf.GradientTape`, `Variable.assign_sub`;
@@ -53,8 +55,7 @@ def _softmax_logits(x, w, b):
 
 
 _MODELS = {"softmax_step": (_softmax_logits, ("w", "b"), 0.5),
-           "mlp_step": (_mlp_logits, ("w1", "b1", "w2", "b2"), 0.1),
-           "mlp_grad": (_mlp_logits, ("w1", "b1", "w2", "b2"), None)}
+           "mlp_step": (_mlp_logits, ("w1", "b1", "w2", "b2"), 0.1)}
 
 
 # -- eager and tf.function ----------------------------------------------------------------
@@ -106,8 +107,6 @@ def _eager_model(name, data, compiled):
         with tf.GradientTape() as tape:
             loss = _xent(logits_fn(x, *params), y)
         grads = tape.gradient(loss, params)
-        if lr is None:
-            return loss, grads
         for param, grad in zip(params, grads):
             param.assign_sub(lr * grad)
         return loss
@@ -189,14 +188,10 @@ def _static_model(name, data):
         loss = _xent(logits_fn(x, *params), y)
         grads = tf.compat.v1.gradients(loss, params)
         feeds = {x: data["x"], y: data["y"]}
-        if lr is None:
-            return (loss, grads), feeds
         update = tf.group(*[p.assign_sub(lr * g) for p, g in zip(params, grads)])
         return (loss, update), feeds
 
     run = _session(build)
-    if lr is None:
-        return run
     return lambda: run()[0]
 
 

@@ -1,5 +1,6 @@
-"""The workloads hand-written in PyTorch eager code: the baseline of `torch:eager` and of
-`torch:static` (a torch user's fast path is eager code, so that is what static must match).
+"""The workloads hand-tuned in PyTorch eager code (raw tensors, `x @ w + b`, no `nn`
+modules): the second column ("vs hand") of `torch:eager` and `torch:static` in bench/run.py;
+the baseline is `idiomatic_torch`.
 
 Tensors are made once from the shared NumPy data; training uses autograd and
 `torch.optim.SGD`, whose update `p <- p - lr * grad` is unigraph's SGD formula.
@@ -83,22 +84,11 @@ def mlp_step(data):
     return _sgd_step(loss_fn, params, 0.1)
 
 
-def mlp_grad(data):
-    loss_fn, params = _mlp(data)
-
-    def run():
-        loss = loss_fn()
-        return loss.detach(), torch.autograd.grad(loss, params)
-
-    return run
-
-
 _EAGER = {
     "counter": counter,
     "cond": cond,
     "conv2d": conv2d,
     "softmax_step": softmax_step,
     "mlp_step": mlp_step,
-    "mlp_grad": mlp_grad,
 }
 BUILDERS = {(name, mode): build for name, build in _EAGER.items() for mode in ("eager", "static")}

@@ -1,71 +1,58 @@
-"""Benchmark unigraph against hand-written native code, workload by workload, target by target.
+"""Benchmark unigraph against what users of each framework write without it.
 
-    python bench/run.py [--targets numpy:static,torch:eager,...] [--workloads conv2d,...]
-                        [--repeat N] [--warmup N] [--threads N] [--json out.json]
-                        [--isolate]
+    python bench/run.py [--targets numpy:static,torch:eager,...] [--workloads conv_n1,...]
+                        [--rounds 5] [--repeat N] [--threads 1] [--json out.json]
+    python bench/run.py --quick                 # every pair once, in this process: agreement
+                                                # (exit status 1 if a pair fails or differs)
+    python bench/run.py --load out.json --markdown   # the saved results as a Markdown table
 
-Default: every available target, every workload. For each pair, the workload written once
-in unigraph (workloads.py) and the native version in the same style (native_<backend>.py)
-run alternately in this process (harness.py), and one table is printed. See README.md.
+Every (target, workload) pair runs in its own process (`measure.py`), once per round; the
+pairs are shuffled anew each round, so that a slow minute of a busy machine lands on
+different pairs each time. Inside a process, unigraph and the native code alternate. The
+table shows, per pair, the median over rounds of unigraph time / idiomatic native time, its
+spread (min-max over rounds), and whether the goal of issue 19 is met. See README.md.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
-
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before any TensorFlow import
-os.environ.setdefault("GLOG_minloglevel", "2")  # Paddle's C++ log lines
-
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
-                    "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
-
-
-def _limit_threads(argv) -> None:
-    """`--threads N`: every library's thread pool gets N threads, for unigraph and native
-    alike. Thread pools read these variables when their library loads, so this runs before
-    NumPy is imported (argparse comes later)."""
-    if "--threads" in argv[:-1]:
-        count = argv[argv.index("--threads") + 1]
-        for variable in THREAD_VARIABLES:
-            os.environ[variable] = count
-
-
-if __name__ == "__main__":
-    _limit_threads(sys.argv)
 
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-import harness  # noqa: E402
+import measure  # noqa: E402
 import workloads  # noqa: E402
 
-import unigraph as ug  # noqa: E402
 from unigraph.config import Target  # noqa: E402
 
-# Targets fed NumPy arrays (their native baseline feeds NumPy to Session.run / exe.run);
-# every other target gets `ug.tensor`s made once on it, as native eager code holds tensors.
-FEEDS_NUMPY = {"tensorflow:static", "paddle:static"}
-STATIC_GOAL, EAGER_GOAL, NUMPY_MLP_GOAL = 1.10, 1.3, 1.2
+# The goals of issue 19 (ratio unigraph / idiomatic native, median over rounds).
+STATIC_GOAL, EAGER_GOAL, NUMPY_STATIC_GOAL, CONTROL_GOAL, BUILD_GOAL = 1.05, 1.2, 1.1, 1.5, 2.0
+WORKER_TIMEOUT_S = 900
+# Largest |unigraph - native| / (1 + |native|) between last results that --quick accepts.
+AGREEMENT_TOLERANCE = 1e-5
 
 
-def goal_for(workload: str, target: Target):
-    """The ratio the issues ask for, or None where the ratio is only reported."""
+def goal_for(workload: str, target: Target) -> float:
+    """The ratio issue 19 asks for: control flow <= 1.5 everywhere, a 100-layer build <= 2;
+    on the compute workloads eager <= 1.2, static and function <= 1.05, numpy:static <= 1.1."""
+    kind = workloads.WORKLOADS[workload].kind
+    if kind == "control":
+        return CONTROL_GOAL
+    if kind == "build":
+        return BUILD_GOAL
     if target.mode == "eager":
         return EAGER_GOAL
-    if not workloads.WORKLOADS[workload].compute:
-        return None
-    if target.backend == "numpy" and workload.startswith("mlp"):
-        return NUMPY_MLP_GOAL
-    return STATIC_GOAL
+    return NUMPY_STATIC_GOAL if target.backend == "numpy" else STATIC_GOAL
 
 
 def available_targets() -> list:
@@ -75,50 +62,155 @@ def available_targets() -> list:
     return [t for t in all_targets() if status[t.backend]]
 
 
-def native_builder(workload: str, target: Target):
-    try:
-        module = importlib.import_module(f"native_{target.backend}")
-    except ModuleNotFoundError as error:
-        if error.name != f"native_{target.backend}":
-            raise
-        raise LookupError(f"no hand-written baseline for backend {target.backend!r}") from None
-    try:
-        return module.BUILDERS[(workload, target.mode)]
-    except KeyError:
-        raise LookupError(f"native_{target.backend} has no {workload!r} for mode "
-                          f"{target.mode!r}") from None
+# -- running ------------------------------------------------------------------------------
+def run_worker(target: str, workload: str, args) -> dict:
+    """One pair in a fresh interpreter; a crash or a timeout becomes an error record."""
+    env = dict(os.environ)
+    if args.threads:
+        env.update({variable: str(args.threads) for variable in measure.THREAD_VARIABLES})
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "record.json"
+        command = [sys.executable, str(HERE / "measure.py"), target, workload,
+                   "--json", str(out)]
+        if args.repeat:
+            command += ["--repeat", str(args.repeat)]
+        if args.threads:
+            command += ["--threads", str(args.threads)]
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, env=env,
+                                  timeout=WORKER_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            return {"workload": workload, "target": target, "times": {}, "difference": {},
+                    "error": f"worker ran past {WORKER_TIMEOUT_S} s"}
+        if out.exists():
+            return json.loads(out.read_text())
+        lines = done.stderr.strip().splitlines() or [f"exit code {done.returncode}"]
+        return {"workload": workload, "target": target, "times": {}, "difference": {},
+                "error": f"worker died ({done.returncode}): {lines[-1]}"}
 
 
-def unigraph_call(workload: str, target: Target, data: dict):
-    """A zero-argument callable running the unigraph workload on `target` (made current by
-    the caller)."""
-    fn, inputs = workloads.UNIGRAPH[workload](data)
-    if str(target) not in FEEDS_NUMPY:
-        inputs = [ug.tensor(x) for x in inputs]
-    return lambda: fn(*inputs)
+def run_rounds(pairs: list, args) -> list:
+    """Every pair once per round, each in its own process, in a new random order per round."""
+    records = []
+    for round_index in range(args.rounds):
+        order = list(pairs)
+        random.Random(round_index).shuffle(order)
+        for count, (target, workload) in enumerate(order, 1):
+            started = time.perf_counter()
+            record = run_worker(target, workload, args)
+            record["round"] = round_index
+            records.append(record)
+            if not args.quiet:
+                print(f"  round {round_index + 1}/{args.rounds} [{count}/{len(order)}] "
+                      f"{target} {workload}: {time.perf_counter() - started:.1f} s"
+                      f"{' ERROR' if record['error'] else ''}", file=sys.stderr, flush=True)
+    return records
 
 
-def measure(workload: str, target: Target, repeat: int, warmup: int,
-            min_sample_s: float = 0.02) -> harness.Row:
-    """Time one workload on one target against its native baseline; never raises."""
-    row = harness.Row(workload, str(target), goal=goal_for(workload, target))
-    try:
-        data = workloads.make_data(workload)
-        with ug.use_backend(target.backend, target.mode):  # raises if unigraph lacks it
-            native = native_builder(workload, target)(data)
-            comparison = harness.compare(unigraph_call(workload, target, data), native,
-                                         repeat=repeat, warmup=warmup,
-                                         min_sample_s=min_sample_s)
-        native_result = getattr(native, "to_reference", lambda r: r)(comparison.native_result)
-        difference = harness.max_difference(comparison.unigraph_result, native_result)
-    except Exception as error:  # one broken target must not hide the others
-        row.error = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
-        return row
-    return harness.row_of(workload, str(target), comparison, row.goal, difference)
+# -- summarising --------------------------------------------------------------------------
+def _ratio(record: dict, side: str):
+    times = record["times"]
+    if record["error"] or side not in times:
+        return None
+    return times["unigraph"]["median"] / times[side]["median"]
 
 
-def import_time(runs: int = 5) -> dict:
-    """`import unigraph` in fresh interpreters: seconds (median, min), frameworks imported."""
+def summarise(records: list, pairs: list) -> list:
+    """One row per pair: medians over rounds, the ratio's spread, the goal."""
+    rows = []
+    for target, workload in pairs:
+        mine = [r for r in records if r["target"] == target and r["workload"] == workload]
+        ratios = [x for x in (_ratio(r, "native") for r in mine) if x is not None]
+        hand = [x for x in (_ratio(r, "hand") for r in mine) if x is not None]
+        good = [r for r in mine if not r["error"]]
+        row = {"target": target, "workload": workload, "rounds": len(ratios),
+               "goal": goal_for(workload, Target.parse(target)),
+               "errors": sorted({r["error"] for r in mine if r["error"]})}
+        if ratios:
+            row.update(
+                unigraph_ms=statistics.median(r["times"]["unigraph"]["median"] for r in good)
+                * 1e3,
+                native_ms=statistics.median(r["times"]["native"]["median"] for r in good) * 1e3,
+                ratio=statistics.median(ratios), low=min(ratios), high=max(ratios),
+                hand=statistics.median(hand) if hand else None,
+                difference=max(max(r["difference"].values()) for r in good),
+            )
+        rows.append(row)
+    return rows
+
+
+def met(row: dict) -> str:
+    if "ratio" not in row:
+        return "error"
+    return "yes" if row["ratio"] <= row["goal"] else "NO"
+
+
+def _ms(value: float) -> str:
+    return f"{value:.3f}" if value < 10 else f"{value:.1f}" if value < 1000 else f"{value:.0f}"
+
+
+def _r(value) -> str:
+    return "-" if value is None else f"{value:.2f}" if value < 10 else f"{value:.1f}"
+
+
+COLUMNS = ("target", "workload", "native ms", "unigraph ms", "ratio", "spread", "goal", "met",
+           "vs hand", "max diff")
+
+
+def format_table(rows: list) -> str:
+    """The rows as one aligned text table, the goals tally and any errors underneath."""
+    lines = [COLUMNS]
+    for row in rows:
+        if "ratio" not in row:
+            lines.append((row["target"], row["workload"], *"-" * 4, f"<={row['goal']:.2f}",
+                          "error", "-", "-"))
+            continue
+        lines.append((row["target"], row["workload"], _ms(row["native_ms"]),
+                      _ms(row["unigraph_ms"]), _r(row["ratio"]),
+                      f"{_r(row['low'])}-{_r(row['high'])}", f"<={row['goal']:.2f}", met(row),
+                      _r(row["hand"]), f"{row['difference']:.1e}"))
+    widths = [max(len(line[i]) for line in lines) for i in range(len(COLUMNS))]
+    right = {2, 3, 4, 5, 8, 9}
+    text = []
+    for n, line in enumerate(lines):
+        cells = [c.rjust(w) if i in right else c.ljust(w)
+                 for i, (c, w) in enumerate(zip(line, widths))]
+        text.append("  ".join(cells).rstrip())
+        if n == 0:
+            text.append("  ".join("-" * w for w in widths))
+    tally = [met(row) for row in rows]
+    text += ["", f"goals met: {tally.count('yes')} of {len(rows)}, missed: {tally.count('NO')}"
+             f", errors: {tally.count('error')}"]
+    errors = [f"  {row['workload']} on {row['target']}: {error}"
+              for row in rows for error in row["errors"]]
+    if errors:
+        text += ["", "errors:", *errors]
+    return "\n".join(text)
+
+
+def format_markdown(rows: list) -> str:
+    """The ratios as the Markdown table of the README: targets x workloads, each cell
+    "median (min-max)", in bold where the goal is missed."""
+    names = list(dict.fromkeys(row["workload"] for row in rows))
+    targets = list(dict.fromkeys(row["target"] for row in rows))
+    cells = {(row["target"], row["workload"]): row for row in rows}
+    text = ["| target | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+    for target in targets:
+        line = []
+        for name in names:
+            row = cells.get((target, name))
+            if row is None or "ratio" not in row:
+                line.append("error" if row else "")
+                continue
+            cell = f"{_r(row['ratio'])} ({_r(row['low'])}–{_r(row['high'])})"
+            line.append(cell if met(row) == "yes" else f"**{cell}**")
+        text.append(f"| `{target}` | " + " | ".join(line) + " |")
+    return "\n".join(text)
+
+
+def import_time(runs: int = 5) -> str:
+    """`import unigraph` in fresh interpreters: the median and the frameworks it pulled in
+    (it must pull in none)."""
     code = ("import sys, time; t = time.perf_counter(); import unigraph; "
             "t = time.perf_counter() - t; "
             "print(t, ','.join(m for m in ('torch', 'tensorflow', 'paddle') if m in sys.modules))")
@@ -128,36 +220,18 @@ def import_time(runs: int = 5) -> dict:
                              check=True).stdout.split()
         times.append(float(out[0]))
         frameworks.update(f for f in out[1:2] if f)
-    return {"median_s": statistics.median(times), "min_s": min(times),
-            "frameworks_imported": sorted(frameworks)}
+    return (f"import unigraph: {statistics.median(times) * 1e3:.0f} ms (median of {runs} fresh "
+            f"interpreters), frameworks imported: {', '.join(sorted(frameworks)) or 'none'}")
 
 
-def run_isolated(targets, args) -> list:
-    """Each target in its own interpreter (a crash there becomes an error row here)."""
-    rows = []
-    for target in targets:
-        with tempfile.TemporaryDirectory() as folder:
-            out = Path(folder) / "rows.json"
-            command = [sys.executable, str(Path(__file__).resolve()), "--targets", str(target),
-                       "--workloads", ",".join(args.workloads), "--repeat", str(args.repeat),
-                       "--warmup", str(args.warmup), "--json", str(out), "--no-import-time",
-                       "--quiet"]
-            if args.threads:
-                command += ["--threads", str(args.threads)]
-            done = subprocess.run(command, capture_output=True, text=True)
-            if out.exists():
-                rows += [_row_from(d) for d in json.loads(out.read_text())["rows"]]
-            else:
-                reason = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])
-                rows += [harness.Row(w, str(target), error=f"worker died: {reason[-1]}")
-                         for w in args.workloads]
-    return rows
-
-
-def _row_from(record: dict) -> harness.Row:
-    record = dict(record)
-    record.pop("met", None)
-    return harness.Row(**record)
+def quick_check(pairs: list) -> list:
+    """Every pair once, in this process, tiny sizes: do all sides run and agree?"""
+    records = []
+    for target, workload in pairs:
+        record = measure.measure(workload, target, quick=True)
+        record["round"] = 0
+        records.append(record)
+    return records
 
 
 def main(argv=None) -> int:
@@ -165,46 +239,58 @@ def main(argv=None) -> int:
     parser.add_argument("--targets", help="comma-separated backend:mode (default: all available)")
     parser.add_argument("--workloads", default=",".join(workloads.WORKLOADS),
                         help="comma-separated, from: " + ", ".join(workloads.WORKLOADS))
-    parser.add_argument("--repeat", type=int, default=15, help="samples per side (median)")
-    parser.add_argument("--warmup", type=int, default=3, help="untimed calls per side first")
-    parser.add_argument("--threads", type=int,
-                        help="threads for every library's pool (default: theirs); 1 steadies "
-                             "timings on a small or busy machine")
-    parser.add_argument("--json", help="also write the results to this file")
-    parser.add_argument("--isolate", action="store_true",
-                        help="run each target in its own process")
-    parser.add_argument("--no-import-time", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--quiet", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--rounds", type=int, default=5, help="processes per pair (default 5)")
+    parser.add_argument("--repeat", type=int,
+                        help="timed samples per side in each process (default 7; builds 3)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="threads for every framework's pools (default 1; 0: theirs)")
+    parser.add_argument("--quick", action="store_true",
+                        help="each pair once in this process, small sizes: checks agreement")
+    parser.add_argument("--json", help="also write every record and row to this file")
+    parser.add_argument("--load", help="print the results saved by --json instead of running")
+    parser.add_argument("--markdown", action="store_true", help="print the README's table")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     args = parser.parse_args(argv)
 
-    args.workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
-    unknown = [w for w in args.workloads if w not in workloads.WORKLOADS]
+    if args.load:
+        saved = json.loads(Path(args.load).read_text())
+        print(format_markdown(saved["rows"]) if args.markdown else format_table(saved["rows"]))
+        return 0
+    names = [w.strip() for w in args.workloads.split(",") if w.strip()]
+    unknown = [w for w in names if w not in workloads.WORKLOADS]
     if unknown:
         parser.error(f"unknown workloads {unknown}; known: {', '.join(workloads.WORKLOADS)}")
-    targets = ([Target.parse(t) for t in args.targets.split(",") if t.strip()]
-               if args.targets else available_targets())
-    # Paddle before TensorFlow: importing tensorflow first crashes paddle 3.3.1.
-    targets.sort(key=lambda t: t.backend != "paddle")
+    targets = ([str(Target.parse(t)) for t in args.targets.split(",") if t.strip()]
+               if args.targets else [str(t) for t in available_targets()])
+    pairs = [(target, name) for target in targets for name in names]
 
-    extra = {"threads": args.threads, "repeat": args.repeat, "warmup": args.warmup}
-    if not args.no_import_time:
-        extra["import_unigraph"] = imported = import_time()
-        print(f"import unigraph: {imported['median_s'] * 1e3:.1f} ms median, "
-              f"{imported['min_s'] * 1e3:.1f} ms min (fresh interpreter); frameworks "
-              f"imported: {', '.join(imported['frameworks_imported']) or 'none'}\n")
-    if args.isolate:
-        rows = run_isolated(targets, args)
-    else:
-        rows = []
-        for target in targets:
-            for workload in args.workloads:
-                rows.append(measure(workload, target, args.repeat, args.warmup))
-                if not args.quiet and sys.stderr.isatty():
-                    print(f"  {workload:13s} {target}: done", file=sys.stderr, flush=True)
-    if not args.quiet:
-        print(harness.format_table(rows))
+    load_before = os.getloadavg()
+    started = time.perf_counter()
+    records = quick_check(pairs) if args.quick else run_rounds(pairs, args)
+    rows = summarise(records, pairs)
+    load_after = os.getloadavg()
+    rounds = 1 if args.quick else args.rounds
+    threads = "as this process has them" if args.quick else args.threads or "default"
+    print(f"unigraph / idiomatic native code, median over {rounds} round(s) of one process per "
+          f"pair; threads per framework: {threads}; "
+          f"{time.perf_counter() - started:.0f} s; load average "
+          f"{load_before[0]:.2f} at the start, {load_after[0]:.2f} at the end"
+          + ("\nquick mode: one call per side after one warm-up, small models: the times "
+             "mean nothing, the agreement does" if args.quick else ""))
+    if not args.quick:
+        print(import_time())
+    print(format_markdown(rows) if args.markdown else format_table(rows))
     if args.json:
-        harness.write_json(args.json, rows, extra)
+        Path(args.json).write_text(json.dumps({"rounds": rounds, "threads": args.threads,
+                                               "load_average": [load_before, load_after],
+                                               "records": records, "rows": rows}, indent=1))
+    if args.quick:  # a check: every pair ran and agreed
+        bad = [row for row in rows if "ratio" not in row
+               or row["difference"] > AGREEMENT_TOLERANCE]
+        for row in bad:
+            reason = "; ".join(row["errors"]) or f"max diff above {AGREEMENT_TOLERANCE:g}"
+            print(f"FAILED: {row['workload']} on {row['target']}: {reason}")
+        return 1 if bad else 0
     return 0
 
 

@@ -1,10 +1,15 @@
-"""The benchmark workloads, each written once in unigraph, and the data they all share.
+"""The benchmark workloads, each written once in unigraph the way a unigraph user writes it,
+and the data they all share.
 
-`make_data(name)` draws every input and initial weight from one seeded NumPy generator,
-so unigraph (on any target) and every hand-written native version start from identical
-numbers. `UNIGRAPH[name](data)` returns `(function, inputs)`: a `@ug.function` whose
-parameters were created from `data`, and the NumPy arrays to call it with. The native
-versions live in `native_<framework>.py`, one builder per workload and style.
+`make_data(name, quick)` draws every input and initial weight from one seeded NumPy
+generator, so unigraph (on any target) and every native version start from identical
+numbers. `UNIGRAPH[name](data)` returns `(function, inputs)`: the unigraph workload (layers
+from `ug.nn`, `ug.optim.SGD`, a `@ug.function` step) and the NumPy arrays to call it with.
+The native versions live in `idiomatic_<framework>.py` (what a user of that framework writes)
+and `native_<framework>.py` (hand-tuned, the second column).
+
+Weights are stored in unigraph's layouts: Linear `[in, out]`, Conv2D `[out, in, kh, kw]`; a
+native version lays them out its own way once, outside the timing.
 """
 
 from __future__ import annotations
@@ -15,27 +20,31 @@ import numpy as np
 
 import unigraph as ug
 
+F = ug.nn.functional
 SEED = 0
 
 
 @dataclass(frozen=True)
 class Workload:
     name: str
-    compute: bool  # a compute workload (static goal 1.10x) rather than control-flow overhead
+    kind: str  # "control" (scalar control flow), "compute" (tensor work) or "build"
     doc: str
 
 
 WORKLOADS = {
     w.name: w
     for w in [
-        Workload("counter", False, "a=0, b=10; while a < b: a += 2, b += 1 (ug.while_loop)"),
-        Workload("cond", False, "x + y if x > y else x - y on float32 scalars (ug.cond)"),
-        Workload("conv2d", True, "relu(conv2d([64,3,32,32], [16,3,3,3], bias [16], pad 1))"),
-        Workload("softmax_step", True, "softmax regression 784->10, batch 100, SGD lr 0.5"),
-        Workload("mlp_step", True, "MLP 784->256->10 relu, batch 128, SGD lr 0.1"),
-        Workload("mlp_grad", True, "the same MLP: loss and gradients only, no update"),
+        Workload("counter", "control", "a=0, b=10; while a < b: a += 2, b += 1 (int64)"),
+        Workload("cond", "control", "x + y if x > y else x - y on float32 scalars"),
+        Workload("conv_n1", "compute", "relu(Conv2D 3->16, 3x3, pad 1) on [1,3,32,32]"),
+        Workload("conv_n64", "compute", "relu(Conv2D 3->16, 3x3, pad 1) on [64,3,32,32]"),
+        Workload("softmax_step", "compute", "one SGD step (lr 0.5): Linear 784->10, batch 100"),
+        Workload("mlp_step", "compute", "one SGD step (lr 0.1): 784->256 relu->10, batch 128"),
+        Workload("build100", "build", "build 100 Linear(64,64)+relu layers, load the weights, "
+                                      "first forward of a [32,64] batch"),
     ]
 }
+BUILD_DEPTH, QUICK_BUILD_DEPTH = 100, 4
 
 
 # -- shared data --------------------------------------------------------------------------
@@ -43,42 +52,62 @@ def _normal(rng, shape, scale):
     return (rng.standard_normal(shape) * scale).astype(np.float32)
 
 
-def _batch(rng, n):
+def _batch(rng, n, features):
     # Inputs of scale 0.1 keep SGD at lr 0.5 stable over the thousands of timed steps on the
     # same batch (pixel intensities in [0, 1) would make softmax regression diverge).
-    return {"x": _normal(rng, (n, 784), 0.1), "y": rng.integers(0, 10, n).astype(np.int64)}
+    return {"x": _normal(rng, (n, features), 0.1),
+            "y": rng.integers(0, 10, n).astype(np.int64)}
 
 
-def _mlp(rng, n):
+def _conv(rng, n):
     return {
-        **_batch(rng, n),
-        "w1": _normal(rng, (784, 256), np.sqrt(2 / 784)),
-        "b1": np.zeros(256, np.float32),
-        "w2": _normal(rng, (256, 10), np.sqrt(2 / 256)),
-        "b2": np.zeros(10, np.float32),
+        "x": _normal(rng, (n, 3, 32, 32), 1.0),
+        "w": _normal(rng, (16, 3, 3, 3), np.sqrt(2 / 27)),
+        "b": _normal(rng, (16,), 0.1),
     }
 
 
-def make_data(name: str, seed: int = SEED) -> dict:
-    """Inputs and initial weights of workload `name`, as NumPy arrays (float32, int64)."""
+def _deep(rng, depth, width=64):
+    data = {"x": _normal(rng, (32, width), 1.0)}
+    for i in range(depth):
+        data[f"w{i}"] = _normal(rng, (width, width), np.sqrt(2 / width))
+        data[f"b{i}"] = _normal(rng, (width,), 0.01)
+    return data
+
+
+def make_data(name: str, quick: bool = False, seed: int = SEED) -> dict:
+    """Inputs and initial weights of workload `name`, as NumPy arrays (float32, int64).
+    `quick` (the smoke test): small batches and layers, a few layers instead of 100."""
     rng = np.random.default_rng(seed)
+    features, hidden = (64, 32) if quick else (784, 256)
     if name == "counter":
         return {"a": np.asarray(0, np.int64), "b": np.asarray(10, np.int64)}
     if name == "cond":
         x, y = rng.standard_normal(2).astype(np.float32)
         return {"x": np.asarray(max(x, y)), "y": np.asarray(min(x, y))}  # the true branch
-    if name == "conv2d":
-        return {
-            "x": _normal(rng, (64, 3, 32, 32), 1.0),
-            "w": _normal(rng, (16, 3, 3, 3), np.sqrt(2 / 27)),
-            "b": _normal(rng, (16,), 0.1),
-        }
+    if name == "conv_n1":
+        return _conv(rng, 1)
+    if name == "conv_n64":
+        return _conv(rng, 2 if quick else 64)
     if name == "softmax_step":
-        return {**_batch(rng, 100), "w": _normal(rng, (784, 10), 0.01),
-                "b": np.zeros(10, np.float32)}
-    if name in ("mlp_step", "mlp_grad"):
-        return _mlp(rng, 128)
+        return {**_batch(rng, 16 if quick else 100, features),
+                "w": _normal(rng, (features, 10), 0.01), "b": np.zeros(10, np.float32)}
+    if name == "mlp_step":
+        return {
+            **_batch(rng, 16 if quick else 128, features),
+            "w1": _normal(rng, (features, hidden), np.sqrt(2 / features)),
+            "b1": np.zeros(hidden, np.float32),
+            "w2": _normal(rng, (hidden, 10), np.sqrt(2 / hidden)),
+            "b2": np.zeros(10, np.float32),
+        }
+    if name == "build100":
+        return _deep(rng, QUICK_BUILD_DEPTH if quick else BUILD_DEPTH)
     raise KeyError(f"unknown workload {name!r}; known: {', '.join(WORKLOADS)}")
+
+
+def depth_of(data: dict) -> int:
+    """The number of layers of the build workload's data."""
+    return sum(1 for key in data if key.startswith("w"))
 
 
 # -- the workloads, in unigraph -----------------------------------------------------------
@@ -98,74 +127,70 @@ def cond(data):
     return add_or_sub, (data["x"], data["y"])
 
 
-def conv2d(data):
-    w = ug.Parameter(data["w"], name="w")
-    b = ug.Parameter(data["b"], name="b")
+def conv(data):
+    out_channels, in_channels, kernel, _ = data["w"].shape
+    layer = ug.nn.Conv2D(in_channels, out_channels, kernel, padding=1, act="relu")
+    layer.load_state_dict({"weight": data["w"], "bias": data["b"]})
 
     @ug.function
-    def conv_relu(x):
-        return ug.relu(ug.conv2d(x, w, b, padding=1))
+    def forward(x):
+        return layer(x)
 
-    return conv_relu, (data["x"],)
+    return forward, (data["x"],)
 
 
-def _sgd_step(loss_fn, params, lr):
-    """One `@ug.function` training step: loss, gradients, and `p <- p - lr * grad`."""
-    loss_and_grads = ug.value_and_grad(loss_fn, wrt=params)
+def _train_step(model, lr):
+    """A unigraph user's SGD step: loss, gradients of the model's parameters, update."""
+    optimizer = ug.optim.SGD(model.parameters(), lr=lr)
 
     @ug.function
     def train_step(x, y):
-        loss, grads = loss_and_grads(x, y)
-        for param, grad in zip(params, grads):
-            ug.assign(param, param - lr * grad)
+        loss, grads = ug.value_and_grad(lambda: F.cross_entropy(model(x), y),
+                                        wrt=optimizer.params)()
+        optimizer.apply(grads)
         return loss
 
     return train_step
 
 
 def softmax_step(data):
-    w = ug.Parameter(data["w"], name="w")
-    b = ug.Parameter(data["b"], name="b")
-
-    def loss_fn(x, y):
-        return ug.mean(ug.sparse_softmax_cross_entropy(x @ w + b, y))
-
-    return _sgd_step(loss_fn, [w, b], 0.5), (data["x"], data["y"])
-
-
-def _mlp_loss(data):
-    params = [ug.Parameter(data[k], name=k) for k in ("w1", "b1", "w2", "b2")]
-    w1, b1, w2, b2 = params
-
-    def loss_fn(x, y):
-        hidden = ug.relu(x @ w1 + b1)
-        return ug.mean(ug.sparse_softmax_cross_entropy(hidden @ w2 + b2, y))
-
-    return loss_fn, params
+    model = ug.nn.Linear(*data["w"].shape)
+    model.load_state_dict({"weight": data["w"], "bias": data["b"]})
+    return _train_step(model, 0.5), (data["x"], data["y"])
 
 
 def mlp_step(data):
-    loss_fn, params = _mlp_loss(data)
-    return _sgd_step(loss_fn, params, 0.1), (data["x"], data["y"])
+    model = ug.nn.Sequential(ug.nn.Linear(*data["w1"].shape, act="relu"),
+                             ug.nn.Linear(*data["w2"].shape))
+    model.load_state_dict({"0.weight": data["w1"], "0.bias": data["b1"],
+                           "1.weight": data["w2"], "1.bias": data["b2"]})
+    return _train_step(model, 0.1), (data["x"], data["y"])
 
 
-def mlp_grad(data):
-    loss_fn, params = _mlp_loss(data)
-    loss_and_grads = ug.value_and_grad(loss_fn, wrt=params)
+def build(data):
+    """Each call builds the model anew, loads its weights and runs it once (on a static
+    target the first call traces, compiles and loads the parameters)."""
+    depth = depth_of(data)
+    width = data["w0"].shape[0]
+    state = {}
+    for i in range(depth):
+        state[f"{i}.weight"], state[f"{i}.bias"] = data[f"w{i}"], data[f"b{i}"]
 
-    @ug.function
-    def forward_backward(x, y):
-        loss, grads = loss_and_grads(x, y)
-        return loss, grads
+    def build_and_run(x):
+        model = ug.nn.Sequential(*[ug.nn.Linear(width, width, act="relu")
+                                   for _ in range(depth)])
+        model.load_state_dict(state)
+        return ug.function(model)(x)
 
-    return forward_backward, (data["x"], data["y"])
+    return build_and_run, (data["x"],)
 
 
 UNIGRAPH = {
     "counter": counter,
     "cond": cond,
-    "conv2d": conv2d,
+    "conv_n1": conv,
+    "conv_n64": conv,
     "softmax_step": softmax_step,
     "mlp_step": mlp_step,
-    "mlp_grad": mlp_grad,
+    "build100": build,
 }

@@ -1,0 +1,112 @@
+"""The workloads as a TensorFlow user writes them, in each of TF's styles:
+
+* `eager` (baseline of tensorflow:eager): TF2 eager tensors, Python control flow,
+  `tf.Variable`s, `tf.GradientTape` and optimizer-free `Variable.assign_sub` updates;
+* `function` (tensorflow:function): the same Keras-free TF2 code in a `tf.function`, with
+  `tf.while_loop` / `tf.cond`;
+* `static` (tensorflow:static): TF1 code in a `tf.compat.v1.Graph`: placeholders,
+  `tf.compat.v1.get_variable` variables (what `tf.compat.v1.layers` makes) initialised from
+  the weights, `tf.compat.v1.train.GradientDescentOptimizer(lr).minimize(loss)`, one
+  `Session.run` per call on a long-lived Session.
+
+Convolutions are NHWC, TF's layout (its CPU Conv2D has no NCHW kernel): unigraph takes
+NCHW, so the transposes its lowering adds show in the ratio. Where the idiomatic code is
+the hand-written code of `native_tensorflow` (eager and tf.function throughout, the TF1
+counter, cond and conv), that builder is reused, and the table has no second column.
+"""
+
+from __future__ import annotations
+
+import native_tensorflow
+from native_tensorflow import _placeholder, _session, _xent, tf
+
+_HAND = native_tensorflow.BUILDERS
+
+
+def _dense_variables(data, names):
+    """TF1 variables the way `tf.compat.v1.layers.dense` names them, from the weights."""
+    return [tf.compat.v1.get_variable(name, initializer=data[name]) for name in names]
+
+
+def _static_step(data, names, logits_fn, lr):
+    def build():
+        x, y = _placeholder(data["x"]), _placeholder(data["y"])
+        params = _dense_variables(data, names)
+        loss = _xent(logits_fn(x, *params), y)
+        train = tf.compat.v1.train.GradientDescentOptimizer(lr).minimize(loss)
+        return (loss, train), {x: data["x"], y: data["y"]}
+
+    run = _session(build)
+    return lambda: run()[0]
+
+
+def _static_softmax(data):
+    return _static_step(data, ("w", "b"), native_tensorflow._softmax_logits, 0.5)
+
+
+def _static_mlp(data):
+    return _static_step(data, ("w1", "b1", "w2", "b2"), native_tensorflow._mlp_logits, 0.1)
+
+
+def _depth(data):
+    return sum(1 for key in data if key.startswith("w"))
+
+
+def _forward(h, params):
+    for w, b in params:
+        h = tf.nn.relu(h @ w + b)
+    return h
+
+
+def _static_build(data):
+    depth = _depth(data)
+
+    def build_and_run():
+        graph = tf.Graph()
+        with graph.as_default():
+            x = _placeholder(data["x"])
+            params = []
+            for i in range(depth):
+                with tf.compat.v1.variable_scope(f"dense_{i}"):
+                    params.append((tf.compat.v1.get_variable("kernel", initializer=data[f"w{i}"]),
+                                   tf.compat.v1.get_variable("bias", initializer=data[f"b{i}"])))
+            out = _forward(x, params)
+            init = tf.compat.v1.global_variables_initializer()
+        session = tf.compat.v1.Session(graph=graph)  # kept open, as a user's is
+        session.run(init)
+        return session.run(out, {x: data["x"]})
+
+    return build_and_run
+
+
+def _eager_build(data, compiled):
+    depth, x = _depth(data), tf.constant(data["x"])
+
+    def build_and_run():
+        params = [(tf.Variable(data[f"w{i}"]), tf.Variable(data[f"b{i}"]))
+                  for i in range(depth)]
+        forward = tf.function(_forward) if compiled else _forward
+        return forward(x, params)
+
+    return build_and_run
+
+
+def _reused(mode):
+    return {"counter": _HAND[("counter", mode)], "cond": _HAND[("cond", mode)],
+            "conv_n1": _HAND[("conv2d", mode)], "conv_n64": _HAND[("conv2d", mode)]}
+
+
+BUILDERS = {
+    **{(name, "eager"): build for name, build in _reused("eager").items()},
+    ("softmax_step", "eager"): _HAND[("softmax_step", "eager")],
+    ("mlp_step", "eager"): _HAND[("mlp_step", "eager")],
+    ("build100", "eager"): lambda data: _eager_build(data, compiled=False),
+    **{(name, "function"): build for name, build in _reused("function").items()},
+    ("softmax_step", "function"): _HAND[("softmax_step", "function")],
+    ("mlp_step", "function"): _HAND[("mlp_step", "function")],
+    ("build100", "function"): lambda data: _eager_build(data, compiled=True),
+    **{(name, "static"): build for name, build in _reused("static").items()},
+    ("softmax_step", "static"): _static_softmax,
+    ("mlp_step", "static"): _static_mlp,
+    ("build100", "static"): _static_build,
+}
