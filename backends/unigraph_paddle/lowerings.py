@@ -101,6 +101,12 @@ maximum = _nan_if_either(paddle.maximum)
 minimum = _nan_if_either(paddle.minimum)
 
 
+def softplus(x):
+    # F.softplus returns x itself above `threshold` (default 20): off by exp(-20) ~ 2e-9 in
+    # float64. Past 40, exp(-x) is below float64's rounding of x.
+    return F.softplus(x, threshold=40.0)
+
+
 # -- linalg -----------------------------------------------------------------------------------
 
 
@@ -144,6 +150,17 @@ def reduce_min(x, *, axis, keepdims):
     if axis == ():
         return paddle.assign(x)
     return paddle.min(x, axis=_axes(axis), keepdim=keepdims)
+
+
+def reduce_prod(x, *, axis, keepdims):
+    if axis == ():
+        return paddle.assign(x)
+    # dtype: paddle.prod would widen int32 to int64.
+    return paddle.prod(x, axis=_axes(axis), keepdim=keepdims, dtype=x.dtype)
+
+
+def cumsum(x, *, axis):
+    return paddle.cumsum(x, axis=axis, dtype=x.dtype)
 
 
 def argmax(x, *, axis, keepdims):
@@ -213,6 +230,14 @@ def one_hot(indices, *, depth, dtype):
     # F.one_hot raises on an index outside [0, depth); ours gives a row of zeros.
     classes = paddle.arange(depth, dtype=indices.dtype)
     return paddle.cast(paddle.equal(paddle.unsqueeze(indices, -1), classes), dtype)
+
+
+def full(*, shape, value, dtype):
+    return paddle.full(list(shape), value, dtype)
+
+
+def einsum(*xs, equation):
+    return paddle.einsum(equation, *xs)
 
 
 def constant(*, value):
@@ -317,13 +342,33 @@ LOWERINGS = {
     "sqrt": widen_half(paddle.sqrt),
     "where": widen_half(paddle.where, dtype_input=1),  # x decides, after the bool cond
     "cast": cast,
+    # math
+    "mod": widen_half(paddle.remainder),  # floor semantics (the sign of y), as NumPy
+    "floor_divide": paddle.floor_divide,  # floor, ints and floats; no gradient (0)
+    "floor": paddle.floor,
+    "ceil": paddle.ceil,
+    "round": widen_half(paddle.round),  # halves to even, as NumPy
+    "atan2": paddle.atan2,
+    "sin": widen_half(paddle.sin),
+    "cos": widen_half(paddle.cos),
+    "tan": widen_half(paddle.tan),
+    "asin": widen_half(paddle.asin),
+    "acos": widen_half(paddle.acos),
+    "atan": widen_half(paddle.atan),
+    "sinh": widen_half(paddle.sinh),
+    "cosh": widen_half(paddle.cosh),
+    "erf": paddle.erf,
+    "softplus": widen_half(softplus),
     # linalg
     "matmul": widen_half(matmul),
+    "einsum": widen_half(einsum),
     # reduction
     "sum": reduce_sum,
     "mean": widen_half(reduce_mean),
     "max": widen_half(reduce_max),
     "min": widen_half(reduce_min),
+    "prod": widen_half(reduce_prod),
+    "cumsum": widen_half(cumsum),
     "argmax": widen_half(argmax),
     # shape
     "reshape": reshape,
@@ -337,6 +382,7 @@ LOWERINGS = {
     "take": widen_half(take),
     "one_hot": one_hot,
     "constant": constant,
+    "full": full,
     # nn
     "relu": widen_half(relu),
     "sigmoid": widen_half(F.sigmoid),

@@ -61,9 +61,25 @@ def minimum(x, y):
     return _nan_gradient_where_nan(torch.minimum(x, y), x, y)
 
 
+def floor_divide(x, y):
+    # torch.floor_divide has no backward; div with floor rounding is the same values (NumPy's
+    # algorithm for floats) with a gradient of 0, as the op says.
+    return torch.div(x, y, rounding_mode="floor")
+
+
+def softplus(x):
+    # F.softplus returns x itself above `threshold` (default 20): in float64 that is off by
+    # exp(-20) ~ 2e-9. Past 40 (float16: 10) exp(-x) is below the dtype's rounding of x.
+    return F.softplus(x, threshold=10 if x.dtype == torch.float16 else 40)
+
+
 def cast(x, *, dtype):
     # Float -> int truncates toward zero and anything -> bool is x != 0, as NumPy's astype.
     return x.to(TORCH_DTYPES[dtype])
+
+
+def einsum(*xs, equation):
+    return torch.einsum(equation, *xs)
 
 
 # -- reductions -------------------------------------------------------------------------------
@@ -93,6 +109,27 @@ def reduce_min(x, *, axis, keepdims):
     if axis == ():
         return x
     return torch.amin(x, dim=() if axis is None else axis, keepdim=keepdims)
+
+
+def reduce_prod(x, *, axis, keepdims):
+    if axis == ():
+        return x
+    if axis is None:
+        out = torch.prod(x, dtype=x.dtype)  # dtype: torch would widen int32 to int64
+        return out.reshape((1,) * x.dim()) if keepdims else out
+    if len(axis) == 1:
+        return torch.prod(x, dim=axis[0], keepdim=keepdims, dtype=x.dtype)
+    # torch.prod takes one dim: move the reduced dims last, flatten them, reduce once.
+    rest = [i for i in range(x.dim()) if i not in axis]
+    moved = x.permute(rest + list(axis)).reshape([x.shape[i] for i in rest] + [-1])
+    out = torch.prod(moved, dim=-1, dtype=x.dtype)
+    if keepdims:
+        out = out.reshape([1 if i in axis else d for i, d in enumerate(x.shape)])
+    return out
+
+
+def cumsum(x, *, axis):
+    return torch.cumsum(x, dim=axis, dtype=x.dtype)  # torch widens int32 by default
 
 
 def argmax(x, *, axis, keepdims):
@@ -148,6 +185,10 @@ def one_hot(indices, *, depth, dtype):
     # (F.one_hot raises), and the result dtype is the op's, not int64.
     positions = torch.arange(depth, dtype=indices.dtype, device=indices.device)
     return (indices.unsqueeze(-1) == positions).to(TORCH_DTYPES[dtype])
+
+
+def full(*, shape, value, dtype):
+    return torch.full(shape, value, dtype=TORCH_DTYPES[dtype])
 
 
 def constant(*, value):
@@ -236,13 +277,33 @@ LOWERINGS = {
     "sqrt": torch.sqrt,
     "where": torch.where,
     "cast": cast,
+    # math
+    "mod": torch.remainder,  # floor semantics (the sign of y), as NumPy
+    "floor_divide": floor_divide,
+    "floor": torch.floor,
+    "ceil": torch.ceil,
+    "round": torch.round,  # halves to even, as NumPy
+    "atan2": torch.atan2,
+    "sin": torch.sin,
+    "cos": torch.cos,
+    "tan": torch.tan,
+    "asin": torch.asin,
+    "acos": torch.acos,
+    "atan": torch.atan,
+    "sinh": torch.sinh,
+    "cosh": torch.cosh,
+    "erf": torch.erf,
+    "softplus": softplus,
     # linalg
     "matmul": torch.matmul,
+    "einsum": einsum,
     # reductions
     "sum": reduce_sum,
     "mean": reduce_mean,
     "max": reduce_max,
     "min": reduce_min,
+    "prod": reduce_prod,
+    "cumsum": cumsum,
     "argmax": argmax,
     # shape
     "reshape": reshape,
@@ -256,6 +317,7 @@ LOWERINGS = {
     "take": take,
     "one_hot": one_hot,
     "constant": constant,
+    "full": full,
     # nn
     "relu": relu,
     "sigmoid": torch.sigmoid,

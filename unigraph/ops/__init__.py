@@ -16,14 +16,18 @@ Signatures (inputs ; attrs) -> output:
                logical_and logical_or (x: bool, y: bool) -> bool;  logical_not (x: bool)
                neg abs (x) ; exp log sqrt (x: float)
                where (cond: bool, x, y) -> x.dtype ; cast (x ; dtype)
+  math         mod floor_divide (x, y) -> x.dtype, floor semantics ; atan2 (y: float, x)
+               floor ceil round sin cos tan asin acos atan sinh cosh erf softplus (x: float)
   linalg       matmul (a, b): rank >= 2, batch dims broadcast, float
+               einsum (*xs: float ; equation: explicit 'ij,jk->ik', no '...')
   reduction    sum mean max min (x ; axis: tuple | None, keepdims: bool) [sum keeps dtype]
+               prod (x ; axis, keepdims) -> x.dtype ; cumsum (x ; axis: int) -> x.dtype
                argmax (x ; axis: int, keepdims: bool) -> int64, first maximum wins
   shape        reshape (x ; shape) ; transpose (x ; perm) ; concat stack (*xs ; axis)
                squeeze (x ; axis: tuple) ; expand_dims (x ; axis: int)
                broadcast_to (x ; shape) ; slice (x ; begin, end, stride: tuples, one per dim)
                take (x, indices: int ; axis) ; one_hot (indices: int ; depth, dtype)
-               constant ( ; value: np.ndarray)
+               constant ( ; value: np.ndarray) ; full ( ; shape, value: number, dtype)
   nn           relu sigmoid tanh (x: float) ; softmax log_softmax (x ; axis)
                conv2d (x: NCHW, w: [O, C/groups, KH, KW][, bias: [O]] ; stride, padding,
                        dilation: pairs, groups) — symmetric zero padding; bias optional
@@ -33,7 +37,14 @@ Signatures (inputs ; attrs) -> output:
                sparse_softmax_cross_entropy (logits: [N, C] float, labels: [N] int) -> [N]
 """
 
-from unigraph.ops import elementwise, linalg, nn, reduction, shape  # noqa: F401  (register)
+from unigraph.ops import (  # noqa: F401  (register)
+    elementwise,
+    linalg,
+    math,
+    nn,
+    reduction,
+    shape,
+)
 from unigraph.ops.base import OPS, OpDef, Sample, TensorSpec
 
 __all__ = ["OPS", "OpDef", "Sample", "TensorSpec"]

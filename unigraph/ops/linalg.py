@@ -1,4 +1,4 @@
-"""Linear algebra: matmul."""
+"""Linear algebra: matmul and einsum."""
 
 from __future__ import annotations
 
@@ -66,4 +66,76 @@ register(OpDef(
     example="ug.matmul([[1.0, 2.0]], [[3.0], [4.0]])  # [[11.0]]",
     samples=_samples,
     tolerance=ACCUMULATING_TOLERANCE,  # each output sums k products
+))
+
+
+def _einsum_parts(equation: str):
+    """'ab,bc->ac' -> (['ab', 'bc'], 'ac'); the frontend has made it explicit."""
+    inputs, output = equation.split("->")
+    return inputs.split(","), output
+
+
+def _einsum_infer(*xs, equation):
+    if "->" not in equation or "." in equation:
+        raise ShapeError(f"einsum: equation {equation!r} must be explicit ('ij,jk->ik') and "
+                         "without '...' (the frontend normally makes it explicit)")
+    subscripts, output = _einsum_parts(equation)
+    if len(subscripts) != len(xs):
+        raise ShapeError(f"einsum: {equation!r} names {len(subscripts)} operands but "
+                         f"{len(xs)} were given")
+    dtype = require_same_dtype("einsum", {f"xs[{i}]": x for i, x in enumerate(xs)})
+    for i, x in enumerate(xs):
+        require_float("einsum", f"xs[{i}]", x)
+    sizes: dict = {}
+    for letters, x in zip(subscripts, xs, strict=True):
+        if len(letters) != len(x.shape) or len(set(letters)) != len(letters):
+            raise ShapeError(
+                f"einsum: operand {letters!r} of {equation!r} does not fit {fmt(x)} (one "
+                "distinct letter per dim; a repeated letter inside one operand, a diagonal, "
+                "is not supported)")
+        for letter, dim in zip(letters, x.shape, strict=True):
+            if dims_conflict(sizes.get(letter), dim):
+                raise ShapeError(f"einsum: index {letter!r} of {equation!r} has sizes "
+                                 f"{sizes[letter]} and {dim} (they must be equal)")
+            sizes[letter] = sizes.get(letter) if dim is None else dim
+    if len(set(output)) != len(output) or any(c not in sizes for c in output):
+        raise ShapeError(f"einsum: output {output!r} of {equation!r} must list distinct "
+                         "letters of the operands")
+    return TensorSpec(tuple(sizes[c] for c in output), dtype)
+
+
+def _einsum_vjp(g, inputs, out, *, equation):
+    """d/d operand k: the einsum of g with the other operands, onto operand k's letters;
+    letters summed inside operand k alone come back by broadcasting."""
+    subscripts, output = _einsum_parts(equation)
+    grads = []
+    for k, (letters, x) in enumerate(zip(subscripts, inputs, strict=True)):
+        others = [s for i, s in enumerate(subscripts) if i != k]
+        present = set(output).union(*others)
+        kept = "".join(c for c in letters if c in present)
+        terms = [output, *others]
+        dx = np.einsum(f"{','.join(terms)}->{kept}", g,
+                       *[v for i, v in enumerate(inputs) if i != k])
+        shape = tuple(d if c in present else 1 for c, d in zip(letters, x.shape, strict=True))
+        grads.append(grad_for(np.broadcast_to(dx.reshape(shape), x.shape), x))
+    return grads
+
+
+register(OpDef(
+    name="einsum",
+    infer=_einsum_infer,
+    reference=lambda *xs, equation: np.asarray(np.einsum(equation, *xs)).astype(
+        xs[0].dtype, copy=False),
+    vjp=_einsum_vjp,
+    doc="Einstein summation over floats: `equation` names each operand's dims with letters "
+        "('ij,jk->ik' is a matmul); letters missing from the output are summed. No '...' and "
+        "no letter repeated inside one operand. Without '->' the output is the letters that "
+        "occur once, in alphabetical order (NumPy's rule).",
+    example='ug.einsum("ij,j->i", [[1.0, 2.0], [3.0, 4.0]], [1.0, 1.0])  # [3.0, 7.0]',
+    samples=lambda rng: [
+        Sample((normal(rng, (3, 4)), normal(rng, (4, 5))), {"equation": "ij,jk->ik"}),
+        Sample((normal(rng, (2, 3, 4)), normal(rng, (2, 4))), {"equation": "bij,bj->bi"}),
+        Sample((normal(rng, (3, 4)), normal(rng, (5,))), {"equation": "ij,k->jk"}),
+    ],
+    tolerance=ACCUMULATING_TOLERANCE,
 ))

@@ -209,3 +209,84 @@ register(OpDef(
     example="ug.argmax([[1.0, 3.0, 3.0], [2.0, 0.0, 1.0]], axis=1)  # [1, 0]",
     samples=_argmax_samples,
 ))
+
+
+def _prod_infer(x, *, axis, keepdims):
+    require_numeric("prod", "x", x)
+    return TensorSpec(_reduced_shape("prod", x, axis, keepdims), x.dtype)
+
+
+def _prod_vjp(g, inputs, out, *, axis, keepdims):
+    """Each element's gradient is the product of the others in its slice (exclusive
+    products from both sides: no division, so a zero in the slice is handled exactly)."""
+    (x,) = inputs
+    if not np.issubdtype(x.dtype, np.floating):
+        return [None]
+    axes = reduced_axes(axis, x.ndim)
+    rest = [i for i in range(x.ndim) if i not in axes]
+    perm = rest + list(axes)
+    moved = np.transpose(x, perm)
+    rows = moved.reshape(moved.shape[:len(rest)] + (-1,))
+    ones = np.ones(rows.shape[:-1] + (1,), x.dtype)
+    left = np.cumprod(np.concatenate([ones, rows[..., :-1]], axis=-1), axis=-1)
+    right = np.cumprod(np.concatenate([ones, rows[..., :0:-1]], axis=-1), axis=-1)[..., ::-1]
+    if rows.shape[-1] == 0:
+        left = right = rows
+    kept_g = np.transpose(np.broadcast_to(expand_reduced(g, axis, x.ndim, keepdims), x.shape),
+                          perm).reshape(rows.shape)
+    dx = (left * right * kept_g).reshape(moved.shape)
+    return [grad_for(np.transpose(dx, np.argsort(perm)), x)]
+
+
+def _prod_samples(rng):
+    def factors(rng, shape):  # |v| in [0.5, 1.5]: the products stay near 1
+        return rng.choice([-1.0, 1.0], shape) * rng.uniform(0.5, 1.5, shape)
+
+    ints = Sample((rng.integers(-3, 4, (3, 4)).astype(np.int32),), {"axis": (1,),
+                                                                     "keepdims": False})
+    return _reduction_samples(factors)(rng) + [ints]
+
+
+register(OpDef(
+    name="prod",
+    infer=_prod_infer,
+    reference=lambda x, *, axis, keepdims: np.asarray(
+        np.prod(x, axis=axis, keepdims=keepdims, dtype=x.dtype)
+    ),
+    vjp=_prod_vjp,
+    doc="Product of x over `axis` (a tuple; None: all), in x's dtype (int32 stays int32, "
+        "wrapping on overflow); 1 over an empty axis. Gradient: the product of the other "
+        "elements of the slice (exact where the slice holds a zero).",
+    example="ug.prod([[1, 2], [3, 4]], axis=1)  # [2, 12]",
+    samples=_prod_samples,
+    tolerance=ACCUMULATING_TOLERANCE,
+))
+
+
+def _cumsum_infer(x, *, axis):
+    require_numeric("cumsum", "x", x)
+    check_axis("cumsum", x, axis)
+    return x
+
+
+def _cumsum_vjp(g, inputs, out, *, axis):
+    # Input i feeds outputs i, i+1, ...: the gradient is the reversed running sum of g.
+    flipped = np.flip(g, axis)
+    return [grad_for(np.flip(np.cumsum(flipped, axis=axis), axis), inputs[0])]
+
+
+register(OpDef(
+    name="cumsum",
+    infer=_cumsum_infer,
+    reference=lambda x, *, axis: np.cumsum(x, axis=axis, dtype=x.dtype),
+    vjp=_cumsum_vjp,
+    doc="Running sum of x along `axis` (out[i] = x[0] + ... + x[i]), in x's dtype. "
+        "Gradient: the running sum of the cotangent from the end.",
+    example="ug.cumsum([[1, 2, 3], [4, 5, 6]], axis=1)  # [[1, 3, 6], [4, 9, 15]]",
+    samples=lambda rng: [
+        Sample((normal(rng, (3, 4)),), {"axis": 1}),
+        Sample((normal(rng, (2, 3, 4)),), {"axis": 0}),
+        Sample((rng.integers(-5, 5, (5,)).astype(np.int32),), {"axis": 0}),
+    ],
+    tolerance=ACCUMULATING_TOLERANCE,
+))

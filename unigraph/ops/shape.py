@@ -377,3 +377,30 @@ register(OpDef(
         Sample((), {"value": np.array(3, dtype=np.int32)}),
     ],
 ))
+
+
+def _full_infer(*, shape, value, dtype):
+    shape = tuple(shape)
+    if any(not isinstance(d, int) or d < 0 for d in shape):
+        raise ShapeError(f"full: shape {shape} must hold known sizes >= 0")
+    if not isinstance(value, bool | int | float):
+        raise ShapeError(f"full: value {value!r} must be a Python number or bool")
+    return TensorSpec(shape, require_dtype_name("full", dtype))
+
+
+register(OpDef(
+    name="full",
+    infer=_full_infer,
+    reference=lambda *, shape, value, dtype: np.full(shape, value, dtype=dtype),
+    vjp=None,
+    doc="A tensor of `shape` filled with the number `value`, in `dtype` (default: float32 "
+        "for a float, int64 for an int, bool for a bool). ug.zeros, ug.ones and the *_like "
+        "functions are this op.",
+    example="ug.full((2, 2), 7)  # [[7, 7], [7, 7]]",
+    samples=lambda rng: [
+        Sample((), {"shape": (2, 3), "value": 1.5, "dtype": "float32"}),
+        Sample((), {"shape": (4,), "value": -3, "dtype": "int64"}),
+        Sample((), {"shape": (), "value": True, "dtype": "bool"}),
+        Sample((), {"shape": (3, 0), "value": 0.25, "dtype": "float64"}),
+    ],
+))
