@@ -275,8 +275,8 @@ def test_cli_exports_one_entry_and_a_whole_script(tmp_path, capsys):
     assert out.is_file()
     assert export_main([str(EXAMPLES / "mlp.py"), "--format", "torch",
                         "-o", str(tmp_path / "mlp")]) == 0
-    assert sorted(p.name for p in (tmp_path / "mlp").iterdir()) == ["forward.pt2",
-                                                                   "training.pt2"]
+    assert sorted(p.name for p in (tmp_path / "mlp").iterdir()) == [
+        "forward.pt2", "forward.pt2.unigraph.json", "training.pt2", "training.pt2.unigraph.json"]
     assert "training step is not exported" in capsys.readouterr().out
 
 
@@ -286,6 +286,33 @@ def test_cli_verify_reloads_and_compares(tmp_path, capsys):
                         str(out), "--verify"]) == 0
     printed = capsys.readouterr().out
     assert "reloaded without unigraph, agrees with the float64 reference" in printed
+
+
+SWAPPABLE = """
+import numpy as np
+import unigraph as ug
+
+x = np.array([1.0, -2.0, 3.0], np.float32)
+CHECKS = {"plus": (lambda v: v + 1.0, (x,)), "minus": (lambda v: v - 1.0, (x,))}
+"""
+
+
+def test_check_artifact_against_the_entry_it_came_from(tmp_path, capsys):
+    from unigraph.cli_export import run_check_artifact
+
+    script = tmp_path / "swappable.py"
+    script.write_text(SWAPPABLE)
+    for name in ("plus", "minus"):
+        assert export_main([f"{script}:{name}", "-f", "onnx", "-o",
+                            str(tmp_path / f"{name}.onnx")]) == 0
+    assert run_check_artifact(str(tmp_path / "plus.onnx")) == 0
+    assert "agrees with the float64 reference" in capsys.readouterr().out
+    # The artifact of another entry, under this one's name: it no longer agrees.
+    (tmp_path / "plus.onnx").write_bytes((tmp_path / "minus.onnx").read_bytes())
+    assert run_check_artifact(str(tmp_path / "plus.onnx")) == 1
+    assert "DISAGREES" in capsys.readouterr().out
+    assert run_check_artifact(str(tmp_path / "nowhere.onnx")) == 2
+    assert "export it with `unigraph export FILE:NAME`" in capsys.readouterr().err
 
 
 def test_cli_reports_a_missing_entry(tmp_path, capsys):

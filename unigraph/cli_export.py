@@ -11,6 +11,10 @@ With `--verify`, each artifact is then reloaded in a fresh process that imports 
 framework (never unigraph), run on the entry's example inputs and compared with the float64
 reference; a disagreement makes the exit status 1.
 
+Beside each artifact goes `ARTIFACT.unigraph.json`, naming the script and entry it came
+from, so that `unigraph check ARTIFACT` (`run_check_artifact`) can verify it later
+against that entry as it is then.
+
 With `FILE:NAME`, OUT is the artifact's path. With `FILE` alone every entry is written, and
 OUT is a folder holding one artifact per entry, named after the entry (`OUT/forward.pt2`).
 The exit status is 0 when everything was written, 1 when an entry could not be exported,
@@ -76,7 +80,7 @@ def run_export_command(args) -> int:
     from unigraph.checking.scripts import ScriptError, load_checks
     from unigraph.errors import UnigraphError
     from unigraph.export import export
-    from unigraph.export.verify import verify
+    from unigraph.export.verify import verify, write_provenance
 
     path, name = split_file_name(args.file)
     try:
@@ -106,6 +110,7 @@ def run_export_command(args) -> int:
             print(f"unigraph export: {path}:{entry_name}: {error}", file=sys.stderr)
             status = 1
             continue
+        write_provenance(written, args.format, path, entry_name)
         note = " (its model in eval mode; the training step is not exported)" \
             if entry.training is not None else ""
         print(f"{path}:{entry_name} -> {written} ({args.format}){note}")
@@ -113,6 +118,30 @@ def run_export_command(args) -> int:
             print(f"  {checked.summary()}")
             status = status if checked.ok else 1
     return status
+
+
+def run_check_artifact(path: str, format: str = "table") -> int:
+    """`unigraph check ARTIFACT`: verify an artifact `unigraph export` wrote against the
+    entry it came from (see `unigraph.export.verify.check_artifact`). Prints the verdict;
+    returns 0 when it agrees, 1 when it disagrees or cannot run, 2 when it cannot be
+    checked (no provenance, the script or entry gone)."""
+    import json
+
+    from unigraph.errors import UnigraphError
+    from unigraph.export.verify import check_artifact
+
+    try:
+        result = check_artifact(path)
+    except UnigraphError as error:
+        print(f"unigraph check: {error}", file=sys.stderr)
+        return 2
+    if format == "json":
+        print(json.dumps({"artifact": path, "format": result.format, "ok": result.ok,
+                          "max_abs_error": None if result.error else result.max_abs_error,
+                          "error": result.error}, indent=2))
+    else:
+        print(result.summary())
+    return 0 if result.ok else 1
 
 
 def main(argv=None) -> int:

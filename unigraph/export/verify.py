@@ -10,6 +10,11 @@ reference interpreter over the traced graph, inputs and weights widened to float
     >>> result.ok, result.max_abs_error
     (True, 2.3e-07)
 
+`unigraph export FILE:NAME` also writes `ARTIFACT.unigraph.json` beside the artifact (its
+provenance: the format, the script and the CHECKS entry it came from); `check_artifact`
+reads it, traces that entry again and verifies the artifact against it, which is what
+`unigraph check ARTIFACT` runs: a stale or swapped artifact disagrees.
+
 Paddle and TensorFlow never share a process (tensorflow imported before paddle crashes).
 """
 
@@ -206,6 +211,70 @@ def verify(fn_or_module, *example_inputs, path: str, format: str, rtol: float = 
                         prepared.example_inputs)
     (got,) = reload_outputs([artifact])
     result = Verification(written, format, reference=list(reference), rtol=rtol, atol=atol)
+    if isinstance(got, str):
+        result.error = got
+    else:
+        result.outputs = got
+    return result
+
+
+# -- provenance: which script entry an artifact came from -------------------------------------
+PROVENANCE_SUFFIX = ".unigraph.json"
+
+
+def provenance_path(artifact: str) -> str:
+    """Where the provenance of `artifact` lives: beside it (a SavedModel directory, a file,
+    or a Paddle prefix), `ARTIFACT.unigraph.json`."""
+    return os.path.normpath(os.fspath(artifact)) + PROVENANCE_SUFFIX
+
+
+def write_provenance(artifact: str, format: str, script: str, entry: str) -> str:
+    """Record that `artifact` (in `format`) was exported from `script`'s CHECKS[`entry`]."""
+    record = {"format": format, "script": os.path.abspath(script), "entry": entry}
+    path = provenance_path(artifact)
+    with open(path, "w") as file:
+        json.dump(record, file, indent=2)
+    return path
+
+
+def is_exported_artifact(path: str) -> bool:
+    """True when `path` is an artifact `unigraph export` wrote (its provenance is there)."""
+    return os.path.isfile(provenance_path(path))
+
+
+def check_artifact(path: str, rtol: float = 1e-4, atol: float = 1e-5) -> Verification:
+    """Verify the artifact at `path` against the function it came from: the CHECKS entry
+    named in its provenance, traced again now, run in float64 on the entry's example inputs.
+
+    >>> check_artifact("branch.pt2").ok
+    True
+    """
+    from unigraph.checking.scripts import ScriptError, load_checks
+    from unigraph.cli_export import exportable_entry
+    from unigraph.export.prepare import ExportError, prepare
+    from unigraph.reference import float64
+
+    try:
+        with open(provenance_path(path)) as file:
+            record = json.load(file)
+    except (OSError, ValueError) as error:
+        raise ExportError(f"{path}: no readable provenance at {provenance_path(path)} "
+                          f"({error}); export it with `unigraph export FILE:NAME`") from None
+    script, entry_name, format = record["script"], record["entry"], record["format"]
+    try:
+        entries = load_checks(script)
+    except ScriptError as error:
+        raise ExportError(f"{path} was exported from {script}: {error}") from None
+    if entry_name not in entries:
+        raise ExportError(f"{path} was exported from {script}:{entry_name}, which is no longer "
+                          f"there; its CHECKS are: {', '.join(entries)}")
+    fn, inputs = exportable_entry(entries[entry_name])
+    prepared = prepare(fn, inputs, entry_name)
+    reference = float64.outputs(prepared.graph, prepared.example_inputs, prepared.params)
+    artifact = Artifact(format, path, prepared.input_names, prepared.output_names,
+                        prepared.example_inputs)
+    (got,) = reload_outputs([artifact])
+    result = Verification(path, format, reference=list(reference), rtol=rtol, atol=atol)
     if isinstance(got, str):
         result.error = got
     else:
