@@ -55,7 +55,7 @@ def _orders(names: list, count: int):
         yield order if i % 2 == 0 else order[::-1]
 
 
-def compare(calls: dict, repeat: int = 7, warmup: int = 2, min_sample_s: float = 0.01,
+def compare(calls: dict, repeat: int = 9, warmup: int = 2, min_sample_s: float = 0.02,
             collect: bool = True) -> dict:
     """Time zero-argument callables alternately (see the module docstring); returns
     {name: Timing}. `collect`: a full garbage collection before the timed samples (0.2-1 s

@@ -102,7 +102,7 @@ def settings(workload: str, quick: bool, repeat: int | None) -> dict:
         return {"repeat": 1, "warmup": 1, "min_sample_s": 0.0, "collect": False}
     if workloads.WORKLOADS[workload].kind == "build":
         return {"repeat": repeat or 3, "warmup": 1, "min_sample_s": 0.0}
-    return {"repeat": repeat or 7, "warmup": 2, "min_sample_s": 0.01}
+    return {"repeat": repeat or 9, "warmup": 2, "min_sample_s": 0.02}
 
 
 def measure(workload: str, target: str, repeat: int | None = None, quick: bool = False,
@@ -139,7 +139,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("target", help="backend:mode")
     parser.add_argument("workload", choices=list(workloads.WORKLOADS))
-    parser.add_argument("--repeat", type=int, help="samples per side (default 7; builds 3)")
+    parser.add_argument("--repeat", type=int, help="samples per side (default 9; builds 3)")
     parser.add_argument("--threads", type=int, help="threads for every library's pool")
     parser.add_argument("--quick", action="store_true", help="one sample, small build model")
     parser.add_argument("--json", help="write the record here (default: stdout)")

@@ -241,7 +241,7 @@ def main(argv=None) -> int:
                         help="comma-separated, from: " + ", ".join(workloads.WORKLOADS))
     parser.add_argument("--rounds", type=int, default=5, help="processes per pair (default 5)")
     parser.add_argument("--repeat", type=int,
-                        help="timed samples per side in each process (default 7; builds 3)")
+                        help="timed samples per side in each process (default 9; builds 3)")
     parser.add_argument("--threads", type=int, default=1,
                         help="threads for every framework's pools (default 1; 0: theirs)")
     parser.add_argument("--quick", action="store_true",
