@@ -19,13 +19,19 @@ then the optimizer's own update with lr_p.
 
 >>> opt = ug.optim.SGD(net.parameters(), lr=0.5)
 >>> loss, grads = ug.value_and_grad(closure, wrt=opt.params)()
->>> opt.apply(grads)
+>>> opt.step(grads)                     # or opt.apply(grads): the same
+
+`opt.state_dict()` holds every piece of state as arrays keyed by parameter name, and
+`opt.save(path)` / `opt.load(path)` write and read it as a safetensors file, so training
+can stop on one target and resume on another (`model.save`/`model.load` for the weights).
 """
 
 from __future__ import annotations
 
+import json
 import math
 import numbers
+import os
 
 import numpy as np
 
@@ -155,41 +161,126 @@ class Optimizer:
                 return index
         raise ValueError(f"parameter {param.name!r} is not one of this optimizer's parameters")
 
+    def _keys(self) -> list:
+        """(key prefix, parameter) for every parameter: its name, or its position in
+        `params` where the name is missing or shared by another parameter."""
+        names = [param.name for param in self.params]
+        prefixes = [name if name and names.count(name) == 1 else str(index)
+                    for index, name in enumerate(names)]
+        if len(set(prefixes)) != len(prefixes):  # a parameter named like another's position
+            prefixes = [str(index) for index in range(len(self.params))]
+        return list(zip(prefixes, self.params))
+
+    def _has_state(self, param) -> bool:
+        return param.trainable or any((id(param), slot) in self._state for slot in self.slots)
+
+    def _slot_value(self, param, slot) -> np.ndarray:
+        holder = self._state.get((id(param), slot))
+        return holder.numpy().copy() if holder is not None else self._initial(param, slot)
+
     def state_dict(self) -> dict:
-        """{"lr": array, "<index>.<slot>": array}: the learning rate and every state tensor
-        created so far (index: position in `params`), as NumPy copies."""
+        """Every piece of state as NumPy copies: {"lr": array, "<parameter name>.<slot>":
+        array} (slots: Momentum's "velocity", Adam's "m", "v" and "step"), for every
+        trainable parameter (a slot not created yet holds its initial value). A parameter
+        without a name, or whose name another parameter shares, is keyed by its position
+        in `params` ("0.m").
+
+        >>> opt.state_dict()
+        {'lr': array(0.001), 'fc1.weight.m': array(...), 'fc1.weight.v': ..., ...}
+        """
         state = {"lr": self._lr.numpy().copy()}
-        for index, param in enumerate(self.params):
-            for slot in self.slots:
-                holder = self._state.get((id(param), slot))
-                if holder is not None:
-                    state[f"{index}.{slot}"] = holder.numpy().copy()
+        for prefix, param in self._keys():
+            if self._has_state(param):
+                for slot in self.slots:
+                    state[f"{prefix}.{slot}"] = self._slot_value(param, slot)
         return state
 
+    def _expected(self) -> dict:
+        """{key: (shape, dtype)} of what `state_dict` holds."""
+        expected = {"lr": ((), "float64")}
+        for prefix, param in self._keys():
+            if self._has_state(param):
+                for slot in self.slots:
+                    initial = self._initial(param, slot)
+                    expected[f"{prefix}.{slot}"] = (initial.shape, initial.dtype.name)
+        return expected
+
     def load_state_dict(self, state: dict) -> None:
-        """Load what `state_dict` saved (state tensors not in `state` are reset)."""
-        known = {"lr"} | {f"{i}.{s}" for i in range(len(self.params)) for s in self.slots}
-        unknown = [key for key in state if key not in known]
+        """Load what `state_dict` saved; state tensors not in `state` are reset. Every key
+        and shape is checked before anything is set: on an error nothing was loaded.
+
+        >>> opt.load_state_dict(saved)
+        """
+        owner = type(self).__name__
+        by_key = {f"{prefix}.{slot}": (param, slot)
+                  for prefix, param in self._keys() for slot in self.slots}
+        unknown = [key for key in state if key != "lr" and key not in by_key]
         if unknown:
-            raise KeyError(f"{type(self).__name__}.load_state_dict: unexpected keys "
-                           f"{', '.join(unknown)}")
+            raise KeyError(f"{owner}.load_state_dict: unexpected keys {', '.join(unknown)} "
+                           f"(this optimizer's keys: {', '.join(['lr', *by_key])})")
+        checked = []
+        for key, (param, slot) in by_key.items():
+            if key not in state:
+                continue
+            value = np.asarray(state[key])
+            expected = self._initial(param, slot).shape
+            if value.shape != expected:
+                raise ValueError(f"{owner}.load_state_dict: {key!r} has shape "
+                                 f"{list(value.shape)}, expected {list(expected)} "
+                                 "(nothing was loaded)")
+            checked.append((param, slot, value))
+        lr = None
         if "lr" in state:
-            self._lr.set_value(np.float64(state["lr"]))
-        for index, param in enumerate(self.params):
-            for slot in self.slots:
-                key = f"{index}.{slot}"
-                value = state.get(key)
-                if value is None:
-                    if (id(param), slot) in self._state:
-                        self.state(param, slot).set_value(self._initial(param, slot))
-                    continue
-                holder = self.state(param, slot)
-                if np.shape(value) != holder.shape:
-                    raise ValueError(
-                        f"{type(self).__name__}.load_state_dict: {key!r} has shape "
-                        f"{list(np.shape(value))}, expected {list(holder.shape)}"
-                    )
-                holder.set_value(value)
+            lr = checked_number(owner, "lr", np.asarray(state["lr"], dtype=np.float64)[()])
+        # All checked: now set everything (nothing half-loaded).
+        if lr is not None:
+            self._lr.set_value(np.float64(lr))
+        loaded = {(id(param), slot) for param, slot, _ in checked}
+        for (param_id, slot), holder in self._state.items():
+            if (param_id, slot) not in loaded:
+                param = next(p for p in self.params if id(p) == param_id)
+                holder.set_value(self._initial(param, slot))
+        for param, slot, value in checked:
+            self.state(param, slot).set_value(value)
+
+    def save(self, path) -> None:
+        """Write `state_dict()` to `path` in the safetensors format (no pickle: loading it
+        can never run code), with the optimizer's class and hyperparameters in the header.
+        Save the model beside it (`model.save`) to resume training later, on any target.
+
+        >>> opt.save("opt.safetensors"); model.save("model.safetensors")
+        """
+        from unigraph.weights import save
+
+        save(self.state_dict(), path, metadata={
+            "optimizer": type(self).__name__,
+            "hyperparameters": json.dumps(self.hyperparameters()),
+        })
+
+    def load(self, path) -> None:
+        """Load optimizer state written by `save` (by any backend). The optimizer class,
+        every name, shape and dtype are checked first and all differences reported at once;
+        a damaged file or any difference loads nothing (the state stays as it was).
+
+        >>> opt = ug.optim.Adam(model, lr=1e-3); opt.load("opt.safetensors")
+        """
+        from unigraph.weights import WeightFileError, check_fits, load, metadata
+
+        arrays = load(path)  # a damaged file fails here, before anything else
+        header = metadata(path)
+        owner = type(self).__name__
+        written_by = header.get("optimizer")
+        if written_by is None:
+            what = f"a {header['module']} module's weights" if "module" in header else \
+                "not optimizer state"
+            raise WeightFileError(f"{os.fspath(path)!r} is {what}: load it with "
+                                  "model.load(path); optimizer state is written by opt.save")
+        if written_by != owner:
+            raise WeightFileError(f"{os.fspath(path)!r} holds {written_by} state; this "
+                                  f"optimizer is {owner}: make a ug.optim.{written_by} to "
+                                  "load it (nothing was loaded)")
+        check_fits(self._expected(), arrays, f"{os.fspath(path)!r} ({owner} state)")
+        self.load_state_dict(arrays)
 
     def reset(self) -> None:
         """Put every state tensor back to its initial value (the objects stay the same,
@@ -209,7 +300,12 @@ class Optimizer:
         if len(twin.params) != len(self.params):
             raise ValueError(f"copy_for: {len(twin.params)} parameters given, this optimizer "
                              f"has {len(self.params)}")
-        twin.load_state_dict(self.state_dict())
+        # By position: the twin's parameters may be named differently (or not at all).
+        twin.lr = self.lr
+        for mine, theirs in zip(self.params, twin.params):
+            for slot in self.slots:
+                if (id(mine), slot) in self._state:
+                    twin.state(theirs, slot).set_value(self._slot_value(mine, slot))
         return twin
 
     # -- updating -------------------------------------------------------------------------
@@ -246,6 +342,16 @@ class Optimizer:
                 grad = grad + param * self.weight_decay
             lr = api.cast(self._lr * param.lr_scale, param.dtype)
             self.update(param, grad, lr)
+
+    def step(self, grads) -> None:
+        """Update the parameters with `grads`: the same as `apply` (PyTorch's name). There
+        is no `zero_grad`: gradients are values returned by `ug.value_and_grad`, not
+        accumulated in the parameters.
+
+        >>> loss, grads = ug.value_and_grad(loss_fn, wrt=opt.params)()
+        >>> opt.step(grads)
+        """
+        self.apply(grads)
 
     def update(self, param: Parameter, grad, lr) -> None:
         raise NotImplementedError
