@@ -18,6 +18,28 @@ DEFAULT_FLOAT = "float32"
 DEFAULT_INT = "int64"
 
 
+class DType(str):
+    """A dtype constant (`ug.float32`, ...): the dtype's name, so it is accepted wherever a
+    name is (`ug.zeros(3, ug.int32)`, `x.astype(ug.float16)`), and compares equal to it.
+
+    >>> ug.float32 == "float32", repr(ug.float32)
+    (True, 'ug.float32')
+    """
+
+    __slots__ = ()
+
+    def __repr__(self):
+        return f"ug.{str.__str__(self)}"
+
+
+float16 = DType("float16")
+float32 = DType("float32")
+float64 = DType("float64")
+int32 = DType("int32")
+int64 = DType("int64")
+bool_ = DType("bool")
+
+
 def as_dtype(dtype) -> str:
     """A dtype given by name, NumPy dtype or type, as one of unigraph's dtype names; an error
     naming the closest name for a misspelling, or the nearest supported dtype.
@@ -26,7 +48,7 @@ def as_dtype(dtype) -> str:
     ('float32', 'int64', 'float64')
     """
     if isinstance(dtype, str) and dtype in DTYPES:
-        return dtype
+        return str.__str__(dtype)  # a plain str, also for a DType constant
     try:
         name = np.dtype(dtype).name
     except TypeError:

@@ -126,17 +126,68 @@ def seeded(seed: int):
         _context_generator.reset(token)
 
 
-def uniform(shape, dtype="float32"):
-    """A tensor of uniform [0, 1) draws from unigraph's generator (fresh on every run).
+def uniform(shape, dtype="float32", *, low=0.0, high=1.0):
+    """A tensor of uniform [low, high) draws from unigraph's generator (fresh on every run).
 
     >>> mask = ug.random.uniform((2, 3)) >= 0.5
+    >>> ug.random.uniform((4,), low=-1.0, high=1.0)
     """
+    draws = _draw(shape, as_dtype(dtype))
+    if low == 0.0 and high == 1.0:
+        return draws
+    return draws * (high - low) + low
+
+
+def normal(shape, dtype="float32", *, mean=0.0, std=1.0):
+    """A tensor of normal draws (mean, std) from unigraph's generator, the same numbers on
+    every target: Box-Muller on two float64 uniform draws, sqrt(-2 log(1 - u)) cos(2 pi v),
+    computed with ug ops (so a static graph draws afresh on every run) and rounded once.
+
+    >>> noise = ug.random.normal((2, 3), std=0.1)
+    """
+    from unigraph import api
+
+    shape = _shape(shape)
+    radius = api.sqrt(api.log(1.0 - _draw(shape, "float64")) * -2.0)
+    z = radius * api.cos(_draw(shape, "float64") * (2 * np.pi))
+    return api.cast(z * float(std) + float(mean), as_dtype(dtype))
+
+
+def randint(shape, low, high=None, dtype="int64"):
+    """A tensor of integers drawn uniformly from [low, high) ([0, low) without high), from
+    unigraph's generator, the same numbers on every target: floor(u * (high - low)) + low of
+    float64 uniform draws u.
+
+    >>> ug.random.randint((3,), 10)       # three of 0..9
+    """
+    from unigraph import api
+
+    if high is None:
+        low, high = 0, low
+    low, high = int(low), int(high)
+    if high <= low:
+        raise ValueError(f"randint: high ({high}) must be above low ({low})")
+    dtype = as_dtype(dtype)
+    if not dtype.startswith("int"):
+        raise TypeError(f"randint: dtype {dtype!r} is not an integer dtype; use int32 or int64")
+    span = high - low
+    # u * span < span for u < 1, but rounding can reach it: the minimum keeps it inside.
+    picked = api.minimum(api.cast(_draw(_shape(shape), "float64") * float(span), "int64"),
+                         span - 1)
+    return api.cast(picked + low, dtype)
+
+
+def _shape(shape) -> tuple:
+    return (int(shape),) if isinstance(shape, int | np.integer) else tuple(int(d) for d in shape)
+
+
+def _draw(shape, dtype):
+    """Uniform [0, 1) draws: an array now (eager) or a random input of the graph."""
     from unigraph.dispatch import current_backend, symbolic
     from unigraph.tensor import Tensor
     from unigraph.tracing import current_builder
 
-    shape = tuple(int(d) for d in shape)
-    dtype = as_dtype(dtype)
+    shape = _shape(shape)
     _refuse_inside_control_flow()
     builder = current_builder()
     if builder is None:

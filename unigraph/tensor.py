@@ -45,7 +45,25 @@ class Tensor:
 
     @property
     def ndim(self) -> int:
+        """The number of dims (the rank)."""
         return len(self.shape)
+
+    @property
+    def size(self):
+        """The number of elements (NumPy's `.size`), or None while a dim is unknown.
+
+        >>> ug.zeros((2, 3)).size
+        6
+        """
+        return None if None in self.shape else int(np.prod(self.shape, dtype=np.int64))
+
+    def tolist(self):
+        """The value as (nested) Python lists of numbers (eager tensors only).
+
+        >>> ug.tensor([[1, 2]]).tolist()
+        [[1, 2]]
+        """
+        return self._host().tolist()
 
     def numpy(self) -> np.ndarray:
         """The value as a read-only NumPy array (eager tensors only); `.numpy().copy()` for
@@ -160,9 +178,19 @@ class Tensor:
     def __repr__(self):
         if self._value is not None:
             return (f"Tensor(symbolic %{self._value.id}, shape={list(self.shape)}, "
-                    f"dtype={self.dtype})")
+                    f"dtype={self.dtype}, mode=static (tracing))")
         where = self._backend.name if self._backend is not None else "numpy"
-        return f"Tensor({self._host()!r}, backend={where})"
+        values = np.array2string(self._host(), separator=", ", threshold=100, prefix="Tensor(")
+        return f"Tensor({values}, dtype={self.dtype}, backend={where}, mode={self._mode(where)})"
+
+    @staticmethod
+    def _mode(backend: str) -> str:
+        """The mode of the current target when it is on this tensor's backend: a value is
+        made by that target (eager ops, or a compiled function's run); else eager."""
+        from unigraph.config import current_target
+
+        target = current_target()
+        return target.mode if target.backend == backend else "eager"
 
     __hash__ = object.__hash__
 
@@ -249,11 +277,115 @@ class Tensor:
     def astype(self, dtype):
         return _api.cast(self, dtype)
 
+    def __mod__(self, other):
+        return _api.mod(self, other)
+
+    def __rmod__(self, other):
+        return _api.mod(other, self)
+
+    def __floordiv__(self, other):
+        return _api.floor_divide(self, other)
+
+    def __rfloordiv__(self, other):
+        return _api.floor_divide(other, self)
+
+    @property
+    def at(self):
+        """Functional updates: `x.at[index].set(v)` and `x.at[index].add(v)` return a new
+        tensor (x is unchanged), differentiable in x and v. See `ug.index_update`.
+
+        >>> ug.zeros(3).at[1].set(5.0)
+        [0.0, 5.0, 0.0]
+        """
+        return _At(self)
+
+    # Methods: the ug function of the same name applied to this tensor.
     def sum(self, axis=None, keepdims=False):
         return _api.sum(self, axis, keepdims)
 
     def mean(self, axis=None, keepdims=False):
         return _api.mean(self, axis, keepdims)
+
+    def max(self, axis=None, keepdims=False):
+        return _api.max(self, axis, keepdims)
+
+    def min(self, axis=None, keepdims=False):
+        return _api.min(self, axis, keepdims)
+
+    def prod(self, axis=None, keepdims=False):
+        return _api.prod(self, axis, keepdims)
+
+    def var(self, axis=None, keepdims=False, ddof=0):
+        return _api.var(self, axis, keepdims, ddof)
+
+    def std(self, axis=None, keepdims=False, ddof=0):
+        return _api.std(self, axis, keepdims, ddof)
+
+    def argmax(self, axis=-1, keepdims=False):
+        return _api.argmax(self, axis, keepdims)
+
+    def argmin(self, axis=-1, keepdims=False):
+        return _api.argmin(self, axis, keepdims)
+
+    def flatten(self, start_axis=0, end_axis=-1):
+        return _api.flatten(self, start_axis, end_axis)
+
+    def squeeze(self, axis=None):
+        return _api.squeeze(self, axis)
+
+    def expand_dims(self, axis):
+        return _api.expand_dims(self, axis)
+
+    unsqueeze = expand_dims
+
+    def clip(self, min=None, max=None):
+        return _api.clip(self, min, max)
+
+    def abs(self):
+        return _api.abs(self)
+
+    def exp(self):
+        return _api.exp(self)
+
+    def log(self):
+        return _api.log(self)
+
+    def sqrt(self):
+        return _api.sqrt(self)
+
+    def transpose(self, *perm):
+        return _api.transpose(self, perm[0] if len(perm) == 1 else (perm or None))
+
+    def cumsum(self, axis=None):
+        return _api.cumsum(self, axis)
+
+
+class _At:
+    """`x.at`: indexing it gives the functional-update object for that index."""
+
+    __slots__ = ("tensor",)
+
+    def __init__(self, tensor):
+        self.tensor = tensor
+
+    def __getitem__(self, index):
+        return _AtIndex(self.tensor, index)
+
+
+class _AtIndex:
+    __slots__ = ("tensor", "index")
+
+    def __init__(self, tensor, index):
+        self.tensor = tensor
+        self.index = index
+
+    def set(self, value):
+        """A copy of the tensor with `value` written at the index (broadcast)."""
+        return _api.index_update(self.tensor, self.index, value)
+
+    def add(self, value):
+        """A copy of the tensor with `value` added at the index (repeats accumulate)."""
+        return _api.index_update(self.tensor, self.index, value, accumulate=True)
 
 
 class Parameter(Tensor):
@@ -507,7 +639,7 @@ _UFUNC_OPS = {  # NumPy ufunc name -> unigraph op function (api), for __array_uf
     "greater": "greater", "greater_equal": "greater_equal", "logical_and": "logical_and",
     "logical_or": "logical_or", "logical_not": "logical_not", "bitwise_and": "logical_and",
     "bitwise_or": "logical_or", "invert": "logical_not", "exp": "exp", "log": "log",
-    "sqrt": "sqrt", "tanh": "tanh",
+    "sqrt": "sqrt", "tanh": "tanh", "remainder": "mod", "floor_divide": "floor_divide",
 }
 
 

@@ -323,8 +323,9 @@ register(OpDef(
     reference=_take_reference,
     vjp=_take_vjp,
     doc="Gather along `axis`: out[..., i, ...] = x[..., indices[i], ...], with indices' shape "
-        "in place of the axis. Indices (int32/int64) must lie in [0, n): unlike NumPy, "
-        "negative indices are an error. Repeated indices sum their gradients.",
+        "in place of the axis. The op takes indices (int32/int64) in [0, n), where every "
+        "backend agrees; ug.take and x[i] first map a negative index to n + i, as NumPy. "
+        "Repeated indices sum their gradients.",
     example="ug.take([10, 20, 30], [2, 0, 2])  # [30, 10, 30]",
     samples=lambda rng: [
         Sample((normal(rng, (5, 3)), np.array([4, 0, 2, 0])), {"axis": 0}),
