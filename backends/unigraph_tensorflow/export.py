@@ -25,6 +25,8 @@ This module imports tensorflow: `unigraph.export` imports it only after
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import re
 import shutil
@@ -70,8 +72,25 @@ def save_savedmodel(prepared, path: str) -> str:
     module = ServingModule(prepared)
     concrete = module.serve.get_concrete_function()
     _replace(path)
-    tf.saved_model.save(module, path, signatures={"serving_default": concrete})
+    with _quiet_absl():
+        tf.saved_model.save(module, path, signatures={"serving_default": concrete})
     return path
+
+
+@contextlib.contextmanager
+def _quiet_absl():
+    """SavedModel writing logs an INFO line through absl per captured variable (its
+    resource input is renamed), which reaches the user once Paddle has configured the root
+    logger at INFO. Warnings still pass; a level the user set on `absl` wins."""
+    logger = logging.getLogger("absl")
+    if logger.level != logging.NOTSET:
+        yield
+        return
+    logger.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        logger.setLevel(logging.NOTSET)
 
 
 def save_tflite(prepared, path: str) -> str:
