@@ -956,6 +956,43 @@ def closure_sees_later_assignment(x):
     return times(x)
 
 
+def closure_called_in_later_loop(x):
+    scale = 1.0
+
+    def times(v):
+        return v * scale  # reads `scale` when called: the loop assigns it after the call
+
+    k = 1.0
+    while ug.sum(x) < 20.0:
+        x = times(x) + 1.0
+        k = k + 1.0
+        scale = k
+    return x
+
+
+def closure_kept_across_iterations(x):
+    f = None
+    out = x
+    for i in range(3):
+        n = x * float(i)
+        if f is not None:
+            out = out + f()  # the closure of the previous iteration sees this iteration's n
+
+        def f():
+            return n  # noqa: B023 (the point: it reads the current n)
+    return out
+
+
+def closure_escapes_python_loop(x):
+    for i in range(2):
+        n = x * (i + 1.0)
+
+        def f():
+            return n  # noqa: B023 (the point: it reads n after the loop)
+    n = x * 10.0
+    return f()
+
+
 CLOSURE_CASES = [
     # y = 2x each trip, negated when its sum is negative; three trips
     (closure_in_tensor_while, [1.0, 2.0], [8.0, 16.0]),
@@ -967,6 +1004,9 @@ CLOSURE_CASES = [
     (comprehension_in_tensor_if, [-2.0, 1.0], [-2.0, 1.0]),
     (closure_sees_later_assignment, [1.0, 2.0], [3.0, 6.0]),
     (closure_sees_later_assignment, [-1.0, -2.0], [-2.0, -4.0]),
+    (closure_called_in_later_loop, [1.0, 2.0], [16.0, 22.0]),  # x*1+1, x*2+1, x*3+1
+    (closure_kept_across_iterations, [1.0, 2.0], [4.0, 8.0]),  # x + 1x + 2x
+    (closure_escapes_python_loop, [1.0, 2.0], [10.0, 20.0]),
 ]
 
 

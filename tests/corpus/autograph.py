@@ -215,6 +215,89 @@ def comprehension_in_tensor_if(x):
     return x
 
 
+# A closure reading a variable that an inner loop or branch assigned earlier in the same
+# iteration: the outer loop does not carry it (issue 11/12, found by the random tester).
+def random_program_3398c6d853(x1, x2):  # the tester's program, as it printed it
+    v1 = ug.matmul(x1, x2)
+    v2 = v1
+    k3 = ug.tensor(0)
+    while k3 < 0:
+        v3 = ug.take(v1, np.array([0]), axis=0)
+        v4 = v3
+        k1 = ug.tensor(0)
+        while k1 < 0:
+            v4 = v4
+            k1 = k1 + 1
+
+        def cond_2(k2, v6):
+            return k2 < 0
+
+        def body_2(k2, v6):
+            return k2 + 1, v4  # noqa: B023 (called in the same iteration)
+
+        _, v5 = ug.while_loop(cond_2, body_2, (ug.tensor(0), v4))
+        v2 = v5
+        k3 = k3 + 1
+    return (v2,)
+
+
+def while_def_reads_inner_loop_var(x):
+    k = ug.tensor(0)
+    total = x * 0.0
+    while k < 2:
+        v = x * 2.0
+        j = ug.tensor(0)
+        while j < 2:
+            v = v + 1.0
+            j = j + 1
+
+        def body(i, acc):
+            return i + 1, acc + v  # noqa: B023 (called in the same iteration)
+
+        _, total = ug.while_loop(lambda i, acc: i < 1, body, (ug.tensor(0), total))
+        k = k + 1
+    return total
+
+
+def while_if_lambda_reads_var(x):
+    n = 0
+    while ug.sum(x) < 20.0:
+        v = x + 1.0
+        if ug.sum(v) > 6.0:
+            v = v * 2.0
+        else:
+            v = v + 0.5
+        x = ug.cond(ug.max(v) > 0.0, lambda: v, lambda: -v)  # noqa: B023 (called at once)
+        n = n + 1
+    return x, n
+
+
+def while_range_def_called(x, n):
+    i = 0
+    while i < n:
+        s = x * 0.0
+        for _ in ug.range(n):
+            s = s + x
+
+        def scaled(v):
+            return v * 0.5 + s  # noqa: B023 (called in the same iteration)
+
+        x = scaled(x)
+        i = i + 1
+    return x
+
+
+def if_while_lambda_reads_var(x):
+    if ug.sum(x) > 0.0:
+        v = x
+        while ug.sum(v) < 10.0:
+            v = v * 2.0
+        x = ug.cond(ug.max(v) > 5.0, lambda: v - 5.0, lambda: v)
+    else:
+        x = -x
+    return x
+
+
 # -- methods ----------------------------------------------------------------------------------
 class Grow(ug.nn.Module):
     def __init__(self, limit):
@@ -343,6 +426,19 @@ PROGRAMS = [
             expect=_vec),  # 4x - 3x
     Program("comprehension_in_tensor_if", _fn(comprehension_in_tensor_if),
             (np.array([2.0, 4.0], f32),), expect=_v(3.0, 6.0)),
+    Program("random_program_3398c6d853", _fn(random_program_3398c6d853),
+            (np.array([[1.676]], f32), np.array([[1.676]], f32)),
+            expect=(np.array([[1.676 * 1.676]]),)),  # neither loop runs: x1 @ x2
+    Program("while_def_reads_inner_loop_var", _fn(while_def_reads_inner_loop_var), (_vec,),
+            expect=_v(8.0, 12.0)),  # v = 2x + 2 = [4, 6], added twice
+    Program("while_if_lambda_reads_var", _fn(while_if_lambda_reads_var), (_vec,),
+            expect=(_v(16.0, 20.0), 3)),  # [2.5, 3.5], [7, 9], [16, 20]
+    Program("while_range_def_called", _fn(while_range_def_called), (_vec, 2),
+            expect=_v(6.25, 12.5)),  # x / 2 + 2x, twice
+    Program("if_while_lambda_reads_var", _fn(if_while_lambda_reads_var), (_vec,),
+            expect=_v(-1.0, 3.0)),  # v = [4, 8], minus 5
+    Program("if_while_lambda_reads_var_else", _fn(if_while_lambda_reads_var), (-_vec,),
+            expect=_vec),
     Program("module_forward", lambda: Grow(20.0), (_vec,), expect=_v(-12.0, -4.0)),  # x8, -20
     Program("method", lambda: Offset(2.0).apply, (f32(-1.0),), expect=-3.0),
     Program("return_in_tensor_loop", _fn(return_in_tensor_loop), (f32(1.0),),

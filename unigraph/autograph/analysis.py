@@ -10,7 +10,9 @@
 
 Both analyses are conservative where Python is hard to follow (`try`, `match`, nested
 functions): they may call a name live or not-yet-defined when it is not, which costs a
-little generated code or a loop variable, never a wrong result.
+little generated code or a loop variable, never a wrong result. The one thing not followed
+is a closure stored in a container or an attribute and called from there after its
+variables change in another branch or loop (see "closures" below).
 """
 
 from __future__ import annotations
@@ -89,60 +91,126 @@ def analyse(body: list, params: set, globals_: set, nonlocals: set) -> Facts:
     """Facts for the statements of one function body, given its parameters and the names
     it declares `global` and `nonlocal`."""
     facts = Facts()
+    sites = _Sites()
+    sites.block(body)
     _live_block(body, frozenset(), facts)
-    # Always live: what a nested function or lambda reads where it may run after its
-    # variables change in another block (see `_closure_reads`), and the enclosing
-    # function's variables (`nonlocal`), traced with this one. Globals are not state: like
-    # attributes, assigning them is a Python side effect.
-    always = frozenset(_closure_reads(body, params)) | nonlocals
+    # Always live: what a nested function declares `nonlocal` (it may assign it whenever
+    # it is called), and the enclosing function's variables (`nonlocal`), traced with this
+    # one. Globals are not state: like attributes, assigning them is a Python side effect.
+    always = frozenset(name for closure in sites.closures for name in closure.reads
+                       if name in sites.nonlocal_in_closure) | nonlocals
     for table in (facts.live_after, facts.live_head):
         for key in table:
             table[key] = table[key] | always
+    for stmt, names in _shared_with_closures(sites, facts).items():
+        facts.live_after[stmt] = facts.live_after[stmt] | names
     _defined_block(body, frozenset(params) | globals_ | nonlocals, facts)
     return facts
 
 
-def _closure_reads(body, params) -> set:
-    """The names nested functions and lambdas read that must count as read everywhere.
+# -- closures -----------------------------------------------------------------------------
+# A closure reads its free variables when it is called, not where it is defined. In the
+# converted code, a variable that a converted statement assigns but does not carry as state
+# is a local of the branch or loop-body function: a closure defined elsewhere would not see
+# that assignment. The liveness pass counts a closure's variables read where it is defined
+# (`used_names` looks into it), which is right for a closure called there (a lambda passed
+# to `ug.cond`) and for assignments before it. For a closure bound to a name (`def f`,
+# `f = lambda ...`), which may be called later, three rules cover the rest:
+#
+# 1. A converted statement after the definition that assigns one of the closure's variables
+#    carries it if the closure's name is read in it or live after it.
+# 2. A converted statement that defines the closure and after which its name is still live
+#    carries the closure's variables that something after the statement assigns.
+# 3. A loop that defines the closure and keeps it for a later iteration (its name live at
+#    the top of the body) carries the closure's variables that the loop assigns.
+#
+# A closure that calls another reads that one's variables too. So `y = x * 2.0;
+# x = ug.cond(p, lambda: y, lambda: -y)` in a tensor loop keeps `y` a temporary of the loop
+# body, and in `while c: v = ...; while d: v = v; def f(): return v` the outer loop does not
+# carry `v`. Not followed: a closure stored in a container or an attribute, or passed to
+# something that keeps it, and called from there after its variables change.
+def _shared_with_closures(sites, facts) -> dict:
+    """{id(converted statement): the closure variables it must carry} (rules 1 to 3)."""
+    shared: dict = {}
+    for closure in _through_calls(sites.closures):
+        if not closure.bound_to:
+            continue
+        for stmt, start, end in sites.statements:
+            inside = start <= closure.position <= end
+            after = facts.live_after[id(stmt)]
+            escapes = inside and _any_in(closure.bound_to, after)
+            kept = inside and _any_in(closure.bound_to, facts.live_head.get(id(stmt), ()))
+            called = start > closure.position \
+                and _any_in(closure.bound_to, after | used_names(stmt))
+            for name in closure.reads:
+                writes = sites.writes.get(name, ())
+                assigns = any(start <= w <= end for w in writes)
+                if (assigns and (kept or called)) or (escapes and any(w > end for w in writes)):
+                    shared.setdefault(id(stmt), set()).add(name)
+    return shared
 
-    A closure reads its free variables when it is called, which may be anywhere later. But
-    when every assignment to a name, and every closure that reads it, lie directly in one
-    block (one branch, one loop body, or the function body itself), the closure sees the
-    same value as if it read the name where it is defined: nothing outside that block
-    changes it. Such names are read where the closure is defined (the liveness pass already
-    counts that: `used_names` looks into nested functions), so that
-    `y = x * 2.0; x = ug.cond(p, lambda: y, lambda: -y)` in a tensor loop keeps `y` a
-    temporary of the loop body instead of state read before it is assigned.
-    """
-    sites = _Sites()
-    sites.add_assigned(params, 0)
-    sites.block(body, 0)
-    return {name for name, blocks in sites.reads.items()
-            if name in sites.nonlocal_in_closure
-            or len(blocks | sites.assigned.get(name, set())) > 1}
+
+def _through_calls(closures) -> list:
+    """`closures`, each reading also what the named closures it reads read."""
+    by_name: dict = {}
+    for closure in closures:
+        for name in closure.bound_to:
+            by_name.setdefault(name, set()).update(closure.reads)
+    result = []
+    for closure in closures:
+        reads, todo = set(closure.reads), list(closure.reads)
+        while todo:
+            more = by_name.get(todo.pop(), set()) - reads
+            reads |= more
+            todo.extend(more)
+        result.append(_Closure(closure.position, reads, closure.bound_to))
+    return result
+
+
+def _any_in(names, live) -> bool:
+    return any(name in live for name in names)
+
+
+def _closure_bindings(stmt) -> tuple:
+    """The names `stmt` binds a closure to, so that calling them can be followed:
+    `def f(...)` and `f = lambda ...`."""
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return (stmt.name,)
+    if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Lambda):
+        return tuple(target.id for target in stmt.targets if isinstance(target, ast.Name))
+    if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.value, ast.Lambda) \
+            and isinstance(stmt.target, ast.Name):
+        return (stmt.target.id,)
+    return ()
+
+
+@dataclass
+class _Closure:
+    position: int  # of the statement that defines it
+    reads: set  # the names it (and the closures inside it) may read
+    bound_to: tuple  # see `_closure_bindings`
 
 
 class _Sites:
-    """Which blocks assign each name, and which blocks define closures that read it.
+    """Where the closures of one function body are defined and where each name is
+    assigned, as positions in program order (statements numbered as they start, so a
+    converted statement spans the interval `start..end` of the statements inside it).
 
-    Blocks are the statement lists the converter turns into functions of their own (the
-    branches of an `if`, loop bodies); `with`/`try`/`match` bodies stay in their block."""
+    The branches of an `if` and loop bodies become functions of their own; statements
+    inside `with`/`try`/`match` stay in theirs and are numbered like the others."""
 
     def __init__(self):
-        self.count = 0
-        self.assigned: dict = {}
-        self.reads: dict = {}
+        self.position = 0
+        self.closures: list = []
+        self.writes: dict = {}  # name -> positions of its assignments
+        self.statements: list = []  # (converted statement, start, end)
         self.nonlocal_in_closure: set = set()
 
-    def new_block(self) -> int:
-        self.count += 1
-        return self.count
-
-    def add_assigned(self, names, block: int) -> None:
+    def add_assigned(self, names) -> None:
         for name in names:
-            self.assigned.setdefault(name, set()).add(block)
+            self.writes.setdefault(name, []).append(self.position)
 
-    def expression(self, node, block: int) -> None:
+    def expression(self, node, bound_to=()) -> None:
         """The closures inside `node` (not inside other closures: those read through it)."""
         if node is None:
             return
@@ -150,59 +218,63 @@ class _Sites:
         while stack:
             current = stack.pop()
             if isinstance(current, SCOPES):
-                for name in used_names(current):
-                    self.reads.setdefault(name, set()).add(block)
+                binding = bound_to if current is node else ()
+                self.closures.append(_Closure(self.position, used_names(current), binding))
                 for inner in ast.walk(current):
                     if isinstance(inner, ast.Nonlocal):
                         self.nonlocal_in_closure.update(inner.names)
             else:
                 stack.extend(ast.iter_child_nodes(current))
 
-    def block(self, stmts, block: int) -> None:
+    def block(self, stmts) -> None:
         for stmt in stmts:
-            self.statement(stmt, block)
+            self.statement(stmt)
 
-    def statement(self, stmt, block: int) -> None:
+    def statement(self, stmt) -> None:
+        self.position += 1
+        start = self.position
         if isinstance(stmt, ast.If):
-            self.expression(stmt.test, block)
-            self.add_assigned(assigned_names([stmt.test]), block)
-            self.block(stmt.body, self.new_block())
-            self.block(stmt.orelse, self.new_block())
+            self.expression(stmt.test)
+            self.add_assigned(assigned_names([stmt.test]))
+            self.block(stmt.body)
+            self.block(stmt.orelse)
         elif isinstance(stmt, ast.While):
-            test = self.new_block()  # the test runs in a function of its own
-            self.expression(stmt.test, test)
-            self.add_assigned(assigned_names([stmt.test]), test)
-            self.block(stmt.body, self.new_block())
-            self.block(stmt.orelse, self.new_block())
+            self.expression(stmt.test)
+            self.add_assigned(assigned_names([stmt.test]))
+            self.block(stmt.body)
+            self.block(stmt.orelse)
         elif isinstance(stmt, (ast.For, ast.AsyncFor)):
-            self.expression(stmt.iter, block)
-            self.expression(getattr(stmt, EXTRA_TEST, None), self.new_block())
-            body = self.new_block()
-            self.add_assigned(assigned_names([stmt.target]), body)
-            self.block(stmt.body, body)
-            self.block(stmt.orelse, self.new_block())
+            self.expression(stmt.iter)
+            self.expression(getattr(stmt, EXTRA_TEST, None))
+            self.add_assigned(assigned_names([stmt.target]))
+            self.block(stmt.body)
+            self.block(stmt.orelse)
         elif isinstance(stmt, (ast.With, ast.AsyncWith)):
             for item in stmt.items:
-                self.expression(item, block)
-            self.add_assigned(assigned_names(stmt.items), block)
-            self.block(stmt.body, block)
+                self.expression(item)
+            self.add_assigned(assigned_names(stmt.items))
+            self.block(stmt.body)
         elif isinstance(stmt, TRIES):
-            self.block(stmt.body, block)
+            self.block(stmt.body)
             for handler in stmt.handlers:
-                self.expression(handler.type, block)
-                self.add_assigned(assigned_names([handler]), block)
-                self.block(handler.body, block)
-            self.block(stmt.orelse, block)
-            self.block(stmt.finalbody, block)
+                self.expression(handler.type)
+                self.add_assigned(assigned_names([handler]))
+                self.block(handler.body)
+            self.block(stmt.orelse)
+            self.block(stmt.finalbody)
         elif isinstance(stmt, ast.Match):
-            self.expression(stmt.subject, block)
+            self.expression(stmt.subject)
             for case in stmt.cases:
-                self.expression(case.guard, block)
-                self.add_assigned(assigned_names([case.pattern]), block)
-                self.block(case.body, block)
+                self.expression(case.guard)
+                self.add_assigned(assigned_names([case.pattern]))
+                self.block(case.body)
         else:
-            self.expression(stmt, block)
-            self.add_assigned(assigned_names([stmt]), block)
+            bindings = _closure_bindings(stmt)
+            self.expression(stmt.value if bindings and not isinstance(stmt, SCOPES) else stmt,
+                            bindings)
+            self.add_assigned(assigned_names([stmt]))
+        if isinstance(stmt, (ast.If, ast.While, ast.For, ast.AsyncFor)):
+            self.statements.append((stmt, start, self.position))
 
 
 # -- definitely assigned (forward) -------------------------------------------------------
