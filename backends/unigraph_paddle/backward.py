@@ -13,11 +13,18 @@ body, or another `if` branch), and together they make the gradient silently 0 or
   `control_flow_value_to_copyvalue_map`), while the gradients were recorded under the
   original values: no gradient is found and the branch yields zeros.
 
+A third fault is a crash, not a wrong number: when no gradient op of a `while` body reads
+a forward value (a body of `assign`, `transpose` or constants), the backward prunes the
+body's value stack (`while_prune_check`) while the backward loop's `cf.has_elements`
+still reads it, and the process aborts ("Destroyed a op_result that is still in use by
+cf.has_elements").
+
 `fixed_backward()` swaps in a wrapper around `append_backward_ops` for the duration of
 one `paddle.static.gradients` call (Program builds hold `_BUILD_LOCK`, so no other build
-sees it) that passes the enclosing map down and hands the yield the original values. It
-changes nothing for an `if` at the top level of a Program (the copy map is empty there,
-the enclosing map too), which is Paddle's own tested path. `quirks.py` pins the fault.
+sees it) that passes the enclosing map down and hands the yield the original values, and
+a `while_prune_check` that keeps a stack something else still reads. It changes nothing
+for an `if` at the top level of a Program (the copy map is empty there, the enclosing map
+too), which is Paddle's own tested path. `quirks.py` pins the faults.
 """
 
 from __future__ import annotations
@@ -63,8 +70,20 @@ def fixed_backward(paddle):
         finally:
             enclosing.pop()
 
+    native_prune_check = ir_backward.while_prune_check
+
+    def while_prune_check(while_tuple_ops):
+        # (pop, push, stack_create): prune only a stack that the pop and the push alone use.
+        if not native_prune_check(while_tuple_ops):
+            return False
+        pop, push, stack = while_tuple_ops
+        return all(user.id() in (pop.id(), push.id())
+                   for result in stack.results() for user in result.all_used_ops())
+
     ir_backward.append_backward_ops = append_backward_ops
+    ir_backward.while_prune_check = while_prune_check
     try:
         yield
     finally:
         ir_backward.append_backward_ops = native
+        ir_backward.while_prune_check = native_prune_check

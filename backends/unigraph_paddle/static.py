@@ -130,14 +130,18 @@ class ProgramBuilder:
     def lower_cond(self, node, args) -> list:
         paddle = self.paddle
         pred, operands = args[0], args[1:]
-        if not node.outputs:
-            return []  # nothing to compute: subgraphs are pure
+        # A zero-size result of Paddle's `if` op comes out with no memory (3.3.1: fetched
+        # as None, read later as shape (0,)). Its value is its shape and dtype alone, and
+        # its gradient is empty, so it is made outside the `if` as zeros.
+        empty = {i for i, v in enumerate(node.outputs) if 0 in v.shape and None not in v.shape}
+        kept = [i for i in range(len(node.outputs)) if i not in empty]
 
         def branch(name):
             graph = node.subgraphs[name]
 
             def build():
                 outs = self.lower_block(graph, operands)
+                outs = [outs[i] for i in kept]
                 # A branch that hands back one of its operands unchanged breaks Paddle's
                 # backward through `cond` (3.3.1: the other outputs' gradient with respect
                 # to that operand comes out 0), so such outputs are copied.
@@ -145,7 +149,12 @@ class ProgramBuilder:
 
             return build
 
-        return list(paddle.static.nn.cond(pred, branch("then"), branch("else")))
+        # No results left: nothing to compute (subgraphs are pure).
+        results = (list(paddle.static.nn.cond(pred, branch("then"), branch("else")))
+                   if kept else [])
+        made = iter(results)
+        return [paddle.zeros(list(v.shape), v.dtype) if i in empty else next(made)
+                for i, v in enumerate(node.outputs)]
 
     def lower_while_loop(self, node, args) -> list:
         paddle = self.paddle
@@ -180,8 +189,13 @@ class ProgramBuilder:
             # Captured operands are passed as loop variables the body returns unchanged,
             # so the body sees them as its inputs. (Paddle's `optimize_update` turns such
             # pass-through variables back into captured values; its backward handles
-            # those, given the results are marked as above.)
-            return list(self.lower_block(body_graph, values)) + list(values[carried:])
+            # those, given the results are marked as above.) A body result that is
+            # another slot's loop variable is copied: `optimize_update` drops a
+            # pass-through variable while another slot still yields it, and the process
+            # segfaults (3.3.1: `body(k, v): return k + 1, captured`).
+            outs = list(self.lower_block(body_graph, values)) + list(values[carried:])
+            return [paddle.assign(o) if _is_in(o, values[:i] + values[i + 1:]) else o
+                    for i, o in enumerate(outs)]
 
         outs = paddle.static.nn.while_loop(cond, body, args)
         return list(outs[:carried])
