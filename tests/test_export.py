@@ -197,6 +197,16 @@ def test_names_follow_the_signature(tmp_path):
     fn, inputs = PROGRAMS["cond.branch"]
     program = torch.export.load(export(fn, *inputs, path=tmp_path / "b.pt2", format="torch"))
     assert [s.arg.name for s in program.graph_signature.input_specs] == ["x", "y"]
+    from unigraph_paddle.static import StaticMode
+
+    from unigraph.plugins import get_backend
+
+    paddle = get_backend("paddle").load()
+    prefix = export(fn, *inputs, path=tmp_path / "b", format="paddle")
+    with StaticMode(paddle):
+        executor = paddle.static.Executor(paddle.CPUPlace())
+        _, feed_names, _ = paddle.static.load_inference_model(prefix, executor)
+    assert feed_names == ["x", "y"]
 
 
 # -- what is refused ----------------------------------------------------------------------------

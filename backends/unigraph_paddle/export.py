@@ -11,8 +11,7 @@ and `PATH.pdiparams` (the weights). Paddle alone reloads it:
     program, feed_names, fetches = paddle.static.load_inference_model(PATH, exe)
     outputs = exe.run(program, feed=dict(zip(feed_names, inputs)), fetch_list=fetches)
 
-Feeds are named `input_0`, `input_1`, ... in the order of the Python arguments
-(`feed_names` lists them).
+Feeds are named after the Python arguments (`x`, `y`; `feed_names` lists them in order).
 
 Paddle 3.3.1 writes a non-finite `full` value (NaN, +-inf: the lowerings of relu, argmax and
 max_pool2d use them to follow the op records' NaN rules) in a form its own loader rejects
@@ -55,6 +54,7 @@ def save_paddle(prepared, path: str) -> str:
         # "no variable in your model": a model without weights is fine.
         warnings.filterwarnings("ignore", message="no variable in your model")
         feeds = _feed_values(built.program, built.feed_names)
+        _name_feeds(built.program, built.feed_names, prepared.input_names, built.param_names)
         # An output that is also a feed (or repeated) gets its own copy to be fetched.
         fetches = list(built.fetch)
         with paddle.static.program_guard(built.program):
@@ -113,6 +113,18 @@ def _constant_lowering(paddle, lowerings: dict):
                                                        .astype(value.dtype)), special)
 
     return constant
+
+
+def _name_feeds(program, feed_names: list, input_names: list, taken: list) -> None:
+    """Rename the `data` ops after the Python arguments (`x`, `y`), unless a name is taken
+    (by a parameter, or twice): then that feed keeps its `input_<i>`."""
+    reserved = set(taken) | {"feed", "fetch"}
+    wanted = dict(zip(feed_names, input_names))
+    if len(set(input_names)) != len(input_names) or reserved & set(input_names):
+        return
+    for op in program.global_block().ops:
+        if op.name() == "pd_op.data" and op.attrs()["name"] in wanted:
+            op.set_str_attr("name", wanted[op.attrs()["name"]])
 
 
 def _feed_values(program, names: list) -> list:
