@@ -5,7 +5,8 @@ alternating, so that machine noise lands on all of them.
 
 1. warm-up: each callable runs `warmup` times (a static target compiles on its first call);
 2. calibration: `number`, the calls per sample, is chosen so that one sample of the slowest
-   callable takes at least `min_sample_s` (timer resolution and loop overhead vanish);
+   callable takes at least `min_sample_s` (timer resolution, loop overhead and the odd
+   interruption by the scheduler shrink), judged by each callable's fastest warm-up call;
 3. `repeat` samples of each, interleaved, the order rotating and reversing from one sample
    to the next (U N H, H N U, N H U, ...: none always goes first);
    each sample is `number` back-to-back calls divided by `number`.
@@ -55,15 +56,19 @@ def _orders(names: list, count: int):
         yield order if i % 2 == 0 else order[::-1]
 
 
-def compare(calls: dict, repeat: int = 9, warmup: int = 2, min_sample_s: float = 0.02,
+def compare(calls: dict, repeat: int = 9, warmup: int = 3, min_sample_s: float = 0.05,
             collect: bool = True) -> dict:
     """Time zero-argument callables alternately (see the module docstring); returns
     {name: Timing}. `collect`: a full garbage collection before the timed samples (0.2-1 s
     once torch or TensorFlow is loaded: the smoke test, which times nothing, skips it)."""
-    first = {name: 0.0 for name in calls}
+    fastest = {name: math.inf for name in calls}
     for _ in range(max(warmup, 1)):
-        first = {name: _time(call, 1)[0] for name, call in calls.items()}
-    number = max(1, math.ceil(min_sample_s / max(max(first.values()), 1e-9)))
+        for name, call in calls.items():
+            fastest[name] = min(fastest[name], _time(call, 1)[0])
+    # From each side's fastest warm-up call: one call that the scheduler interrupted (a
+    # busy machine) must not make every sample a handful of calls, each interruption then
+    # being most of a sample.
+    number = max(1, math.ceil(min_sample_s / max(max(fastest.values()), 1e-9)))
     samples: dict = {name: [] for name in calls}
     results: dict = {}
     if collect:

@@ -31,6 +31,7 @@ _PLAIN = {
     "conv_n1": native_numpy.conv2d,
     "conv_n64": native_numpy.conv2d,
     "softmax_step": native_numpy.softmax_step,
+    "softmax_saturated": native_numpy.softmax_step,
     "mlp_step": native_numpy.mlp_step,
     "build100": build,
 }

@@ -142,6 +142,7 @@ _EAGER = {
     "conv_n1": _eager_conv,
     "conv_n64": _eager_conv,
     "softmax_step": _eager_softmax,
+    "softmax_saturated": _eager_softmax,
     "mlp_step": _eager_mlp,
     "build100": _eager_build,
 }
@@ -151,6 +152,7 @@ _STATIC = {
     "conv_n1": _HAND[("conv2d", "static")],
     "conv_n64": _HAND[("conv2d", "static")],
     "softmax_step": _static_softmax,
+    "softmax_saturated": _static_softmax,
     "mlp_step": _static_mlp,
     "build100": _static_build,
 }

@@ -91,22 +91,22 @@ def _eager_build(data, compiled):
     return build_and_run
 
 
-def _reused(mode):
-    return {"counter": _HAND[("counter", mode)], "cond": _HAND[("cond", mode)],
-            "conv_n1": _HAND[("conv2d", mode)], "conv_n64": _HAND[("conv2d", mode)]}
+def _reused(mode, names):
+    """The hand-written builders that are also the idiomatic code of `mode`."""
+    hand_name = {"conv_n1": "conv2d", "conv_n64": "conv2d", "softmax_saturated": "softmax_step"}
+    return {(name, mode): _HAND[(hand_name.get(name, name), mode)] for name in names}
 
 
+_EAGER_STYLE = ("counter", "cond", "conv_n1", "conv_n64", "softmax_step", "softmax_saturated",
+                "mlp_step")
 BUILDERS = {
-    **{(name, "eager"): build for name, build in _reused("eager").items()},
-    ("softmax_step", "eager"): _HAND[("softmax_step", "eager")],
-    ("mlp_step", "eager"): _HAND[("mlp_step", "eager")],
+    **_reused("eager", _EAGER_STYLE),
     ("build100", "eager"): lambda data: _eager_build(data, compiled=False),
-    **{(name, "function"): build for name, build in _reused("function").items()},
-    ("softmax_step", "function"): _HAND[("softmax_step", "function")],
-    ("mlp_step", "function"): _HAND[("mlp_step", "function")],
+    **_reused("function", _EAGER_STYLE),
     ("build100", "function"): lambda data: _eager_build(data, compiled=True),
-    **{(name, "static"): build for name, build in _reused("static").items()},
+    **_reused("static", ("counter", "cond", "conv_n1", "conv_n64")),
     ("softmax_step", "static"): _static_softmax,
+    ("softmax_saturated", "static"): _static_softmax,
     ("mlp_step", "static"): _static_mlp,
     ("build100", "static"): _static_build,
 }

@@ -84,6 +84,7 @@ _EAGER = {
     "conv_n1": conv,
     "conv_n64": conv,
     "softmax_step": softmax_step,
+    "softmax_saturated": softmax_step,
     "mlp_step": mlp_step,
     "build100": build,
 }

@@ -41,7 +41,7 @@ from unigraph.config import Target  # noqa: E402
 # other target gets `ug.tensor`s made once on it, as native eager code holds tensors.
 FEEDS_NUMPY = {"tensorflow:static", "paddle:static"}
 # The hand-tuned builders of `native_<backend>` have one convolution workload.
-HAND_NAMES = {"conv_n1": "conv2d", "conv_n64": "conv2d"}
+HAND_NAMES = {"conv_n1": "conv2d", "conv_n64": "conv2d", "softmax_saturated": "softmax_step"}
 
 
 def _builders(kind: str, backend: str) -> dict:
@@ -102,7 +102,7 @@ def settings(workload: str, quick: bool, repeat: int | None) -> dict:
         return {"repeat": 1, "warmup": 1, "min_sample_s": 0.0, "collect": False}
     if workloads.WORKLOADS[workload].kind == "build":
         return {"repeat": repeat or 3, "warmup": 1, "min_sample_s": 0.0}
-    return {"repeat": repeat or 9, "warmup": 2, "min_sample_s": 0.02}
+    return {"repeat": repeat or 9, "warmup": 3, "min_sample_s": 0.05}
 
 
 def measure(workload: str, target: str, repeat: int | None = None, quick: bool = False,

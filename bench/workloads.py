@@ -39,6 +39,9 @@ WORKLOADS = {
         Workload("conv_n1", "compute", "relu(Conv2D 3->16, 3x3, pad 1) on [1,3,32,32]"),
         Workload("conv_n64", "compute", "relu(Conv2D 3->16, 3x3, pad 1) on [64,3,32,32]"),
         Workload("softmax_step", "compute", "one SGD step (lr 0.5): Linear 784->10, batch 100"),
+        Workload("softmax_saturated", "compute",
+                 "the same step on [0,1) inputs from saturated weights: ~12% of the gradient "
+                 "entries are subnormal (issue 19 item 2)"),
         Workload("mlp_step", "compute", "one SGD step (lr 0.1): 784->256 relu->10, batch 128"),
         Workload("build100", "build", "build 100 Linear(64,64)+relu layers, load the weights, "
                                       "first forward of a [32,64] batch"),
@@ -92,6 +95,14 @@ def make_data(name: str, quick: bool = False, seed: int = SEED) -> dict:
     if name == "softmax_step":
         return {**_batch(rng, 16 if quick else 100, features),
                 "w": _normal(rng, (features, 10), 0.01), "b": np.zeros(10, np.float32)}
+    if name == "softmax_saturated":
+        # Pixel-like inputs and large weights: every sample is classified with wide logit
+        # margins, so softmax - onehot holds entries of exp(-90)..exp(-103), below float32's
+        # smallest normal (1.2e-38). The regime holds over thousands of steps.
+        x = rng.random((16 if quick else 100, features), dtype=np.float32)
+        w = _normal(rng, (features, 10), 2.5)
+        return {"x": x, "y": np.argmax(x @ w, axis=1).astype(np.int64), "w": w,
+                "b": np.zeros(10, np.float32)}
     if name == "mlp_step":
         return {
             **_batch(rng, 16 if quick else 128, features),
@@ -191,6 +202,7 @@ UNIGRAPH = {
     "conv_n1": conv,
     "conv_n64": conv,
     "softmax_step": softmax_step,
+    "softmax_saturated": softmax_step,
     "mlp_step": mlp_step,
     "build100": build,
 }
