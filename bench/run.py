@@ -89,8 +89,9 @@ def run_worker(target: str, workload: str, args) -> dict:
                 "error": f"worker died ({done.returncode}): {lines[-1]}"}
 
 
-def run_rounds(pairs: list, args) -> list:
-    """Every pair once per round, each in its own process, in a new random order per round."""
+def run_rounds(pairs: list, args, after_round=None) -> list:
+    """Every pair once per round, each in its own process, in a new random order per round.
+    `after_round(records)` is called after each round (saving partial results)."""
     records = []
     for round_index in range(args.rounds):
         order = list(pairs)
@@ -104,6 +105,8 @@ def run_rounds(pairs: list, args) -> list:
                 print(f"  round {round_index + 1}/{args.rounds} [{count}/{len(order)}] "
                       f"{target} {workload}: {time.perf_counter() - started:.1f} s"
                       f"{' ERROR' if record['error'] else ''}", file=sys.stderr, flush=True)
+        if after_round:
+            after_round(records)
     return records
 
 
@@ -239,14 +242,15 @@ def main(argv=None) -> int:
     parser.add_argument("--targets", help="comma-separated backend:mode (default: all available)")
     parser.add_argument("--workloads", default=",".join(workloads.WORKLOADS),
                         help="comma-separated, from: " + ", ".join(workloads.WORKLOADS))
-    parser.add_argument("--rounds", type=int, default=5, help="processes per pair (default 5)")
+    parser.add_argument("--rounds", type=int, default=3, help="processes per pair (default 3)")
     parser.add_argument("--repeat", type=int,
                         help="timed samples per side in each process (default 9; builds 3)")
     parser.add_argument("--threads", type=int, default=1,
                         help="threads for every framework's pools (default 1; 0: theirs)")
     parser.add_argument("--quick", action="store_true",
                         help="each pair once in this process, small sizes: checks agreement")
-    parser.add_argument("--json", help="also write every record and row to this file")
+    parser.add_argument("--json", help="also write every record and row to this file "
+                                       "(rewritten after each round)")
     parser.add_argument("--load", help="print the results saved by --json instead of running")
     parser.add_argument("--markdown", action="store_true", help="print the README's table")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
@@ -254,6 +258,10 @@ def main(argv=None) -> int:
 
     if args.load:
         saved = json.loads(Path(args.load).read_text())
+        before, after = saved["load_average"]
+        print(f"{args.load}: {saved['rounds']} round(s), threads per framework: "
+              f"{saved['threads'] or 'default'}, load average {before[0]:.2f} at the start, "
+              f"{after[0]:.2f} at the end")
         print(format_markdown(saved["rows"]) if args.markdown else format_table(saved["rows"]))
         return 0
     names = [w.strip() for w in args.workloads.split(",") if w.strip()]
@@ -266,9 +274,19 @@ def main(argv=None) -> int:
 
     load_before = os.getloadavg()
     started = time.perf_counter()
-    records = quick_check(pairs) if args.quick else run_rounds(pairs, args)
+
+    def save(records, load_after=None):
+        if args.json:
+            rounds = len({record["round"] for record in records})
+            Path(args.json).write_text(json.dumps(
+                {"rounds": rounds, "threads": args.threads,
+                 "load_average": [load_before, load_after or os.getloadavg()],
+                 "records": records, "rows": summarise(records, pairs)}, indent=1))
+
+    records = quick_check(pairs) if args.quick else run_rounds(pairs, args, save)
     rows = summarise(records, pairs)
     load_after = os.getloadavg()
+    save(records, load_after)
     rounds = 1 if args.quick else args.rounds
     threads = "as this process has them" if args.quick else args.threads or "default"
     print(f"unigraph / idiomatic native code, median over {rounds} round(s) of one process per "
@@ -280,10 +298,6 @@ def main(argv=None) -> int:
     if not args.quick:
         print(import_time())
     print(format_markdown(rows) if args.markdown else format_table(rows))
-    if args.json:
-        Path(args.json).write_text(json.dumps({"rounds": rounds, "threads": args.threads,
-                                               "load_average": [load_before, load_after],
-                                               "records": records, "rows": rows}, indent=1))
     if args.quick:  # a check: every pair ran and agreed
         bad = [row for row in rows if "ratio" not in row
                or row["difference"] > AGREEMENT_TOLERANCE]
