@@ -40,7 +40,7 @@ from unigraph.config import Target  # noqa: E402
 # Targets fed NumPy arrays (their native code feeds NumPy to Session.run / exe.run); every
 # other target gets `ug.tensor`s made once on it, as native eager code holds tensors.
 FEEDS_NUMPY = {"tensorflow:static", "paddle:static"}
-# The hand-tuned builders of `native_<backend>` have one convolution workload.
+# Workloads whose hand-tuned builder in `native_<backend>` goes by another name.
 HAND_NAMES = {"conv_n1": "conv2d", "conv_n64": "conv2d", "softmax_saturated": "softmax_step"}
 
 
