@@ -10,11 +10,13 @@ ONE graph, compiled once per batch signature and reused for every later batch.
 >>> with ug.use_backend("numpy", mode="static"):
 ...     trainer.fit(ug.data.batches(x_train, y_train, 100, shuffle=True), epochs=10)
 ...     print(trainer.evaluate(ug.data.batches(x_test, y_test, 500)))
+>>> trainer.fit(x_train, y_train, epochs=10, batch_size=100)   # the same, from arrays
 >>> trainer.plot("loss.png")
 """
 
 from __future__ import annotations
 
+import numbers
 import sys
 
 import numpy as np
@@ -24,6 +26,7 @@ from unigraph.function import assign, function
 from unigraph.nn import functional as F
 from unigraph.nn.module import Module, collect_updates
 from unigraph.optim import no_trainable_parameters
+from unigraph.tensor import Tensor
 
 __all__ = ["Trainer"]
 
@@ -132,14 +135,25 @@ class Trainer:
         result.update({name: float(m) for name, m in zip(self.metrics, metrics)})
         return result
 
-    def fit(self, data, epochs=1, validation=None, progress=True) -> dict:
-        """Train for `epochs` passes over `data` and return `history`.
+    def fit(self, data, y=None, *, epochs=1, batch_size=None, shuffle=False, validation=None,
+            progress=True) -> dict:
+        """Train for `epochs` passes over the data and return `history`.
 
-        data: re-iterable (x, y) batches (`ug.data.batches(...)`, a list), or a callable
-            returning a fresh iterator of batches for each epoch.
-        validation: data evaluated after each epoch (history gets "val_loss", ...).
+        data: re-iterable (x, y) batches (`ug.data.batches(...)`, a list), a callable
+            returning a fresh iterator of batches for each epoch, or the arrays themselves:
+            `fit(x, y)` or `fit((x, y))`.
+        batch_size, shuffle: for arrays only: mini-batches of `batch_size` rows (reshuffled
+            each epoch with `shuffle`, reproducibly); None trains on all rows as one batch.
+        validation: data evaluated after each epoch (history gets "val_loss", ...): batches,
+            or a pair of arrays (x_val, y_val).
         progress: show a tqdm progress bar per epoch (False: print nothing).
+
+        >>> trainer.fit(x_train, y_train, epochs=5, batch_size=32, shuffle=True)
+        >>> trainer.fit(ug.data.batches(x_train, y_train, 32), epochs=5)
         """
+        data = _as_batches("fit", data, y, batch_size, shuffle)
+        if validation is not None:
+            validation = _as_batches("fit(validation=...)", validation, None, None, False)
         if epochs < 1:
             raise ValueError(f"fit: epochs must be >= 1, got {epochs}")
         bar_class = _progress_bar_class() if progress else None
@@ -188,8 +202,14 @@ class Trainer:
     def _epoch_summary(self) -> dict:
         return {name: f"{values[-1]:.4f}" for name, values in self.history.items() if values}
 
-    def evaluate(self, data, progress=False) -> dict:
-        """Mean loss and metrics over `data` (weighted by batch size), in eval mode."""
+    def evaluate(self, data, y=None, *, batch_size=None, progress=False) -> dict:
+        """Mean loss and metrics over `data` (weighted by batch size), in eval mode. `data`
+        is as for `fit`: batches, or arrays `evaluate(x, y)` / `evaluate((x, y))`.
+
+        >>> trainer.evaluate(x_test, y_test)
+        {'loss': 0.31, 'accuracy': 0.92}
+        """
+        data = _as_batches("evaluate", data, y, batch_size, False)
         bar_class = _progress_bar_class() if progress else None
         bar = bar_class(total=_length(data), desc="evaluate", unit="batch",
                         file=sys.stdout) if bar_class else None
@@ -253,6 +273,38 @@ class Trainer:
         figure.tight_layout()
         figure.savefig(path)
         return path
+
+
+def _is_array(x) -> bool:
+    return isinstance(x, Tensor | np.ndarray) and len(x.shape) >= 1
+
+
+def _as_batches(where, data, y, batch_size, shuffle):
+    """The batches to iterate: `data` as given, or the arrays (x, y) cut into batches."""
+    if y is None and isinstance(data, tuple | list) and len(data) == 2 and \
+            all(_is_array(item) for item in data):
+        data, y = data  # fit((x, y)): one pair of arrays, not a list of two batches
+    if y is None:
+        if batch_size is not None or shuffle:
+            raise TypeError(f"{where}: batch_size and shuffle apply to arrays (x, y); these "
+                            "batches are used as given")
+        return data
+    if isinstance(y, numbers.Integral) and not _is_array(y):
+        hint = f"; for {y} epochs write fit(data, epochs={y})" if where == "fit" else ""
+        raise TypeError(f"{where}: the second argument is y (the targets), got {y!r}{hint}")
+    if not _is_array(data) or not _is_array(y):
+        raise TypeError(f"{where}(x, y): x and y must be arrays or tensors, got "
+                        f"{type(data).__name__} and {type(y).__name__}")
+    if len(data) != len(y):
+        raise ValueError(f"{where}(x, y): x has {len(data)} rows but y has {len(y)}")
+    if batch_size is None and not shuffle:
+        return [(data, y)]
+    from unigraph.data import batches
+
+    # Batches slices rows in NumPy: feed data from the host (a Tensor comes back as one).
+    x_rows = data.numpy() if isinstance(data, Tensor) else data
+    y_rows = y.numpy() if isinstance(y, Tensor) else y
+    return batches(x_rows, y_rows, batch_size or len(x_rows), shuffle=shuffle)
 
 
 def _progress_bar_class():
