@@ -21,6 +21,7 @@ import contextlib
 import contextvars
 import copy
 import functools
+import numbers
 
 import numpy as np
 
@@ -35,10 +36,24 @@ __all__ = ["Module", "collect_updates", "update_buffer"]
 _pending_updates: contextvars.ContextVar = contextvars.ContextVar(
     "unigraph_nn_pending_updates", default=None
 )
-# A list of (path, module, output) while `Module.summary` traces, else None.
+# A _SummaryRecorder while `Module.summary` traces, else None.
 _summary_rows: contextvars.ContextVar = contextvars.ContextVar(
     "unigraph_nn_summary_rows", default=None
 )
+
+
+class _SummaryRecorder:
+    """Every module call while `Module.summary` traces: [module, output] in the order the
+    calls start (execution order: a parent before the layers it calls)."""
+
+    def __init__(self):
+        self.rows: list = []
+
+    def call(self, module, forward, args, kwargs):
+        row = [module, None]
+        self.rows.append(row)
+        row[1] = forward(*args, **kwargs)
+        return row[1]
 
 
 @contextlib.contextmanager
@@ -376,11 +391,10 @@ class Module:
         if current_builder() is not None:
             # Traced: Python control flow in forward() becomes cond/while_loop (cached).
             forward = autograph.convert(forward).function
-        out = forward(*args, **kwargs)
-        rows = _summary_rows.get()
-        if rows is not None:
-            rows.append((self, out))
-        return out
+        recorder = _summary_rows.get()
+        if recorder is None:
+            return forward(*args, **kwargs)
+        return recorder.call(self, forward, args, kwargs)
 
     def extra_repr(self) -> str:
         return ""
@@ -395,31 +409,62 @@ class Module:
             return lines[0] + ")"
         return "\n".join(lines) + "\n)"
 
-    def summary(self, input_shape, dtype="float32", print_fn=print) -> str:
-        """A table of layers, output shapes and parameter counts, like Keras' summary.
+    def summary(self, *example_inputs, input_shape=None, dtype="float32",
+                print_fn=print) -> str:
+        """A table of the layers in execution order, with output shapes, the parameters
+        each one holds and their counts; the rows' counts add up to the total.
 
-        The model is traced with a symbolic input of `input_shape` (nothing is computed)
-        in evaluation mode. Returns the table and passes it to `print_fn` (None: don't).
+        The model is traced (nothing is computed) in evaluation mode on `example_inputs`
+        (arrays or tensors: only their shapes and dtypes matter), or on one zero input of
+        `input_shape` and `dtype`; a tuple of ints as the only argument is `input_shape`.
+        A parameter is counted in the first row that holds it: a parameter held directly
+        by the model gets a row for the model, a layer that is never called a row at the
+        end, and a layer called twice counts its weights once. Returns the table and passes
+        it to `print_fn` (None: don't).
 
-        >>> net.summary((1, 784))
+        >>> net.summary(np.zeros((1, 784), np.float32))
+        >>> net.summary((1, 784))                          # the same, from a shape
         """
         from unigraph.function import function
 
-        rows: list = []
+        inputs = _summary_inputs(example_inputs, input_shape, dtype)
+        recorder = _SummaryRecorder()
         was_training = self.training
         self.eval()
-        token = _summary_rows.set(rows)
+        token = _summary_rows.set(recorder)
         try:
-            function(lambda x: self(x), name="summary", autograph=False).trace(
-                np.zeros(tuple(input_shape), dtype=dtype)
-            )
+            function(lambda *xs: self(*xs), name="summary", autograph=False).trace(*inputs)
         finally:
             _summary_rows.reset(token)
             self.train(was_training)
-        table = _summary_table(self, rows)
+        table = _summary_table(self, recorder.rows)
         if print_fn is not None:
             print_fn(table)
         return table
+
+
+def _is_shape(value) -> bool:
+    return isinstance(value, tuple | list) and all(
+        isinstance(n, numbers.Integral) and not isinstance(n, bool) for n in value)
+
+
+def _summary_inputs(example_inputs, input_shape, dtype) -> tuple:
+    """The inputs to trace: the examples, or one zero array of `input_shape`."""
+    if input_shape is None and len(example_inputs) in (1, 2) and \
+            _is_shape(example_inputs[0]) and all(
+                isinstance(d, str) for d in example_inputs[1:]):
+        # summary((1, 784)) and summary((1, 784), "float64"): the shape form
+        input_shape, dtype = example_inputs[0], (example_inputs[1:] or [dtype])[0]
+        example_inputs = ()
+    if input_shape is not None:
+        if example_inputs:
+            raise TypeError("summary: pass example inputs or input_shape=..., not both")
+        return (np.zeros(tuple(input_shape), dtype=dtype),)
+    if not example_inputs:
+        raise TypeError("summary: pass the model's example inputs, e.g. "
+                        "net.summary(np.zeros((1, 784), np.float32)), or an input shape "
+                        "net.summary((1, 784))")
+    return example_inputs
 
 
 def _shape_text(out) -> str:
@@ -429,29 +474,52 @@ def _shape_text(out) -> str:
     return str(list(shape)) if shape is not None else type(out).__name__
 
 
+def _size(param) -> int:
+    return int(np.prod(param.shape))
+
+
 def _summary_table(model: Module, rows: list) -> str:
-    # Modules report after their children, so put each row back in call-entry order:
-    # a parent's row goes before the first row of its descendants.
-    order = {id(module): i for i, module in enumerate(model.modules())}
-    rows = sorted(rows, key=lambda row: order.get(id(row[0]), len(order)))
-    if model.children():  # like Keras, list the layers, not the model around them
-        rows = [row for row in rows if row[0] is not model]
-    body = []
-    for module, out in rows:
-        count = sum(int(np.prod(p.shape)) for p in module.parameters())  # with children's
-        name = module.path or "(model)"
-        body.append((f"{name} ({type(module).__name__})", _shape_text(out), f"{count:,}"))
-    header = ("Layer (type)", "Output shape", "Param #")
-    widths = [max(len(r[i]) for r in [header, *body]) for i in range(3)]
-    rule = "-" * (sum(widths) + 4)
+    named = dict(model.named_modules())
+    path_of = {id(module): name for name, module in named.items()}
+    counted: set = set()  # ids of parameters already in a row
+
+    def row_for(module, shape_text):
+        own, count = [], 0
+        for name, param in module._own_parameters():
+            text = f"{name} {list(param.shape)}" + ("" if param.trainable else " frozen")
+            if id(param) in counted:
+                own.append(f"{name} (counted above)")
+                continue
+            counted.add(id(param))
+            own.append(text)
+            count += _size(param)
+        if own and count == 0 and all(text.endswith("(counted above)") for text in own):
+            own = ["(counted above)"]  # a layer called again
+        path = path_of.get(id(module), module.path) or "(model)"
+        return (f"{path} ({type(module).__name__})", shape_text, ", ".join(own), f"{count:,}")
+
+    # Like Keras, list the layers rather than the model around them, unless the model holds
+    # parameters of its own or has no layers.
+    show_model = not model.children() or any(True for _ in model._own_parameters())
+    body = [row_for(module, _shape_text(out)) for module, out in rows
+            if show_model or module is not model]
+    called = {id(module) for module, _ in rows}
+    for module in named.values():  # layers never called still hold parameters
+        if id(module) not in called and any(True for _ in module._own_parameters()):
+            body.append(row_for(module, "(not called)"))
+
+    header = ("Layer (type)", "Output shape", "Parameters", "Param #")
+    widths = [max(len(r[i]) for r in [header, *body]) for i in range(4)]
+    rule = "-" * (sum(widths) + 6)
 
     def line(row):
-        return f"{row[0]:<{widths[0]}}  {row[1]:<{widths[1]}}  {row[2]:>{widths[2]}}"
+        return (f"{row[0]:<{widths[0]}}  {row[1]:<{widths[1]}}  {row[2]:<{widths[2]}}  "
+                f"{row[3]:>{widths[3]}}")
 
     params = model.parameters()
-    trainable = sum(int(np.prod(p.shape)) for p in params if p.trainable)
-    frozen = sum(int(np.prod(p.shape)) for p in params if not p.trainable)
-    buffers = sum(int(np.prod(b.shape)) for b in model.buffers())
+    trainable = sum(_size(p) for p in params if p.trainable)
+    frozen = sum(_size(p) for p in params if not p.trainable)
+    buffers = sum(_size(b) for b in model.buffers())
     lines = [f'Model: "{type(model).__name__}"', rule, line(header), rule.replace("-", "=")]
     lines += [line(row) for row in body]
     lines += [
