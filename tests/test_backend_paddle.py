@@ -706,3 +706,19 @@ def test_frontend_counter(mode):
     with ug.use_backend("paddle", mode=mode):
         a, b = counter(0, 10)
     assert (int(a.numpy()), int(b.numpy())) == (20, 20)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("mode", ["eager", "static"])
+def test_argmax_takes_the_first_nan_even_after_inf(mode, dtype):
+    """NumPy's rule: a NaN is the maximum, the first one wins, an earlier +inf does not
+    (Paddle's kernel skips NaN; reading NaN as +inf would pick the +inf)."""
+    import unigraph as ug
+
+    x = np.array([[np.inf, np.nan, 1.0], [1.0, 2.0, np.nan], [np.nan, np.nan, 5.0],
+                  [3.0, -np.inf, 3.0]], dtype=dtype)
+    fn = ug.function(lambda v: (ug.argmax(v, axis=1), ug.argmax(v, axis=0, keepdims=True)))
+    with ug.use_backend("paddle", mode=mode):
+        rows, columns = (np.asarray(t.numpy()) for t in fn(x))
+    np.testing.assert_array_equal(rows, [1, 2, 0, 0])  # by hand
+    np.testing.assert_array_equal(columns, [[2, 0, 1]])

@@ -79,11 +79,46 @@ def while_in_while(x):
     return ug.sum(_loop(2, lambda a: _loop(2, lambda b: b * 1.5, a), x))
 
 
+def loop_returns_captured(x):
+    """The body returns a value captured from outside the loop, as it is (paddle:static
+    segfaulted in the forward pass); the loop starts from the same value, runs no
+    iteration."""
+    _, y = ug.while_loop(lambda k, a: k < 0, lambda k, a: (k + 1, x), (ug.tensor(0), x))
+    return ug.sum(y)
+
+
+def loop_returns_captured_twice(x):
+    """As above, two iterations, from another start: only the captured path reaches y."""
+    return ug.sum(_loop(2, lambda a: x, x * 2.0))
+
+
+def loop_swaps(x):
+    """Each carried value is the other's next: no body op at all."""
+    _, a, b = ug.while_loop(lambda k, a, b: k < 3, lambda k, a, b: (k + 1, b, a),
+                            (ug.tensor(0), x * 2.0, x * 3.0))
+    return ug.sum(a * 10.0 + b)
+
+
+def loop_body_reads_nothing_back(x):
+    """No gradient op of the body reads a forward value (a transpose): paddle:static's
+    backward aborted the process."""
+    return ug.sum(_loop(3, ug.transpose, x * 1.0) * W)
+
+
+def empty_from_cond(x, z):
+    """A branch result of zero size (z is (0, 1, 3, 3)) beside a non-empty one."""
+    y, e = ug.cond(ug.sum(x) > 0,
+                   lambda: (x * 2.0, ug.broadcast_to(ug.sum(x), (0, 1, 3, 3))),
+                   lambda: (x * 3.0, z * 1.0))
+    return ug.sum(y) + ug.sum(e)
+
+
 # (loss, arguments, hand-computed (value, gradient of the first argument) or None)
 POS, NEG = np.array([0.5, 1.5]), np.array([-0.5, -1.5])
 SMALL = np.array([0.1, 0.2])
 W = np.array([[0.3, -0.2], [0.1, 0.4]])
 X2 = np.array([[0.5, -1.0], [1.5, 0.25]])
+EMPTY = np.zeros((0, 1, 3, 3))
 CASES = {
     "cond_in_while-taken": (cond_in_while, (POS,), (2 * 1.5**3, [1.5**3] * 2)),
     "cond_in_while-other": (cond_in_while, (NEG,), (-2 * 27.0, [27.0] * 2)),
@@ -97,6 +132,13 @@ CASES = {
     "while_in_cond-other": (while_in_cond, (NEG,), (-6.0, [3.0] * 2)),
     "cond_in_while_in_cond": (cond_in_while_in_cond, (SMALL,), None),
     "while_in_while": (while_in_while, (POS,), (2 * 1.5**4, [1.5**4] * 2)),
+    "loop_returns_captured": (loop_returns_captured, (POS,), (2.0, [1.0] * 2)),
+    "loop_returns_captured_twice": (loop_returns_captured_twice, (POS,), (2.0, [1.0] * 2)),
+    "loop_swaps": (loop_swaps, (POS,), (32 * 2.0, [32.0] * 2)),
+    "loop_body_reads_nothing_back": (loop_body_reads_nothing_back, (X2,),
+                                     (np.sum(X2.T * W), W.T)),
+    "empty_from_cond-taken": (empty_from_cond, (POS, EMPTY), (4.0, [2.0] * 2)),
+    "empty_from_cond-other": (empty_from_cond, (NEG, EMPTY), (-6.0, [3.0] * 2)),
 }
 
 
@@ -151,3 +193,23 @@ def test_nested_loops_forward(loss, target):
     """What paddle:static refuses to differentiate, it still runs forward."""
     expected = run_on("numpy:eager", ug.function(loss), POS)
     np.testing.assert_allclose(run_on(target, ug.function(loss), POS), expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("x", [POS, NEG], ids=["taken", "other"])
+def test_empty_cond_results_keep_shape_and_dtype(x, target):
+    """A zero-size `cond` result is (0, 1, 3, 3) float32, empty, on every target (Paddle's
+    `if` op returned it with no memory: None, then shape (0,)); run twice, as a static
+    target's second run takes another path."""
+
+    @ug.function
+    def fn(x, z):
+        return ug.cond(ug.sum(x) > 0,
+                       lambda: (ug.broadcast_to(ug.sum(x), (0, 1, 3, 3)), x * 2.0),
+                       lambda: (z * 3.0, x * 3.0))
+
+    args = (x.astype(np.float32), EMPTY.astype(np.float32))
+    for _ in range(2):
+        empty, y = run_on(target, fn, *args)
+        assert (empty.shape, empty.dtype) == ((0, 1, 3, 3), np.float32)
+        np.testing.assert_allclose(y, x * (2.0 if x is POS else 3.0), rtol=1e-6)

@@ -164,10 +164,15 @@ def cumsum(x, *, axis):
 
 
 def argmax(x, *, axis, keepdims):
-    if _is_float(x):
-        # NumPy counts a NaN as the maximum; Paddle's kernel skips it.
-        x = paddle.where(paddle.isnan(x), paddle.full([], float("inf"), x.dtype), x)
-    return paddle.argmax(x, axis=axis, keepdim=keepdims, dtype="int64")
+    out = paddle.argmax(x, axis=axis, keepdim=keepdims, dtype="int64")
+    if not _is_float(x):
+        return out
+    # The record counts a NaN as the maximum (NumPy's rule); Paddle's kernel skips it. Where
+    # there is a NaN the answer is the first NaN (reading NaN as +inf would lose to an
+    # earlier +inf).
+    nan = paddle.isnan(x)
+    first_nan = paddle.argmax(nan.astype("int32"), axis=axis, keepdim=keepdims, dtype="int64")
+    return paddle.where(paddle.any(nan, axis=axis, keepdim=keepdims), first_nan, out)
 
 
 # -- shape ------------------------------------------------------------------------------------

@@ -2,12 +2,13 @@
 
 Listing them imports nothing; each `pin` imports paddle (through the backend, which imports
 it safely), runs Paddle's own call and returns True while Paddle still behaves as written
-down here. The two process-level quirks (threads, import order) are pinned in a fresh
-process, as the behaviour is a crash.
+down here. A quirk whose behaviour is a crash (threads, import order, two `while_loop`
+builds) is pinned in a fresh process.
 """
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 
@@ -149,9 +150,96 @@ def _while_in_if_backward_fails() -> bool:
     return isinstance(result, Exception) and "shouldn't be null" in str(result)
 
 
+def _cond_passes_operand_zeroes_other_gradients() -> bool:
+    def build(paddle):
+        x = paddle.static.data("x", [2], "float64")
+        x.stop_gradient = False
+        _, twice = paddle.static.nn.cond(paddle.sum(x) > 0, lambda: [x, x * 2.0],
+                                         lambda: [x * 3.0, x * 4.0])
+        return paddle.static.gradients([paddle.sum(twice)], [x])
+
+    result = _run_static(build, {"x": np.array([0.5, 1.5])})
+    return not isinstance(result, Exception) and result[0].tolist() == [0.0, 0.0]  # not 2
+
+
+def _cond_empty_result_has_no_memory() -> bool:
+    def build(paddle):
+        x = paddle.static.data("x", [], "float32")
+        empty = paddle.static.nn.cond(x > 0, lambda: paddle.zeros([0, 3]) + x,
+                                      lambda: paddle.zeros([0, 3]) - x)
+        return [empty]
+
+    result = _run_static(build, {"x": np.array(1.0, np.float32)})
+    return not isinstance(result, Exception) and result[0] is None
+
+
+def _while_results_differentiable_only_from_starts() -> bool:
+    paddle = _paddle()
+    from unigraph_paddle.static import StaticMode
+
+    main = paddle.static.Program()  # held: its values die with it
+    with StaticMode(paddle), paddle.static.program_guard(main):
+        x = paddle.static.data("x", [2], "float64")
+        x.stop_gradient = False
+        # The body multiplies by the captured x; the start is a constant.
+        y = _loop(paddle, 2, lambda a: a * x, paddle.full([2], 1.0, "float64"))
+        (dx,) = paddle.static.gradients([paddle.sum(y)], [x])
+        return y.stop_gradient and dx is None
+
+
+def _matmul_grad_fails_on_batch_ranks() -> bool:
+    paddle = _paddle()
+    a, b = _leaf(paddle, np.ones((2, 1, 3, 4))), _leaf(paddle, np.ones((3, 4, 2)))
+    try:
+        paddle.grad([paddle.matmul(a, b).sum()], [a, b])
+    except ValueError as error:
+        return "dimension size should be equal" in str(error)
+    return False
+
+
+def _argmax_skips_nan() -> bool:
+    paddle = _paddle()
+    x = paddle.to_tensor([1.0, float("nan"), 2.0])
+    return int(paddle.argmax(x)) == 2  # NumPy: 1
+
+
 def _crashes(code: str) -> bool:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=300)
     return result.returncode != 0
+
+
+def _killed_by(signal_number: int, code: str) -> bool:
+    """True when `code`, run in a fresh Python, is killed by that signal (an exception or a
+    missing module is not the pinned crash)."""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=300)
+    return result.returncode == -signal_number
+
+
+_STATIC_LOOP = (
+    "import numpy as np, paddle\n"
+    "paddle.enable_static()\n"
+    "main = paddle.static.Program()\n"
+    "with paddle.static.program_guard(main, paddle.static.Program()):\n"
+    "    x = paddle.static.data('x', [2], 'float32')\n"
+    "    x.stop_gradient = False\n"
+    "    k = paddle.full([], 0, 'int64')\n"
+    "    y = paddle.static.nn.while_loop(lambda k, *a: k < 2, body, [k, x * 2.0, x])[1]\n"
+    "    fetch = [y] + paddle.static.gradients([paddle.sum(y)], [x])\n"
+    "exe = paddle.static.Executor(paddle.CPUPlace())\n"
+    "exe.run(main, feed={'x': np.ones(2, np.float32)}, fetch_list=fetch)\n"
+)
+
+
+def _while_yielding_a_pass_through_segfaults() -> bool:
+    # The body yields the third loop variable (which it passes through unchanged) as the
+    # second one's next value.
+    return _killed_by(signal.SIGSEGV, "body = lambda k, a, c: [k + 1, c, c]\n" + _STATIC_LOOP)
+
+
+def _while_backward_reading_nothing_aborts() -> bool:
+    # No gradient op of the body reads a forward value (an assign); the forward alone runs.
+    return _killed_by(signal.SIGABRT,
+                      "body = lambda k, a, c: [k + 1, paddle.assign(a), c]\n" + _STATIC_LOOP)
 
 
 def _dygraph_threads_crash() -> bool:
@@ -269,6 +357,67 @@ QUIRKS = [
                   "of captured values come out doubled)",
         workaround="refused at build time with the user's line; paddle:eager runs it",
         pin=_while_in_if_backward_fails,
+    ),
+    Quirk(
+        op="while_loop", framework="paddle", versions=VERSIONS,
+        behaviour="paddle:static: a while body that yields one loop variable as another's "
+                  "next value, while passing the first through unchanged (a captured value "
+                  "the body returns as it is), segfaults the process when the loop is built "
+                  "(PyWhileOp::OptimizeUpdate)",
+        workaround="a body result that is another slot's loop variable is copied "
+                   "(paddle.assign) before the yield",
+        pin=_while_yielding_a_pass_through_segfaults,
+    ),
+    Quirk(
+        op="while_loop", framework="paddle", versions=VERSIONS,
+        behaviour="paddle:static: when no gradient op of a while body reads a forward value "
+                  "(a body of assign, transpose or constants), paddle.static.gradients "
+                  "aborts the process ('Destroyed a op_result that is still in use by "
+                  "cf.has_elements')",
+        workaround="unigraph_paddle.backward.fixed_backward keeps the body's value stack "
+                   "while the backward loop's has_elements reads it (while_prune_check)",
+        pin=_while_backward_reading_nothing_aborts,
+    ),
+    Quirk(
+        op="while_loop", framework="paddle", versions=VERSIONS,
+        behaviour="paddle:static: a while op's results count as differentiable only if "
+                  "the loop variables it starts from do; a captured value that needs a "
+                  "gradient does not count, and the backward is pruned (gradient None)",
+        workaround="inside a grad function, when anything in the loop needs a gradient, "
+                   "every floating carried value starts from a differentiable copy",
+        pin=_while_results_differentiable_only_from_starts,
+    ),
+    Quirk(
+        op="cond", framework="paddle", versions=VERSIONS,
+        behaviour="paddle:static: when an `if` branch returns one of its operands "
+                  "unchanged, the gradient of the other results with respect to that "
+                  "operand is 0",
+        workaround="a branch result that is an operand is copied (paddle.assign)",
+        pin=_cond_passes_operand_zeroes_other_gradients,
+    ),
+    Quirk(
+        op="cond", framework="paddle", versions=VERSIONS,
+        behaviour="paddle:static: a zero-size result of an `if` op has no memory: fetched "
+                  "as None, read by a later run as shape (0,)",
+        workaround="a zero-size result of known shape is made outside the `if` as zeros "
+                   "(its value is its shape and dtype; its gradient is empty)",
+        pin=_cond_empty_result_has_no_memory,
+    ),
+    Quirk(
+        op="matmul", framework="paddle", versions=VERSIONS,
+        behaviour="matmul_grad fails when both operands have batch dims of different "
+                  "ranks ([2, 1, 3, 4] @ [3, 4, 2]: 'Input dimension size should be equal "
+                  "to 2')",
+        workaround="the operand of lower rank gets leading size-1 dims first",
+        pin=_matmul_grad_fails_on_batch_ranks,
+    ),
+    Quirk(
+        op="argmax", framework="paddle", versions=VERSIONS,
+        behaviour="paddle.argmax skips NaN ([1, nan, 2] -> 2; NumPy counts NaN as the "
+                  "maximum: 1)",
+        workaround="where any NaN lies along the axis, the index of the first NaN "
+                   "(argmax of isnan)",
+        pin=_argmax_skips_nan,
     ),
     Quirk(
         op="(every eager op)", framework="paddle", versions=VERSIONS,

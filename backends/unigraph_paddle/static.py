@@ -7,17 +7,22 @@ never run) for each graph param, one Paddle op per node from the shared lowering
 `paddle.static.gradients` for `grad` nodes, and the updates last (`unigraph_paddle.updates`).
 `unigraph_paddle.executable` runs the result.
 
-What Paddle 3.3.1 needs worked around (each has a test in tests/test_backend_paddle.py):
+What Paddle 3.3.1 needs worked around (each has a test in tests/test_backend_paddle.py or
+tests/test_fidelity_control_flow.py; each Paddle fault is a `unigraph_paddle.quirks` record):
 * `paddle.static.gradients` gives total derivatives; a `grad` node wants the partial one
   through its function: an operand that also reaches the function another way is copied
   first (`ProgramBuilder.only_path`).
 * a cond branch that returns an operand unchanged makes the backward of the other outputs
   with respect to it 0: such outputs are copied.
+* a zero-size result of an `if` op has no memory (fetched as None): made outside the `if`.
+* a loop body that yields one loop variable as another's next value, while passing the
+  first through, segfaults the build (`optimize_update`): such results are copied.
 * a while op's results count as differentiable only if the loop variables it starts from
   do (a captured value that needs a gradient does not count), else the backward is pruned:
   inside a `grad` function, floating carried values start from differentiable copies.
 * the backward of an `if` nested in a `while` body or another `if` branch reads the wrong
-  cotangent and yields zeros: `unigraph_paddle.backward.fixed_backward` corrects it.
+  cotangent and yields zeros, and the backward of a loop body whose gradient ops read no
+  forward value aborts the process: `unigraph_paddle.backward.fixed_backward` corrects both.
 * a while op takes over the buffers of the values it starts from (a later read fails with
   "Tensor holds no memory"): every loop starts from copies.
 * the backward of a while_loop nested in a cond branch or another while_loop fails at run
