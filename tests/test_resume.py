@@ -139,6 +139,22 @@ def test_training_resumes_on_another_target(resume_setup, target_a, target_b):
                   f"{STEPS} steps on {target_a}, then {STEPS} on {target_b}")
 
 
+def test_the_state_matters(resume_setup):
+    """Resuming with the weights alone (fresh optimizer state) misses the reference by far
+    more than the budget, so the test above would catch state that did not travel."""
+    _, expected, budget, saved = resume_setup
+    paths, _ = saved["numpy:static"]
+    model = Tiny()
+    adam, momentum = _optimizers(model)
+    model.load(paths[0])
+    run_on("numpy:static", _steps, _step_function(model, adam, momentum), *_data())
+    got = _state(model, adam, momentum)
+    for name in ("model/fc1.weight", "model/fc2.weight", "model/scale"):
+        error = np.max(np.abs(got[name] - expected[1][name]) / (np.abs(expected[1][name])
+                                                                + budget[1] / budget[0]))
+        assert error > 100 * budget[0], name
+
+
 @pytest.mark.parametrize("make", ["adam", "momentum"])
 def test_ten_steps_on_torch_static_then_ten_on_paddle_static(tmp_path, make):
     """The issue's case, through ug.Trainer: fit((x, y)) on torch:static, fit(x, y) on
