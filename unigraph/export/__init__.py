@@ -24,6 +24,15 @@ backend's `export` module for what its format cannot hold.
 
 Inference only: a function that updates parameters, takes a gradient or draws random
 numbers is refused (`ExportError`), naming the line; for a Module call `model.eval()`.
+Shapes are those of the example inputs (no dynamic dimension yet), and a Python `while`
+traced by autograph is exported without unigraph's iteration guard (the artifact loops
+until its condition is false, as the framework's own loop would).
+
+`unigraph.export.verify` proves an artifact right: `verify(fn, *inputs, path=..,
+format=..)` exports, reloads the artifact in a fresh process that imports only its
+framework (never unigraph), runs it and compares with the float64 reference;
+`check_artifact(path)` does the same for an artifact `unigraph export` wrote, against the
+script entry it came from (`unigraph check ARTIFACT`).
 """
 
 from __future__ import annotations
