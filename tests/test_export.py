@@ -187,6 +187,16 @@ def test_control_flow_is_native(tmp_path):
         any(n.op in ("While", "StatelessWhile") for n in graph.node)
 
 
+def test_ug_export_is_callable(tmp_path):
+    """`unigraph.export` is the package once anything imported it, and also the function."""
+    import unigraph.export
+
+    fn, inputs = PROGRAMS["cond.branch"]
+    path = tmp_path / "b.pt2"
+    assert unigraph.export(fn, *inputs, path=path, format="torch") == str(path)
+    assert path.is_file()
+
+
 def test_names_follow_the_signature(tmp_path):
     prepared = prepare(*PROGRAMS["shrink"])
     assert prepared.input_names == ["x", "limit"]

@@ -142,3 +142,7 @@ def _feed_values(program, names: list) -> list:
 def _is_in(value, values) -> bool:
     # Identity, not ==: `==` on a pir.Value builds an `equal` op.
     return any(value is v for v in values)
+
+
+# format -> writer(prepared, path) -> path, for `Backend.export` and `unigraph.export`.
+WRITERS = {"paddle": save_paddle}

@@ -132,3 +132,7 @@ def _replace(path: str) -> None:
         os.remove(path)
     parent = os.path.dirname(os.path.abspath(path))
     os.makedirs(parent, exist_ok=True)
+
+
+# format -> writer(prepared, path) -> path, for `Backend.export` and `unigraph.export`.
+WRITERS = {"savedmodel": save_savedmodel, "tflite": save_tflite}

@@ -109,3 +109,7 @@ def save_torch(prepared, path: str) -> str:
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     torch.export.save(program, path)
     return path
+
+
+# format -> writer(prepared, path) -> path, for `Backend.export` and `unigraph.export`.
+WRITERS = {"torch": save_torch}

@@ -39,6 +39,8 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
+import types
 from dataclasses import dataclass
 
 from unigraph.export.prepare import Exportable, ExportError, prepare
@@ -51,7 +53,7 @@ class Format:
     name: str
     backend: str  # whose framework writes it (loaded first, in the safe import order)
     module: str  # the writer's module, imported after the backend has loaded
-    writer: str  # the function: writer(prepared, path) -> path written
+    writer: str  # the function in `module`: writer(prepared, path) -> path written
     suffix: str  # what a default file name ends with ("" for a directory or prefix)
     description: str
 
@@ -140,5 +142,17 @@ def _export_onnx(fn_or_module, example_inputs: tuple, path: str) -> str:
     onnx_export(fn_or_module, *example_inputs, path=path)
     return path
 
+
+class _CallableModule(types.ModuleType):
+    """`ug.export(...)` is this package called: `import unigraph.export` (which anything
+    reaching `unigraph.export.prepare` does) binds the attribute `unigraph.export` to the
+    package, so the package itself must be the function too."""
+
+    def __call__(self, fn_or_module, *example_inputs, path: str, format: str,
+                 name: str | None = None):
+        return export(fn_or_module, *example_inputs, path=path, format=format, name=name)
+
+
+sys.modules[__name__].__class__ = _CallableModule
 
 __all__ = ["FORMATS", "ExportError", "Exportable", "Format", "export", "prepare", "write"]
