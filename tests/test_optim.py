@@ -107,12 +107,12 @@ def test_float32_eager_and_static_agree_with_the_formula(name):
 def test_adam_state_holds_moments_and_step_count():
     _, _, optimizer, start, grads = _run_optimizer(CASES["adam"][0], "static")
     state = optimizer.state_dict()
-    assert sorted(state) == ["0.m", "0.step", "0.v", "lr"]  # nothing for the frozen one
-    assert float(state["0.step"]) == STEPS
+    assert sorted(state) == ["lr", "w.m", "w.step", "w.v"]  # nothing for the frozen one
+    assert float(state["w.step"]) == STEPS
     m = np.zeros_like(start)
     for g in grads:
         m = 0.8 * m + 0.2 * g
-    np.testing.assert_allclose(state["0.m"], m, rtol=1e-12)
+    np.testing.assert_allclose(state["w.m"], m, rtol=1e-12)
 
 
 def test_state_dict_round_trip_and_reset():
@@ -123,11 +123,11 @@ def test_state_dict_round_trip_and_reset():
     optimizer.reset()
     np.testing.assert_array_equal(velocity.numpy(), np.zeros_like(start))
     optimizer.load_state_dict(saved)
-    np.testing.assert_array_equal(velocity.numpy(), saved["0.velocity"])
+    np.testing.assert_array_equal(velocity.numpy(), saved["w.velocity"])
     with pytest.raises(KeyError, match="unexpected keys 7.velocity"):
         optimizer.load_state_dict({"7.velocity": np.zeros(1)})
-    with pytest.raises(ValueError, match=r"'0.velocity' has shape \[3\]"):
-        optimizer.load_state_dict({"0.velocity": np.zeros(3)})
+    with pytest.raises(ValueError, match=r"'w.velocity' has shape \[3\]"):
+        optimizer.load_state_dict({"w.velocity": np.zeros(3)})
 
 
 def test_changing_lr_needs_no_recompilation():
@@ -272,6 +272,6 @@ def test_copy_for_carries_hyperparameters_and_state():
     assert isinstance(twin, ug.optim.Adam) and twin.hyperparameters() == \
         optimizer.hyperparameters()
     assert twin.state(twin_params[0], "m").dtype == "float64"
-    np.testing.assert_allclose(twin.state_dict()["0.m"], optimizer.state_dict()["0.m"],
+    np.testing.assert_allclose(twin.state_dict()["0.m"], optimizer.state_dict()["w.m"],
                                rtol=1e-7)
     assert float(twin.state_dict()["0.step"]) == STEPS
