@@ -89,6 +89,8 @@ _float_unary(
 def _shifted(x, axis):
     """x - max(x): exp of it never overflows. A row holding +inf (or only -inf) becomes NaN
     here (inf - inf), and so does the whole row of the result: the documented answer."""
+    if x.size == 0:  # np.max refuses an empty axis; an empty input has an empty result
+        return x.copy()
     with np.errstate(invalid="ignore"):
         return x - np.max(x, axis=axis, keepdims=True)
 
