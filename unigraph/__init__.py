@@ -143,6 +143,7 @@ _LAZY = {
     "quirks": ("unigraph.quirks", None),
     "view": ("unigraph.view", "view"),
     "onnx": ("unigraph.onnx", None),
+    "export": ("unigraph.export", None),  # a callable package: ug.export(fn, *inputs, ...)
     "loop_limit": ("unigraph.control_flow", "loop_limit"),
     "RetraceWarning": ("unigraph.function", "RetraceWarning"),
 }

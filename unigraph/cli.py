@@ -193,6 +193,9 @@ def main(argv=None) -> int:
         add_check_command = None
     if add_check_command is not None:
         add_check_command(commands)
+    from unigraph.cli_export import add_export_command
+
+    add_export_command(commands)
     args = parser.parse_args(argv)
     handlers = {"backends": _backends_command, "run": _run_command, "quirks": _quirks_command,
                 "view": _view_command}
