@@ -1135,3 +1135,12 @@ def _concrete_index(index):
             item = item._host()
         concrete.append(item)
     return tuple(concrete) if isinstance(index, tuple) else concrete[0]
+
+
+# The simple wrappers' docs: the op record's text and example, then the wrapper's own note.
+for _function in (logical_and, logical_or, where, cast, matmul, argmax, reshape, transpose,
+                  concat, stack, squeeze, expand_dims, broadcast_to, one_hot, softmax,
+                  log_softmax, conv2d, sparse_softmax_cross_entropy, max_pool2d, avg_pool2d,
+                  relu, sigmoid, tanh):
+    _function.__doc__ = _record_doc(_function.__name__, (_function.__doc__ or "").strip())
+del _function
