@@ -3,29 +3,11 @@
 import numpy as np
 
 from unigraph.ir import Graph, Node, Value
+from unigraph.testing.backend_contract import counter_graph  # noqa: F401  (shared)
 
 
 def value(shape=(), dtype="float64"):
     return Value(shape, dtype)
-
-
-def counter_graph() -> Graph:
-    """while a < b: a, b = a + 2, b + 1 (the DESIGN.md counter)."""
-    a, b = value((), "int64"), value((), "int64")
-    ca, cb, less = value((), "int64"), value((), "int64"), value((), "bool")
-    cond = Graph("cond", [ca, cb], [], [Node("less", [ca, cb], [less])], [less])
-    ba, bb, two, one = (value((), "int64") for _ in range(4))
-    na, nb = value((), "int64"), value((), "int64")
-    body = Graph("body", [ba, bb], [], [
-        Node("constant", [], [two], {"value": np.array(2)}),
-        Node("constant", [], [one], {"value": np.array(1)}),
-        Node("add", [ba, two], [na]),
-        Node("add", [bb, one], [nb]),
-    ], [na, nb])
-    out_a, out_b = value((), "int64"), value((), "int64")
-    loop = Node("while_loop", [a, b], [out_a, out_b], {"num_carried": 2},
-                {"cond": cond, "body": body})
-    return Graph("counter", [a, b], [], [loop], [out_a, out_b]).verify()
 
 
 def descent_graph() -> Graph:
