@@ -113,6 +113,14 @@ def empty_from_cond(x, z):
     return ug.sum(y) + ug.sum(e)
 
 
+def int_then_branch(x):
+    """The then-branch result has no gradient (a float -> int -> float cast), the else
+    branch's has (paddle:static took the `if` result's stop_gradient from the then-branch
+    alone: gradient 0)."""
+    return ug.sum(ug.cond(ug.sum(x) < 0, lambda: ug.cast(ug.cast(x * 4.0, "int32"), x.dtype),
+                          lambda: x * 3.0))
+
+
 # (loss, arguments, hand-computed (value, gradient of the first argument) or None)
 POS, NEG = np.array([0.5, 1.5]), np.array([-0.5, -1.5])
 SMALL = np.array([0.1, 0.2])
@@ -137,6 +145,8 @@ CASES = {
     "loop_swaps": (loop_swaps, (POS,), (32 * 2.0, [32.0] * 2)),
     "loop_body_reads_nothing_back": (loop_body_reads_nothing_back, (X2,),
                                      (np.sum(X2.T * W), W.T)),
+    "int_then_branch-else": (int_then_branch, (POS,), (6.0, [3.0] * 2)),
+    "int_then_branch-then": (int_then_branch, (NEG,), (-8.0, [0.0] * 2)),
     "empty_from_cond-taken": (empty_from_cond, (POS, EMPTY), (4.0, [2.0] * 2)),
     "empty_from_cond-other": (empty_from_cond, (NEG, EMPTY), (-6.0, [3.0] * 2)),
 }

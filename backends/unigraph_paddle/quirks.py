@@ -162,6 +162,18 @@ def _cond_passes_operand_zeroes_other_gradients() -> bool:
     return not isinstance(result, Exception) and result[0].tolist() == [0.0, 0.0]  # not 2
 
 
+def _cond_result_stop_gradient_from_then_branch() -> bool:
+    paddle = _paddle()
+    from unigraph_paddle.static import StaticMode
+
+    main = paddle.static.Program()  # held: its values die with it
+    with StaticMode(paddle), paddle.static.program_guard(main):
+        x = paddle.static.data("x", [], "float32")
+        x.stop_gradient = False
+        y = paddle.static.nn.cond(x < 0, lambda: paddle.full([], 1.0), lambda: x * 3.0)
+        return y.stop_gradient  # the else branch's x * 3.0 needs a gradient
+
+
 def _cond_empty_result_has_no_memory() -> bool:
     def build(paddle):
         x = paddle.static.data("x", [], "float32")
@@ -394,6 +406,15 @@ QUIRKS = [
                   "operand is 0",
         workaround="a branch result that is an operand is copied (paddle.assign)",
         pin=_cond_passes_operand_zeroes_other_gradients,
+    ),
+    Quirk(
+        op="cond", framework="paddle", versions=VERSIONS,
+        behaviour="paddle:static: an `if` result is differentiable only if the then-branch "
+                  "result is (a then-branch constant or int cast makes the else branch's "
+                  "gradient 0)",
+        workaround="the result is marked differentiable (stop_gradient = False) when either "
+                   "branch's result is",
+        pin=_cond_result_stop_gradient_from_then_branch,
     ),
     Quirk(
         op="cond", framework="paddle", versions=VERSIONS,

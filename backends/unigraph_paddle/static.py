@@ -15,6 +15,7 @@ tests/test_fidelity_control_flow.py; each Paddle fault is a `unigraph_paddle.qui
 * a cond branch that returns an operand unchanged makes the backward of the other outputs
   with respect to it 0: such outputs are copied.
 * a zero-size result of an `if` op has no memory (fetched as None): made outside the `if`.
+* an `if` result is differentiable only if its then-branch result is: set from both.
 * a loop body that yields one loop variable as another's next value, while passing the
   first through, segfaults the build (`optimize_update`): such results are copied.
 * a while op's results count as differentiable only if the loop variables it starts from
@@ -140,6 +141,7 @@ class ProgramBuilder:
         # its gradient is empty, so it is made outside the `if` as zeros.
         empty = {i for i, v in enumerate(node.outputs) if 0 in v.shape and None not in v.shape}
         kept = [i for i in range(len(node.outputs)) if i not in empty]
+        live = [False] * len(kept)  # whether either branch's result needs a gradient
 
         def branch(name):
             graph = node.subgraphs[name]
@@ -150,13 +152,22 @@ class ProgramBuilder:
                 # A branch that hands back one of its operands unchanged breaks Paddle's
                 # backward through `cond` (3.3.1: the other outputs' gradient with respect
                 # to that operand comes out 0), so such outputs are copied.
-                return [paddle.assign(o) if _is_in(o, operands) else o for o in outs]
+                outs = [paddle.assign(o) if _is_in(o, operands) else o for o in outs]
+                for j, o in enumerate(outs):
+                    live[j] = live[j] or not o.stop_gradient
+                return outs
 
             return build
 
         # No results left: nothing to compute (subgraphs are pure).
         results = (list(paddle.static.nn.cond(pred, branch("then"), branch("else")))
                    if kept else [])
+        # Paddle takes an `if` result's stop_gradient from the then-branch alone (3.3.1: a
+        # then-branch int cast makes the else-branch's gradient 0): differentiable if
+        # either branch's result is.
+        for result, needs_gradient in zip(results, live):
+            if needs_gradient:
+                result.stop_gradient = False
         made = iter(results)
         return [paddle.zeros(list(v.shape), v.dtype) if i in empty else next(made)
                 for i, v in enumerate(node.outputs)]
