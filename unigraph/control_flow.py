@@ -73,7 +73,7 @@ _REGION_OF = {"then": "cond", "else": "cond", "check": "cond", "cond": "while_lo
               "body": "while_loop"}
 
 
-def _trace_subgraph(parent, name, fn, args, capture_eager=False):
+def trace_subgraph(parent, name, fn, args, capture_eager=False):
     """Trace `fn(*args)` (args: TensorSpecs) into a closed subgraph; return (builder, result)."""
     builder = GraphBuilder(name, parent=parent, capture_eager=capture_eager)
     if builder.depth > MAX_NESTING:
@@ -180,7 +180,7 @@ def _check_untaken_branch(taken, other, operands, result):
     if key in _checked_branches:
         return
     specs = [TensorSpec(*_leaf_type(x)) for x in operands]
-    _, other_result = _trace_subgraph(None, "check", other, specs, capture_eager=True)
+    _, other_result = trace_subgraph(None, "check", other, specs, capture_eager=True)
     names = ("the branch taken", "the other branch")
     _check_same("cond", names, result, other_result)
     _checked_branches.add(key)
@@ -189,8 +189,8 @@ def _check_untaken_branch(taken, other, operands, result):
 def _traced_cond(builder, pred, true_fn, false_fn, operands):
     operands = [x if isinstance(x, Tensor) else tensor(x) for x in operands]
     specs = [TensorSpec(x.shape, x.dtype) for x in operands]
-    then_builder, then_result = _trace_subgraph(builder, "then", true_fn, specs)
-    else_builder, else_result = _trace_subgraph(builder, "else", false_fn, specs)
+    then_builder, then_result = trace_subgraph(builder, "then", true_fn, specs)
+    else_builder, else_result = trace_subgraph(builder, "else", false_fn, specs)
     _check_same("cond", ("true_fn", "false_fn"), then_result, else_result)
     return emit_cond(builder, pred, operands, (then_builder, then_result),
                      (else_builder, else_result))
@@ -392,13 +392,13 @@ def _traced_while(builder, cond_fn, body_fn, leaves, treedef, maximum, frame):
         return pred
 
     # The body first: whether a loop inside it can report decides the condition.
-    body_builder, (body_result, body_counter) = _trace_subgraph(
+    body_builder, (body_result, body_counter) = trace_subgraph(
         builder, "body", body, specs + counter_spec)
     if isinstance(body_result, list) and treedef[0] == "tuple":
         body_result = tuple(body_result)
     _check_same("while_loop", ("loop_vars", "the body"), rebuild(*specs_as_tensors(specs)),
                 body_result)
-    cond_builder, pred = _trace_subgraph(builder, "cond", loop_cond, specs + counter_spec)
+    cond_builder, pred = trace_subgraph(builder, "cond", loop_cond, specs + counter_spec)
     _finish(cond_builder, pred)
     _finish(body_builder, body_result, body_counter)
     captured = cond_builder.share_captures([body_builder])

@@ -116,7 +116,7 @@ class Compiled:
 
 @dataclass
 class Trace:
-    """What tracing a function produced (see `Function._trace_full`)."""
+    """What tracing a function produced (see `Function.trace_full`)."""
 
     graph: Graph
     params: list
@@ -323,6 +323,16 @@ class Function:
             args, kwargs = self._mark_static(args, kwargs)
         leaves, treedef = pytree.flatten((args, kwargs), is_array_leaf)
         return self._trace(treedef, leaves)[0]
+
+    def trace_full(self, *args, **kwargs) -> Trace:
+        """Everything tracing gives for these arguments: the graph, the Parameters bound to
+        `graph.params`, the output structure, the random inputs, the Python state the trace
+        read and the loop guard (for tools that run graphs themselves: the checker, the
+        exporters)."""
+        if self._static_positions or self._static_names:
+            args, kwargs = self._mark_static(args, kwargs)
+        leaves, treedef = pytree.flatten((args, kwargs), is_array_leaf)
+        return self._trace_full(treedef, leaves)
 
     def _trace(self, treedef, leaves):
         """(graph, Parameters bound to graph.params, output treedef, random inputs)."""

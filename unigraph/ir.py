@@ -143,7 +143,8 @@ def _verify(graph: Graph, where: str) -> None:
             )
 
 
-def _format_attr(value) -> str:
+def format_attr(value) -> str:
+    """An attribute as text for listings: small arrays in full, large ones as their type."""
     if isinstance(value, np.ndarray):
         if value.size <= 8:
             return np.array2string(value, separator=", ")
@@ -158,7 +159,7 @@ def _listing(graph: Graph, title: str, depth: int) -> list[str]:
     lines = [f"{pad}{title}({inputs})" + (f" params({params})" if params else "") + ":"]
     for node in graph.nodes:
         outs = ", ".join(f"%{v.id}: {type_string(v)}" for v in node.outputs)
-        attrs = ", ".join(f"{k}={_format_attr(v)}" for k, v in sorted(node.attrs.items()))
+        attrs = ", ".join(f"{k}={format_attr(v)}" for k, v in sorted(node.attrs.items()))
         args = ", ".join(f"%{v.id}" for v in node.inputs)
         line = f"{pad}  {outs} = {node.op}" + (f"[{attrs}]" if attrs else "") + f"({args})"
         lines.append(line + (f"  # {node.source}" if node.source else ""))

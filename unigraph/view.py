@@ -16,7 +16,7 @@ from __future__ import annotations
 import html
 import os
 
-from unigraph.ir import Graph, Node, _format_attr, type_string
+from unigraph.ir import Graph, Node, format_attr, type_string
 
 _STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 1.5em; color: #222; }
@@ -123,7 +123,7 @@ def _graph_body(graph: Graph, highlight: dict) -> list:
 def _node_line(node: Node, highlight: dict) -> str:
     outs = ", ".join(f"%{v.id}: {_e(type_string(v))}" for v in node.outputs)
     args = ", ".join(f"%{v.id}" for v in node.inputs)
-    attrs = ", ".join(f"{k}={_format_attr(v)}" for k, v in sorted(node.attrs.items()))
+    attrs = ", ".join(f"{k}={format_attr(v)}" for k, v in sorted(node.attrs.items()))
     attrs_html = f'<span class="attrs">[{_e(attrs)}]</span>' if attrs else ""
     classes, notes = ["node"], []
     for value in node.outputs:

@@ -19,7 +19,7 @@ import numpy as np
 from unigraph import api, pytree
 from unigraph.autograph.ranges import TensorRange, range, range_call  # noqa: A004, F401
 from unigraph.autograph.weak import is_weak, strong, weak
-from unigraph.control_flow import _trace_subgraph, emit_cond, while_loop
+from unigraph.control_flow import emit_cond, trace_subgraph, while_loop
 from unigraph.dtypes import python_scalar_dtype
 from unigraph.errors import ControlFlowError
 from unigraph.function import is_array_leaf
@@ -228,8 +228,8 @@ def _symbolic_cond(pred, true_run, false_run, names, what: str) -> list:
     """Trace both branches (each returns one value per name) into one `cond` node."""
     builder = current_builder()
     pred = _predicate(pred, what)
-    then_builder, then_values = _trace_subgraph(builder, "then", true_run, [])
-    else_builder, else_values = _trace_subgraph(builder, "else", false_run, [])
+    then_builder, then_values = trace_subgraph(builder, "then", true_run, [])
+    else_builder, else_values = trace_subgraph(builder, "else", false_run, [])
     results = list(then_values)
     kept, then_out, else_out = [], [], []
     for index, name in enumerate(names):
