@@ -4,7 +4,7 @@ result)` as results come in; none decides anything about checking.
 - `local` (the default): `jobs` worker processes on this machine, each a `Runner` driven by
   a thread here. A free runner takes the next task of the backend it already imported, else
   of a backend no other runner holds (each framework is imported by as few workers as can
-  be), else helps with the backend that has the most tasks left.
+  be), else helps with the backend that has the most tasks left, when they are many.
 - `ray`: each task is one Ray task; Ray schedules them over the cluster (or a local Ray
   started here), with `num_cpus` and `memory` per task and `max_retries` when the Ray worker
   process dies (a node lost, the memory monitor). Inside, the task goes to a `Runner` held
@@ -19,6 +19,9 @@ import os
 import threading
 
 EXECUTORS = ("local", "ray", "inline")
+# A runner joins another on a backend only with this many tasks left: a framework import
+# costs seconds (TensorFlow 5-30 s on a busy machine), a task usually well under one.
+HELP_AFTER = 16
 
 
 def run_inline(tasks: list, on_result, **_) -> None:
@@ -42,15 +45,21 @@ def run_local(tasks: list, on_result, jobs: int | None = None, timeout: float | 
 
     def take(me):
         """The next task for the runner of thread `me`: one of the backend it has imported,
-        else of a backend no other runner holds, else of the one with most tasks left."""
+        else of a backend no other runner holds, else of the one with most tasks left if
+        that is enough to pay for importing its framework again (else this runner stops:
+        the runners holding those backends finish them)."""
         with lock:
             if not pending:
                 return None
             backends = [task["target"].partition(":")[0] for task in pending]
             others = {b for name, b in bound.items() if name != me}
             choice = bound.get(me) if bound.get(me) in backends else next(
-                (b for b in backends if b not in others),
-                max(set(backends), key=backends.count))
+                (b for b in backends if b not in others), None)
+            if choice is None:
+                choice = max(set(backends), key=backends.count)
+                if backends.count(choice) < HELP_AFTER:
+                    bound.pop(me, None)
+                    return None
             bound[me] = choice
             return pending.pop(backends.index(choice))
 

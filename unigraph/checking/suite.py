@@ -133,6 +133,8 @@ def _matrix(values, kind, name: str) -> list:
         values = [values]
     try:
         parsed = [kind(str(v).strip()) for v in values]
+    except SuiteError:
+        raise
     except ValueError:
         raise SuiteError(f"{name}: expected a comma-separated list, got {values!r}") from None
     return list(dict.fromkeys(parsed)) or [None]
@@ -257,12 +259,12 @@ def plan(paths, targets="all", seeds=None, dtypes=None, grads=None, training_ste
                 continue
             if entry.training is not None and training_steps == 0:
                 continue  # --training 0: function entries only
-            models.append((path, entry_name))
+            models.append((path, entry_name, _own(entry)))
     tasks = []
     for target in chosen:  # grouped by target: a worker keeps its framework imported
-        for path, entry_name in models:
-            for seed in seed_list:
-                for dtype in dtype_list:
+        for path, entry_name, own in models:
+            for seed in (s if s is not None else own["seed"] for s in seed_list):
+                for dtype in (d if d is not None else own["dtype"] for d in dtype_list):
                     absolute = os.path.abspath(path)
                     shipped = (os.path.relpath(absolute, os.path.abspath(working_dir))
                                if working_dir else absolute)
@@ -270,6 +272,12 @@ def plan(paths, targets="all", seeds=None, dtypes=None, grads=None, training_ste
                                   "abspath": absolute, "path": shipped, "entry": entry_name,
                                   "target": str(target), "seed": seed, "dtype": dtype})
     return tasks, skipped
+
+
+def _own(entry) -> dict:
+    """The seed and dtype an entry asks for itself (else the defaults: 0, float32)."""
+    options = entry.training if entry.training is not None else entry.options
+    return {"seed": int(options.get("seed", 0)), "dtype": options.get("dtype", "float32")}
 
 
 def check_suite(paths, targets="all", seeds=None, dtypes=None, grads=None,

@@ -208,13 +208,13 @@ class Runner:
             pass  # it died already: reading says how
         line = self._read_line(timeout)
         seconds = time.perf_counter() - started
-        if line is not None:
+        if line:
             return json.loads(line)
-        if self.process.poll() is None:  # no answer in time: the worker is stuck
+        if line is None:  # no answer in time: the worker is stuck
             self.process.kill()
             self.process.wait()
             status, error = "timeout", f"no result after {timeout:g} s: the worker was killed"
-        else:
+        else:  # its stdout closed: it died (a core dump may still be being written)
             status = "crashed"
             error = f"the worker process {exit_text(self.process.wait())}"
         log = self._log_since(log_start)
@@ -223,7 +223,7 @@ class Runner:
                 "seconds": seconds}
 
     def _read_line(self, timeout: float | None) -> bytes | None:
-        """One line from the worker, or None when it dies or `timeout` passes first."""
+        """One line from the worker; b"" when it died first, None when `timeout` passed."""
         deadline = None if timeout is None else time.monotonic() + timeout
         stream = self.process.stdout
         with selectors.DefaultSelector() as selector:
@@ -236,7 +236,7 @@ class Runner:
                     continue
                 chunk = os.read(stream.fileno(), 1 << 16)
                 if not chunk:
-                    return None  # end of file: the worker is gone
+                    return b""  # end of file: the worker is gone
                 self._buffer += chunk
         line, _, self._buffer = self._buffer.partition(b"\n")
         return line
