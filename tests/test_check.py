@@ -442,17 +442,19 @@ def script(tmp_path):
 def test_cli_check_table_json_and_exit_status(registered, script, capsys):
     from unigraph.cli_check import main
 
-    assert main([script, "--targets", "numpy"]) == 0
+    assert main([script, "--targets", "numpy", "--executor", "inline", "-v"]) == 0
     out = capsys.readouterr().out
     assert "ug.check: layer" in out and "ug.check: net" in out
     assert "ug.check_training: training" in out and "OK: all 2 targets" in out
 
-    assert main([f"{script}:layer", "--targets", "numpy", "--format", "json"]) == 0
+    assert main([f"{script}:layer", "--targets", "numpy", "--format", "json",
+                 "--executor", "inline"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["ok"] is True and list(data["checks"]) == ["layer"]
+    assert data["ok"] is True and [m["entry"] for m in data["models"]] == ["layer"]
 
     registered(BADTANH)
-    assert main([f"{script}:layer", "--targets", "numpy:eager,badtanh:static"]) == 1
+    assert main([f"{script}:layer", "--targets", "numpy:eager,badtanh:static",
+                 "--executor", "inline"]) == 1
     out = capsys.readouterr().out
     assert "model.py:8" in out and "FAILED" in out
 
@@ -472,9 +474,9 @@ def test_cli_check_without_checks_is_a_usage_error(tmp_path, capsys):
 def test_cli_check_isolated(script, capsys):
     from unigraph.cli_check import main
 
-    assert main([f"{script}:net", "--targets", "numpy", "--isolate", "--no-grads"]) == 0
+    assert main([f"{script}:net", "--targets", "numpy", "--isolate", "--no-grads", "-v"]) == 0
     out = capsys.readouterr().out
-    assert "numpy:static" in out and "OK" in out
+    assert "numpy:static" in out and "OK" in out and "grad(" not in out
 
 
 def test_pytest_plugin_parametrizes_target(tmp_path):

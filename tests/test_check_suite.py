@@ -350,7 +350,7 @@ def test_ray_executor_gives_the_local_report(tmp_path):
 
     script = tmp_path / "layer.py"
     script.write_text(MODEL.replace('"broken": (broken, (X,))', '"sum": (ug.sum, (X,))'))
-    ray.init(_node_ip_address="127.0.0.1", include_dashboard=False, num_cpus=2,
+    ray.init(_node_ip_address="127.0.0.1", include_dashboard=False, num_cpus=1,
              log_to_driver=False)
     try:
         remote = ug.check_suite([EXAMPLES], seeds=[0, 1], training_steps=0, executor="ray")
@@ -363,7 +363,7 @@ def test_ray_executor_gives_the_local_report(tmp_path):
     finally:
         ray.shutdown()
     local = ug.check_suite([EXAMPLES], seeds=[0, 1], training_steps=0, executor="local",
-                           jobs=2)
+                           jobs=1)
     entries = 7  # cond 2, conv2d 1, counter_loop 2, mlp 1, softmax_regression 1
     assert local.counts["tasks"] == entries * len(TARGETS) * 2
     assert local.ok, local.table()
