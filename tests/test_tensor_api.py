@@ -171,6 +171,8 @@ INDEXING = {
     "ellipsis_array": (lambda x: x[..., [1]], lambda x: x[..., [1]]),
     "take_negative": (lambda x: ug.take(x, [-1, -2], axis=1), lambda x: x[:, [-1, -2]]),
     "tensor_index": (lambda x: x[ug.tensor([-3, 1])], lambda x: x[[-3, 1]]),
+    "numpy_mask": (lambda x: x[X > 0.5], lambda x: x[X > 0.5]),  # known while tracing
+    "row_mask": (lambda x: x[[True, False, True]], lambda x: x[[True, False, True]]),
 }
 
 
