@@ -237,13 +237,29 @@ def test_functional_update(target, name):
 
 
 @pytest.mark.parametrize("target", TARGETS)
-def test_update_refuses_a_traced_index(target):
-    fn = ug.function(lambda x, i: x.at[i].set(0.0))
+def test_update_at_a_traced_row(target):
+    """A loop counter writes row i of a buffer (a one_hot mask when traced), with gradients
+    to the buffer and the row; a traced array index is refused naming ug.where."""
+    def fill(x, v):
+        def body(i, buf):
+            return i + 1, buf.at[i].set(v * ug.cast(i, "float64")).at[-1].add(v)
+
+        return ug.while_loop(lambda i, buf: i < 2, body, (ug.tensor(np.int64(0)), x))[1]
+
+    v = np.array([1.0, 2.0, 3.0, 4.0])
+    want = X.copy()
+    want[0], want[1] = 0.0, v
+    want[-1] += 2 * v
+    _close(run_on(target, ug.function(fill), X, v), want, rtol=1e-12, atol=1e-12)
+    grads = run_on(target, ug.grad(lambda x, v: ug.sum(fill(x, v)), argnums=(0, 1)), X, v)
+    _close(grads[0], np.array([[0.0] * 4, [0.0] * 4, [1.0] * 4]))
+    _close(grads[1], np.full(4, 3.0))
+    rows = ug.function(lambda x, i: x.at[i].set(0.0))
     if not _static(target):
-        _close(run_on(target, fn, X32, np.int64(2)), _numpy_set(X, 2, 0.0))
+        _close(run_on(target, rows, X32, np.array([2, 0])), _numpy_set(X, [2, 0], 0.0))
         return
     with pytest.raises(TracingError, match=r"test_tensor_api\.py:\d+.*ug\.where"):
-        run_on(target, fn, X32, np.int64(2))
+        run_on(target, rows, X32, np.array([2, 0]))
 
 
 # -- tensor methods ---------------------------------------------------------------------------

@@ -1084,6 +1084,9 @@ def index_update(x, index, value, accumulate=False):
     keeps the last value and add sums them all, in order. Built from `take` (the values
     laid out over x) and `where`, so gradients reach x and value.
 
+    A traced int scalar as the whole index (a loop counter writing row i of a buffer) is
+    taken too: a `one_hot` row mask and a `where` (an index outside [-n, n) changes nothing).
+
     Example::
 
         >>> ug.zeros(4).at[[0, 2, 2]].add(1.0)
@@ -1092,6 +1095,8 @@ def index_update(x, index, value, accumulate=False):
     x = _tensor_or_array(x)
     shape = _known_shape(x, "x.at[...]")
     dtype = x.dtype if isinstance(x, Tensor) else x.dtype.name
+    if isinstance(index, Tensor) and index.is_symbolic and index.shape == ():
+        return _update_row(x, index, value, accumulate, dtype)
     slots = np.arange(int(np.prod(shape, dtype=np.int64))).reshape(shape)
     try:
         chosen = slots[_concrete_index(index)]  # the flat position in x of each update
@@ -1119,6 +1124,21 @@ def index_update(x, index, value, accumulate=False):
         placed = take(updates, np.maximum(source, 0).reshape(shape))
         out = where(hit, out + placed if accumulate else placed, out)
     return out
+
+
+def _update_row(x, row, value, accumulate, dtype):
+    """x.at[row].set/add(value) for a traced int scalar `row`: where over a one_hot mask."""
+    if not row.dtype.startswith("int"):
+        raise IndexError(f"x.at[i] at {user_source()}: i is {row.dtype}; index with an int")
+    size = x.shape[0] if x.shape else None
+    if size is None:
+        raise IndexError(f"x.at[i] at {user_source()} on a 0-d tensor: there is no row")
+    row = where(row < 0, row + size, row)
+    mask = reshape(one_hot(row, size, "bool"), (size,) + (1,) * (len(x.shape) - 1))
+    (value,) = _promote(value)
+    value = value if value.dtype == dtype else cast(value, dtype)
+    value = expand_dims(broadcast_to(value, x.shape[1:]), 0)  # one row, broadcast over rows
+    return where(mask, x + value if accumulate else value, x)
 
 
 def _concrete_index(index):
