@@ -401,3 +401,34 @@ def test_suite_matrix_runs_what_ug_check_runs_on_every_target(tmp_path, target):
         assert [c.figures.max_abs for c in got] == \
             [c.figures.max_abs for c in expected.targets[0].comparisons]
         assert [c.budget for c in got] == [c.budget for c in expected.targets[0].comparisons]
+
+
+TRAINING = '''
+import numpy as np
+import unigraph as ug
+
+ug.manual_seed(0)
+NET = ug.nn.Linear(3, 2)
+X = np.linspace(-1, 1, 12).reshape(4, 3)
+CHECKS = {
+    "forward": (NET, (X,)),
+    "training": {"model": NET, "loss_fn": lambda out, y: ug.mean(out * out),
+                 "optimizer": lambda m: ug.optim.SGD(m, lr=0.1),
+                 "batches": [(X, np.zeros(4))], "steps": 3},
+}
+'''
+
+
+def test_training_steps_option(tmp_path):
+    """`--training STEPS` sets the steps of training entries; 0 leaves them out."""
+    (tmp_path / "net.py").write_text(TRAINING)
+    path = str(tmp_path / "net.py")
+    report = ug.check_suite([path], targets="numpy", training_steps=2, executor="inline")
+    assert report.ok, report.table()
+    training = [t for t in report.tasks if t.entry == "training"]
+    assert len(training) == 2 and all(t.report.kind == "training" for t in training)
+    assert training[0].target_report.comparisons[0].name == "loss[0:2]"
+    default = ug.check_suite([f"{path}:training"], targets="numpy:eager", executor="inline")
+    assert default.tasks[0].target_report.comparisons[0].name == "loss[0:3]"
+    without = ug.check_suite([path], targets="numpy", training_steps=0, executor="inline")
+    assert {t.entry for t in without.tasks} == {"forward"}
