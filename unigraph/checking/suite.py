@@ -154,13 +154,17 @@ def _digest(data) -> str:
 
 
 def _package_digest(module_name: str) -> str:
-    """A digest of the .py sources of the top-level package holding `module_name`."""
+    """A digest of the .py sources of the top-level package holding `module_name` (of the
+    module's own file when it is a plain module, not a package)."""
     top = sys.modules.get(module_name.partition(".")[0])
-    folder = os.path.dirname(getattr(top, "__file__", "") or "")
-    if not folder:
+    path = getattr(top, "__file__", "") or ""
+    if not path:
         return ""
+    if not hasattr(top, "__path__"):
+        with open(path, "rb") as handle:
+            return _digest(handle.read())
     sources = hashlib.sha256()
-    for root, dirs, files in os.walk(folder):
+    for root, dirs, files in os.walk(os.path.dirname(path)):
         dirs.sort()
         for name in sorted(f for f in files if f.endswith(".py")):
             with open(os.path.join(root, name), "rb") as handle:
