@@ -55,6 +55,56 @@ def test_every_op_sample_runs_in_onnxruntime(op, sample, dtype):
             f"{op.name} in {dtype}")
 
 
+ROUTE_GRID = np.concatenate([np.linspace(-8.0, 8.0, 801), [0.0, 1e-300, 1e-9, 0.0099, 0.0101,
+                                                            1.0, -1.0, 1e10, -1e300, np.inf,
+                                                            -np.inf, np.nan]])
+UNIT_GRID = np.concatenate([np.linspace(-1.0, 1.0, 801), [1 - 1e-15, -1 + 1e-15, 1.5, np.nan]])
+
+
+@pytest.mark.parametrize("op, grid", [("erf", ROUTE_GRID), ("atan", ROUTE_GRID),
+                                      ("sinh", np.clip(ROUTE_GRID, -700, 700)),
+                                      ("cosh", np.clip(ROUTE_GRID, -700, 700)),
+                                      ("tan", np.linspace(-1.5, 1.5, 301)),
+                                      ("asin", UNIT_GRID), ("acos", UNIT_GRID)])
+def test_float64_routes_hold_across_the_range(op, grid):
+    """The float64 compositions ORT has no kernel for (erf's series and tail, atan's Newton
+    step, sinh near 0, asin/acos at +-1): within float64 tolerance of the reference over a
+    grid with 0, tiny, huge, inf and NaN, not only at the samples."""
+    fn = ug.function(lambda x: apply(op, [x], {}), name=op)
+    (got,) = run_model(ug.onnx.to_model(fn, grid), [grid])
+    with np.errstate(invalid="ignore"):
+        want = unigraph.ops.OPS[op].reference(grid)
+    compare(got, want, 1e-10, 1e-12, f"{op} in float64")
+
+
+@pytest.mark.parametrize("dtype", ["int32", "float32", "float64"])
+def test_division_and_products_round_as_numpy(dtype):
+    """mod and floor_divide take the divisor's sign in every quadrant; atan2 in every
+    quadrant and on the axes; an int32 product wraps as NumPy's (ORT's saturates)."""
+    rng = np.random.default_rng(5)
+    x = np.concatenate([rng.uniform(-10, 10, 400), [0, 3, -3, 7, -7, 6]]).astype(dtype)
+    y = np.concatenate([rng.uniform(1, 3, 400) * rng.choice([-1, 1], 400),
+                        [1, 2, -2, 2, -2, 3]]).astype(dtype)
+    if dtype == "int32":
+        ops = ["mod", "floor_divide"]
+        product = np.array([[2**20, 2**20, 3], [-7, 2**30, 5]], dtype)
+        fn = ug.function(lambda v: ug.prod(v, axis=1), name="prod")
+        (got,) = run_model(ug.onnx.to_model(fn, product), [product])
+        compare(got, np.prod(product, axis=1, dtype=np.int32), 0, 0, "int32 prod")
+    else:
+        ops = ["mod", "floor_divide", "atan2"]
+        x = np.append(x, [0, 1, -1, 0, 2.5]).astype(dtype)  # by zero, and on the axes
+        y = np.append(y, [0, 0, 0, -1, 0]).astype(dtype)
+    for op in ops:
+        record = unigraph.ops.OPS[op]
+        fn = ug.function(lambda a, b, name=op: apply(name, [a, b], {}), name=op)
+        (got,) = run_model(ug.onnx.to_model(fn, x, y), [x, y])
+        wide = [v.astype(np.float64) if dtype != "int32" else v for v in (x, y)]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            want = record.reference(*wide)
+        compare(got, want, *record.tolerance_for(dtype), f"{op} in {dtype}")
+
+
 # -- programs: control flow, modules, the examples ---------------------------------------------
 class Gate(ug.nn.Module):
     """Parameters used inside both branches of a cond."""
@@ -102,6 +152,17 @@ def loop_in_branch(x, n):
 
 
 @ug.function
+def math_mix(x, n):
+    """The math ops of issue 14 in one program: trigonometry, erf, division, scans."""
+    angle = ug.atan2(ug.sin(x), ug.cos(x) + 2.0) + ug.asin(ug.tanh(x)) + ug.acos(ug.tanh(x))
+    smooth = ug.erf(x) + ug.softplus(x) + ug.sinh(x) - ug.cosh(x) + ug.tan(x * 0.3)
+    steps = ug.floor(x) + ug.ceil(x) + ug.round(x * 3.0) + ug.mod(x, 0.7) + ug.floor_divide(x, 0.3)
+    mixed = ug.einsum("ij,kj->ik", angle + smooth, steps) + ug.full((2, 2), 0.5)
+    counts = ug.cumsum(ug.mod(n, 3) - ug.floor_divide(n, -2), axis=0)
+    return ug.cumsum(mixed, axis=1) * ug.prod(ug.atan(x), axis=(1,), keepdims=True), counts
+
+
+@ug.function
 def never_loops(x):
     """A loop whose condition is false on entry: Loop must return the initial values."""
     return ug.while_loop(lambda v: ug.sum(v) > 1e9, lambda v: (v + 1.0,), (x,))
@@ -120,6 +181,8 @@ def programs() -> dict:
         "loop_in_branch": (loop_in_branch, (x4, np.int64(3))),
         "loop_in_branch_else": (loop_in_branch, (x4, np.int64(0))),
         "never_loops": (never_loops, (x4,)),
+        "math_mix": (math_mix, (rng.standard_normal((2, 4)).astype(np.float32) * 2,
+                                np.array([-7, 5, 0, 8], np.int64))),
     }
     for script in sorted(EXAMPLES.glob("*.py")):
         if script.name.startswith("_") or script.name == "run_all.py":
@@ -171,7 +234,7 @@ def test_program_runs_in_onnxruntime_like_the_reference(exported, name):
 @pytest.mark.parametrize("target", TARGETS)
 def test_onnx_agrees_with_every_target(exported, target):
     """What ONNX Runtime computes from the export is what every target computes."""
-    for name in ("gate", "cnn", "shrink", "loop_in_branch", "counter_loop.counter"):
+    for name in ("gate", "cnn", "shrink", "loop_in_branch", "counter_loop.counter", "math_mix"):
         model, inputs = exported[name]
         fn, raw = PROGRAMS[name]
         got = run_on(target, fn, *raw)

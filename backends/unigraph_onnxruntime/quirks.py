@@ -42,6 +42,22 @@ def _no_float64_kernel(op_type: str, **attrs):
     return pin
 
 
+def _no_float64_unary_kernel() -> bool:
+    import numpy as np
+
+    from unigraph.onnx.emitters_math import NO_FLOAT64_KERNEL
+
+    ops = [op.capitalize() for op in NO_FLOAT64_KERNEL]
+    return all("NOT_IMPLEMENTED" in str(_run(op, [np.array([0.5])])) for op in ops)
+
+
+def _reduce_prod_saturates() -> bool:
+    import numpy as np
+
+    out = _run("ReduceProd", [np.array([[2**20, 2**20]], np.int32), np.array([1])])
+    return int(np.asarray(out).ravel()[0]) == np.iinfo(np.int32).max
+
+
 def _reduce_max_skips_nan() -> bool:
     import numpy as np
 
@@ -98,4 +114,14 @@ QUIRKS = (
     Quirk("less (less_equal, greater, greater_equal)", "onnxruntime", VERSIONS,
           "Less, LessOrEqual, Greater, GreaterOrEqual take no bool inputs (invalid model)",
           "bools are cast to int32 first", _less_refuses_bool),
+    Quirk("tan (asin, acos, atan, atan2, sinh, cosh, erf)", "onnxruntime", VERSIONS,
+          "Tan, Asin, Acos, Atan, Sinh, Cosh and Erf have no float64 kernel (NOT_IMPLEMENTED)",
+          "float64 is written with ops that have one: sin/cos, exp, a float32 Atan seed and a "
+          "float64 Newton step, erf's series and asymptotic tail (unigraph.onnx.emitters_math)",
+          _no_float64_unary_kernel),
+    Quirk("prod", "onnxruntime", VERSIONS,
+          "integer ReduceProd saturates: prod([2**20, 2**20]) in int32 is 2**31 - 1, where "
+          "NumPy wraps to 0",
+          "int32 is multiplied in int64 and cast back (wraps as NumPy); an int64 product past "
+          "the int64 range still saturates", _reduce_prod_saturates),
 )

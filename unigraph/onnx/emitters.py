@@ -15,12 +15,17 @@ op records' meaning, the emitter routes around it, and says so next to the entry
 * ReduceMax/ReduceMin, float64 MaxPool and ArgMax skip NaN, where the op records propagate
   it (a NaN is the maximum): an IsNaN test puts the NaN back;
 * float64 LogSoftmax of a row holding +inf is not NaN throughout: written as its formula;
-* Less/Greater and friends take no bools: bools are compared as int32.
+* Less/Greater and friends take no bools: bools are compared as int32;
+* the math ops (`unigraph.onnx.emitters_math`, spread into the table): float64 Tan, Asin,
+  Acos, Atan, Sinh, Cosh and Erf have no kernel, float Mod is fmod only, ReduceProd
+  saturates on integers.
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from unigraph.onnx.emitters_math import MATH_EMITTERS
 
 INT64_MAX = np.iinfo(np.int64).max
 # ONNX Runtime's CPU kernels for these ops exist only in these dtypes (checked: 1.32).
@@ -343,4 +348,5 @@ EMITTERS = {
     "max_pool2d": _max_pool2d,
     "avg_pool2d": _avg_pool2d,
     "sparse_softmax_cross_entropy": _sparse_softmax_cross_entropy,
+    **MATH_EMITTERS,
 }

@@ -1,0 +1,245 @@
+"""ONNX emitters for the math op records (rounding, floor division and modulo, trigonometry,
+erf, softplus), prod, cumsum, einsum and full; `unigraph.onnx.emitters.EMITTERS` spreads
+`MATH_EMITTERS` into its table.
+
+ONNX Runtime (1.32) has no float64 kernel for Tan, Asin, Acos, Atan, Sinh, Cosh and Erf, so
+float64 takes a composition of ops that have one (still ONNX ops, still float64 throughout):
+
+* tan = sin / cos; sinh and cosh from exp (a short series where exp(x) - exp(-x) cancels);
+* atan: float32 Atan as a seed, then one Newton step in float64 (|x| > 1 through
+  pi/2 - atan(1/x), where Newton converges fastest); asin and acos through atan;
+* erf: its series 2/sqrt(pi) exp(-x^2) sum 2^n x^(2n+1) / (2n+1)!! (every term positive: no
+  cancellation) below |x| = 4, 1 - the asymptotic erfc above.
+
+ONNX's Mod takes floats only as C's fmod (fmod=1), and ReduceProd saturates where NumPy's
+integer product wraps: see the entries.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+# ONNX Runtime's CPU kernels for these ops have no float64 (checked: 1.32).
+NO_FLOAT64_KERNEL = ("tan", "asin", "acos", "atan", "sinh", "cosh", "erf")
+ERF_SERIES_TERMS = 60  # the series' terms at |x| = 4 fall below 1e-17 of its sum by then
+ERF_SERIES_LIMIT = 4.0  # above: erfc(x) < 1.6e-8, so 4 asymptotic terms are exact to 1e-12
+
+
+def _dtype(node, index: int = 0) -> str:
+    return node.inputs[index].dtype
+
+
+def _c(w, value, dtype: str) -> str:
+    return w.const(np.array(value, dtype))
+
+
+def _unary(op_type: str, float64_route):
+    """One ONNX node, except in float64, where `float64_route(w, x)` writes the op."""
+
+    def emit(w, args, node):
+        if _dtype(node) == "float64":
+            return float64_route(w, args[0])
+        return w.node(op_type, args)
+
+    return emit
+
+
+def _bool(w, name: str, dtype: str) -> str:
+    return w.node("Cast", [name], to=w.onnx_dtype(dtype))
+
+
+# -- float64 compositions ------------------------------------------------------------------------
+def _tan64(w, x):
+    return w.node("Div", [w.node("Sin", [x]), w.node("Cos", [x])])
+
+
+def _sinh64(w, x):
+    # (exp(x) - exp(-x)) / 2 loses digits to cancellation near 0: there x + x^3/6 + x^5/120
+    # (the next term, x^7/5040, is below 1e-17 of x for |x| < 0.01).
+    half = _c(w, 0.5, "float64")
+    wide = w.node("Mul", [w.node("Sub", [w.node("Exp", [x]), w.node("Exp", [w.node("Neg", [x])])]),
+                          half])
+    square = w.node("Mul", [x, x])
+    inner = w.node("Add", [_c(w, 1 / 6, "float64"),
+                           w.node("Mul", [square, _c(w, 1 / 120, "float64")])])
+    series = w.node("Add", [x, w.node("Mul", [x, w.node("Mul", [square, inner])])])
+    small = w.node("Less", [w.node("Abs", [x]), _c(w, 0.01, "float64")])
+    return w.node("Where", [small, series, wide])
+
+
+def _cosh64(w, x):
+    both = w.node("Add", [w.node("Exp", [x]), w.node("Exp", [w.node("Neg", [x])])])
+    return w.node("Mul", [both, _c(w, 0.5, "float64")])
+
+
+def _atan_newton(w, t):
+    """atan(t) for |t| <= 1 in float64: float32 Atan, then one Newton step on tan(y) = t
+    (y -= cos(y) * (sin(y) - t cos(y))): the float32 error e becomes about e^2."""
+    seed = w.node("Cast", [w.node("Atan", [w.node("Cast", [t], to=w.onnx_dtype("float32"))])],
+                  to=w.onnx_dtype("float64"))
+    cos = w.node("Cos", [seed])
+    residual = w.node("Sub", [w.node("Sin", [seed]), w.node("Mul", [t, cos])])
+    return w.node("Sub", [seed, w.node("Mul", [cos, residual])])
+
+
+def _atan64(w, x):
+    outside = w.node("Greater", [w.node("Abs", [x]), _c(w, 1.0, "float64")])
+    inverse = w.node("Div", [_c(w, 1.0, "float64"), x])  # read only where |x| > 1
+    inner = _atan_newton(w, w.node("Where", [outside, inverse, x]))
+    quarter_turn = w.node("Mul", [w.node("Sign", [x]), _c(w, math.pi / 2, "float64")])
+    return w.node("Where", [outside, w.node("Sub", [quarter_turn, inner]), inner])
+
+
+def _atan_any(w, x: str, dtype: str) -> str:
+    return _atan64(w, x) if dtype == "float64" else w.node("Atan", [x])
+
+
+def _asin64(w, x):
+    # asin(x) = atan(x / sqrt((1 - x)(1 + x))): NaN outside [-1, 1], pi/2 at 1 (atan(inf)).
+    one = _c(w, 1.0, "float64")
+    root = w.node("Sqrt", [w.node("Mul", [w.node("Sub", [one, x]), w.node("Add", [one, x])])])
+    return _atan64(w, w.node("Div", [x, root]))
+
+
+def _acos64(w, x):
+    # acos(x) = 2 atan(sqrt((1 - x) / (1 + x))): no cancellation near 1, pi at -1.
+    one = _c(w, 1.0, "float64")
+    ratio = w.node("Div", [w.node("Sub", [one, x]), w.node("Add", [one, x])])
+    return w.node("Mul", [_c(w, 2.0, "float64"), _atan64(w, w.node("Sqrt", [ratio]))])
+
+
+def _erf64(w, x):
+    dtype = "float64"
+    limit = _c(w, ERF_SERIES_LIMIT, dtype)
+    near = w.node("Min", [w.node("Max", [x, w.node("Neg", [limit])]), limit])
+    twice_square = w.node("Mul", [_c(w, 2.0, dtype), w.node("Mul", [near, near])])
+    total = _c(w, 1.0, dtype)  # Horner: 1 + t/3 (1 + t/5 (1 + ...)), t = 2x^2
+    for n in range(ERF_SERIES_TERMS, 0, -1):
+        step = w.node("Mul", [twice_square, _c(w, 1.0 / (2 * n + 1), dtype)])
+        total = w.node("Add", [_c(w, 1.0, dtype), w.node("Mul", [total, step])])
+    gauss = w.node("Exp", [w.node("Neg", [w.node("Mul", [near, near])])])
+    series = w.node("Mul", [w.node("Mul", [near, gauss]),
+                            w.node("Mul", [total, _c(w, 2 / math.sqrt(math.pi), dtype)])])
+    # erfc(|x|) ~ exp(-x^2) / (|x| sqrt(pi)) (1 - 1/(2x^2) + 3/(4x^4) - 15/(8x^6))
+    size = w.node("Abs", [x])
+    inverse = w.node("Div", [_c(w, 1.0, dtype), w.node("Mul", [size, size])])
+    bracket = _c(w, -15 / 8, dtype)
+    for coefficient in (3 / 4, -1 / 2, 1.0):
+        bracket = w.node("Add", [_c(w, coefficient, dtype), w.node("Mul", [bracket, inverse])])
+    tail = w.node("Div", [w.node("Exp", [w.node("Neg", [w.node("Mul", [size, size])])]),
+                          w.node("Mul", [size, _c(w, math.sqrt(math.pi), dtype)])])
+    far = w.node("Mul", [w.node("Sign", [x]),
+                         w.node("Sub", [_c(w, 1.0, dtype), w.node("Mul", [tail, bracket])])])
+    inside = w.node("Less", [size, limit])  # NaN: not inside, and the far formula keeps it
+    return w.node("Where", [inside, series, far])
+
+
+# -- division ------------------------------------------------------------------------------------
+def _mod_parts(w, x: str, y: str, dtype: str):
+    """(floor-semantics remainder, bool 'the truncated remainder was moved')."""
+    truncated = w.node("Mod", [x, y], fmod=1)  # C's fmod: the sign of x
+    zero = _c(w, 0, dtype)
+    signs_differ = w.node("Xor", [w.node("Less", [truncated, zero]), w.node("Less", [y, zero])])
+    moved = w.node("And", [w.node("Not", [w.node("Equal", [truncated, zero])]), signs_differ])
+    return w.node("Where", [moved, w.node("Add", [truncated, y]), truncated]), truncated, moved
+
+
+def _mod(w, args, node):
+    if _dtype(node) in ("int32", "int64"):
+        return w.node("Mod", args, fmod=0)  # integer Mod takes the divisor's sign already
+    # ONNX refuses fmod=0 on floats (before opset 28): C's fmod, moved by y where the signs
+    # differ, as NumPy does.
+    return _mod_parts(w, *args, _dtype(node))[0]
+
+
+def _floor_divide(w, args, node):
+    x, y = args
+    dtype = _dtype(node)
+    _, truncated, moved = _mod_parts(w, x, y, dtype)
+    if dtype in ("int32", "int64"):  # Div truncates toward 0: one less where it moved
+        return w.node("Sub", [w.node("Div", args), _bool(w, moved, dtype)])
+    # NumPy's float rule: (x - fmod(x, y)) / y, one less where the remainder moved, then
+    # rounded to the nearest integer (the quotient is an integer up to rounding).
+    quotient = w.node("Div", [w.node("Sub", [x, truncated]), y])
+    quotient = w.node("Sub", [quotient, _bool(w, moved, dtype)])
+    floor = w.node("Floor", [quotient])
+    up = w.node("Greater", [w.node("Sub", [quotient, floor]), _c(w, 0.5, dtype)])
+    rounded = w.node("Add", [floor, _bool(w, up, dtype)])
+    # By zero: x / 0 (+-inf, NaN for 0 / 0), as NumPy; the route above gives NaN throughout.
+    by_zero = w.node("Equal", [y, _c(w, 0, dtype)])
+    return w.node("Where", [by_zero, w.node("Div", args), rounded])
+
+
+def _atan2(w, args, node):
+    # atan(y / x), moved by pi into the left half plane; x = 0: sign(y) pi/2 (0 at y = 0).
+    y, x = args
+    dtype = _dtype(node)
+    zero, pi = _c(w, 0, dtype), _c(w, math.pi, dtype)
+    base = _atan_any(w, w.node("Div", [y, x]), dtype)
+    upper = w.node("Not", [w.node("Less", [y, zero])])
+    turn = w.node("Where", [upper, pi, w.node("Neg", [pi])])
+    left = w.node("Add", [base, turn])
+    axis = w.node("Mul", [w.node("Sign", [y]), _c(w, math.pi / 2, dtype)])
+    result = w.node("Where", [w.node("Less", [x, zero]), left, base])
+    return w.node("Where", [w.node("Equal", [x, zero]), axis, result])
+
+
+# -- reductions, scans, contractions, creation -------------------------------------------------
+def _prod(w, args, node):
+    from unigraph.onnx.emitters import _reduce
+
+    axis, keepdims, dtype = node.attrs["axis"], node.attrs["keepdims"], _dtype(node)
+    if dtype != "int32":
+        return _reduce(w, "ReduceProd", args[0], axis, keepdims)
+    # ORT's integer ReduceProd saturates; NumPy's int32 product wraps. An int64 product
+    # cast to int32 wraps the same way (while the int64 product itself fits).
+    wide = w.node("Cast", args, to=w.onnx_dtype("int64"))
+    return w.node("Cast", [_reduce(w, "ReduceProd", wide, axis, keepdims)],
+                  to=w.onnx_dtype("int32"))
+
+
+def _cumsum(w, args, node):
+    return w.node("CumSum", [args[0], w.const(np.array(node.attrs["axis"], np.int64))])
+
+
+def _einsum(w, args, node):
+    return w.node("Einsum", args, equation=node.attrs["equation"])
+
+
+def _full(w, args, node):
+    from onnx import numpy_helper
+
+    attrs = node.attrs
+    shape = w.const(np.asarray(attrs["shape"], np.int64).reshape(-1))
+    fill = numpy_helper.from_array(np.full((1,), attrs["value"], attrs["dtype"]), w.fresh("c"))
+    return w.node("ConstantOfShape", [shape], value=fill)
+
+
+def _op(op_type: str):
+    return lambda w, args, node: w.node(op_type, args)
+
+
+MATH_EMITTERS = {
+    "floor": _op("Floor"),
+    "ceil": _op("Ceil"),
+    "round": _op("Round"),  # halves to even, as NumPy
+    "mod": _mod,
+    "floor_divide": _floor_divide,
+    "atan2": _atan2,
+    "sin": _op("Sin"),
+    "cos": _op("Cos"),
+    "tan": _unary("Tan", _tan64),
+    "asin": _unary("Asin", _asin64),
+    "acos": _unary("Acos", _acos64),
+    "atan": _unary("Atan", _atan64),
+    "sinh": _unary("Sinh", _sinh64),
+    "cosh": _unary("Cosh", _cosh64),
+    "erf": _unary("Erf", _erf64),
+    "softplus": _op("Softplus"),
+    "prod": _prod,
+    "cumsum": _cumsum,
+    "einsum": _einsum,
+    "full": _full,
+}
