@@ -1,0 +1,240 @@
+"""ug.onnx.load: ONNX models built here by ONNX's helper API (an MLP, a small CNN, a model
+with If and Loop) and models written by unigraph's own exporter, imported and run on all 9
+targets, against ONNX Runtime on the same file and against the float64 reference (the
+imported model's float64 copy on numpy:eager). Unsupported ops: one error naming them all."""
+
+import numpy as np
+import onnx
+import onnxruntime
+import pytest
+from conftest import TARGETS, run_on
+from onnx import TensorProto, helper, numpy_helper
+
+import unigraph as ug
+import unigraph.onnx
+from unigraph.onnx import OnnxImportError
+
+RNG = np.random.default_rng(7)
+FLOAT = TensorProto.FLOAT
+
+
+def weights(*shape):
+    return (RNG.standard_normal(shape) / np.sqrt(shape[-1])).astype(np.float32)
+
+
+def make_model(nodes, inputs, outputs, initializers, opset=17, name="model"):
+    graph = helper.make_graph(nodes, name, inputs, outputs,
+                              [numpy_helper.from_array(a, n) for n, a in initializers.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def mlp():
+    """MatMul + Add, Relu, Gemm (transB), Softmax: a classifier as exporters write it."""
+    nodes = [helper.make_node("MatMul", ["x", "fc1.weight"], ["h"], name="fc1"),
+             helper.make_node("Add", ["h", "fc1.bias"], ["h1"], name="fc1_bias"),
+             helper.make_node("Relu", ["h1"], ["r"], name="relu"),
+             helper.make_node("Gemm", ["r", "fc2.weight", "fc2.bias"], ["logits"], transB=1,
+                              alpha=0.5, name="fc2"),
+             helper.make_node("Softmax", ["logits"], ["probs"], axis=1, name="softmax")]
+    inits = {"fc1.weight": weights(6, 8), "fc1.bias": weights(8),
+             "fc2.weight": weights(3, 8), "fc2.bias": weights(3)}
+    return (make_model(nodes, [helper.make_tensor_value_info("x", FLOAT, ["batch", 6])],
+                       [helper.make_tensor_value_info("probs", FLOAT, ["batch", 3])], inits,
+                       name="mlp"),
+            [RNG.standard_normal((5, 6)).astype(np.float32)])
+
+
+def cnn():
+    """Conv (grouped, asymmetric pads), BatchNormalization, Relu, MaxPool, AveragePool
+    (padded, count_include_pad=0), Transpose, Concat, Identity, Constant, Shape folded into
+    Reshape, Flatten, Gemm, LogSoftmax."""
+    shape_const = numpy_helper.from_array(np.array([0, -1], np.int64), "shape_value")
+    nodes = [
+        helper.make_node("Conv", ["x", "conv1.weight", "conv1.bias"], ["c1"], name="conv1",
+                         pads=[1, 0, 2, 1], strides=[1, 1]),
+        helper.make_node("BatchNormalization", ["c1", "bn.scale", "bn.bias", "bn.mean",
+                                                "bn.var"], ["n1"], name="bn", epsilon=1e-3),
+        helper.make_node("Relu", ["n1"], ["r1"], name="relu1"),
+        helper.make_node("Conv", ["r1", "conv2.weight"], ["c2"], name="conv2", group=2,
+                         pads=[1, 1, 1, 1], dilations=[1, 1]),
+        helper.make_node("MaxPool", ["c2"], ["m"], name="maxpool", kernel_shape=[2, 2],
+                         strides=[2, 1]),
+        helper.make_node("AveragePool", ["c2"], ["a"], name="avgpool", kernel_shape=[3, 3],
+                         strides=[2, 2], pads=[1, 1, 1, 1]),
+        helper.make_node("Transpose", ["a"], ["at"], name="swap_hw", perm=[0, 1, 3, 2]),
+        helper.make_node("Concat", ["m", "at"], ["cat"], name="concat", axis=1),
+        helper.make_node("Identity", ["cat"], ["cat_id"], name="identity"),
+        helper.make_node("Constant", [], ["shape_c"], name="shape_const", value=shape_const),
+        helper.make_node("Reshape", ["cat_id", "shape_c"], ["flat"], name="reshape"),
+        helper.make_node("Shape", ["flat"], ["flat_shape"], name="shape"),
+        helper.make_node("Reshape", ["flat", "flat_shape"], ["flat2"], name="reshape_again"),
+        helper.make_node("Flatten", ["flat2"], ["flat3"], name="flatten", axis=1),
+        helper.make_node("Gemm", ["flat3", "fc.weight", "fc.bias"], ["logits"], name="fc",
+                         transB=1),
+        helper.make_node("LogSoftmax", ["logits"], ["out"], name="log_softmax", axis=1),
+    ]
+    inits = {"conv1.weight": weights(4, 2, 3, 3), "conv1.bias": weights(4),
+             "bn.scale": 1 + weights(4), "bn.bias": weights(4), "bn.mean": weights(4),
+             "bn.var": np.abs(weights(4)) + 0.5, "conv2.weight": weights(4, 2, 3, 3),
+             "fc.weight": weights(5, 8 * 3 * 4), "fc.bias": weights(5)}
+    return (make_model(nodes, [helper.make_tensor_value_info("x", FLOAT, [2, 2, 6, 6])],
+                       [helper.make_tensor_value_info("out", FLOAT, [2, 5])], inits, name="cnn"),
+            [RNG.standard_normal((2, 2, 6, 6)).astype(np.float32)])
+
+
+def control_flow():
+    """If on the input's sum (each branch reads outer values) and a Loop halving a vector
+    while its norm is above 1, with a trip-count limit."""
+    info = helper.make_tensor_value_info
+    then = helper.make_graph([helper.make_node("Tanh", ["x"], ["t"], name="then_tanh")],
+                             "then", [], [info("t", FLOAT, [4])])
+    other = helper.make_graph([helper.make_node("Mul", ["x", "two"], ["e"], name="else_mul")],
+                              "else", [], [info("e", FLOAT, [4])])
+    body = helper.make_graph(
+        [helper.make_node("Mul", ["v_in", "half"], ["v_out"], name="halve"),
+         helper.make_node("Mul", ["v_out", "v_out"], ["sq"], name="square"),
+         helper.make_node("ReduceSum", ["sq"], ["norm2"], name="norm", keepdims=0),
+         helper.make_node("Greater", ["norm2", "one"], ["keep"], name="above")],
+        "body", [info("i", TensorProto.INT64, []), info("c", TensorProto.BOOL, []),
+                 info("v_in", FLOAT, [4])],
+        [info("keep", TensorProto.BOOL, []), info("v_out", FLOAT, [4])])
+    nodes = [helper.make_node("ReduceSum", ["x"], ["total"], name="total", keepdims=0),
+             helper.make_node("Greater", ["total", "zero"], ["positive"], name="positive"),
+             helper.make_node("If", ["positive"], ["branch"], name="branch", then_branch=then,
+                              else_branch=other),
+             helper.make_node("Loop", ["limit", "start", "x"], ["shrunk"], name="shrink",
+                              body=body),
+             helper.make_node("Add", ["branch", "shrunk"], ["y"], name="sum")]
+    inits = {"two": np.float32(2.0).reshape(()), "half": np.float32(0.5).reshape(()),
+             "one": np.float32(1.0).reshape(()), "zero": np.float32(0.0).reshape(()),
+             "limit": np.array(20, np.int64), "start": np.array(True)}
+    model = make_model(nodes, [info("x", FLOAT, [4])], [info("y", FLOAT, [4])], inits,
+                       name="control")
+    x = (RNG.standard_normal(4) * 5).astype(np.float32)
+    return model, [x]
+
+
+class SmallCNN(ug.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = ug.nn.Conv2D(2, 4, 3, padding=1, act="relu")
+        self.pool = ug.nn.MaxPool2D(2, 2)
+        self.fc = ug.nn.Linear(4 * 3 * 3, 5)
+
+    def forward(self, x):
+        h = self.pool(self.conv(x))
+        return ug.log_softmax(self.fc(ug.reshape(h, (x.shape[0], -1))), axis=1)
+
+
+@ug.function
+def shrink(x, limit):
+    def body(steps, v):
+        v = ug.cond(ug.sum(v) > 0, lambda: v * 0.5 - limit * 0.01, lambda: v * 0.75)
+        return steps + 1, v
+
+    return ug.while_loop(lambda steps, v: ug.sum(ug.abs(v)) > limit, body,
+                         (ug.tensor(np.int64(0)), x))
+
+
+def exported_cnn():
+    ug.manual_seed(11)
+    images = RNG.standard_normal((2, 2, 6, 6)).astype(np.float32)
+    return ug.onnx.to_model(SmallCNN().eval(), images), [images]
+
+
+def exported_shrink():
+    args = [(RNG.standard_normal(3) * 8).astype(np.float32), np.float32(0.5)]
+    return ug.onnx.to_model(shrink, *args), args
+
+
+MODELS = {"mlp": mlp(), "cnn": cnn(), "control_flow": control_flow(),
+          "exported_cnn": exported_cnn(), "exported_shrink": exported_shrink()}
+
+
+def onnxruntime_outputs(model, inputs) -> list:
+    session = onnxruntime.InferenceSession(model.SerializeToString(),
+                                           providers=["CPUExecutionProvider"])
+    return session.run(None, {i.name: np.asarray(x) for i, x in
+                              zip(session.get_inputs(), inputs)})
+
+
+def as_list(out) -> list:
+    return out if isinstance(out, list) else [out]
+
+
+def reference(model, inputs) -> list:
+    """The float64 reference: the imported model's float64 copy on float64 inputs."""
+    wide = [x.astype(np.float64) if np.asarray(x).dtype.kind == "f" else x for x in inputs]
+    return as_list(run_on("numpy:eager", model.copy("float64"), *wide))
+
+
+def assert_close(got, want, what):
+    assert len(got) == len(want), what
+    for g, w in zip(got, want):
+        g, w = np.asarray(g), np.asarray(w)
+        assert g.shape == w.shape, f"{what}: shape {g.shape}, expected {w.shape}"
+        scale = max(1.0, float(np.max(np.abs(w)))) if w.size else 1.0
+        np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=1e-4,
+                                   atol=1e-5 * scale, err_msg=what)
+
+
+@pytest.fixture(scope="module")
+def imported():
+    return {name: ug.onnx.load(model) for name, (model, _) in MODELS.items()}
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_imported_models_agree_with_onnxruntime_and_the_reference(imported, target):
+    for name, (model, inputs) in MODELS.items():
+        got = as_list(run_on(target, imported[name], *inputs))
+        assert_close(got, onnxruntime_outputs(model, inputs), f"{name} on {target} vs ORT")
+        assert_close(got, reference(imported[name], inputs), f"{name} on {target} vs float64")
+
+
+def test_the_reference_takes_each_branch_and_loop_count():
+    """The control-flow model on inputs that take both branches and 0, some and the limit
+    of iterations, against ONNX Runtime."""
+    model, _ = MODELS["control_flow"]
+    loaded = ug.onnx.load(model)
+    for x in ([0.1, 0.2, -0.1, 0.3], [-3.0, -4.0, 1.0, 0.5], [1e8, 1e8, 1e8, 1e8]):
+        x = np.array(x, np.float32)
+        assert_close(as_list(run_on("numpy:static", loaded, x)),
+                     onnxruntime_outputs(model, [x]), f"control flow at {x}")
+
+
+def test_initializers_are_parameters_named_as_in_the_file(tmp_path):
+    model, _ = MODELS["mlp"]
+    path = tmp_path / "mlp.onnx"
+    onnx.save_model(model, str(path))
+    loaded = ug.onnx.load(path)
+    params = dict(loaded.named_parameters())
+    assert sorted(params) == ["fc1.bias", "fc1.weight", "fc2.bias", "fc2.weight"]
+    for tensor in model.graph.initializer:
+        assert isinstance(params[tensor.name], ug.Parameter)
+        np.testing.assert_array_equal(params[tensor.name].numpy(),
+                                      numpy_helper.to_array(tensor))
+
+
+def test_unsupported_ops_are_all_listed_in_one_error():
+    info = helper.make_tensor_value_info
+    inner = helper.make_graph([helper.make_node("Hardmax", ["x"], ["h"], name="inner_hardmax")],
+                              "then", [], [info("h", FLOAT, [3])])
+    other = helper.make_graph([helper.make_node("Neg", ["x"], ["n"], name="inner_neg")],
+                              "else", [], [info("n", FLOAT, [3])])
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="ok"),
+             helper.make_node("TopK", ["r", "k"], ["v", "i"], name="top"),
+             helper.make_node("Celu", ["r"], ["c"], name="celu"),
+             helper.make_node("If", ["flag"], ["y"], name="branch", then_branch=inner,
+                              else_branch=other)]
+    graph = helper.make_graph(nodes, "bad", [info("x", FLOAT, [3]),
+                                             info("flag", TensorProto.BOOL, [])],
+                              [info("y", FLOAT, [3])],
+                              [numpy_helper.from_array(np.array([1], np.int64), "k")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(OnnxImportError, match=r"3 node\(s\) .*\(Celu, Hardmax, TopK\): "
+                                              r"TopK \(top\), Celu \(celu\), "
+                                              r"Hardmax \(inner_hardmax\)"):
+        ug.onnx.load(model)

@@ -1,0 +1,484 @@
+"""The ONNX importers: one flat table, ONNX op type -> the function that writes that node
+with unigraph's ops (STYLE rule 2); `unigraph.onnx.load` walks a model through it.
+
+An importer is `run(ctx, args, attrs) -> value or list of values`: `args` are the node's
+inputs (unigraph Tensors, or NumPy arrays for what is known at import: Constant nodes,
+integer initializers, shapes of inputs whose shape is known; None for an omitted optional
+input), `attrs` the node's attributes as Python values (strings decoded), `ctx` the
+`unigraph.onnx.load.ImportContext` (`ctx.opset`, `ctx.static(value, what)` for an input
+that must be known at import, `ctx.run_graph(graph, bindings)` for If/Loop bodies).
+Every op becomes unigraph ops, so an imported model runs on every target, eager and static.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import unigraph as ug
+
+
+def _op(fn):
+    """An importer that is one unigraph function of the inputs."""
+    return lambda ctx, args, attrs: fn(*args)
+
+
+def _to_tensor(value):
+    return value if isinstance(value, ug.Tensor) else ug.constant(np.asarray(value))
+
+
+# -- elementwise -----------------------------------------------------------------------------
+def _div(ctx, args, attrs):
+    x, y = args
+    if np.dtype(_dtype(x)).kind in "iu":  # ONNX's integer Div truncates toward zero
+        floor = ug.floor_divide(x, y)
+        moved = ug.logical_and(ug.not_equal(ug.mod(x, y), 0),
+                               ug.not_equal(ug.less(x, 0), ug.less(y, 0)))
+        return floor + ug.cast(moved, _dtype(x))
+    return ug.div(x, y)
+
+
+def _dtype(value) -> str:
+    return str(value.dtype) if isinstance(value, ug.Tensor) else np.asarray(value).dtype.name
+
+
+def _variadic(fn):
+    def run(ctx, args, attrs):
+        out = args[0]
+        for arg in args[1:]:
+            out = fn(out, arg)
+        return out if len(args) > 1 else ug.add(out, 0)
+
+    return run
+
+
+def _mean(ctx, args, attrs):
+    return _variadic(ug.add)(ctx, args, attrs) / float(len(args))
+
+
+def _cast(ctx, args, attrs):
+    from onnx import helper
+
+    return ug.cast(args[0], np.dtype(helper.tensor_dtype_to_np_dtype(attrs["to"])).name)
+
+
+def _clip(ctx, args, attrs):
+    low = args[1] if len(args) > 1 else attrs.get("min")
+    high = args[2] if len(args) > 2 else attrs.get("max")
+    return ug.clip(args[0], low, high)
+
+
+def _leaky_relu(ctx, args, attrs):
+    return ug.leaky_relu(args[0], attrs.get("alpha", 0.01))
+
+
+def _is_nan(ctx, args, attrs):
+    return ug.not_equal(args[0], args[0])  # only NaN differs from itself
+
+
+def _xor(ctx, args, attrs):
+    return ug.not_equal(*args)
+
+
+def _mod(ctx, args, attrs):
+    x, y = args
+    if not attrs.get("fmod", 0):
+        return ug.mod(x, y)
+    # fmod: the sign of x; floor-semantics mod moved back by y where the signs differ.
+    floor = ug.mod(x, y)
+    moved = ug.logical_and(ug.not_equal(floor, 0), ug.not_equal(ug.less(x, 0), ug.less(y, 0)))
+    return ug.where(moved, floor - y, floor)
+
+
+# -- linear algebra ---------------------------------------------------------------------------
+def _matmul(ctx, args, attrs):
+    a, b = (_to_tensor(v) for v in args)
+    vector_a, vector_b = len(a.shape) == 1, len(b.shape) == 1
+    if vector_a:
+        a = ug.expand_dims(a, 0)
+    if vector_b:
+        b = ug.expand_dims(b, -1)
+    out = ug.matmul(a, b)
+    if vector_b:
+        out = ug.squeeze(out, -1)
+    if vector_a:
+        out = ug.squeeze(out, -2)
+    return out
+
+
+def _gemm(ctx, args, attrs):
+    a, b = args[0], args[1]
+    if attrs.get("transA", 0):
+        a = ug.transpose(a)
+    if attrs.get("transB", 0):
+        b = ug.transpose(b)
+    out = ug.matmul(a, b)
+    alpha, beta = attrs.get("alpha", 1.0), attrs.get("beta", 1.0)
+    if alpha != 1.0:
+        out = out * alpha
+    if len(args) > 2 and args[2] is not None:
+        out = out + (args[2] * beta if beta != 1.0 else args[2])
+    return out
+
+
+# -- convolution and pooling ------------------------------------------------------------------
+def _spatial(ctx, x, attrs, kernel, what: str):
+    """(x padded where ONNX's pads are asymmetric or auto, symmetric (ph, pw)) for a 2-D
+    window op; strides and dilations as pairs."""
+    if len(x.shape) != 4:
+        ctx.refuse(f"{what} over {len(x.shape) - 2} spatial dims (unigraph has 2-D only)")
+    strides = tuple(attrs.get("strides", (1, 1)))
+    dilations = tuple(attrs.get("dilations", (1, 1)))
+    auto = attrs.get("auto_pad", "NOTSET")
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        pads = []
+        for size, k, s, d in zip(x.shape[2:], kernel, strides, dilations):
+            if size is None:
+                ctx.refuse(f"{what} with auto_pad={auto} on an image size known only at run time")
+            total = max((-(-size // s) - 1) * s + (k - 1) * d + 1 - size, 0)
+            small, large = total // 2, total - total // 2
+            pads.append((small, large) if auto == "SAME_UPPER" else (large, small))
+        begin, end = [p[0] for p in pads], [p[1] for p in pads]
+    elif auto == "VALID":
+        begin, end = [0, 0], [0, 0]
+    else:
+        flat = list(attrs.get("pads", (0, 0, 0, 0)))
+        begin, end = flat[:2], flat[2:]
+    if begin == end:
+        return x, tuple(begin), strides, dilations
+    return (x, (begin, end)), None, strides, dilations
+
+
+def _pad_asymmetric(x, pads, value):
+    begin, end = pads
+    return ug.pad(x, [(0, 0), (0, 0), (begin[0], end[0]), (begin[1], end[1])], value=value)
+
+
+def _conv(ctx, args, attrs):
+    x, weight = args[0], args[1]
+    bias = args[2] if len(args) > 2 else None
+    kernel = tuple(attrs.get("kernel_shape", weight.shape[2:]))
+    x, padding, strides, dilations = _spatial(ctx, x, attrs, kernel, "Conv")
+    if padding is None:
+        x, padding = _pad_asymmetric(*x, 0.0), (0, 0)
+    return ug.conv2d(x, weight, bias, stride=strides, padding=padding, dilation=dilations,
+                     groups=attrs.get("group", 1))
+
+
+def _pool_checks(ctx, attrs, what):
+    if attrs.get("ceil_mode", 0):
+        ctx.refuse(f"{what} with ceil_mode=1")
+    if any(d != 1 for d in attrs.get("dilations", (1, 1))):
+        ctx.refuse(f"{what} with dilations")
+
+
+def _max_pool(ctx, args, attrs):
+    _pool_checks(ctx, attrs, "MaxPool")
+    kernel = tuple(attrs["kernel_shape"])
+    x, padding, strides, _ = _spatial(ctx, args[0], attrs, kernel, "MaxPool")
+    if padding is None:
+        x, padding = _pad_asymmetric(*x, -np.inf), (0, 0)
+    return ug.max_pool2d(x, kernel, stride=strides, padding=padding)
+
+
+def _average_pool(ctx, args, attrs):
+    _pool_checks(ctx, attrs, "AveragePool")
+    kernel = tuple(attrs["kernel_shape"])
+    x, padding, strides, _ = _spatial(ctx, args[0], attrs, kernel, "AveragePool")
+    if padding is None:
+        x, padding = _pad_asymmetric(*x, 0.0), (0, 0)
+        if not attrs.get("count_include_pad", 0):
+            ctx.refuse("AveragePool with asymmetric pads and count_include_pad=0")
+    total = ug.avg_pool2d(x, kernel, stride=strides, padding=padding)
+    if attrs.get("count_include_pad", 0) or not any(padding):
+        return total
+    # ONNX's default divides by the window's elements inside the image: the average of a
+    # ones image padded alike is that count / (kh * kw).
+    ones = ug.ones_like(ug.slice(x, (0, 0, 0, 0), (1, 1, x.shape[2], x.shape[3])))
+    return total / ug.avg_pool2d(ones, kernel, stride=strides, padding=padding)
+
+
+def _global_average_pool(ctx, args, attrs):
+    return ug.mean(args[0], axis=tuple(range(2, len(args[0].shape))), keepdims=True)
+
+
+def _global_max_pool(ctx, args, attrs):
+    return ug.max(args[0], axis=tuple(range(2, len(args[0].shape))), keepdims=True)
+
+
+def _batch_norm(ctx, args, attrs):
+    x, scale, bias, mean, var = args[:5]
+    shape = (-1,) + (1,) * (len(x.shape) - 2)
+    inverse = ug.reshape(scale, shape) / ug.sqrt(ug.reshape(var, shape)
+                                                  + attrs.get("epsilon", 1e-5))
+    return (x - ug.reshape(mean, shape)) * inverse + ug.reshape(bias, shape)
+
+
+# -- softmax ----------------------------------------------------------------------------------
+def _softmax_like(fn):
+    def run(ctx, args, attrs):
+        x = args[0]
+        rank = len(x.shape)
+        axis = attrs.get("axis", -1 if ctx.opset >= 13 else 1) % rank
+        if ctx.opset >= 13 or axis == rank - 1:
+            return fn(x, axis=axis)
+        # Before opset 13: over the flattened dims from `axis` on.
+        flat = ug.reshape(x, (-1, int(np.prod(x.shape[axis:]))))
+        return ug.reshape(fn(flat, axis=1), tuple(-1 if d is None else d for d in x.shape))
+
+    return run
+
+
+# -- shape ------------------------------------------------------------------------------------
+def _shape(ctx, args, attrs):
+    shape = args[0].shape if isinstance(args[0], ug.Tensor) else np.shape(args[0])
+    begin, end = attrs.get("start", 0), attrs.get("end", None)
+    dims = list(shape)[begin:end]
+    if None in dims:
+        ctx.refuse("Shape of a dim known only at run time")
+    return np.asarray(dims, np.int64)
+
+
+def _flatten(ctx, args, attrs):
+    x = args[0]
+    axis = attrs.get("axis", 1) % max(len(x.shape), 1) if x.shape else 0
+    rest = int(np.prod(x.shape[axis:], dtype=np.int64))
+    return ug.reshape(x, (-1, rest))
+
+
+def _reshape(ctx, args, attrs):
+    x, shape = args[0], ctx.static(args[1], "the shape of Reshape")
+    dims = [int(d) for d in shape]
+    if not attrs.get("allowzero", 0):
+        dims = [x.shape[i] if d == 0 else d for i, d in enumerate(dims)]
+    return ug.reshape(x, tuple(-1 if d is None else d for d in dims))
+
+
+def _transpose(ctx, args, attrs):
+    return ug.transpose(args[0], tuple(attrs["perm"]) if "perm" in attrs else None)
+
+
+def _concat(ctx, args, attrs):
+    return ug.concat([_to_tensor(a) for a in args], axis=attrs["axis"])
+
+
+def _axes(ctx, args, attrs, what):
+    if len(args) > 1 and args[1] is not None:
+        return tuple(int(a) for a in ctx.static(args[1], f"the axes of {what}"))
+    return tuple(attrs["axes"]) if "axes" in attrs else None
+
+
+def _squeeze(ctx, args, attrs):
+    axes = _axes(ctx, args, attrs, "Squeeze")
+    return ug.squeeze(args[0], axes)
+
+
+def _unsqueeze(ctx, args, attrs):
+    out = args[0]
+    rank = len(out.shape) + len(_axes(ctx, args, attrs, "Unsqueeze"))
+    for axis in sorted(a % rank for a in _axes(ctx, args, attrs, "Unsqueeze")):
+        out = ug.expand_dims(out, axis)
+    return out
+
+
+def _expand(ctx, args, attrs):
+    x, shape = _to_tensor(args[0]), ctx.static(args[1], "the shape of Expand")
+    rank = max(len(x.shape), len(shape))
+    dims = [1] * (rank - len(x.shape)) + list(x.shape)
+    wanted = [1] * (rank - len(shape)) + [int(d) for d in shape]
+    return ug.broadcast_to(x, tuple(d if w == 1 else w for d, w in zip(dims, wanted)))
+
+
+def _slice(ctx, args, attrs):
+    x = args[0]
+    starts = ctx.static(args[1], "the starts of Slice")
+    ends = ctx.static(args[2], "the ends of Slice")
+    rank = len(x.shape)
+    axes = ctx.static(args[3], "the axes of Slice") if len(args) > 3 and args[3] is not None \
+        else np.arange(len(starts))
+    steps = ctx.static(args[4], "the steps of Slice") if len(args) > 4 and args[4] is not None \
+        else np.ones(len(starts), np.int64)
+    begin, end, stride = [0] * rank, list(x.shape), [1] * rank
+    for start, stop, axis, step in zip(starts, ends, axes, steps):
+        if step < 0:
+            ctx.refuse("Slice with a negative step")
+        axis = int(axis) % rank
+        size = x.shape[axis]
+        begin[axis], end[axis], stride[axis] = slice(int(start), int(stop)).indices(size)[0], \
+            slice(int(start), int(stop)).indices(size)[1], int(step)
+    return ug.slice(x, tuple(begin), tuple(end), tuple(stride))
+
+
+def _constant_of_shape(ctx, args, attrs):
+    from onnx import numpy_helper
+
+    value = numpy_helper.to_array(attrs["value"]) if "value" in attrs else np.zeros(1, np.float32)
+    shape = tuple(int(d) for d in ctx.static(args[0], "the shape of ConstantOfShape"))
+    return ug.full(shape, value.reshape(-1)[0].item(), dtype=value.dtype.name)
+
+
+def _cumsum(ctx, args, attrs):
+    if attrs.get("exclusive", 0) or attrs.get("reverse", 0):
+        ctx.refuse("CumSum with exclusive or reverse")
+    return ug.cumsum(args[0], axis=int(ctx.static(args[1], "the axis of CumSum")))
+
+
+def _einsum(ctx, args, attrs):
+    return ug.einsum(attrs["equation"].replace(" ", ""), *args)
+
+
+def _gather(ctx, args, attrs):
+    return ug.take(args[0], args[1], axis=attrs.get("axis", 0))
+
+
+def _reduce(fn):
+    def run(ctx, args, attrs):
+        axes = _axes(ctx, args, attrs, "a reduction")
+        if axes is None or len(axes) == 0:
+            if attrs.get("noop_with_empty_axes", 0):
+                return ug.add(args[0], 0)
+            axes = None
+        return fn(args[0], axis=axes, keepdims=bool(attrs.get("keepdims", 1)))
+
+    return run
+
+
+def _argmax(ctx, args, attrs):
+    return ug.argmax(args[0], axis=attrs.get("axis", 0), keepdims=bool(attrs.get("keepdims", 1)))
+
+
+def _constant(ctx, args, attrs):
+    for key in ("value", "value_float", "value_floats", "value_int", "value_ints"):
+        if key in attrs:
+            value = attrs[key]
+            if key == "value":
+                from onnx import numpy_helper
+
+                return numpy_helper.to_array(value)
+            dtype = np.float32 if "float" in key else np.int64
+            return np.asarray(value, dtype)
+    ctx.refuse("Constant without a value/value_float(s)/value_int(s) attribute")
+
+
+def _identity(ctx, args, attrs):
+    return args[0]
+
+
+def _dropout(ctx, args, attrs):  # inference: the input as it is (the mask is not written)
+    return args[0]
+
+
+# -- control flow -----------------------------------------------------------------------------
+def _scalar_bool(value):
+    return ug.reshape(_to_tensor(value), ()) if len(value.shape) else _to_tensor(value)
+
+
+def _if(ctx, args, attrs):
+    then, other = attrs["then_branch"], attrs["else_branch"]
+    if isinstance(args[0], np.ndarray):  # known at import: the branch taken, inlined
+        return ctx.run_graph(then if bool(args[0].reshape(-1)[0]) else other, {})
+    outs = ug.cond(_scalar_bool(args[0]), lambda: tuple(ctx.run_graph(then, {})),
+                   lambda: tuple(ctx.run_graph(other, {})))
+    return list(outs)
+
+
+def _loop(ctx, args, attrs):
+    body = attrs["body"]
+    limit, keep, carried = args[0], args[1], [_to_tensor(v) for v in args[2:]]
+    if len(body.output) != len(carried) + 1:
+        ctx.refuse("Loop with scan outputs")
+    names = [i.name for i in body.input]
+    start = (ug.tensor(np.int64(0)),
+             ug.tensor(np.True_) if keep is None else _scalar_bool(keep), *carried)
+
+    def cond_fn(i, go, *state):
+        return go if limit is None else ug.logical_and(go, i < _scalar_bool(limit))
+
+    def body_fn(i, go, *state):
+        outs = ctx.run_graph(body, dict(zip(names, (i, go, *state))))
+        return (i + 1, _scalar_bool(outs[0]), *(_to_tensor(v) for v in outs[1:]))
+
+    return list(ug.while_loop(cond_fn, body_fn, start)[2:])
+
+
+IMPORTERS = {
+    "Add": _op(ug.add),
+    "Sub": _op(ug.sub),
+    "Mul": _op(ug.mul),
+    "Div": _div,
+    "Pow": _op(ug.pow),
+    "Neg": _op(ug.neg),
+    "Abs": _op(ug.abs),
+    "Exp": _op(ug.exp),
+    "Log": _op(ug.log),
+    "Sqrt": _op(ug.sqrt),
+    "Erf": _op(ug.erf),
+    "Equal": _op(ug.equal),
+    "Less": _op(ug.less),
+    "Greater": _op(ug.greater),
+    "Not": _op(ug.logical_not),
+    "And": _op(ug.logical_and),
+    "Or": _op(ug.logical_or),
+    "Where": _op(ug.where),
+    "LessOrEqual": _op(ug.less_equal),
+    "GreaterOrEqual": _op(ug.greater_equal),
+    "Xor": _xor,
+    "IsNaN": _is_nan,
+    "Mod": _mod,
+    "Sign": _op(ug.sign),
+    "Floor": _op(ug.floor),
+    "Ceil": _op(ug.ceil),
+    "Round": _op(ug.round),
+    "Sin": _op(ug.sin),
+    "Cos": _op(ug.cos),
+    "Tan": _op(ug.tan),
+    "Asin": _op(ug.asin),
+    "Acos": _op(ug.acos),
+    "Atan": _op(ug.atan),
+    "Sinh": _op(ug.sinh),
+    "Cosh": _op(ug.cosh),
+    "Max": _variadic(ug.maximum),
+    "Min": _variadic(ug.minimum),
+    "Sum": _variadic(ug.add),
+    "Mean": _mean,
+    "Cast": _cast,
+    "Clip": _clip,
+    "Relu": _op(ug.relu),
+    "LeakyRelu": _leaky_relu,
+    "Sigmoid": _op(ug.sigmoid),
+    "Tanh": _op(ug.tanh),
+    "Softplus": _op(ug.softplus),
+    "Softmax": _softmax_like(ug.softmax),
+    "LogSoftmax": _softmax_like(ug.log_softmax),
+    "MatMul": _matmul,
+    "Gemm": _gemm,
+    "Conv": _conv,
+    "MaxPool": _max_pool,
+    "AveragePool": _average_pool,
+    "GlobalAveragePool": _global_average_pool,
+    "GlobalMaxPool": _global_max_pool,
+    "BatchNormalization": _batch_norm,
+    "Dropout": _dropout,
+    "Shape": _shape,
+    "Flatten": _flatten,
+    "Reshape": _reshape,
+    "Transpose": _transpose,
+    "Concat": _concat,
+    "Squeeze": _squeeze,
+    "Unsqueeze": _unsqueeze,
+    "Gather": _gather,
+    "Expand": _expand,
+    "Slice": _slice,
+    "ConstantOfShape": _constant_of_shape,
+    "CumSum": _cumsum,
+    "Einsum": _einsum,
+    "ReduceProd": _reduce(ug.prod),
+    "ReduceSum": _reduce(ug.sum),
+    "ReduceMean": _reduce(ug.mean),
+    "ReduceMax": _reduce(ug.max),
+    "ReduceMin": _reduce(ug.min),
+    "ArgMax": _argmax,
+    "Identity": _identity,
+    "Constant": _constant,
+    "If": _if,
+    "Loop": _loop,
+}
