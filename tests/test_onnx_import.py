@@ -238,3 +238,12 @@ def test_unsupported_ops_are_all_listed_in_one_error():
                                               r"TopK \(top\), Celu \(celu\), "
                                               r"Hardmax \(inner_hardmax\)"):
         ug.onnx.load(model)
+
+
+def test_ug_check_passes_with_gradients_on_every_target():
+    """The imported parameters are trainable: ug.check compares outputs and the gradients
+    of every parameter on every target against the float64 reference."""
+    model, inputs = MODELS["mlp"]
+    report = ug.check(ug.onnx.load(model), *inputs, targets=",".join(TARGETS))
+    report.assert_ok()
+    assert all(target in str(report) for target in TARGETS)
