@@ -11,7 +11,7 @@ import unigraph as ug
 from unigraph.hookspecs import hookimpl
 from unigraph.plugins import backends, load_errors, register_plugin, unregister_plugin
 
-BUILT_IN = {"numpy", "torch", "tensorflow", "paddle"}
+BUILT_IN = {"numpy", "torch", "tensorflow", "paddle", "onnxruntime"}
 
 
 def test_every_built_in_backend_is_registered_and_available():

@@ -100,6 +100,7 @@ def finish(case: Case, reports: list, runs: dict, skipped: dict) -> Report:
         skipped[target.target] = target.error
         reports.remove(target)
     notes = compare_across(case, reports, runs) if case.unreferenced else []
+    notes += sorted({run.grads_skipped for run in runs.values() if run.grads_skipped})
     report = Report(case.name, case.dtype, reports, skipped=skipped,
                     notes=list(case.notes) + notes)
     report.across = [kind for kind in ("forward", "gradient") if kind in case.unreferenced]

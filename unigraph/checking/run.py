@@ -184,6 +184,7 @@ class TargetRun:
     error: str = ""
     error_stage: str = ""  # "forward" or "gradient"
     traceback: str = ""
+    grads_skipped: str = ""  # why gradients were not run (an inference-only target)
     unsupported: str = ""  # why this target cannot run the case (SecondOrderUnsupported)
 
 
@@ -229,9 +230,9 @@ def trace_with_params(fn: Function, inputs: tuple):
 
     `Function.trace` gives only the graph; the checker also needs the Parameter objects.
     """
-    leaves, treedef = pytree.flatten((tuple(inputs), {}), is_array_leaf)
-    graph, params, out_treedef, random_inputs = fn._trace(treedef, leaves)
-    return graph, params, out_treedef, [(v.shape, v.dtype) for v in random_inputs]
+    traced = fn.trace_full(*inputs)
+    return (traced.graph, traced.params, traced.out_treedef,
+            [(v.shape, v.dtype) for v in traced.random_inputs])
 
 
 def output_names(treedef, prefix: str = "output") -> list:
@@ -390,6 +391,14 @@ def error_text(error: BaseException) -> str:
     return text if len(text) < 2000 else text[:2000] + " ..."
 
 
+def inference_only(target: Target) -> bool:
+    """True for a target whose backend runs forward passes only (e.g. onnxruntime)."""
+    from unigraph.plugins import backends
+
+    backend = backends().get(target.backend)
+    return bool(backend is not None and backend.inference_only)
+
+
 def run_target(case: Case, target: Target) -> TargetRun:
     """Run the case's function (and its gradient) on `target`; never raises."""
     run = TargetRun()
@@ -398,7 +407,10 @@ def run_target(case: Case, target: Target) -> TargetRun:
         with use_backend(target.backend, target.mode), case.cast_params():
             with seeded(case.seed):
                 run.outputs = _arrays(case.function(*case.inputs))
-            if case.grad_function is not None:
+            if case.grad_function is not None and inference_only(target):
+                run.grads_skipped = (f"{target} is inference-only: its gradients were not "
+                                     "checked (its outputs were)")
+            elif case.grad_function is not None:
                 stage = "gradient"
                 case.restore()
                 with seeded(case.seed):

@@ -55,6 +55,11 @@ def check_training(model, loss_fn, optimizer, batches, steps=1, targets="all",
         raise ValueError("check_training: no batches")
     batches = [tuple(cast_leaf(x, dtype) for x in batch) for batch in batches]
     chosen, skipped = resolve_targets(targets)
+    from unigraph.checking.run import inference_only
+
+    for target in [t for t in chosen if inference_only(t)]:
+        chosen.remove(target)
+        skipped[str(target)] = "inference-only: it cannot train"
     was_training = model.training
     trainer = Trainer(model, loss_fn, optimizer)
     step_fn = trainer.train_step_function
