@@ -121,6 +121,13 @@ def int_then_branch(x):
                           lambda: x * 3.0))
 
 
+def two_loops_capture_one_value(x):
+    """Two loops capture x, which has another use (paddle:static counted that use's
+    gradient twice)."""
+    y = _loop(2, lambda a: x * a, _loop(2, lambda a: x * a, x * 1.0))
+    return ug.sum(y) + ug.sum(ug.exp(x))
+
+
 # (loss, arguments, hand-computed (value, gradient of the first argument) or None)
 POS, NEG = np.array([0.5, 1.5]), np.array([-0.5, -1.5])
 SMALL = np.array([0.1, 0.2])
@@ -147,6 +154,8 @@ CASES = {
                                      (np.sum(X2.T * W), W.T)),
     "int_then_branch-else": (int_then_branch, (POS,), (6.0, [3.0] * 2)),
     "int_then_branch-then": (int_then_branch, (NEG,), (-8.0, [0.0] * 2)),
+    "two_loops_capture_one_value": (two_loops_capture_one_value, (POS,),
+                                    (np.sum(POS**5 + np.exp(POS)), 5 * POS**4 + np.exp(POS))),
     "empty_from_cond-taken": (empty_from_cond, (POS, EMPTY), (4.0, [2.0] * 2)),
     "empty_from_cond-other": (empty_from_cond, (NEG, EMPTY), (-6.0, [3.0] * 2)),
 }

@@ -199,6 +199,25 @@ def _while_results_differentiable_only_from_starts() -> bool:
         return y.stop_gradient and dx is None
 
 
+def _two_loops_capturing_a_value_double_its_gradient() -> bool:
+    def build(paddle):
+        x = paddle.static.data("x", [2], "float64")
+        x.stop_gradient = False
+        v = paddle.tanh(x)  # captured by both loops, and used once more below
+        y = v * 1.0
+        for _ in range(2):
+            y = _loop(paddle, 2, lambda a: v * a, paddle.assign(y))
+            y.stop_gradient = False
+        return paddle.static.gradients([paddle.sum(y) + paddle.sum(v * 3.0)], [x])
+
+    x = np.array([0.3, -0.5])
+    result = _run_static(build, {"x": x})
+    t = np.tanh(x)
+    right = (5 * t**4 + 3.0) * (1 - t**2)  # y = t**5
+    doubled = right + 3.0 * (1 - t**2)
+    return not isinstance(result, Exception) and np.allclose(result[0], doubled, rtol=1e-12)
+
+
 def _matmul_grad_fails_on_batch_ranks() -> bool:
     paddle = _paddle()
     a, b = _leaf(paddle, np.ones((2, 1, 3, 4))), _leaf(paddle, np.ones((3, 4, 2)))
@@ -398,6 +417,15 @@ QUIRKS = [
         workaround="inside a grad function, when anything in the loop needs a gradient, "
                    "every floating carried value starts from a differentiable copy",
         pin=_while_results_differentiable_only_from_starts,
+    ),
+    Quirk(
+        op="while_loop", framework="paddle", versions=VERSIONS,
+        behaviour="paddle:static: when two while ops capture one value that is also used "
+                  "elsewhere, the gradient of that other use is counted twice (each while "
+                  "backward starts its captured-value gradient from the gradient so far)",
+        workaround="inside a grad function each loop captures its own copy (paddle.assign) "
+                   "of a value that needs a gradient",
+        pin=_two_loops_capturing_a_value_double_its_gradient,
     ),
     Quirk(
         op="cond", framework="paddle", versions=VERSIONS,

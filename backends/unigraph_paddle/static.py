@@ -26,6 +26,8 @@ tests/test_fidelity_control_flow.py; each Paddle fault is a `unigraph_paddle.qui
   forward value aborts the process: `unigraph_paddle.backward.fixed_backward` corrects both.
 * a while op takes over the buffers of the values it starts from (a later read fails with
   "Tensor holds no memory"): every loop starts from copies.
+* when two differentiated loops capture one value, the gradient of its other uses is
+  counted twice: each loop captures its own copy.
 * the backward of a while_loop nested in a cond branch or another while_loop fails at run
   time (the garbage collector frees the loop's inputs before the enclosing block's
   backward reads them; running without it makes captured gradients wrong): refused at
@@ -197,6 +199,11 @@ class ProgramBuilder:
                 for a in args[:carried]:
                     if _is_float(paddle, a):
                         a.stop_gradient = False
+                # The backward of a while op seeds the gradient of a value it captures with
+                # that value's gradient so far; when two loops capture one value, another
+                # use's share is counted twice (3.3.1). Each loop captures its own copy.
+                args[carried:] = [paddle.assign(a) if not a.stop_gradient else a
+                                  for a in args[carried:]]
 
         def cond(*values):
             return self.lower_block(cond_graph, values)[0]
