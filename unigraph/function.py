@@ -22,7 +22,13 @@ from unigraph.errors import TracingError
 from unigraph.ir import Graph, check_dtype
 from unigraph.plugins import get_backend
 from unigraph.tensor import Parameter, Tensor, tensor
-from unigraph.tracing import GraphBuilder, current_builder, current_region, user_source
+from unigraph.tracing import (
+    GraphBuilder,
+    _in_function,
+    current_builder,
+    current_region,
+    user_source,
+)
 
 
 def is_array_leaf(x) -> bool:
@@ -225,6 +231,13 @@ class Function:
 
     # -- eager and inline -----------------------------------------------------------------
     def _call_eager(self, args, kwargs):
+        token = _in_function.set(True)
+        try:
+            return self._run_eager(args, kwargs)
+        finally:
+            _in_function.reset(token)
+
+    def _run_eager(self, args, kwargs):
         if not kwargs and not self._static_positions and all(type(a) is Tensor for a in args):
             result = self.python_function(*args)  # already tensors: nothing to convert
         else:

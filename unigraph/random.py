@@ -55,9 +55,9 @@ def _refuse_while_tracing(what: str) -> None:
     """A static graph draws its random inputs when it runs, after tracing is over: seeding
     while tracing would seed nothing that the graph uses."""
     from unigraph.errors import TracingError
-    from unigraph.tracing import current_builder, user_source
+    from unigraph.tracing import in_function, user_source
 
-    if current_builder() is not None:
+    if in_function():
         raise TracingError(
             f"{what} at {user_source()} inside a traced function: a static graph draws its "
             "random numbers each time it runs, after tracing, so the seed would not reach "

@@ -50,6 +50,17 @@ def user_frame(frame=None) -> tuple[str, str]:
     return "", ""
 
 
+# True while the body of a @ug.function runs eagerly: what a trace refuses (seeding the
+# generator) is refused there too, so eager and static accept the same programs.
+_in_function: contextvars.ContextVar = contextvars.ContextVar("unigraph_in_function",
+                                                              default=False)
+
+
+def in_function() -> bool:
+    """True inside a `@ug.function` body, traced or running eagerly."""
+    return _in_function.get() or _builder.get() is not None
+
+
 def current_region():
     """(kind, file:line) of the innermost tensor `cond` branch, `while_loop` or
     differentiated function running (eagerly) or being traced, else None. Kinds: "cond",
