@@ -252,3 +252,20 @@ def test_the_target_spelling_works_in_python(spelling):
             assert str(ug.current_target()) == "torch:static"
     finally:
         config._global_target = saved
+
+
+def test_check_a_saved_artifact_against_its_entry(project):
+    (project / "counting.py").write_text(textwrap.dedent("""
+        import unigraph as ug
+
+        def counter(a, b):
+            return ug.while_loop(lambda a, b: a < b, lambda a, b: (a + 2, b + 1), (a, b))
+
+        CHECKS = {"counter": (counter, (0, 10))}
+    """))
+    rc, out, err = cli(project, "export", "counting.py:counter", "--format", "torch",
+                       "-o", "counter.pt2")
+    assert rc == 0, err
+    rc, out, err = cli(project, "check", "counter.pt2")
+    assert rc == 0, err
+    assert "agrees with the float64 reference" in out

@@ -132,7 +132,16 @@ def run_check_command(args) -> int:
     """The handler of `unigraph check`: runs the suite, prints and writes its report,
     returns the exit status."""
     from unigraph.checking.suite import SuiteError, check_suite
+    from unigraph.cli_export import run_check_artifact
+    from unigraph.export.verify import is_exported_artifact
 
+    artifacts = [path for path in args.paths if is_exported_artifact(path)]
+    if artifacts:  # `unigraph export` wrote them: check each against the entry it came from
+        if len(artifacts) != len(args.paths):
+            print("unigraph check: give saved artifacts and scripts in separate runs",
+                  file=sys.stderr)
+            return 2
+        return max(run_check_artifact(path, args.format) for path in artifacts)
     progress = args.progress if args.progress is not None else sys.stderr.isatty()
     try:
         report = check_suite(
