@@ -141,7 +141,7 @@ _LAZY = {
     "save": ("unigraph.weights", "save"),
     "load": ("unigraph.weights", "load"),
     "quirks": ("unigraph.quirks", None),
-    "view": ("unigraph.view", "view"),
+    "view": ("unigraph.graph_view", "view"),
     "onnx": ("unigraph.onnx", None),
     "export": ("unigraph.export", None),  # a callable package: ug.export(fn, *inputs, ...)
     "loop_limit": ("unigraph.control_flow", "loop_limit"),

@@ -67,7 +67,7 @@ def _view_command(args) -> int:
     """Draw the graph of a script's CHECKS entry (FILE[:NAME]) as HTML, SVG or DOT."""
     from unigraph.checking.scripts import ScriptError, load_checks
     from unigraph.errors import UnigraphError
-    from unigraph.view import view
+    from unigraph.graph_view import view
 
     path, _, name = args.script.partition(":")
     try:

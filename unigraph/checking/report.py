@@ -57,7 +57,7 @@ class Divergence:
         budget; `op`/`source` then name the first value whose error left its budget).
     within: the control-flow nodes around it, outermost first ("grad at model.py:30").
     own: the op's own error; carried: the error of that value in the target's full run.
-    values: the ids of the blamed node's outputs, to highlight it in `unigraph.view`;
+    values: the ids of the blamed node's outputs, to highlight it in `unigraph.graph_view`;
     graph: which traced graph holds it, "forward" or "gradient".
     """
 

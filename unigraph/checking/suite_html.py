@@ -4,7 +4,7 @@ One table per model, one row per target x seed x dtype (`<tr class="task">` with
 data-target, data-seed, data-dtype and data-status attributes, for people and programs);
 each failing row links to its section below: the target's table as `ug.check` prints it
 (with the first-divergence localization), the worker's log for a crash, and the traced
-graph drawn by `unigraph.view.to_html` with the diverging node marked, in an iframe whose
+graph drawn by `unigraph.graph_view.to_html` with the diverging node marked, in an iframe whose
 page is inlined (`srcdoc`).
 """
 

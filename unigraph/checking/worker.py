@@ -16,7 +16,7 @@ Ray worker process (`unigraph.checking.executors`).
 Tasks and results are plain data (see `unigraph.checking.suite`): the worker imports the
 script by path, builds its CHECKS and runs one entry on one target with `check` (or
 `check_training`) in-process; the result is the single-target Report as a dict, and for a
-target that diverged at a node, the graph drawn by `unigraph.view.to_html` with that node
+target that diverged at a node, the graph drawn by `unigraph.graph_view.to_html` with that node
 highlighted.
 """
 
@@ -117,7 +117,7 @@ def _graph_html(report, case) -> str | None:
     graph = case.grad_graph if divergence.graph == "gradient" else case.graph
     if graph is None or not divergence.values:
         return None
-    from unigraph.view import to_html
+    from unigraph.graph_view import to_html
 
     note = str(divergence).splitlines()[0]
     highlight = {value: (note, True) for value in divergence.values}
