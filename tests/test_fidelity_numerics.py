@@ -223,3 +223,14 @@ def test_forward_and_gradient(target, name, dtype):
     assert len(grads) == count == len(case.grads)
     for k, (g, want) in enumerate(zip(grads, case.grads, strict=True)):
         _compare(g, want, dtype, f"{name}: gradient of input {k} on {target} in {dtype}")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("target", TARGETS)
+def test_argmax_counts_the_first_nan_as_the_maximum(target, dtype):
+    """As NumPy: a NaN is the maximum, even after a +inf; the first of several wins."""
+    x = np.array([[INF, NAN, 1.0], [1.0, 2.0, NAN], [NAN, NAN, 5.0], [3.0, INF, INF]], dtype)
+    t = Target.parse(target)
+    with ug.use_backend(t.backend, t.mode):
+        got = ug.function(lambda x: ug.argmax(x, axis=1))(x).numpy()
+    np.testing.assert_array_equal(got, [1, 2, 0, 1], err_msg=f"argmax on {target} in {dtype}")

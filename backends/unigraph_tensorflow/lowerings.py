@@ -156,11 +156,14 @@ def reduction(op):
 
 
 def argmax(x, *, axis, keepdims):
-    if x.dtype.is_floating:
-        # TF's ArgMax skips NaN; ours (NumPy's) counts NaN as the maximum. A slice holding
-        # both +inf and NaN picks whichever comes first.
-        x = raw.SelectV2(condition=raw.IsNan(x=x), t=tf.constant(np.inf, x.dtype), e=x)
     out = raw.ArgMax(input=x, dimension=axis, output_type=tf.int64)
+    if x.dtype.is_floating:
+        # TF's ArgMax skips NaN; ours (NumPy's) counts NaN as the maximum: where a slice
+        # holds a NaN, the answer is its first NaN (even after a +inf).
+        nan = raw.IsNan(x=x)
+        first_nan = raw.ArgMax(input=raw.Cast(x=nan, DstT=tf.int32), dimension=axis,
+                               output_type=tf.int64)
+        out = raw.SelectV2(condition=raw.Any(input=nan, axis=axis), t=first_nan, e=out)
     return raw.ExpandDims(input=out, axis=axis) if keepdims else out
 
 

@@ -182,7 +182,7 @@ QUIRKS = [
     Quirk(
         op="argmax", framework="tensorflow", versions=VERSIONS,
         behaviour="tf.argmax skips NaN ([1, nan, 0.5] -> 0)",
-        workaround="NaN read as +inf before ArgMax",
+        workaround="where a slice holds a NaN, the index of its first NaN (ArgMax over IsNan)",
         pin=_argmax_skips_nan,
     ),
     Quirk(
