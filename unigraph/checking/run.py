@@ -399,9 +399,19 @@ def inference_only(target: Target) -> bool:
     return bool(backend is not None and backend.inference_only)
 
 
+def _takes_gradients(graph) -> bool:
+    return any(node.op == "grad" or any(_takes_gradients(sub) for sub in node.subgraphs.values())
+               for node in graph.nodes)
+
+
 def run_target(case: Case, target: Target) -> TargetRun:
     """Run the case's function (and its gradient) on `target`; never raises."""
     run = TargetRun()
+    if inference_only(target) and _takes_gradients(case.graph):
+        run.unsupported = (f"{target} is inference-only and the function itself takes "
+                           "gradients (ug.grad inside it)")
+        run.error_stage = "forward"
+        return run
     stage = "forward"
     try:
         with use_backend(target.backend, target.mode), case.cast_params():
