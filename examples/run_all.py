@@ -25,9 +25,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import unigraph as ug  # noqa: E402
-from unigraph.plugins import all_targets  # noqa: E402
+from unigraph.plugins import all_targets, backends  # noqa: E402
 
 EXAMPLES = ["counter_loop", "cond", "conv2d", "softmax_regression", "mlp"]
+TRAINING = {"conv2d", "softmax_regression", "mlp"}  # they take training steps
 RTOL, ATOL = 2e-4, 2e-5  # float32 runs of the same math on different frameworks
 STEPS = 20  # training examples: compare the weights after this many steps
 
@@ -78,6 +79,13 @@ def module_args(module, argv):
     return parse_args(module.__doc__.splitlines()[0], extra, argv)
 
 
+def inference_only(target: str) -> bool:
+    """onnxruntime:static and the like run forward passes only: they skip the examples that
+    train (and say so)."""
+    backend = backends().get(target.split(":")[0])
+    return bool(backend is not None and backend.inference_only)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--targets", default=None, help="comma-separated (default: all)")
@@ -90,6 +98,9 @@ def main(argv=None) -> int:
         print(f"\n== examples/{name}.py")
         reference = run_example(name, "numpy:eager")
         for target in targets:
+            if name in TRAINING and inference_only(target):
+                print(f"  skip {target:22s}          inference-only: this example trains")
+                continue
             start = time.perf_counter()
             try:
                 ok, note = compare(reference, run_example(name, target))
@@ -99,7 +110,7 @@ def main(argv=None) -> int:
             status = "ok  " if ok else "FAIL"
             print(f"  {status} {target:22s} {time.perf_counter() - start:6.2f}s  {note}")
     print("\n== examples/softmax_regression.py, full run (10 epochs on the digits)")
-    for target in targets:
+    for target in [t for t in targets if not inference_only(t)]:
         start = time.perf_counter()
         module = importlib.import_module("softmax_regression")
         backend, mode = target.split(":")
