@@ -5,7 +5,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean system
+.PHONY: demo test lint bench bench-quick clean system
 
 # The tests also need Graphviz's `dot` (SVG views) and Chromium (the HTML view is checked in
 # a real headless browser): installed from the system's package manager when missing (root).
@@ -40,6 +40,9 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/run.py
+
+bench-quick: $(STAMP)
+	$(PY) bench/run.py --quick
 
 clean:
 	rm -rf $(VENV)
