@@ -14,6 +14,7 @@ import inspect
 import numpy as np
 import pytest
 from conftest import TARGETS, floats_as, op_samples, run_on
+from export_cases import compare
 from unigraph_onnxruntime import plugin
 from unigraph_onnxruntime.backend import OnnxRuntimeBackend
 from unigraph_onnxruntime.quirks import QUIRKS
@@ -41,16 +42,6 @@ def registered():
 
 def run_ort(fn, *args):
     return run_on(ORT, fn, *args)
-
-
-def compare(got, want, rtol, atol, what):
-    got, want = np.asarray(got), np.asarray(want)
-    assert got.shape == want.shape, f"{what}: shape {got.shape}, expected {want.shape}"
-    if want.dtype.kind in "biu":
-        np.testing.assert_array_equal(got, want, err_msg=what)
-    else:
-        np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=rtol,
-                                   atol=atol, err_msg=what)
 
 
 # -- the backend contract ------------------------------------------------------------------------

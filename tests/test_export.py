@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import FORWARD_TARGETS, run_on
+from export_cases import gradient_only, reference, training_step
 
 import unigraph as ug
 from unigraph.checking.scripts import load_checks
@@ -82,16 +83,6 @@ def programs() -> dict:
 
 
 PROGRAMS = programs()
-
-
-def reference(fn, inputs) -> list:
-    """The float64 reference: numpy:eager on float64 inputs (and weights, for a Module)."""
-    wide = tuple(np.asarray(x).astype(np.float64) if np.asarray(x).dtype.kind == "f" else x
-                 for x in inputs)
-    if isinstance(fn, ug.nn.Module):
-        fn = fn.copy("float64")
-    out = run_on("numpy:eager", fn, *wide)
-    return out if isinstance(out, list) else [out]
 
 
 def assert_agrees(got: list, want: list, what: str) -> None:
@@ -220,25 +211,6 @@ def test_names_follow_the_signature(tmp_path):
 
 
 # -- what is refused ----------------------------------------------------------------------------
-def training_step():
-    model = ug.nn.Linear(3, 2)
-    optimizer = ug.optim.SGD(model.parameters(), lr=0.1)
-
-    @ug.function
-    def step(x):
-        loss, grads = ug.value_and_grad(lambda: ug.mean(model(x)),
-                                        wrt=model.parameters())()
-        optimizer.apply(grads)
-        return loss
-
-    return step
-
-
-@ug.function
-def gradient_only(x):
-    return ug.grad(lambda v: ug.sum(v * v))(x)
-
-
 @pytest.mark.parametrize("target", FORWARD_TARGETS)
 def test_training_graphs_are_refused(target, tmp_path):
     """Whatever target is current, updates, gradients and random draws are refused with the
@@ -248,7 +220,7 @@ def test_training_graphs_are_refused(target, tmp_path):
     with ug.use_backend(backend, mode):
         with pytest.raises(ExportError, match=r"updates parameters .*model.eval\(\)"):
             export(training_step(), x, path=tmp_path / "a.pt2", format="torch")
-        with pytest.raises(ExportError, match=r"computes a gradient .*test_export.py:\d+"):
+        with pytest.raises(ExportError, match=r"computes a gradient .*export_cases.py:\d+"):
             export(gradient_only, x, path=tmp_path / "b.pt2", format="torch")
         dropout = ug.nn.Sequential(ug.nn.Linear(3, 3), ug.nn.Dropout(0.5)).train()
         with pytest.raises(ExportError, match=r"draws random numbers.*model.eval\(\)"):

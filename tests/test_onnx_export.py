@@ -9,6 +9,7 @@ import onnx
 import onnxruntime
 import pytest
 from conftest import TARGETS, floats_as, op_samples, run_on
+from export_cases import compare, gradient_only, reference, training_step
 
 import unigraph as ug
 import unigraph.onnx
@@ -28,16 +29,6 @@ def run_model(model: onnx.ModelProto, inputs) -> list:
                                            providers=["CPUExecutionProvider"])
     return session.run(None, {i.name: np.asarray(x) for i, x in
                               zip(session.get_inputs(), inputs)})
-
-
-def compare(got, want, rtol, atol, what):
-    got, want = np.asarray(got), np.asarray(want)
-    assert got.shape == want.shape, f"{what}: shape {got.shape}, expected {want.shape}"
-    if want.dtype.kind in "biu":
-        np.testing.assert_array_equal(got, want, err_msg=what)
-    else:
-        np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=rtol,
-                                   atol=atol, err_msg=what)
 
 
 # -- every op record ---------------------------------------------------------------------------
@@ -195,16 +186,6 @@ def programs() -> dict:
 PROGRAMS = programs()
 
 
-def reference(fn, inputs) -> list:
-    """The float64 reference: numpy:eager on float64 inputs (and weights, for a Module)."""
-    wide = tuple(np.asarray(x).astype(np.float64) if np.asarray(x).dtype.kind == "f" else x
-                 for x in inputs)
-    if isinstance(fn, ug.nn.Module):
-        fn = fn.copy("float64")
-    out = run_on("numpy:eager", fn, *wide)
-    return out if isinstance(out, list) else [out]
-
-
 def assert_agrees(got: list, want: list, what: str) -> None:
     """float32 against float64: the budget of an accumulating op, scaled to the values."""
     assert len(got) == len(want), f"{what}: {len(got)} outputs, expected {len(want)}"
@@ -322,25 +303,6 @@ def test_the_command_line_writes_onnx(tmp_path):
 
 
 # -- what is refused -----------------------------------------------------------------------------
-def training_step():
-    model = ug.nn.Linear(3, 2)
-    optimizer = ug.optim.SGD(model.parameters(), lr=0.1)
-
-    @ug.function
-    def step(x):
-        loss, grads = ug.value_and_grad(lambda: ug.mean(model(x)),
-                                        wrt=model.parameters())()
-        optimizer.apply(grads)
-        return loss
-
-    return step
-
-
-@ug.function
-def gradient_only(x):
-    return ug.grad(lambda v: ug.sum(v * v))(x)
-
-
 @pytest.mark.parametrize("target", TARGETS)
 def test_training_graphs_and_opsets_are_refused(target, tmp_path):
     """Whatever target is current: updates, gradients and random draws are refused with the
@@ -350,7 +312,7 @@ def test_training_graphs_and_opsets_are_refused(target, tmp_path):
     with ug.use_backend(backend, mode):
         with pytest.raises(ExportError, match=r"updates parameters .*model.eval\(\)"):
             ug.onnx.export(training_step(), x, path=tmp_path / "a.onnx")
-        with pytest.raises(ExportError, match=r"computes a gradient .*test_onnx_export.py:\d+"):
+        with pytest.raises(ExportError, match=r"computes a gradient .*export_cases.py:\d+"):
             ug.onnx.export(gradient_only, x, path=tmp_path / "b.onnx")
         dropout = ug.nn.Sequential(ug.nn.Linear(3, 3), ug.nn.Dropout(0.5)).train()
         with pytest.raises(ExportError, match=r"draws random numbers.*model.eval\(\)"):

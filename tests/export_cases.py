@@ -1,0 +1,47 @@
+"""Programs and helpers shared by the export tests (test_export, test_onnx_export,
+test_backend_onnxruntime): the float64 reference, an array comparison, and two training
+graphs every exporter must refuse."""
+
+import numpy as np
+from conftest import run_on
+
+import unigraph as ug
+
+
+def compare(got, want, rtol, atol, what):
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape, f"{what}: shape {got.shape}, expected {want.shape}"
+    if want.dtype.kind in "biu":
+        np.testing.assert_array_equal(got, want, err_msg=what)
+    else:
+        np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=rtol,
+                                   atol=atol, err_msg=what)
+
+
+def reference(fn, inputs) -> list:
+    """The float64 reference: numpy:eager on float64 inputs (and weights, for a Module)."""
+    wide = tuple(np.asarray(x).astype(np.float64) if np.asarray(x).dtype.kind == "f" else x
+                 for x in inputs)
+    if isinstance(fn, ug.nn.Module):
+        fn = fn.copy("float64")
+    out = run_on("numpy:eager", fn, *wide)
+    return out if isinstance(out, list) else [out]
+
+
+def training_step():
+    model = ug.nn.Linear(3, 2)
+    optimizer = ug.optim.SGD(model.parameters(), lr=0.1)
+
+    @ug.function
+    def step(x):
+        loss, grads = ug.value_and_grad(lambda: ug.mean(model(x)),
+                                        wrt=model.parameters())()
+        optimizer.apply(grads)
+        return loss
+
+    return step
+
+
+@ug.function
+def gradient_only(x):
+    return ug.grad(lambda v: ug.sum(v * v))(x)
