@@ -35,6 +35,15 @@ class Quirk:
                 f"(unigraph: {self.workaround})")
 
 
+def run_python(code: str, timeout: float = 300):
+    """Run `code` in a fresh Python interpreter; the `subprocess.CompletedProcess`. For pins
+    whose framework behaviour is a crash (a signal) that must not take the tests down."""
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=timeout)
+
+
 def all_quirks() -> list:
     """(backend name, Quirk) for every registered backend's quirks (no framework imported)."""
     from unigraph.plugins import backends

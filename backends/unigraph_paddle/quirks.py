@@ -9,12 +9,10 @@ builds) is pinned in a fresh process.
 from __future__ import annotations
 
 import signal
-import subprocess
-import sys
 
 import numpy as np
 
-from unigraph.quirks import Quirk
+from unigraph.quirks import Quirk, run_python
 
 VERSIONS = "3.3.1"
 
@@ -235,15 +233,13 @@ def _argmax_skips_nan() -> bool:
 
 
 def _crashes(code: str) -> bool:
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=300)
-    return result.returncode != 0
+    return run_python(code).returncode != 0
 
 
 def _killed_by(signal_number: int, code: str) -> bool:
     """True when `code`, run in a fresh Python, is killed by that signal (an exception or a
     missing module is not the pinned crash)."""
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=300)
-    return result.returncode == -signal_number
+    return run_python(code).returncode == -signal_number
 
 
 _STATIC_LOOP = (

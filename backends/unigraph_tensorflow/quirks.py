@@ -8,12 +8,9 @@ pinned in a fresh process.
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import numpy as np
 
-from unigraph.quirks import Quirk
+from unigraph.quirks import Quirk, run_python
 
 VERSIONS = "2.21.0 (tensorflow-cpu)"
 
@@ -53,7 +50,7 @@ def _max_pool_grad_of_empty_batch_aborts() -> bool:
         "    return tape.gradient(y, x)\n"
         "grad(tf.zeros((0, 4, 4, 1)))\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=300)
+    result = run_python(code)
     return result.returncode != 0 and b"Check failed" in result.stderr
 
 
