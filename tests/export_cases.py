@@ -1,6 +1,7 @@
 """Programs and helpers shared by the export tests (test_export, test_onnx_export,
-test_backend_onnxruntime): the float64 reference, an array comparison, and two training
-graphs every exporter must refuse."""
+test_backend_onnxruntime, test_onnx_import): the float64 reference, an array comparison,
+programs with control flow and weights, and two training graphs every exporter must
+refuse."""
 
 import numpy as np
 from conftest import run_on
@@ -45,3 +46,38 @@ def training_step():
 @ug.function
 def gradient_only(x):
     return ug.grad(lambda v: ug.sum(v * v))(x)
+
+
+class Gate(ug.nn.Module):
+    """Parameters used inside both branches of a cond."""
+
+    def __init__(self):
+        super().__init__()
+        self.up = ug.nn.Linear(4, 3)
+        self.down = ug.nn.Linear(4, 3)
+
+    def forward(self, x):
+        return ug.cond(ug.sum(x) > 0, lambda: ug.tanh(self.up(x)), lambda: self.down(x) * 2.0)
+
+
+class SmallCNN(ug.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = ug.nn.Conv2D(2, 4, 3, padding=1, act="relu")
+        self.pool = ug.nn.MaxPool2D(2, 2)
+        self.fc = ug.nn.Linear(4 * 3 * 3, 5)
+
+    def forward(self, x):
+        h = self.pool(self.conv(x))
+        return ug.log_softmax(self.fc(ug.reshape(h, (x.shape[0], -1))), axis=1)
+
+
+@ug.function
+def shrink(x, limit):
+    """A float while_loop with a captured value and a cond in its body."""
+    def body(steps, v):
+        v = ug.cond(ug.sum(v) > 0, lambda: v * 0.5 - limit * 0.01, lambda: v * 0.75)
+        return steps + 1, v
+
+    return ug.while_loop(lambda steps, v: ug.sum(ug.abs(v)) > limit, body,
+                         (ug.tensor(np.int64(0)), x))

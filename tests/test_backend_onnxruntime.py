@@ -14,7 +14,7 @@ import inspect
 import numpy as np
 import pytest
 from conftest import TARGETS, floats_as, op_samples, run_on
-from export_cases import compare
+from export_cases import Gate, compare, shrink
 from unigraph_onnxruntime import plugin
 from unigraph_onnxruntime.backend import OnnxRuntimeBackend
 from unigraph_onnxruntime.quirks import QUIRKS
@@ -94,26 +94,6 @@ def test_every_op_sample(op, sample, dtype):
 
 
 # -- programs -------------------------------------------------------------------------------
-class Gate(ug.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.up = ug.nn.Linear(4, 3)
-        self.down = ug.nn.Linear(4, 3)
-
-    def forward(self, x):
-        return ug.cond(ug.sum(x) > 0, lambda: ug.tanh(self.up(x)), lambda: self.down(x) * 2.0)
-
-
-@ug.function
-def shrink(x, limit):
-    def body(steps, v):
-        v = ug.cond(ug.sum(v) > 0, lambda: v * 0.5 - limit * 0.01, lambda: v * 0.75)
-        return steps + 1, v
-
-    return ug.while_loop(lambda steps, v: ug.sum(ug.abs(v)) > limit, body,
-                         (ug.tensor(np.int64(0)), x))
-
-
 def normed():
     """A conv and BatchNorm in training mode: the running statistics are graph updates."""
     ug.manual_seed(3)

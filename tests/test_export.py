@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import FORWARD_TARGETS, run_on
-from export_cases import gradient_only, reference, training_step
+from export_cases import Gate, gradient_only, reference, shrink, training_step
 
 import unigraph as ug
 from unigraph.checking.scripts import load_checks
@@ -22,29 +22,6 @@ SAVED_FORMATS = ("savedmodel", "tflite", "torch", "paddle", "onnx")
 
 
 # -- the programs -------------------------------------------------------------------------------
-class Gate(ug.nn.Module):
-    """Parameters used inside both branches of a cond."""
-
-    def __init__(self):
-        super().__init__()
-        self.up = ug.nn.Linear(4, 3)
-        self.down = ug.nn.Linear(4, 3)
-
-    def forward(self, x):
-        return ug.cond(ug.sum(x) > 0, lambda: ug.tanh(self.up(x)), lambda: self.down(x) * 2.0)
-
-
-@ug.function
-def shrink(x, limit):
-    """A float while_loop with a captured value and a cond in its body."""
-    def body(steps, v):
-        v = ug.cond(ug.sum(v) > 0, lambda: v * 0.5 - limit * 0.01, lambda: v * 0.75)
-        return steps + 1, v
-
-    return ug.while_loop(lambda steps, v: ug.sum(ug.abs(v)) > limit, body,
-                         (ug.tensor(np.int64(0)), x))
-
-
 @ug.function
 def non_finite(x):
     """Constants holding NaN and +-inf, and the ops whose lowerings build them (relu,

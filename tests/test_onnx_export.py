@@ -9,7 +9,7 @@ import onnx
 import onnxruntime
 import pytest
 from conftest import TARGETS, floats_as, op_samples, run_on
-from export_cases import compare, gradient_only, reference, training_step
+from export_cases import Gate, SmallCNN, compare, gradient_only, reference, shrink, training_step
 
 import unigraph as ug
 import unigraph.onnx
@@ -97,41 +97,6 @@ def test_division_and_products_round_as_numpy(dtype):
 
 
 # -- programs: control flow, modules, the examples ---------------------------------------------
-class Gate(ug.nn.Module):
-    """Parameters used inside both branches of a cond."""
-
-    def __init__(self):
-        super().__init__()
-        self.up = ug.nn.Linear(4, 3)
-        self.down = ug.nn.Linear(4, 3)
-
-    def forward(self, x):
-        return ug.cond(ug.sum(x) > 0, lambda: ug.tanh(self.up(x)), lambda: self.down(x) * 2.0)
-
-
-class SmallCNN(ug.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv = ug.nn.Conv2D(2, 4, 3, padding=1, act="relu")
-        self.pool = ug.nn.MaxPool2D(2, 2)
-        self.fc = ug.nn.Linear(4 * 3 * 3, 5)
-
-    def forward(self, x):
-        h = self.pool(self.conv(x))
-        return ug.log_softmax(self.fc(ug.reshape(h, (x.shape[0], -1))), axis=1)
-
-
-@ug.function
-def shrink(x, limit):
-    """A float while_loop with a captured value and a cond in its body."""
-    def body(steps, v):
-        v = ug.cond(ug.sum(v) > 0, lambda: v * 0.5 - limit * 0.01, lambda: v * 0.75)
-        return steps + 1, v
-
-    return ug.while_loop(lambda steps, v: ug.sum(ug.abs(v)) > limit, body,
-                         (ug.tensor(np.int64(0)), x))
-
-
 @ug.function
 def loop_in_branch(x, n):
     """A while_loop inside one branch of a cond; the other returns its operand as it is."""

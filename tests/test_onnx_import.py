@@ -8,6 +8,7 @@ import onnx
 import onnxruntime
 import pytest
 from conftest import TARGETS, run_on
+from export_cases import SmallCNN, shrink
 from onnx import TensorProto, helper, numpy_helper
 
 import unigraph as ug
@@ -115,28 +116,6 @@ def control_flow():
                        name="control")
     x = (RNG.standard_normal(4) * 5).astype(np.float32)
     return model, [x]
-
-
-class SmallCNN(ug.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv = ug.nn.Conv2D(2, 4, 3, padding=1, act="relu")
-        self.pool = ug.nn.MaxPool2D(2, 2)
-        self.fc = ug.nn.Linear(4 * 3 * 3, 5)
-
-    def forward(self, x):
-        h = self.pool(self.conv(x))
-        return ug.log_softmax(self.fc(ug.reshape(h, (x.shape[0], -1))), axis=1)
-
-
-@ug.function
-def shrink(x, limit):
-    def body(steps, v):
-        v = ug.cond(ug.sum(v) > 0, lambda: v * 0.5 - limit * 0.01, lambda: v * 0.75)
-        return steps + 1, v
-
-    return ug.while_loop(lambda steps, v: ug.sum(ug.abs(v)) > limit, body,
-                         (ug.tensor(np.int64(0)), x))
 
 
 def exported_cnn():
