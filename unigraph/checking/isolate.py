@@ -30,7 +30,6 @@ import importlib
 import io
 import multiprocessing
 import os
-import signal
 import sys
 import time
 import types
@@ -42,6 +41,7 @@ from unigraph import pytree
 from unigraph.checking.report import TargetReport
 from unigraph.checking.run import TargetRun
 from unigraph.checking.scripts import load_checks, load_script
+from unigraph.checking.worker import exit_text
 from unigraph.config import Target
 from unigraph.function import Function, is_array_leaf
 
@@ -234,15 +234,9 @@ def _exit_text(processes: list) -> str:
         deadline = time.monotonic() + 15
         while process.exitcode is None and time.monotonic() < deadline:
             process.join(timeout=0.5)
-        code = process.exitcode
-        if code is not None and code < 0:
-            try:
-                return f"killed by {signal.Signals(-code).name}"
-            except ValueError:
-                return f"killed by signal {-code}"
-        if code:
-            return f"exited with status {code}"
-    return "exited unexpectedly"
+        if process.exitcode:
+            return exit_text(process.exitcode)
+    return exit_text(None)
 
 
 def _kill(processes: list) -> None:
