@@ -3,10 +3,28 @@ test_backend_onnxruntime, test_onnx_import): the float64 reference, an array com
 programs with control flow and weights, and two training graphs every exporter must
 refuse."""
 
+from pathlib import Path
+
 import numpy as np
 from conftest import run_on
 
 import unigraph as ug
+from unigraph.checking.scripts import load_checks
+from unigraph.cli_export import exportable_entry
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def example_entries() -> dict:
+    """{"script.entry": (function or model, inputs)} for every CHECKS entry of every example,
+    as `unigraph export` exports it (a training entry: its model in eval mode)."""
+    entries = {}
+    for script in sorted(EXAMPLES.glob("*.py")):
+        if script.name.startswith("_") or script.name == "run_all.py":
+            continue
+        for name, entry in load_checks(str(script)).items():
+            entries[f"{script.stem}.{name}"] = exportable_entry(entry)
+    return entries
 
 
 def compare(got, want, rtol, atol, what):

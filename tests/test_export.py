@@ -8,16 +8,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import FORWARD_TARGETS, run_on
-from export_cases import Gate, gradient_only, reference, shrink, training_step
+from export_cases import (
+    EXAMPLES,
+    Gate,
+    example_entries,
+    gradient_only,
+    reference,
+    shrink,
+    training_step,
+)
 
 import unigraph as ug
-from unigraph.checking.scripts import load_checks
-from unigraph.cli_export import exportable_entry
 from unigraph.cli_export import main as export_main
 from unigraph.export import FORMATS, ExportError, export, prepare, write
 from unigraph.export.verify import RELOADERS, Artifact, Verification, reload_outputs, verify
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 SAVED_FORMATS = ("savedmodel", "tflite", "torch", "paddle", "onnx")
 
 
@@ -51,11 +56,7 @@ def programs() -> dict:
         "loop_in_branch": (loop_in_branch, (np.array([1.0, 2.0], np.float32), 3)),
         "non_finite": (non_finite, (np.array([1.5, -2.0, np.nan, 3.0], np.float32),)),
     }
-    for script in sorted(EXAMPLES.glob("*.py")):
-        if script.name.startswith("_") or script.name == "run_all.py":
-            continue
-        for entry_name, entry in load_checks(str(script)).items():
-            cases[f"{script.stem}.{entry_name}"] = exportable_entry(entry)
+    cases.update(example_entries())
     return cases
 
 

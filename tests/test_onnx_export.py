@@ -2,26 +2,31 @@
 with control flow, written as ONNX models, checked by `onnx.checker` (full check), run in
 ONNX Runtime and compared with the float64 reference (numpy:eager on float64 inputs)."""
 
-from pathlib import Path
 
 import numpy as np
 import onnx
 import onnxruntime
 import pytest
 from conftest import TARGETS, floats_as, op_samples, run_on
-from export_cases import Gate, SmallCNN, compare, gradient_only, reference, shrink, training_step
+from export_cases import (
+    EXAMPLES,
+    Gate,
+    SmallCNN,
+    compare,
+    example_entries,
+    gradient_only,
+    reference,
+    shrink,
+    training_step,
+)
 
 import unigraph as ug
 import unigraph.onnx
-from unigraph.checking.scripts import load_checks
-from unigraph.cli_export import exportable_entry
 from unigraph.cli_export import main as export_main
 from unigraph.dispatch import apply
 from unigraph.export import ExportError, export
 from unigraph.ir import Graph, Node, Value
 from unigraph.onnx.export import graph_to_model
-
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
 def run_model(model: onnx.ModelProto, inputs) -> list:
@@ -140,11 +145,7 @@ def programs() -> dict:
         "math_mix": (math_mix, (rng.standard_normal((2, 4)).astype(np.float32) * 2,
                                 np.array([-7, 5, 0, 8], np.int64))),
     }
-    for script in sorted(EXAMPLES.glob("*.py")):
-        if script.name.startswith("_") or script.name == "run_all.py":
-            continue
-        for entry_name, entry in load_checks(str(script)).items():
-            cases[f"{script.stem}.{entry_name}"] = exportable_entry(entry)
+    cases.update(example_entries())
     return cases
 
 
