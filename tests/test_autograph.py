@@ -16,6 +16,20 @@ import traceback
 import numpy as np
 import pytest
 from conftest import TARGETS  # noqa: E402  (every registered target)
+from corpus.autograph import (  # the same programs, also run as corpus entries
+    bool_ops,
+    closure_in_tensor_while,
+    comprehension_in_tensor_if,
+    cond_inside_loop,
+    elif_chain,
+    for_else_break,
+    ifexp_in_loop,
+    nested_ifs,
+    nested_loops,
+    sign,
+    weak_counter,
+    while_true_break,
+)
 
 import unigraph as ug
 from unigraph.config import Target
@@ -75,30 +89,6 @@ def branch(x, y):
     return x + y if x > y else x - y
 
 
-def elif_chain(x):
-    if x < -1.0:
-        y = -2.0 * x
-    elif x < 0.0:
-        y = x * x
-    elif x < 1.0:
-        y = x
-    else:
-        y = x + 10.0
-    return y
-
-
-def nested_loops(n):
-    total = 0
-    i = 0
-    while i < n:
-        j = 0
-        while j < i:
-            total = total + j
-            j = j + 1
-        i = i + 1
-    return total
-
-
 def loop_inside_cond(x):
     if x > 0.0:
         while x < 100.0:
@@ -106,17 +96,6 @@ def loop_inside_cond(x):
     else:
         x = -x
     return x
-
-
-def cond_inside_loop(x):
-    steps = 0
-    while x > 1.0:
-        if x > 10.0:
-            x = x - 7.0
-        else:
-            x = x - 1.0
-        steps = steps + 1
-    return x, steps
 
 
 def fibonacci_pair(limit):
@@ -134,14 +113,6 @@ def doubling_trip_count(x, limit):
         x = x * 2.0
         trips = trips + 1
     return trips
-
-
-def while_true_break(x, limit):
-    while True:
-        x = x + 3.0
-        if x > limit:
-            break
-    return x
 
 
 def range_break(n, limit):
@@ -206,24 +177,6 @@ def early_return(x):
     return -x
 
 
-def sign(x):
-    if x > 0.0:
-        return 1.0
-    elif x < 0.0:
-        return -1.0
-    return 0.0
-
-
-def bool_ops(x, y):
-    if x > 0.0 and y > 0.0:
-        z = x + y
-    elif x > 0.0 or not y > 0.0:
-        z = x - y
-    else:
-        z = y
-    return z
-
-
 def nested_function(x, n):
     def step(v):
         return v * 2.0 if v < 5.0 else v + 1.0
@@ -233,17 +186,6 @@ def nested_function(x, n):
         x = step(x)
         i = i + 1
     return x
-
-
-def for_else_break(n, limit):
-    found = -1
-    for i in ug.range(n):
-        if i * i > limit:
-            found = i
-            break
-    else:
-        found = n
-    return found
 
 
 def vector_state(x):
@@ -259,30 +201,12 @@ def return_in_python_loop(x):
     return x
 
 
-def nested_ifs(x, y):
-    z = x
-    if x > 0.0:
-        if y > 0.0:
-            z = x * y
-        else:
-            z = x - y
-    return z
-
-
 def tuple_return_branches(x, y):
     if x > y:
         a, b = x, y
     else:
         a, b = y, x
     return a, b
-
-
-def ifexp_in_loop(x, n):
-    i = 0
-    while i < n:
-        x = x + 1.0 if x < 3.0 else x * 2.0
-        i = i + 1
-    return x
 
 
 def collatz_like(x):
@@ -850,14 +774,6 @@ def builtin_range_index(x, n):
     return total
 
 
-def weak_counter(x):
-    k = 1
-    while ug.sum(x) < 100.0:
-        x = x * k
-        k = k + 1
-    return x, k, x * k
-
-
 def index_after_loop(x, n):
     last = 0
     for i in ug.range(n):
@@ -905,15 +821,6 @@ def test_weak_tensor_promotion():
 
 
 # -- closures inside tensor branches and loops read their variables where defined ----------
-def closure_in_tensor_while(x):  # the example
-    i = 0
-    while i < 3 and ug.sum(x) < 100.0:
-        y = x * 2.0
-        x = ug.cond(ug.sum(y) > 0, lambda: y, lambda: -y)  # noqa: B023 (called at once)
-        i = i + 1
-    return x
-
-
 def closure_in_tensor_if(x):
     if ug.sum(x) > 0.0:
         y = x * 3.0
@@ -934,15 +841,6 @@ def nested_def_in_tensor_while(x):
         x = grow(x)
         n = n + 1
     return x, n
-
-
-def comprehension_in_tensor_if(x):
-    if ug.sum(x) > 0.0:
-        w = x * 0.5
-        parts = [ug.cond(ug.sum(w) > k, lambda: w * k, lambda: w)  # noqa: B023 (at once)
-                 for k in (1.0, 2.0)]
-        x = parts[0] + parts[1]
-    return x
 
 
 def closure_sees_later_assignment(x):
