@@ -226,3 +226,117 @@ def test_ug_check_passes_with_gradients_on_every_target():
     report = ug.check(ug.onnx.load(model), *inputs, targets=",".join(TARGETS))
     report.assert_ok()
     assert all(target in str(report) for target in TARGETS)
+
+
+# -- single-node models for the importers added for real architectures ---------------------
+INT64 = TensorProto.INT64
+
+
+def one_node(op, inputs, initializers=None, opset=17, outputs=1, **attrs):
+    """A model of one `op` node: `inputs` {name: array} fed at run time, `initializers`
+    {name: array} stored in the file; the output types are left to inference."""
+    initializers = initializers or {}
+    names = [*inputs, *initializers]
+    outs = [f"y{i}" for i in range(outputs)]
+    node = helper.make_node(op, names, outs, name=op.lower(), **attrs)
+    infos = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
+             for n, a in inputs.items()]
+    graph = helper.make_graph([node], op.lower(), infos,
+                              [onnx.ValueInfoProto(name=n) for n in outs],
+                              [numpy_helper.from_array(a, n) for n, a in initializers.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    model = onnx.shape_inference.infer_shapes(model, strict_mode=True)
+    onnx.checker.check_model(model, full_check=True)
+    return model, list(inputs.values())
+
+
+def images(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def scan_loop():
+    """A Loop of 4 trips whose body carries v -> 0.5 v + 1 and emits two scan outputs per
+    trip (v's sum and v * i), the condition passed through an Identity."""
+    info = helper.make_tensor_value_info
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["c"], ["c_out"], name="keep_going"),
+         helper.make_node("Mul", ["v_in", "half"], ["h"], name="halve"),
+         helper.make_node("Add", ["h", "one"], ["v_out"], name="shift"),
+         helper.make_node("ReduceSum", ["v_out"], ["s"], name="total", keepdims=0),
+         helper.make_node("Cast", ["i"], ["fi"], name="as_float", to=FLOAT),
+         helper.make_node("Mul", ["v_in", "fi"], ["scaled"], name="scale")],
+        "body", [info("i", INT64, []), info("c", TensorProto.BOOL, []), info("v_in", FLOAT, [3])],
+        [info("c_out", TensorProto.BOOL, []), info("v_out", FLOAT, [3]), info("s", FLOAT, []),
+         info("scaled", FLOAT, [3])])
+    nodes = [helper.make_node("Loop", ["trips", "", "x"], ["last", "sums", "rows"], name="loop",
+                              body=body)]
+    inits = {"trips": np.array(4, np.int64), "half": np.float32(0.5).reshape(()),
+             "one": np.float32(1.0).reshape(())}
+    model = make_model(nodes, [info("x", FLOAT, [3])],
+                       [info("last", FLOAT, [3]), info("sums", FLOAT, [4]),
+                        info("rows", FLOAT, [4, 3])], inits, name="scan_loop")
+    return model, [images(3)]
+
+
+def sparse_cross_entropy():
+    """unigraph's own exporter writes sparse_softmax_cross_entropy with GatherElements."""
+    def loss(logits, labels):
+        return ug.mean(ug.sparse_softmax_cross_entropy(logits, labels))
+
+    args = [images(4, 5), np.array([0, 4, 2, 1], np.int64)]
+    return ug.onnx.to_model(loss, *args), args
+
+
+NODE_CASES = {
+    "prelu": one_node("PRelu", {"x": images(2, 3, 4, 4)}, {"slope": images(3, 1, 1)}),
+    "elu": one_node("Elu", {"x": images(3, 4)}, alpha=0.7),
+    "selu": one_node("Selu", {"x": images(3, 4)}, alpha=1.5, gamma=1.2),
+    "gelu": one_node("Gelu", {"x": images(3, 4)}, opset=20),
+    "gelu_tanh": one_node("Gelu", {"x": images(3, 4)}, opset=20, approximate="tanh"),
+    "lrn": one_node("LRN", {"x": images(2, 5, 3, 3)}, size=3, alpha=1e-2, beta=0.75, bias=2.0),
+    "split_input": one_node("Split", {"x": images(2, 6)}, {"sizes": np.array([2, 1, 3])},
+                            outputs=3, axis=1),
+    "split_attribute": one_node("Split", {"x": images(6, 2)}, opset=11, outputs=2,
+                                split=[4, 2]),
+    "split_equal": one_node("Split", {"x": images(2, 6)}, outputs=3, axis=-1),
+    "split_num_outputs": one_node("Split", {"x": images(7, 2)}, opset=18, outputs=3,
+                                  num_outputs=3),
+    "pad_constant": one_node("Pad", {"x": images(2, 3)},
+                             {"pads": np.array([1, 0, 0, 2]), "value": np.float32(1.5)}),
+    "pad_reflect": one_node("Pad", {"x": images(1, 2, 4, 4)},
+                            {"pads": np.array([0, 0, 1, 2, 0, 0, 3, 1])}, mode="reflect"),
+    "pad_edge_crop": one_node("Pad", {"x": images(3, 4)}, {"pads": np.array([2, -1, -1, 1])},
+                              mode="edge"),
+    "pad_axes": one_node("Pad", {"x": images(2, 3, 4)}, {"pads": np.array([1, 2, 0, 1]),
+                         "value": np.float32(-2.0), "axes": np.array([2, 0])}, opset=18),
+    "max_pool_ceil": one_node("MaxPool", {"x": images(1, 2, 6, 7)}, kernel_shape=[3, 3],
+                              strides=[2, 2], ceil_mode=1),
+    "max_pool_ceil_pads": one_node("MaxPool", {"x": images(1, 2, 5, 5)}, kernel_shape=[2, 2],
+                                   strides=[2, 2], pads=[1, 0, 1, 0], ceil_mode=1),
+    "avg_pool_ceil": one_node("AveragePool", {"x": images(1, 2, 6, 7)}, kernel_shape=[3, 3],
+                              strides=[2, 2], ceil_mode=1),
+    "avg_pool_ceil_include_pad": one_node("AveragePool", {"x": images(1, 2, 5, 6)},
+                                          kernel_shape=[3, 2], strides=[2, 2],
+                                          pads=[1, 1, 1, 0], ceil_mode=1, count_include_pad=1),
+    "gather_elements": one_node("GatherElements", {"x": images(3, 4),
+                                "index": np.array([[0, -1], [2, 1], [3, 3]])}, axis=1),
+    "gather_elements_axis0": one_node("GatherElements", {"x": images(3, 2, 2)},
+                                      {"index": np.array([[[2, 0]], [[-3, 1]]])}, axis=0),
+    "scan_loop": scan_loop(),
+    "sparse_cross_entropy": sparse_cross_entropy(),
+}
+
+
+@pytest.fixture(scope="module")
+def imported_nodes():
+    return {name: ug.onnx.load(model) for name, (model, _) in NODE_CASES.items()}
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_new_importers_agree_with_onnxruntime_and_the_reference(imported_nodes, target):
+    for name, (model, inputs) in NODE_CASES.items():
+        got = as_list(run_on(target, imported_nodes[name], *inputs))
+        assert_close(got, onnxruntime_outputs(model, inputs), f"{name} on {target} vs ORT")
+        assert_close(got, reference(imported_nodes[name], inputs),
+                     f"{name} on {target} vs float64")

@@ -71,6 +71,42 @@ def _leaky_relu(ctx, args, attrs):
     return ug.leaky_relu(args[0], attrs.get("alpha", 0.01))
 
 
+def _prelu(ctx, args, attrs):
+    x, slope = args
+    return ug.where(ug.less(x, 0), x * slope, x)  # ONNX: slope * x where x < 0, else x
+
+
+def _elu(ctx, args, attrs):
+    return ug.elu(args[0], attrs.get("alpha", 1.0))
+
+
+def _selu(ctx, args, attrs):
+    alpha = attrs.get("alpha", 1.67326319217681884765625)
+    gamma = attrs.get("gamma", 1.05070102214813232421875)
+    return ug.elu(args[0], alpha) * gamma
+
+
+def _gelu(ctx, args, attrs):
+    return ug.gelu(args[0], approximate=attrs.get("approximate", "none"))
+
+
+def _lrn(ctx, args, attrs):
+    """x / (bias + alpha / size * sum of x^2 over `size` neighbouring channels) ^ beta, the
+    window floor((size-1)/2) channels before and ceil((size-1)/2) after, zeros outside."""
+    x, size = args[0], int(attrs["size"])
+    squares = ug.pad(x * x, [(0, 0), ((size - 1) // 2, size // 2)]
+                     + [(0, 0)] * (len(x.shape) - 2))
+    channels = x.shape[1]
+    total = None
+    for k in range(size):
+        begin = (0, k) + (0,) * (len(x.shape) - 2)
+        end = (x.shape[0], k + channels) + tuple(x.shape[2:])
+        part = ug.slice(squares, begin, tuple(-1 if d is None else d for d in end))
+        total = part if total is None else total + part
+    scale = total * (attrs.get("alpha", 1e-4) / size) + attrs.get("bias", 1.0)
+    return x / ug.pow(scale, attrs.get("beta", 0.75))
+
+
 def _is_nan(ctx, args, attrs):
     return ug.not_equal(args[0], args[0])  # only NaN differs from itself
 
@@ -164,37 +200,56 @@ def _conv(ctx, args, attrs):
                      groups=attrs.get("group", 1))
 
 
-def _pool_checks(ctx, attrs, what):
-    if attrs.get("ceil_mode", 0):
-        ctx.refuse(f"{what} with ceil_mode=1")
+def _explicit_pads(ctx, x, attrs, kernel, what):
+    """(begin, end, extra, strides) of a 2-D window op, auto_pad resolved; `extra` is what
+    ceil_mode adds after `end` so that floor division over the padded image gives ONNX's
+    ceil output size (a last window must still start inside the image or its begin pad)."""
     if any(d != 1 for d in attrs.get("dilations", (1, 1))):
         ctx.refuse(f"{what} with dilations")
+    x_pads, padding, strides, _ = _spatial(ctx, x, attrs, kernel, what)
+    begin, end = (list(padding), list(padding)) if padding is not None else \
+        (list(x_pads[1][0]), list(x_pads[1][1]))
+    extra = [0, 0]
+    if attrs.get("ceil_mode", 0) and attrs.get("auto_pad", "NOTSET") in ("NOTSET", "VALID"):
+        for axis, (size, k, s) in enumerate(zip(x.shape[2:], kernel, strides)):
+            padded = size + begin[axis] + end[axis]
+            count = -(-(padded - k) // s) + 1
+            if (count - 1) * s >= size + begin[axis]:
+                count -= 1
+            extra[axis] = max(0, (count - 1) * s + k - padded)
+    return begin, end, extra, strides
 
 
 def _max_pool(ctx, args, attrs):
-    _pool_checks(ctx, attrs, "MaxPool")
+    if len(ctx.node.output) > 1 and ctx.node.output[1]:
+        ctx.refuse("MaxPool's Indices output")
     kernel = tuple(attrs["kernel_shape"])
-    x, padding, strides, _ = _spatial(ctx, args[0], attrs, kernel, "MaxPool")
-    if padding is None:
-        x, padding = _pad_asymmetric(*x, -np.inf), (0, 0)
+    begin, end, extra, strides = _explicit_pads(ctx, args[0], attrs, kernel, "MaxPool")
+    end = [e + more for e, more in zip(end, extra)]
+    x, padding = args[0], tuple(begin)
+    if begin != end or any(b > k // 2 for b, k in zip(begin, kernel)):
+        x, padding = _pad_asymmetric(x, (begin, end), -np.inf), (0, 0)
     return ug.max_pool2d(x, kernel, stride=strides, padding=padding)
 
 
 def _average_pool(ctx, args, attrs):
-    _pool_checks(ctx, attrs, "AveragePool")
-    kernel = tuple(attrs["kernel_shape"])
-    x, padding, strides, _ = _spatial(ctx, args[0], attrs, kernel, "AveragePool")
-    if padding is None:
-        x, padding = _pad_asymmetric(*x, 0.0), (0, 0)
-        if not attrs.get("count_include_pad", 0):
-            ctx.refuse("AveragePool with asymmetric pads and count_include_pad=0")
-    total = ug.avg_pool2d(x, kernel, stride=strides, padding=padding)
-    if attrs.get("count_include_pad", 0) or not any(padding):
-        return total
-    # ONNX's default divides by the window's elements inside the image: the average of a
-    # ones image padded alike is that count / (kh * kw).
-    ones = ug.ones_like(ug.slice(x, (0, 0, 0, 0), (1, 1, x.shape[2], x.shape[3])))
-    return total / ug.avg_pool2d(ones, kernel, stride=strides, padding=padding)
+    """A window sum over the padded image divided by ONNX's count: the window's positions
+    inside the image, plus those in the pads with count_include_pad=1 (never those added
+    for ceil_mode). The counts depend only on shapes, so they are computed at import."""
+    x, kernel = args[0], tuple(attrs["kernel_shape"])
+    begin, end, extra, strides = _explicit_pads(ctx, x, attrs, kernel, "AveragePool")
+    include = bool(attrs.get("count_include_pad", 0))
+    if begin == end and not any(extra) and (include or not any(begin)) and all(
+            b <= k // 2 for b, k in zip(begin, kernel)):
+        return ug.avg_pool2d(x, kernel, stride=strides, padding=tuple(begin))
+    mask = np.pad(np.ones(tuple(x.shape[2:])), list(zip(begin, end)),
+                  constant_values=1.0 if include else 0.0)
+    mask = np.pad(mask, [(0, e) for e in extra])
+    windows = np.lib.stride_tricks.sliding_window_view(mask, kernel)
+    counts = windows[::strides[0], ::strides[1]].sum(axis=(-2, -1))
+    scale = (kernel[0] * kernel[1] / counts).astype(_dtype(x))
+    padded = _pad_asymmetric(x, (begin, [e + more for e, more in zip(end, extra)]), 0.0)
+    return ug.avg_pool2d(padded, kernel, stride=strides) * scale
 
 
 def _global_average_pool(ctx, args, attrs):
@@ -308,6 +363,75 @@ def _slice(ctx, args, attrs):
     return ug.slice(x, tuple(begin), tuple(end), tuple(stride))
 
 
+def _pad(ctx, args, attrs):
+    """Pad (constant, reflect, edge), pads as an attribute (opset < 11) or an input, with
+    optional axes; negative pads crop."""
+    x, mode = args[0], attrs.get("mode", "constant")
+    if mode not in ("constant", "reflect", "edge"):
+        ctx.refuse(f"Pad with mode={mode!r}")
+    rank = len(x.shape)
+    if ctx.opset < 11:
+        pads, value = list(attrs["pads"]), attrs.get("value", 0.0)
+        axes = list(range(rank))
+    else:
+        pads = [int(p) for p in ctx.static(args[1], "the pads of Pad")]
+        value = args[2] if len(args) > 2 and args[2] is not None else 0
+        axes = list(range(rank)) if len(args) < 4 or args[3] is None else \
+            [int(a) % rank for a in ctx.static(args[3], "the axes of Pad")]
+    widths, crop = [(0, 0)] * rank, [(0, 0)] * rank
+    for i, axis in enumerate(axes):
+        before, after = int(pads[i]), int(pads[i + len(axes)])
+        widths[axis] = (max(before, 0), max(after, 0))
+        crop[axis] = (max(-before, 0), max(-after, 0))
+    if any(b or a for b, a in crop):
+        x = ug.slice(x, tuple(b for b, _ in crop),
+                     tuple(size - a for size, (_, a) in zip(x.shape, crop)))
+    if isinstance(value, ug.Tensor):  # a value computed at run time: pad 0, then fill
+        inside = ug.pad(ug.ones_like(x), widths)
+        return ug.pad(x, widths) + (1 - inside) * ug.reshape(value, ())
+    value = np.asarray(value).reshape(-1)[0].item() if np.size(value) else 0
+    return ug.pad(x, widths, mode=mode, value=value)
+
+
+def _split(ctx, args, attrs):
+    """Split by sizes (an input from opset 13, else the `split` attribute), or into
+    `num_outputs` pieces of ceil(size / n) (the last smaller), or into equal pieces."""
+    x = args[0]
+    axis = attrs.get("axis", 0) % len(x.shape)
+    size, count = x.shape[axis], len(ctx.node.output)
+    if len(args) > 1 and args[1] is not None:
+        sizes = [int(v) for v in ctx.static(args[1], "the sizes of Split")]
+    elif "split" in attrs:
+        sizes = list(attrs["split"])
+    elif "num_outputs" in attrs:
+        chunk = -(-size // attrs["num_outputs"])
+        sizes = [chunk] * (attrs["num_outputs"] - 1)
+        sizes.append(size - sum(sizes))
+    else:
+        sizes = [size // count] * count
+    points = list(np.cumsum(sizes)[:-1])
+    return list(ug.split(x, [int(p) for p in points], axis=axis)) if points else [ug.add(x, 0)]
+
+
+def _gather_elements(ctx, args, attrs):
+    """out[i, j, ...] = data[..., index[i, j, ...] on `axis`, ...]: one `take` from the
+    flattened data at flat positions (index * stride of `axis` + the other coordinates'
+    offsets, known from the shapes at import)."""
+    data, index = args
+    rank = len(data.shape)
+    axis = attrs.get("axis", 0) % rank
+    strides = [int(np.prod(data.shape[d + 1:], dtype=np.int64)) for d in range(rank)]
+    grid = np.indices(tuple(index.shape), dtype=np.int64)
+    offsets = sum(grid[d] * strides[d] for d in range(rank) if d != axis)
+    if isinstance(index, np.ndarray):
+        index = np.where(index < 0, index + data.shape[axis], index).astype(np.int64)
+        return ug.take(ug.reshape(data, (-1,)), index * strides[axis] + offsets)
+    index = ug.cast(index, "int64")
+    index = ug.where(ug.less(index, 0), index + data.shape[axis], index)
+    flat = index * strides[axis] + ug.constant(np.asarray(offsets, np.int64))
+    return ug.take(ug.reshape(_to_tensor(data), (-1,)), flat)
+
+
 def _constant_of_shape(ctx, args, attrs):
     from onnx import numpy_helper
 
@@ -381,12 +505,23 @@ def _if(ctx, args, attrs):
     return list(outs)
 
 
+def _passes_condition_through(body) -> bool:
+    """Whether the body's condition output is its condition input (directly or through
+    Identity nodes): the loop then runs exactly its trip count."""
+    name = body.output[0].name
+    producers = {out: node for node in body.node for out in node.output}
+    while name in producers and producers[name].op_type == "Identity":
+        name = producers[name].input[0]
+    return name == body.input[1].name
+
+
 def _loop(ctx, args, attrs):
     body = attrs["body"]
     limit, keep, carried = args[0], args[1], [_to_tensor(v) for v in args[2:]]
-    if len(body.output) != len(carried) + 1:
-        ctx.refuse("Loop with scan outputs")
+    scans = len(body.output) - 1 - len(carried)
     names = [i.name for i in body.input]
+    if scans:
+        return _loop_with_scans(ctx, body, limit, keep, carried, scans)
     start = (ug.tensor(np.int64(0)),
              ug.tensor(np.True_) if keep is None else _scalar_bool(keep), *carried)
 
@@ -398,6 +533,51 @@ def _loop(ctx, args, attrs):
         return (i + 1, _scalar_bool(outs[0]), *(_to_tensor(v) for v in outs[1:]))
 
     return list(ug.while_loop(cond_fn, body_fn, start)[2:])
+
+
+def _loop_with_scans(ctx, body, limit, keep, carried, scans):
+    """A Loop whose body also emits scan outputs (stacked over iterations). Their length
+    must be known at import: a trip count known then, and a condition that stays true. The
+    first iteration is written before the loop (its scan values give the stacked shapes);
+    each later one adds its values into a zero buffer at its row (a one-hot mask, so
+    gradients flow to every row)."""
+    if limit is None or not isinstance(limit, np.ndarray):
+        ctx.refuse("Loop with scan outputs and a trip count computed at run time")
+    if keep is not None and not (isinstance(keep, np.ndarray) and bool(keep.reshape(-1)[0])):
+        ctx.refuse("Loop with scan outputs and a run-time initial condition")
+    if not _passes_condition_through(body):
+        ctx.refuse("Loop with scan outputs whose body may stop early (the scan length would "
+                   "be known only at run time)")
+    trips = int(limit.reshape(-1)[0])
+    if trips < 1:
+        ctx.refuse("Loop with scan outputs and a trip count below 1")
+    names = [i.name for i in body.input]
+    go = ug.tensor(np.True_)
+    first = [_to_tensor(v) for v in ctx.run_graph(
+        body, dict(zip(names, (ug.tensor(np.int64(0)), go, *carried))))[1:]]
+    state, values = first[:len(carried)], first[len(carried):]
+    buffers = []
+    for value in values:
+        row = ug.reshape(ug.one_hot(ug.tensor(np.int64(0)), trips, dtype=str(value.dtype)),
+                         (trips,) + (1,) * len(value.shape))
+        buffers.append(row * ug.expand_dims(value, 0))
+    if trips == 1:
+        return [*state, *buffers]
+
+    def body_fn(i, *loop_state):
+        state, stacked = loop_state[:len(carried)], loop_state[len(carried):]
+        outs = [_to_tensor(v) for v in ctx.run_graph(body, dict(zip(names, (i, go, *state))))]
+        new_state, values = outs[1:1 + len(carried)], outs[1 + len(carried):]
+        added = []
+        for buffer, value in zip(stacked, values):
+            row = ug.reshape(ug.one_hot(i, trips, dtype=str(value.dtype)),
+                             (trips,) + (1,) * len(value.shape))
+            added.append(buffer + row * ug.expand_dims(value, 0))
+        return (i + 1, *new_state, *added)
+
+    out = ug.while_loop(lambda i, *rest: i < trips, body_fn,
+                        (ug.tensor(np.int64(1)), *state, *buffers))
+    return list(out[1:])
 
 
 IMPORTERS = {
@@ -444,6 +624,11 @@ IMPORTERS = {
     "Clip": _clip,
     "Relu": _op(ug.relu),
     "LeakyRelu": _leaky_relu,
+    "PRelu": _prelu,
+    "Elu": _elu,
+    "Selu": _selu,
+    "Gelu": _gelu,
+    "LRN": _lrn,
     "Sigmoid": _op(ug.sigmoid),
     "Tanh": _op(ug.tanh),
     "Softplus": _op(ug.softplus),
@@ -468,6 +653,9 @@ IMPORTERS = {
     "Gather": _gather,
     "Expand": _expand,
     "Slice": _slice,
+    "Pad": _pad,
+    "Split": _split,
+    "GatherElements": _gather_elements,
     "ConstantOfShape": _constant_of_shape,
     "CumSum": _cumsum,
     "Einsum": _einsum,
