@@ -1,0 +1,98 @@
+"""The public op functions (`ug.add`, `ug.matmul`, `ug.sum`, ...).
+
+Each one puts its arguments in the form the op record expects (promoted dtypes, normalised
+axes and shapes) and hands over to `dispatch.apply`. The meaning of every op lives in its
+record in `unigraph/ops/`. One module per kind of op; `unigraph.api.<name>` is every public
+function, whichever module holds it (no module is named after a function).
+"""
+
+from unigraph.api.composed import clip, logsumexp, norm, sign, std, var
+from unigraph.api.creation import (
+    arange,
+    constant,
+    eye,
+    full,
+    full_like,
+    linspace,
+    ones,
+    ones_like,
+    zeros,
+    zeros_like,
+)
+from unigraph.api.elementwise import (
+    abs,
+    acos,
+    add,
+    asin,
+    atan,
+    atan2,
+    cast,
+    ceil,
+    cos,
+    cosh,
+    div,
+    equal,
+    erf,
+    exp,
+    floor,
+    floor_divide,
+    greater,
+    greater_equal,
+    less,
+    less_equal,
+    log,
+    logical_and,
+    logical_not,
+    logical_or,
+    maximum,
+    minimum,
+    mod,
+    mul,
+    neg,
+    not_equal,
+    pow,
+    relu,
+    round,
+    sigmoid,
+    sin,
+    sinh,
+    softplus,
+    sqrt,
+    sub,
+    tan,
+    tanh,
+    where,
+)
+from unigraph.api.indexing import getitem, index_update, slice, split
+from unigraph.api.linalg import einsum, matmul
+from unigraph.api.nn_ops import (
+    avg_pool2d,
+    conv2d,
+    elu,
+    gelu,
+    leaky_relu,
+    log_softmax,
+    max_pool2d,
+    selu,
+    silu,
+    softmax,
+    sparse_softmax_cross_entropy,
+)
+from unigraph.api.reductions import argmax, argmin, cumsum, max, mean, min, prod, sum
+from unigraph.api.shapes import (
+    broadcast_to,
+    concat,
+    expand_dims,
+    flatten,
+    flip,
+    gather,
+    one_hot,
+    pad,
+    reshape,
+    squeeze,
+    stack,
+    take,
+    tile,
+    transpose,
+    unsqueeze,
+)

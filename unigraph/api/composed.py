@@ -1,0 +1,121 @@
+"""Functions composed exactly of op records (each docstring names the records): clip, sign,
+var, std, logsumexp, norm.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from unigraph.api.elementwise import abs, exp, log, maximum, minimum, sqrt, where
+from unigraph.api.operands import (
+    _axes,
+    _known_shape,
+    _promote,
+    _tensor_or_array,
+)
+from unigraph.api.reductions import max, mean, sum
+from unigraph.api.shapes import squeeze
+from unigraph.tracing import user_source
+
+
+def clip(x, min=None, max=None):
+    """x limited to [min, max] (either may be None): `ug.minimum(ug.maximum(x, min), max)`,
+    so NaN stays NaN and at a bound the gradient is split as those ops split it.
+
+    Example::
+
+        >>> ug.clip([-2.0, 0.5, 3.0], 0.0, 1.0)
+        [0.0, 0.5, 1.0]
+    """
+    out = x
+    if min is not None:
+        out = maximum(out, min)
+    if max is not None:
+        out = minimum(out, max)
+    return _tensor_or_array(out)
+
+
+def sign(x):
+    """-1, 0 or 1 by the sign of x (NaN stays NaN), in x's dtype; gradient 0. Composed of
+    `greater`, `less`, `mul` and `where`.
+
+    Example::
+
+        >>> ug.sign([-2.0, 0.0, 3.0])
+        [-1.0, 0.0, 1.0]
+    """
+    (a,) = _promote(x)
+    if a.dtype == "bool":
+        raise TypeError(f"ug.sign at {user_source()} takes numbers, not bools")
+    return where(a > 0, 1, where(a < 0, -1, a * 0))  # a * 0: NaN stays NaN, gradient 0
+
+
+def _count(x, axis, op: str) -> int:
+    shape = _known_shape(x, op)
+    axes = range(len(shape)) if axis is None else axis
+    return int(np.prod([shape[a] for a in axes], dtype=np.int64))
+
+
+def var(x, axis=None, keepdims=False, ddof=0):
+    """Variance over `axis` (None: all): mean((x - mean(x))^2) * n / (n - ddof), NumPy's
+    default ddof=0 (torch's is 1). Composed of `mean`, `sub`, `mul` and `sum`.
+
+    Example::
+
+        >>> ug.var([1.0, 2.0, 3.0, 4.0])
+        1.25
+    """
+    (a,) = _promote(x, to_float=True)
+    axes = _axes(axis, a.ndim, "var")
+    centred = a - mean(a, axes, keepdims=True)
+    return sum(centred * centred, axes, keepdims) / float(_count(a, axes, "var") - ddof)
+
+
+def std(x, axis=None, keepdims=False, ddof=0):
+    """Standard deviation, sqrt(var(x, axis, keepdims, ddof)) (NumPy's default ddof=0).
+
+    Example::
+
+        >>> ug.std([1.0, 3.0])
+        1.0
+    """
+    return sqrt(var(x, axis, keepdims, ddof))
+
+
+def logsumexp(x, axis=None, keepdims=False):
+    """log(sum(exp(x))) over `axis`, without overflow: m + log(sum(exp(x - m))) with m the
+    max (its gradient cancels: the result's is softmax(x)). A slice holding +inf gives NaN,
+    as log_softmax.
+
+    Example::
+
+        >>> ug.logsumexp([1000.0, 1000.0])
+        1000.6931
+    """
+    (a,) = _promote(x, to_float=True)
+    axes = _axes(axis, a.ndim, "logsumexp")
+    peak = max(a, axes, keepdims=True)
+    out = log(sum(exp(a - peak), axes, keepdims=True)) + peak
+    if keepdims:
+        return out
+    return squeeze(out, tuple(range(a.ndim)) if axes is None else axes)
+
+
+def norm(x, ord=None, axis=None, keepdims=False):
+    """Vector norm of x over `axis` (None: all elements): ord None or 2, sqrt(sum(x^2)) (the
+    Frobenius norm of a matrix); 1, sum(|x|); inf, max(|x|). Gradient NaN at 0 for ord 2.
+
+    Example::
+
+        >>> ug.norm([3.0, 4.0])
+        5.0
+    """
+    (a,) = _promote(x, to_float=True)
+    axes = _axes(axis, a.ndim, "norm")
+    if ord in (None, 2):
+        return sqrt(sum(a * a, axes, keepdims))
+    if ord == 1:
+        return sum(abs(a), axes, keepdims)
+    if ord == np.inf:
+        return max(abs(a), axes, keepdims)
+    raise ValueError(f"norm: ord={ord!r} at {user_source()}; use None, 1, 2 or inf")

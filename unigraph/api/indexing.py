@@ -1,0 +1,276 @@
+"""Indexing: `x[index]` (ints, slices, ..., None, one integer array, a boolean mask),
+`ug.slice`, `ug.split`, and the functional updates `x.at[index].set/add` (`ug.index_update`).
+"""
+
+from __future__ import annotations
+
+import builtins
+
+import numpy as np
+
+from unigraph.api.elementwise import cast, where
+from unigraph.api.operands import (
+    _axis,
+    _known_shape,
+    _promote,
+    _tensor_or_array,
+)
+from unigraph.api.shapes import broadcast_to, expand_dims, one_hot, reshape, take
+from unigraph.dispatch import apply
+from unigraph.errors import ShapeError, TracingError
+from unigraph.tensor import Tensor
+from unigraph.tracing import user_source
+
+
+def slice(x, begin, end, stride=None):
+    """Static slice `x[begin:end:stride]` per dimension (resolved like Python slices)."""
+    x = _tensor_or_array(x)
+    stride = stride or (1,) * len(x.shape)
+    return getitem(x, tuple(builtins.slice(b, e, s) for b, e, s in zip(begin, end, stride)))
+
+
+def getitem(x, index):
+    """`x[index]` as in NumPy for ints, slices with positive steps, `...`, `None`, one
+    integer array (a list, NumPy array or int tensor: a gather along its axis) and, in eager
+    mode, a boolean mask (the selected elements, in row-major order).
+
+    Example::
+
+        >>> x = ug.tensor([[1, 2, 3], [4, 5, 6]])
+        >>> x[:, [2, 0]], x[x > 2]
+        ([[3, 1], [6, 4]], [3, 4, 5, 6])
+    """
+    if _is_array_index(index):
+        index = _array_index(index)
+        if index.dtype == "bool":
+            return _masked(x, index)
+        return take(x, index, axis=0)
+    index = index if isinstance(index, tuple) else (index,)
+    arrays = [i for i, item in enumerate(index) if _is_array_index(item)]
+    if arrays:
+        return _gather_in_tuple(x, index, arrays)
+    if builtins.sum(i is Ellipsis for i in index) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    used = builtins.sum(i is not None and i is not Ellipsis for i in index)
+    if used > len(x.shape):
+        raise IndexError(f"too many indices for a tensor of rank {len(x.shape)}")
+    fill = (builtins.slice(None),) * (len(x.shape) - used)
+    at = next((i for i, item in enumerate(index) if item is Ellipsis), len(index))
+    index = index[:at] + fill + index[at + 1:]
+    begin, end, stride, squeeze_axes, new_axes = [], [], [], [], []
+    dim = out_dim = 0
+    for item in index:
+        if item is None:
+            new_axes.append(out_dim)
+            out_dim += 1
+            continue
+        size = x.shape[dim]
+        if isinstance(item, int | np.integer):
+            if size is None:
+                raise IndexError("cannot index a dimension of unknown size with an int")
+            if not -size <= item < size:
+                raise IndexError(
+                    f"index {item} is out of bounds for dimension {dim} of size {size}")
+            item = int(item) % size
+            begin.append(item), end.append(item + 1), stride.append(1)
+            squeeze_axes.append(dim)
+        elif isinstance(item, builtins.slice):
+            out_dim += 1
+            if size is None and item != builtins.slice(None):
+                raise IndexError("cannot slice a dimension of unknown size with bounds")
+            if item.step is not None and item.step <= 0:
+                raise IndexError(
+                    f"slice step {item.step} is not supported: only positive steps; "
+                    "reverse with ug.take and a reversed index tensor"
+                )
+            if size is None:
+                begin.append(0), end.append(-1), stride.append(1)
+            else:
+                start, stop, step = item.indices(size)
+                begin.append(start), end.append(builtins.max(stop, start)), stride.append(step)
+        else:
+            raise IndexError(f"unsupported index {item!r} at {user_source()}: use ints, "
+                             "slices, ..., None, one integer array or a boolean mask")
+        dim += 1
+    out = x
+    full = all(b == 0 and (e == s or s is None) and st == 1
+               for b, e, st, s in zip(begin, end, stride, x.shape))
+    if not full:
+        out = apply("slice", [out], {"begin": tuple(begin), "end": tuple(end),
+                                     "stride": tuple(stride)})
+    if squeeze_axes:
+        out = apply("squeeze", [out], {"axis": tuple(squeeze_axes)})
+    for position in new_axes:
+        out = apply("expand_dims", [out], {"axis": position})
+    return out
+
+
+# -- indexing with arrays -----------------------------------------------------------------
+def _is_array_index(item) -> bool:
+    return isinstance(item, Tensor | np.ndarray | list)
+
+
+def _array_index(item):
+    """An array index as an int/bool NumPy array (lists) or a Tensor, checked."""
+    if isinstance(item, list):
+        from unigraph.tensor import as_array
+
+        item = as_array(item, what="an index")
+    dtype = item.dtype if isinstance(item, Tensor) else item.dtype.name
+    if not (dtype == "bool" or dtype.startswith("int")):
+        raise IndexError(f"an index at {user_source()} is {dtype}: index with ints, an int "
+                         "array or a boolean mask (cast floats first: ug.cast(i, 'int64'))")
+    return item
+
+
+def _masked(x, mask):
+    """x[mask] for a boolean mask over x's leading dims: known only from the mask's values,
+    so eager only (the values are fetched, as NumPy and torch do)."""
+    x = _tensor_or_array(x)
+    if isinstance(mask, Tensor) and mask.is_symbolic:
+        raise TracingError(
+            f"x[mask] with a boolean tensor at {user_source()}: in a static graph the number "
+            "of selected elements is not known while tracing; keep the shape with "
+            "ug.where(mask, x, 0) (then ug.sum(...) / ug.sum(ug.cast(mask, x.dtype)) for a "
+            "masked mean), or select in eager mode"
+        )
+    values = mask._host() if isinstance(mask, Tensor) else mask
+    rank = values.ndim
+    if tuple(x.shape[:rank]) != values.shape:
+        raise IndexError(f"a boolean mask of shape {list(values.shape)} at {user_source()} "
+                         f"does not match the leading dims of a {list(x.shape)} tensor")
+    rows = reshape(x, (-1, *x.shape[rank:]))
+    return take(rows, np.flatnonzero(values), axis=0)
+
+
+def _gather_in_tuple(x, index, arrays):
+    """x[..., idx, ...] with one integer array among ints and slices: slice first, then
+    gather along the axis the array indexes."""
+    if len(arrays) > 1:
+        raise IndexError(
+            f"an index at {user_source()} has {len(arrays)} arrays: unigraph takes one array "
+            "per index (NumPy's broadcast of several is ambiguous to read); index twice, "
+            "e.g. x[rows][:, cols], or flatten and use one ug.take")
+    position = arrays[0]
+    indices = _array_index(index[position])
+    if indices.dtype == "bool":
+        raise IndexError(f"a boolean mask at {user_source()} must be the whole index (x[mask])")
+    if any(item is Ellipsis for item in index[:position]):
+        at = index.index(Ellipsis)
+        used = builtins.sum(i is not None and i is not Ellipsis for i in index)
+        fill = (builtins.slice(None),) * (len(x.shape) - used)
+        index = index[:at] + fill + index[at + 1:]
+        position = at + len(fill) + (position - at - 1)
+    # The output axis of the array: one per slice or None before it (ints drop theirs).
+    axis = builtins.sum(not isinstance(i, int | np.integer) for i in index[:position])
+    basic = getitem(x, index[:position] + (builtins.slice(None),) + index[position + 1:])
+    return take(basic, indices, axis=axis)
+
+
+def split(x, indices_or_sections, axis=0):
+    """A list of pieces of x along `axis`, as NumPy's split: an int n gives n equal pieces
+    (the size must divide), a list gives the split points. Each piece is a `slice`.
+
+    Example::
+
+        >>> ug.split([1, 2, 3, 4, 5], [2])
+        [[1, 2], [3, 4, 5]]
+    """
+    x = _tensor_or_array(x)
+    axis = _axis(axis, len(x.shape), "split")
+    size = _known_shape(x, "split")[axis]
+    if isinstance(indices_or_sections, int):
+        if indices_or_sections <= 0 or size % indices_or_sections:
+            raise ShapeError(f"split: axis {axis} of size {size} does not split into "
+                             f"{indices_or_sections} equal pieces (at {user_source()}); pass "
+                             "the split points as a list instead")
+        step = size // indices_or_sections
+        bounds = list(range(step, size, step)) if step else [0] * (indices_or_sections - 1)
+    else:
+        bounds = [int(b) for b in indices_or_sections]
+    edges = [0, *bounds, size]
+    lead = (builtins.slice(None),) * axis
+    return [getitem(x, lead + (builtins.slice(a, builtins.max(a, b)),))
+            for a, b in zip(edges[:-1], edges[1:])]
+
+
+# -- functional updates -------------------------------------------------------------------
+def index_update(x, index, value, accumulate=False):
+    """A copy of x with `value` written (or, with accumulate, added) at `index`: what
+    `x.at[index].set(value)` / `.add(value)` do. The index is any NumPy index known while
+    tracing (ints, slices, ..., None, int arrays, boolean masks; eager tensors are read);
+    `value` broadcasts to the selection and takes x's dtype. Where an index repeats, set
+    keeps the last value and add sums them all, in order. Built from `take` (the values
+    laid out over x) and `where`, so gradients reach x and value.
+
+    A traced int scalar as the whole index (a loop counter writing row i of a buffer) is
+    taken too: a `one_hot` row mask and a `where` (an index outside [-n, n) changes nothing).
+
+    Example::
+
+        >>> ug.zeros(4).at[[0, 2, 2]].add(1.0)
+        [1.0, 0.0, 2.0, 0.0]
+    """
+    x = _tensor_or_array(x)
+    shape = _known_shape(x, "x.at[...]")
+    dtype = x.dtype if isinstance(x, Tensor) else x.dtype.name
+    if isinstance(index, Tensor) and index.is_symbolic and index.shape == ():
+        return _update_row(x, index, value, accumulate, dtype)
+    slots = np.arange(int(np.prod(shape, dtype=np.int64))).reshape(shape)
+    try:
+        chosen = slots[_concrete_index(index)]  # the flat position in x of each update
+    except IndexError as error:
+        raise IndexError(f"x.at[...] at {user_source()}: {error}") from None
+    targets = chosen.reshape(-1)
+    if not targets.size:
+        return x
+    (value,) = _promote(value)
+    value = value if value.dtype == dtype else cast(value, dtype)
+    updates = reshape(broadcast_to(value, chosen.shape), (-1,))
+    # Layer k holds the k-th occurrence of each repeated position: within a layer every
+    # position is written once, so a gather and a where place it.
+    order = np.argsort(targets, kind="stable")
+    first = np.searchsorted(targets[order], targets[order])
+    rank = np.empty_like(targets)
+    rank[order] = np.arange(targets.size) - first
+    layers = range(int(rank.max()) + 1) if accumulate else [None]
+    out = x
+    for layer in layers:
+        source = np.full(slots.size, -1, dtype=np.int64)
+        picked = np.flatnonzero(rank == layer) if accumulate else np.arange(targets.size)
+        source[targets[picked]] = picked  # for set, a repeated position keeps the last
+        hit = (source >= 0).reshape(shape)
+        placed = take(updates, np.maximum(source, 0).reshape(shape))
+        out = where(hit, out + placed if accumulate else placed, out)
+    return out
+
+
+def _update_row(x, row, value, accumulate, dtype):
+    """x.at[row].set/add(value) for a traced int scalar `row`: where over a one_hot mask."""
+    if not row.dtype.startswith("int"):
+        raise IndexError(f"x.at[i] at {user_source()}: i is {row.dtype}; index with an int")
+    size = x.shape[0] if x.shape else None
+    if size is None:
+        raise IndexError(f"x.at[i] at {user_source()} on a 0-d tensor: there is no row")
+    row = where(row < 0, row + size, row)
+    mask = reshape(one_hot(row, size, "bool"), (size,) + (1,) * (len(x.shape) - 1))
+    (value,) = _promote(value)
+    value = value if value.dtype == dtype else cast(value, dtype)
+    value = expand_dims(broadcast_to(value, x.shape[1:]), 0)  # one row, broadcast over rows
+    return where(mask, x + value if accumulate else value, x)
+
+
+def _concrete_index(index):
+    """`index` with eager tensors read to NumPy; a traced tensor is refused."""
+    items = index if isinstance(index, tuple) else (index,)
+    concrete = []
+    for item in items:
+        if isinstance(item, Tensor):
+            if item.is_symbolic:
+                raise TracingError(
+                    f"x.at[index] with a traced tensor index at {user_source()}: the "
+                    "positions must be known while tracing; for a data-dependent update use "
+                    "ug.where(mask, new, x), or ug.one_hot(i, n) to build the mask")
+            item = item._host()
+        concrete.append(item)
+    return tuple(concrete) if isinstance(index, tuple) else concrete[0]

@@ -1,0 +1,135 @@
+"""Neural-network ops: softmax, log_softmax, conv2d, pooling, cross-entropy, and the
+activations composed of elementwise records (gelu, silu, leaky_relu, elu, selu).
+"""
+
+from __future__ import annotations
+
+from unigraph.api.elementwise import erf, exp, minimum, sigmoid, tanh, where
+from unigraph.api.operands import (
+    _axis,
+    _docs_from_records,
+    _pair,
+    _promote,
+    _tensor_or_array,
+)
+from unigraph.dispatch import apply
+
+
+def softmax(x, axis=-1):
+    (a,) = _promote(x, to_float=True)
+    return apply("softmax", [a], {"axis": _axis(axis, a.ndim, "softmax")})
+
+
+def log_softmax(x, axis=-1):
+    (a,) = _promote(x, to_float=True)
+    return apply("log_softmax", [a], {"axis": _axis(axis, a.ndim, "log_softmax")})
+
+
+def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """2-D convolution, NCHW input, weight [out, in/groups, kh, kw], symmetric padding, and
+    an optional bias [out] added per output channel (in the framework's fused conv kernel).
+
+    >>> y = ug.conv2d(x, w, b, padding=1)   # x [N, C, H, W], w [O, C, 3, 3], b [O]
+    """
+    operands = (x, weight) if bias is None else (x, weight, bias)
+    inputs = _promote(*operands, to_float=True)
+    attrs = {"stride": _pair(stride, "stride"), "padding": _pair(padding, "padding"),
+             "dilation": _pair(dilation, "dilation"), "groups": int(groups)}
+    return apply("conv2d", list(inputs), attrs)
+
+
+def _pool(op: str):
+    def function(x, kernel_size, stride=None, padding=0):
+        (a,) = _promote(x, to_float=True)
+        kernel = _pair(kernel_size, "kernel_size")
+        attrs = {"kernel": kernel, "stride": _pair(stride, "stride") if stride else kernel,
+                 "padding": _pair(padding, "padding")}
+        return apply(op, [a], attrs)
+
+    function.__name__ = op
+    function.__doc__ = f"`{op}` over NCHW input; stride defaults to the kernel size."
+    return function
+
+
+max_pool2d = _pool("max_pool2d")
+avg_pool2d = _pool("avg_pool2d")
+
+
+def sparse_softmax_cross_entropy(logits, labels):
+    """Per-example `-log softmax(logits)[label]`; logits [N, C], integer labels [N]."""
+    (a,) = _promote(logits, to_float=True)
+    return apply("sparse_softmax_cross_entropy", [a, _tensor_or_array(labels)], {})
+
+
+def gelu(x, approximate="none"):
+    """GELU: x * Phi(x), with `approximate="none"` 0.5 x (1 + erf(x / sqrt(2))), or
+    `"tanh"` 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) (torch's two forms). Composed
+    of `erf` or `tanh` and arithmetic.
+
+    Example::
+
+        >>> ug.gelu([0.0, 1.0])
+        [0.0, 0.8413447]
+    """
+    (a,) = _promote(x, to_float=True)
+    if approximate == "none":
+        return 0.5 * a * (1.0 + erf(a * 0.7071067811865476))
+    if approximate == "tanh":
+        return 0.5 * a * (1.0 + tanh(0.7978845608028654 * (a + 0.044715 * a * a * a)))
+    raise ValueError(f"gelu: approximate={approximate!r}; use 'none' or 'tanh'")
+
+
+def silu(x):
+    """SiLU (swish): x * sigmoid(x).
+
+    Example::
+
+        >>> ug.silu([0.0, 1.0])
+        [0.0, 0.7310586]
+    """
+    (a,) = _promote(x, to_float=True)
+    return a * sigmoid(a)
+
+
+def leaky_relu(x, negative_slope=0.01):
+    """x where x > 0, else negative_slope * x (gradient negative_slope at 0, as torch).
+
+    Example::
+
+        >>> ug.leaky_relu([-2.0, 3.0], 0.1)
+        [-0.2, 3.0]
+    """
+    (a,) = _promote(x, to_float=True)
+    return where(a > 0, a, a * negative_slope)
+
+
+def elu(x, alpha=1.0):
+    """x where x > 0, else alpha * (exp(x) - 1).
+
+    Example::
+
+        >>> ug.elu([-1.0, 2.0])
+        [-0.63212055, 2.0]
+    """
+    (a,) = _promote(x, to_float=True)
+    # exp of min(x, 0): the branch where does not pick never overflows (no NaN gradient).
+    return where(a > 0, a, alpha * (exp(minimum(a, 0.0)) - 1.0))
+
+
+_SELU_ALPHA = 1.6732632423543772
+_SELU_SCALE = 1.0507009873554805
+
+
+def selu(x):
+    """scale * elu(x, alpha) with SELU's constants (alpha 1.6732632, scale 1.0507010).
+
+    Example::
+
+        >>> ug.selu([0.0, 1.0])
+        [0.0, 1.050701]
+    """
+    return _SELU_SCALE * elu(x, _SELU_ALPHA)
+
+
+_docs_from_records(softmax, log_softmax, conv2d, sparse_softmax_cross_entropy, max_pool2d,
+                   avg_pool2d)

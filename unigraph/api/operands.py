@@ -1,0 +1,184 @@
+"""Operands of the public op functions: promotion to one dtype (NumPy rules, Python
+numbers weak), Python numbers as cached scalars, axes checked and normalised, and each
+wrapper's docstring taken from its op record.
+"""
+
+from __future__ import annotations
+
+import builtins
+import sys
+
+import numpy as np
+
+from unigraph.dispatch import apply, current_backend
+from unigraph.dtypes import as_dtype, is_float, result_dtype
+from unigraph.errors import ShapeError
+from unigraph.ops import OPS
+from unigraph.tensor import Parameter, Tensor
+from unigraph.tracing import _builder, user_source
+
+_SCALARS = (bool, int, float)
+_TENSORS = (Tensor, Parameter)
+
+
+def _as_operand(x):
+    if isinstance(x, (Tensor, *_SCALARS)):
+        return x
+    if isinstance(x, np.ndarray | np.generic):
+        as_dtype(x.dtype)
+        return np.asarray(x)
+    if isinstance(x, list | tuple):
+        from unigraph.tensor import tensor
+
+        return tensor(x)
+    raise TypeError(
+        f"{_short(x)} (a {type(x).__name__}) at {user_source()} is not a tensor, array or "
+        "number: unigraph ops take ug tensors, NumPy arrays, Python numbers and (nested) "
+        "lists of them"
+    )
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _promote(*xs, to_float=False):
+    """Bring operands to one dtype (NumPy rules, Python scalars weak); optionally to float."""
+    first = xs[0]
+    if type(first) in _TENSORS and all(type(x) in _TENSORS and x.dtype == first.dtype
+                                       for x in xs) and (not to_float or is_float(first.dtype)):
+        return list(xs)  # the common case, kept cheap for eager mode
+    if len(xs) == 2:
+        # tensor <op> Python number (`x + 1`, `lr * g`): the tensor's dtype usually wins.
+        a, b = xs
+        tensor_first = type(a) in _TENSORS and type(b) in _SCALARS
+        if tensor_first or (type(b) in _TENSORS and type(a) in _SCALARS):
+            t, number = (a, b) if tensor_first else (b, a)
+            dtype = result_dtype([t.dtype], [number])
+            if dtype == t.dtype and (not to_float or is_float(dtype)):
+                scalar = _scalar(number, dtype)
+                return [t, scalar] if tensor_first else [scalar, t]
+    xs = [_as_operand(x) for x in xs]
+    strong, weak, weak_dtypes = [], [], []
+    for x in xs:
+        if isinstance(x, _SCALARS):
+            weak.append(x)
+        elif _is_weak_tensor(x):
+            weak_dtypes.append(x.dtype)
+        else:
+            strong.append(x.dtype if isinstance(x, Tensor) else x.dtype.name)
+    if strong:
+        # A WeakTensor (autograph's loop counters) promotes like a Python number of its kind.
+        weak = [_PYTHON_KIND[x[0]] for x in weak_dtypes] + weak
+    else:
+        strong = weak_dtypes
+    dtype = result_dtype(strong, weak)
+    if to_float and not is_float(dtype):
+        dtype = "float64"
+    return [_to_dtype(x, dtype) for x in xs]
+
+
+# The Python number each kind of dtype stands for, keyed by the name's first letter.
+_PYTHON_KIND = {"b": True, "i": 1, "f": 1.0}
+
+
+def _is_weak_tensor(x) -> bool:
+    """A `unigraph.autograph.weak.WeakTensor` (only reached off the fast path; the module is
+    loaded whenever one exists, so a never-used autograph costs no import)."""
+    if type(x) in _TENSORS or not isinstance(x, Tensor):
+        return False
+    weak = sys.modules.get("unigraph.autograph.weak")
+    return weak is not None and isinstance(x, weak.WeakTensor)
+
+
+def _to_dtype(x, dtype):
+    if isinstance(x, Tensor):
+        return x if x.dtype == dtype else apply("cast", [x], {"dtype": dtype})
+    if isinstance(x, _SCALARS):
+        return _scalar(x, dtype)
+    return np.asarray(x, dtype=dtype)
+
+
+# (type, value, dtype, backend) -> eager Tensor: `x + 2` in a loop converts 2 only once.
+_scalars: dict = {}
+
+
+def _scalar(value, dtype):
+    """A Python number as an operand of `dtype`: a cached eager tensor on the current
+    backend (native tensors are never modified in place, so sharing one is safe)."""
+    if _builder.get() is not None:
+        _check_int_range(value, dtype)
+        return np.asarray(value, dtype=dtype)  # becomes a constant node
+    backend = current_backend()
+    key = (type(value), value, dtype, backend.name)
+    scalar = _scalars.get(key)
+    if scalar is None:
+        _check_int_range(value, dtype)
+        array = np.asarray(value, dtype=dtype)
+        scalar = Tensor((), dtype, backend=backend, native=backend.to_native(array), array=array)
+        if len(_scalars) < 4096:
+            _scalars[key] = scalar
+    return scalar
+
+
+def _check_int_range(value, dtype: str) -> None:
+    """`int64 tensor + 2**70` must say so, not fail deep inside NumPy's conversion."""
+    if type(value) is int and dtype.startswith("int"):
+        info = np.iinfo(dtype)
+        if not info.min <= value <= info.max:
+            raise OverflowError(
+                f"the integer {value} at {user_source()} does not fit in {dtype} (the dtype "
+                f"of the tensor it meets: {info.min} .. {info.max}); cast the tensor to a "
+                "wider or float dtype first (ug.cast(x, 'float64')), or use a float"
+            )
+
+
+def _axis(axis, ndim: int, op: str) -> int:
+    if not -ndim <= axis < builtins.max(ndim, 1):
+        raise ShapeError(f"{op}: axis {axis} is out of range for a tensor of rank {ndim}")
+    return axis % ndim if ndim else 0
+
+
+def _axes(axis, ndim: int, op: str):
+    if axis is None:
+        return None
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    return tuple(sorted(_axis(a, ndim, op) for a in axes))
+
+
+def _tensor_or_array(x):
+    x = _as_operand(x)
+    if isinstance(x, _SCALARS):
+        from unigraph.tensor import tensor
+
+        return tensor(x)
+    return x
+
+
+def _record_doc(op: str, note: str = "") -> str:
+    """A public function's docstring from its op record: the record's text and example."""
+    record = OPS[op]
+    call, _, result = record.example.partition("  # ")
+    parts = [record.doc, note, f"Example::\n\n    >>> {call}\n    {result}"]
+    return "\n\n".join(part for part in parts if part)
+
+
+def _known_shape(x, what: str) -> tuple:
+    if None in x.shape:
+        raise ShapeError(f"{what}: the shape {list(x.shape)} of the tensor at {user_source()} "
+                         "has a dim known only at run time; this function needs every dim")
+    return tuple(x.shape)
+
+
+def _pair(value, name: str) -> tuple:
+    pair = (value, value) if isinstance(value, int) else tuple(value)
+    if len(pair) != 2:
+        raise ValueError(f"{name} must be an int or a pair of ints, got {value!r}")
+    return tuple(int(v) for v in pair)
+
+
+def _docs_from_records(*functions) -> None:
+    """Each simple wrapper's doc: its op record's text and example, then its own note."""
+    for function in functions:
+        function.__doc__ = _record_doc(function.__name__, (function.__doc__ or "").strip())

@@ -1,0 +1,225 @@
+"""Shape ops: reshape, transpose, concat, stack, squeeze, expand_dims, broadcast_to, take
+(a gather), one_hot, and those composed from them (flatten, flip, tile, pad).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from unigraph.api.creation import full
+from unigraph.api.elementwise import where
+from unigraph.api.operands import (
+    _axes,
+    _axis,
+    _docs_from_records,
+    _known_shape,
+    _promote,
+    _tensor_or_array,
+)
+from unigraph.dispatch import apply
+from unigraph.dtypes import as_dtype
+from unigraph.errors import ShapeError
+from unigraph.tracing import user_source
+
+
+def reshape(x, shape):
+    """`x` with a new shape; one dimension may be -1."""
+    x = _tensor_or_array(x)
+    shape = (shape,) if isinstance(shape, int) else tuple(int(d) for d in shape)
+    size = int(np.prod([d for d in x.shape]))
+    if shape.count(-1) > 1:
+        raise ShapeError(f"reshape: at most one dimension may be -1, got {list(shape)}")
+    if -1 in shape:
+        known = int(np.prod([d for d in shape if d != -1]))
+        if known == 0 or size % known:
+            raise ShapeError(f"reshape: cannot reshape {list(x.shape)} into {list(shape)}")
+        shape = tuple(size // known if d == -1 else d for d in shape)
+    return apply("reshape", [x], {"shape": shape})
+
+
+def transpose(x, perm=None):
+    """Permute dimensions (default: reverse them)."""
+    x = _tensor_or_array(x)
+    ndim = len(x.shape)
+    perm = tuple(reversed(range(ndim))) if perm is None else tuple(_axis(p, ndim, "transpose")
+                                                                   for p in perm)
+    return apply("transpose", [x], {"perm": perm})
+
+
+def concat(xs, axis=0):
+    """Join tensors along an existing axis."""
+    xs = _promote(*xs)
+    return apply("concat", xs, {"axis": _axis(axis, len(xs[0].shape), "concat")})
+
+
+def stack(xs, axis=0):
+    """Join tensors along a new axis."""
+    xs = _promote(*xs)
+    return apply("stack", xs, {"axis": _axis(axis, len(xs[0].shape) + 1, "stack")})
+
+
+def squeeze(x, axis=None):
+    """Remove size-1 dimensions (all of them when `axis` is None)."""
+    x = _tensor_or_array(x)
+    if axis is None:
+        axes = tuple(i for i, d in enumerate(x.shape) if d == 1)
+    else:
+        axes = _axes(axis, len(x.shape), "squeeze")
+    return apply("squeeze", [x], {"axis": axes})
+
+
+def expand_dims(x, axis):
+    """Insert a size-1 dimension at `axis`."""
+    x = _tensor_or_array(x)
+    return apply("expand_dims", [x], {"axis": _axis(axis, len(x.shape) + 1, "expand_dims")})
+
+
+def broadcast_to(x, shape):
+    x = _tensor_or_array(x)
+    return apply("broadcast_to", [x], {"shape": tuple(int(d) for d in shape)})
+
+
+def take(x, indices, axis=0):
+    """Gather entries of `x` along `axis` at integer `indices`; a negative index counts from
+    the end, as in NumPy (-1 is the last).
+
+    Example::
+
+        >>> ug.take([10, 20, 30], [2, -1, 0])
+        [30, 30, 10]
+    """
+    x = _tensor_or_array(x)
+    axis = _axis(axis, len(x.shape), "take")
+    if isinstance(indices, list | tuple):
+        from unigraph.tensor import as_array
+
+        indices = as_array(indices, what="ug.take's indices")
+    indices = _tensor_or_array(indices)
+    size = x.shape[axis]
+    if isinstance(indices, np.ndarray):
+        if size is not None and indices.dtype.kind in "iu":
+            indices = np.where(indices < 0, indices + size, indices)  # known now: no ops
+    elif size is not None and indices.dtype.startswith("int"):
+        # The op takes [0, n): map the negative ones (three ops, on every target).
+        indices = where(indices < 0, indices + size, indices)
+    return apply("take", [x, indices], {"axis": axis})
+
+
+gather = take
+
+
+def one_hot(indices, depth, dtype="float32"):
+    """`indices.shape + (depth,)` tensor with ones at the indices."""
+    return apply("one_hot", [_tensor_or_array(indices)],
+                 {"depth": int(depth), "dtype": as_dtype(dtype)})
+
+
+def flatten(x, start_axis=0, end_axis=-1):
+    """x with the axes start_axis..end_axis merged into one (default: all, a 1-D result);
+    a `reshape`.
+
+    Example::
+
+        >>> ug.flatten([[1, 2], [3, 4]])
+        [1, 2, 3, 4]
+    """
+    x = _tensor_or_array(x)
+    if not x.shape:
+        return reshape(x, (1,))
+    start = _axis(start_axis, len(x.shape), "flatten")
+    end = _axis(end_axis, len(x.shape), "flatten")
+    shape = _known_shape(x, "flatten")
+    merged = int(np.prod(shape[start:end + 1], dtype=np.int64))
+    return reshape(x, shape[:start] + (merged,) + shape[end + 1:])
+
+
+unsqueeze = expand_dims
+
+
+def flip(x, axis=None):
+    """x reversed along `axis` (an int, a tuple, or None: every axis); a `take` with the
+    reversed positions.
+
+    Example::
+
+        >>> ug.flip([[1, 2], [3, 4]], axis=1)
+        [[2, 1], [4, 3]]
+    """
+    x = _tensor_or_array(x)
+    axes = range(len(x.shape)) if axis is None else _axes(axis, len(x.shape), "flip")
+    for a in axes:
+        size = _known_shape(x, "flip")[a]
+        x = take(x, np.arange(size - 1, -1, -1), axis=a)
+    return x
+
+
+def tile(x, reps):
+    """x repeated `reps[i]` times along axis i, as NumPy's tile (a shorter `reps` applies
+    to the last axes; a longer one adds leading axes); a `take` per repeated axis.
+
+    Example::
+
+        >>> ug.tile([1, 2], 2)
+        [1, 2, 1, 2]
+    """
+    x = _tensor_or_array(x)
+    reps = (reps,) if isinstance(reps, int) else tuple(int(r) for r in reps)
+    if len(reps) > len(x.shape):
+        x = reshape(x, (1,) * (len(reps) - len(x.shape)) + _known_shape(x, "tile"))
+    reps = (1,) * (len(x.shape) - len(reps)) + reps
+    for a, r in enumerate(reps):
+        if r != 1:
+            size = _known_shape(x, "tile")[a]
+            x = take(x, np.tile(np.arange(size), r), axis=a)
+    return x
+
+
+def _pad_widths(pad_width, rank: int) -> list:
+    widths = np.broadcast_to(np.asarray(pad_width, dtype=np.int64).reshape(-1, 2)
+                             if np.ndim(pad_width) else np.full((1, 2), pad_width), (rank, 2))
+    if (widths < 0).any():
+        raise ValueError(f"pad: widths {pad_width!r} at {user_source()} must be >= 0")
+    return [tuple(int(w) for w in pair) for pair in widths]
+
+
+def pad(x, pad_width, mode="constant", value=0):
+    """x padded as NumPy's pad: `pad_width` an int, a (before, after) pair, or one pair per
+    axis; `mode` "constant" (with `value`; `concat` with `full` blocks), "reflect" (mirror
+    without the edge; each width below the axis size) or "edge" (repeat the edge); the
+    last two are one `take` per padded axis.
+
+    Example::
+
+        >>> ug.pad([1, 2, 3], (2, 1), mode="reflect")
+        [3, 2, 1, 2, 3, 2]
+    """
+    x = _tensor_or_array(x)
+    if mode not in ("constant", "reflect", "edge"):
+        raise ValueError(f"pad: mode {mode!r} at {user_source()}; use 'constant', 'reflect' "
+                         "or 'edge'")
+    for axis, (before, after) in enumerate(_pad_widths(pad_width, len(x.shape))):
+        if not before and not after:
+            continue
+        shape = _known_shape(x, "pad")
+        size = shape[axis]
+        if mode == "constant":
+            parts = [full(shape[:axis] + (w,) + shape[axis + 1:], value, x.dtype)
+                     for w in (before, after)]
+            x = concat([parts[0], x, parts[1]], axis=axis)
+            continue
+        if mode == "reflect" and (before >= size or after >= size):
+            raise ValueError(f"pad: reflect widths ({before}, {after}) at {user_source()} "
+                             f"must be below the size {size} of axis {axis}")
+        if mode == "edge" and size == 0:
+            raise ValueError(f"pad: axis {axis} is empty, it has no edge to repeat")
+        if mode == "reflect":
+            positions = [*range(before, 0, -1), *range(size), *range(size - 2, size - 2 - after,
+                                                                      -1)]
+        else:
+            positions = [0] * before + list(range(size)) + [size - 1] * after
+        x = take(x, np.asarray(positions, dtype=np.int64), axis=axis)
+    return x
+
+
+_docs_from_records(reshape, transpose, concat, stack, squeeze, expand_dims, broadcast_to,
+                   one_hot)
