@@ -22,6 +22,8 @@ from __future__ import annotations
 import paddle
 import paddle.nn.functional as F
 
+from unigraph.index_checks import check_indices
+
 _FLOATS = (paddle.float16, paddle.float32, paddle.float64)
 _LARGEST = {dtype: float(paddle.finfo(dtype).max) for dtype in _FLOATS}
 _EAGER_TENSOR = paddle.Tensor
@@ -219,8 +221,22 @@ def broadcast_to(x, *, shape):
     return paddle.broadcast_to(x, list(shape))
 
 
+def _checked_indices(op, indices, size, axis=None):
+    """`indices`, refused with unigraph's error when one lies outside [0, size). Eager:
+    checked at once. Static (no Assert op that can print a value): each negative index i
+    becomes i - size, which Paddle's gather refuses (it would wrap i), printing the
+    value; `unigraph.index_checks.translate_run_error` reads it."""
+    if paddle.in_dynamic_mode():
+        if indices.size and bool(paddle.any((indices < 0) | (indices >= size))):
+            check_indices(op, indices.numpy(), int(size), axis)  # builds the message
+        return indices
+    size = paddle.cast(size, indices.dtype)
+    return paddle.where(indices < 0, indices - size, indices)
+
+
 def take(x, indices, *, axis):
-    # paddle.gather takes a 1-D index; gather the flat indices, then restore their shape.
+    indices = _checked_indices("take", indices, paddle.shape(x)[axis], axis)
+    # paddle.gather takes a 1-D index; gather the flat indices, then restore their shape. a 1-D index; gather the flat indices, then restore their shape.
     flat = paddle.reshape(indices, [-1])
     gathered = paddle.gather(x, flat, axis=axis)
     x_shape, index_shape = list(x.shape), list(indices.shape)
@@ -279,6 +295,7 @@ def log_softmax(x, *, axis):
 
 def sparse_softmax_cross_entropy(logits, labels):
     # F.cross_entropy saturates like F.log_softmax ([[1000, 0]], [1] -> 64, not 1000).
+    labels = _checked_indices("sparse_softmax_cross_entropy", labels, paddle.shape(logits)[-1])
     log_p = log_softmax(logits, axis=-1)
     picked = paddle.take_along_axis(log_p, paddle.unsqueeze(labels, -1), axis=-1)
     return paddle.neg(paddle.squeeze(picked, axis=[-1]))

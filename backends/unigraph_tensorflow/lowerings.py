@@ -27,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
+from unigraph.index_checks import MARKER, check_indices
 from unigraph_tensorflow import images
 from unigraph_tensorflow.taping import may_be_differentiated
 
@@ -202,7 +203,26 @@ def slice_(x, *, begin, end, stride):
     return tf.strided_slice(x, begin, end, stride) if begin else x
 
 
+def _checked_indices(op, indices, size, axis=None):
+    """`indices`, refused with unigraph's error when one lies outside [0, size): checked
+    at once when eager; in a graph an Assert that the gather waits for, which prints the
+    op, the size and the bad value for `translate_run_error` (a gather on GPU would not
+    check at all)."""
+    if tf.executing_eagerly():
+        if indices.shape.num_elements():
+            check_indices(op, indices.numpy(), int(size), axis)
+        return indices
+    size = tf.cast(size, indices.dtype)
+    low, high = tf.reduce_min(indices), tf.reduce_max(indices)  # empty: no failure
+    valid = tf.logical_and(low >= 0, high < size)
+    bad = tf.where(low < 0, low, high)
+    check = tf.debugging.Assert(valid, [f"{MARKER} op={op} axis={axis or 0}", size, bad])
+    with tf.control_dependencies([check]):
+        return tf.identity(indices)
+
+
 def take(x, indices, *, axis):
+    indices = _checked_indices("take", indices, tf.shape(x)[axis], axis)
     return tf.gather(x, indices, axis=axis)
 
 
@@ -241,6 +261,7 @@ def log_softmax(x, *, axis):
 
 
 def sparse_softmax_cross_entropy(logits, labels):
+    labels = _checked_indices("sparse_softmax_cross_entropy", labels, tf.shape(logits)[-1])
     return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
 
 

@@ -18,6 +18,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from unigraph.index_checks import check_indices
+
 TORCH_DTYPES = {
     "float16": torch.float16,
     "float32": torch.float32,
@@ -172,7 +174,17 @@ def slice_(x, *, begin, end, stride):
     return x[tuple(builtins.slice(b, e, s) for b, e, s in zip(begin, end, stride))]
 
 
+def _check_indices(op, indices, size, axis=None):
+    """Refuse an index outside [0, size) with unigraph's error (index_select's names no
+    value): one reduction and one sync per call. Skipped while torch.export traces, where
+    the values are unknown (the exported program keeps torch's own check)."""
+    if indices.numel() and not torch.compiler.is_compiling():
+        if bool(((indices < 0) | (indices >= size)).any()):
+            check_indices(op, indices.cpu().numpy(), size, axis)  # builds the message
+
+
 def take(x, indices, *, axis):
+    _check_indices("take", indices, x.shape[axis], axis)
     if indices.dim() == 1:
         return torch.index_select(x, axis, indices)
     # index_select takes 1-D indices only: gather flat, then lay the indices' shape out.
@@ -248,6 +260,7 @@ def avg_pool2d(x, *, kernel, stride, padding):
 
 
 def sparse_softmax_cross_entropy(logits, labels):
+    _check_indices("sparse_softmax_cross_entropy", labels, logits.shape[-1])
     # cross_entropy wants int64 class indices; .long() is free when they already are.
     return F.cross_entropy(logits, labels.long(), reduction="none")
 

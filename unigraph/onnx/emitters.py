@@ -175,8 +175,27 @@ def _slice(w, args, node):
                             w.const(_ints(axes)), w.const(_ints(stride))])
 
 
+def _moved_out(w, indices: str, dtype: str, size: str) -> str:
+    """ONNX's Gather wraps a negative index, which unigraph's take refuses: each negative
+    i becomes i - size, which Gather then refuses, printing it (unigraph.index_checks)."""
+    negative = w.node("Less", [indices, w.const(np.array(0, dtype))])
+    return w.node("Where", [negative, w.node("Sub", [indices, size]), indices])
+
+
+def _dim(w, x: str, shape: tuple, axis: int, dtype: str) -> str:
+    """Dim `axis` of `x` as a scalar of `dtype`: a constant when the graph knows it."""
+    if shape[axis] is not None:
+        return w.const(np.array(shape[axis], dtype))
+    dims = w.node("Shape", [x])
+    picked = w.node("Gather", [dims, w.const(np.array(axis, np.int64))], axis=0)
+    return w.node("Cast", [picked], to=w.onnx_dtype(dtype))
+
+
 def _take(w, args, node):
-    return w.node("Gather", args, axis=node.attrs["axis"])
+    x, indices = args
+    axis, dtype = node.attrs["axis"], _dtype(node, 1)
+    moved = _moved_out(w, indices, dtype, _dim(w, x, node.inputs[0].shape, axis, dtype))
+    return w.node("Gather", [x, moved], axis=axis)
 
 
 def _one_hot(w, args, node):
@@ -293,6 +312,15 @@ def _avg_pool2d(w, args, node):
 def _sparse_softmax_cross_entropy(w, args, node):
     logits, labels = args
     log_p = _log_softmax_of(w, logits, 1, _dtype(node))
+    classes, labels_type = node.inputs[0].shape[1], _dtype(node, 1)
+    if classes is not None:
+        # GatherElements wraps a negative label and its refusal names no value: a Gather
+        # of zeros at the labels (negative ones moved out of range) refuses first, printing
+        # the label; the labels read by GatherElements wait for it (plus its zeros).
+        size = w.const(np.array(classes, labels_type))
+        zeros = w.const(np.zeros(classes, labels_type))
+        check = w.node("Gather", [zeros, _moved_out(w, labels, labels_type, size)], axis=0)
+        labels = w.node("Add", [labels, check])
     column = w.node("Unsqueeze", [labels, w.const(_ints([1]))])
     picked = w.node("GatherElements", [log_p, column], axis=1)
     return w.node("Neg", [w.node("Squeeze", [picked, w.const(_ints([1]))])])

@@ -11,6 +11,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from unigraph.errors import ShapeError
+from unigraph.index_checks import check_indices
 from unigraph.ops._util import (
     ACCUMULATING_TOLERANCE,
     check_axis,
@@ -440,12 +441,7 @@ def _cross_entropy_infer(logits, labels):
 
 
 def _cross_entropy_reference(logits, labels):
-    classes = logits.shape[1]
-    if labels.size and (labels.min() < 0 or labels.max() >= classes):
-        raise IndexError(
-            f"sparse_softmax_cross_entropy: labels must lie in [0, {classes}); got values "
-            f"from {labels.min()} to {labels.max()}"
-        )
+    check_indices("sparse_softmax_cross_entropy", labels, logits.shape[1])
     log_p = _log_softmax(logits, axis=1)
     return (-log_p[np.arange(len(labels)), labels]).astype(logits.dtype, copy=False)
 
@@ -463,7 +459,8 @@ register(OpDef(
     reference=_cross_entropy_reference,
     vjp=_cross_entropy_vjp,
     doc="Per-row loss -log_softmax(logits)[n, labels[n]], shape [N], no reduction (take "
-        "the mean yourself). Labels must lie in [0, C). Gradient softmax - one_hot(labels) "
+        "the mean yourself). Labels must lie in [0, C): any other is an IndexOutOfRangeError "
+        "on every target. Gradient softmax - one_hot(labels) "
         "for logits; labels have none.",
     example="ug.sparse_softmax_cross_entropy([[1000.0, 0.0]], [1])  # [1000.0]",
     samples=lambda rng: [

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from unigraph.errors import ShapeError
+from unigraph.index_checks import check_indices
 from unigraph.ops._util import (
     check_axis,
     dims_conflict,
@@ -294,13 +295,8 @@ def _take_infer(x, indices, *, axis):
 
 
 def _take_reference(x, indices, *, axis):
-    size = x.shape[axis]
-    if indices.size and (indices.min() < 0 or indices.max() >= size):
-        # NumPy would wrap negative indices; backends disagree there, so we refuse them.
-        raise IndexError(
-            f"take: indices must lie in [0, {size}) for axis {axis} of a {x.shape} tensor; "
-            f"got values from {indices.min()} to {indices.max()}"
-        )
+    # NumPy would wrap a negative index; the op refuses it (see unigraph.index_checks).
+    check_indices("take", indices, x.shape[axis], axis)
     return np.take(x, indices, axis=axis)
 
 
@@ -323,8 +319,9 @@ register(OpDef(
     reference=_take_reference,
     vjp=_take_vjp,
     doc="Gather along `axis`: out[..., i, ...] = x[..., indices[i], ...], with indices' shape "
-        "in place of the axis. The op takes indices (int32/int64) in [0, n), where every "
-        "backend agrees; ug.take and x[i] first map a negative index to n + i, as NumPy. "
+        "in place of the axis. The op takes indices (int32/int64) in [0, n); ug.take and x[i] "
+        "first map a negative index to n + i, as NumPy. Any other index is an "
+        "IndexOutOfRangeError on every target, eager or static, naming the index as written. "
         "Repeated indices sum their gradients.",
     example="ug.take([10, 20, 30], [2, 0, 2])  # [30, 10, 30]",
     samples=lambda rng: [
