@@ -30,6 +30,19 @@ target of `--targets`, for every seed of `--seeds` and dtype of `--dtypes`: one 
 Options given on the command line win over an entry's own; the entry's own win over the
 defaults (seed 0, float32, gradients on).
 
+ONNX models
+-----------
+An `.onnx` path (alone, in a folder, or matched by a glob) is one check: the model imported
+with `ug.onnx.load`, run on every target against the float64 reference, plus a row
+`onnxruntime:file` where ONNX Runtime runs the file itself against the same reference (it
+catches a misread op, with which every target would agree). Inputs are seeded random draws
+of the shapes and dtypes the graph declares (`--dim batch=4` sizes a symbolic dimension), or
+`--inputs inputs.npz` (one array per graph input, by name). Gradients with respect to the
+float initializers (and float inputs) only with `--grads`.
+
+    unigraph check model.onnx --dim batch=8
+    unigraph check model.onnx --inputs inputs.npz --grads --targets torch,paddle
+
 Executors: `--executor local` (default: `-j N` worker processes here) or `--executor ray`
 (each task one Ray task, on the cluster at `--address` / `RAY_ADDRESS`, else on a local Ray
 started for the run); a crash or a timeout of one task is that task's result.
@@ -78,6 +91,12 @@ def add_check_command(subparsers) -> argparse.ArgumentParser:
                         help="compare gradients too (default: each entry's own, else yes)")
     matrix.add_argument("--training", type=int, default=None, metavar="STEPS",
                         help="steps of the training entries (0: leave them out)")
+    onnx = parser.add_argument_group("ONNX models (.onnx paths)")
+    onnx.add_argument("--dim", action="append", default=None, metavar="NAME=SIZE",
+                      help="size of a symbolic input dimension (--dim batch=4); repeatable")
+    onnx.add_argument("--inputs", default=None, metavar="FILE.npz",
+                      help="the inputs, one array per graph input name (default: seeded "
+                           "random inputs of the declared shapes and dtypes)")
     run = parser.add_argument_group("how to run it")
     run.add_argument("--executor", choices=("local", "ray", "inline"), default="local",
                      help="local worker processes (default), Ray tasks, or this process")
@@ -150,7 +169,7 @@ def run_check_command(args) -> int:
             jobs=args.jobs, timeout=args.timeout, cache=args.cache, address=args.address,
             num_cpus=args.num_cpus, memory=parse_memory(args.memory),
             max_retries=args.max_retries, working_dir=args.working_dir,
-            threads=args.threads, progress=progress)
+            threads=args.threads, progress=progress, dims=args.dim, inputs=args.inputs)
     except (SuiteError, ValueError) as error:
         print(f"unigraph check: {error}", file=sys.stderr)
         return 2

@@ -79,8 +79,14 @@ def load_script(path: str) -> types.ModuleType:
     return module
 
 
-def load_checks(path: str) -> dict:
-    """{name: CheckEntry} from the script at `path` (imported once per process)."""
+def load_checks(path: str, onnx: dict | None = None) -> dict:
+    """{name: CheckEntry} from the script at `path` (imported once per process); for an
+    `.onnx` file, its one entry, with `onnx` = {"dims", "inputs", "seed"} saying how its
+    inputs are made (see `unigraph.checking.onnx_case`)."""
+    if path.lower().endswith(".onnx"):
+        from unigraph.checking.onnx_case import load_onnx_checks
+
+        return load_onnx_checks(path, **(onnx or {}))
     if not os.path.isfile(path):
         raise ScriptError(f"no such file: {path}")
     module = load_script(path)

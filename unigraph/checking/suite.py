@@ -29,6 +29,7 @@ import sys
 import threading
 import time
 
+from unigraph.checking.onnx_case import ORT_FILE_TARGET, is_onnx_path, parse_dims
 from unigraph.checking.suite_report import SuiteReport, TaskResult
 from unigraph.cli_check import split_file_name
 
@@ -51,17 +52,22 @@ def defines_checks(path: str) -> bool:
         return False
 
 
+def is_case_file(path: str) -> bool:
+    """A script that defines CHECKS, or an ONNX model (`unigraph.checking.onnx_case`)."""
+    return is_onnx_path(path) or (path.endswith(".py") and defines_checks(path))
+
+
 def _scripts_under(folder: str) -> list:
     found = []
     for root, dirs, files in os.walk(folder):
         dirs[:] = sorted(d for d in dirs if not d.startswith((".", "__pycache__")))
-        found += [os.path.join(root, f) for f in sorted(files) if f.endswith(".py")]
-    return [path for path in found if defines_checks(path)]
+        found += [os.path.join(root, f) for f in sorted(files)]
+    return [path for path in found if is_case_file(path)]
 
 
 def expand_paths(paths) -> list:
     """[(script path, entry name or None)] for files, `FILE:NAME`, folders (every script in
-    them that defines CHECKS) and globs; in order, each script once."""
+    them that defines CHECKS, every .onnx file) and globs; in order, each file once."""
     if isinstance(paths, str | os.PathLike):
         paths = [paths]
     found: list = []
@@ -70,30 +76,31 @@ def expand_paths(paths) -> list:
         if os.path.isdir(path):
             scripts = _scripts_under(path)
             if not scripts:
-                raise SuiteError(f"no script under {path} defines CHECKS")
+                raise SuiteError(f"no script under {path} defines CHECKS (and no .onnx file)")
             found += [(script, None) for script in scripts]
         elif os.path.isfile(path):
             found.append((path, name))
         elif glob.has_magic(path):
             matches = sorted(glob.glob(path, recursive=True))
             scripts = [s for m in matches for s in (_scripts_under(m) if os.path.isdir(m)
-                                                    else [m] if defines_checks(m) else [])]
+                                                    else [m] if is_case_file(m) else [])]
             if not scripts:
-                raise SuiteError(f"{path} matches no script that defines CHECKS")
+                raise SuiteError(f"{path} matches no script that defines CHECKS "
+                                 "(and no .onnx file)")
             found += [(script, name) for script in scripts]
         else:
             raise SuiteError(f"no such file or directory: {path}")
     return list(dict.fromkeys(found))
 
 
-def list_entries(path: str) -> dict:
-    """{name: CheckEntry} of the script at `path`; a script that cannot be imported or has no
-    usable CHECKS is a `SuiteError`."""
+def list_entries(path: str, onnx: dict | None = None) -> dict:
+    """{name: CheckEntry} of the script (or .onnx file, its inputs made as `onnx` says) at
+    `path`; a script that cannot be imported or has no usable CHECKS is a `SuiteError`."""
     from unigraph.checking.run import error_text
     from unigraph.checking.scripts import ScriptError, load_checks
 
     try:
-        return load_checks(path)
+        return load_checks(path, onnx)
     except ScriptError as error:
         raise SuiteError(str(error)) from None
     except Exception as error:  # the script itself raised: nothing of it can be checked
@@ -225,6 +232,16 @@ class _Keys:
                  backend.version()]))
         return self.backends[name]
 
+    def _onnx(self, options: dict | None):
+        """An ONNX case's input options, the .npz file by its content."""
+        if not options:
+            return None
+        inputs = options.get("inputs")
+        if inputs and inputs not in self.sources:
+            with open(inputs, "rb") as handle:
+                self.sources[inputs] = _digest(handle.read())
+        return [options.get("dims"), self.sources.get(inputs)]
+
     def key(self, task: dict) -> str:
         path = task["abspath"]
         if path not in self.sources:
@@ -234,13 +251,17 @@ class _Keys:
             "script": self.sources[path], "entry": task["entry"], "target": task["target"],
             "seed": task["seed"], "dtype": task["dtype"], "grads": task["grads"],
             "steps": task["steps"], "unigraph": [self.version, self.unigraph],
+            "onnx": self._onnx(task.get("onnx")),
             "backend": self._backend(task["target"].partition(":")[0])}, sort_keys=True))
 
 
 # -- planning ----------------------------------------------------------------------------
 def plan(paths, targets="all", seeds=None, dtypes=None, grads=None, training_steps=None,
-         working_dir=None) -> tuple[list, dict]:
-    """(tasks, {target: why it is not run}) for a suite; raises `SuiteError` on misuse."""
+         working_dir=None, dims=None, inputs=None) -> tuple[list, dict]:
+    """(tasks, {target: why it is not run}) for a suite; raises `SuiteError` on misuse.
+    `dims` ({name: size} or ["batch=4"]) and `inputs` (an .npz path) make the inputs of
+    .onnx files; each .onnx entry also gets an `onnxruntime:file` task (ORT running the
+    file itself against the same reference)."""
     from unigraph.checking.isolate import runtime_plugins
 
     if training_steps is not None and training_steps < 0:
@@ -252,9 +273,18 @@ def plan(paths, targets="all", seeds=None, dtypes=None, grads=None, training_ste
     common = {"grads": grads, "steps": training_steps or None, "html": True,
               "plugins": runtime_plugins(), "sys_path": [p for p in sys.path if p],
               "env": environment}
+    from unigraph.checking.scripts import ScriptError
+
+    try:
+        onnx = {"dims": dims if isinstance(dims, dict) else parse_dims(dims),
+                "inputs": os.path.abspath(inputs) if inputs else None}
+    except ScriptError as error:
+        raise SuiteError(str(error)) from None
+    if inputs and not os.path.isfile(inputs):
+        raise SuiteError(f"--inputs: no such file: {inputs}")
     models = []
     for path, name in expand_paths(paths):
-        entries = list_entries(path)
+        entries = list_entries(path, onnx if is_onnx_path(path) else None)
         if name is not None and name not in entries:
             raise SuiteError(f"{path} has no check {name!r}; its CHECKS are: "
                              f"{', '.join(entries)}")
@@ -265,16 +295,19 @@ def plan(paths, targets="all", seeds=None, dtypes=None, grads=None, training_ste
                 continue  # --training 0: function entries only
             models.append((path, entry_name, _own(entry)))
     tasks = []
-    for target in chosen:  # grouped by target: a worker keeps its framework imported
-        for path, entry_name, own in models:
+    onnx_models = [model for model in models if is_onnx_path(model[0])]
+    grouped = [(str(t), models) for t in chosen] + [(ORT_FILE_TARGET, onnx_models)]
+    for target, cases in grouped:  # grouped by target: a worker keeps its framework imported
+        for path, entry_name, own in cases:
             for seed in (s if s is not None else own["seed"] for s in seed_list):
                 for dtype in (d if d is not None else own["dtype"] for d in dtype_list):
                     absolute = os.path.abspath(path)
                     shipped = (os.path.relpath(absolute, os.path.abspath(working_dir))
                                if working_dir else absolute)
-                    tasks.append({**common, "id": len(tasks), "file": path,
+                    extra = {"onnx": onnx} if is_onnx_path(path) else {}
+                    tasks.append({**common, **extra, "id": len(tasks), "file": path,
                                   "abspath": absolute, "path": shipped, "entry": entry_name,
-                                  "target": str(target), "seed": seed, "dtype": dtype})
+                                  "target": target, "seed": seed, "dtype": dtype})
     return tasks, skipped
 
 
@@ -287,7 +320,7 @@ def _own(entry) -> dict:
 def check_suite(paths, targets="all", seeds=None, dtypes=None, grads=None,
                 training_steps=None, executor="local", jobs=None, timeout=600.0, cache=None,
                 address=None, num_cpus=1, memory=None, max_retries=2, working_dir=None,
-                threads=1, progress=False) -> SuiteReport:
+                threads=1, progress=False, dims=None, inputs=None) -> SuiteReport:
     """Check every `CHECKS` entry of the scripts in `paths` (files, `FILE:NAME`, folders,
     globs) on every target, for each seed and dtype; one task per (entry, target, seed,
     dtype), each in a worker process; returns the merged `SuiteReport`.
@@ -303,6 +336,9 @@ def check_suite(paths, targets="all", seeds=None, dtypes=None, grads=None,
     timeout: seconds one task may take (its worker is then killed: "timeout").
     cache: a folder; a task whose content hash is stored there is not run again.
     threads: the thread count of each worker's frameworks (OMP_NUM_THREADS and friends).
+    dims, inputs: for .onnx files: sizes of symbolic dimensions ({"batch": 4}) and an .npz
+        of inputs by graph input name (default: seeded random inputs of the declared shapes);
+        see `unigraph.checking.onnx_case`.
 
     >>> report = ug.check_suite(["examples/"], targets="numpy,torch", seeds=[0, 1])
     >>> print(report); report.assert_ok()
@@ -313,7 +349,8 @@ def check_suite(paths, targets="all", seeds=None, dtypes=None, grads=None,
         raise SuiteError(f"unknown executor {executor!r}: use "
                          f"{', '.join(executors.EXECUTORS)}")
     started = time.perf_counter()
-    tasks, skipped = plan(paths, targets, seeds, dtypes, grads, training_steps, working_dir)
+    tasks, skipped = plan(paths, targets, seeds, dtypes, grads, training_steps, working_dir,
+                          dims, inputs)
     store = ResultCache(cache) if cache else None
     keys = _Keys() if store else None
     results: dict = {}

@@ -33,6 +33,8 @@ import tempfile
 import time
 import traceback
 
+from unigraph.checking.onnx_case import ORT_FILE_TARGET
+
 # The thread count every worker runs with: the same in both executors (reductions can round
 # differently with more threads), and -j workers do not oversubscribe the cores.
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
@@ -41,17 +43,20 @@ LOG_TAIL = 3000  # characters of a dead worker's stderr kept in its result
 
 
 # -- inside the worker -------------------------------------------------------------------
-_ENTRIES: dict = {}  # path -> (mtime, {name: CheckEntry}): CHECKS built once per process
+_ENTRIES: dict = {}  # (path, onnx) -> (mtime, {name: CheckEntry}): built once per process
 
 
-def _entries(path: str) -> dict:
+def _entries(path: str, onnx: dict | None = None) -> dict:
+    """The entries of the script at `path`; for an .onnx file, with its inputs made as
+    `onnx` ({"dims", "inputs", "seed"}) says."""
     from unigraph.checking.scripts import load_checks
 
     mtime = os.path.getmtime(path)
-    cached = _ENTRIES.get(path)
+    key = (path, json.dumps(onnx, sort_keys=True))
+    cached = _ENTRIES.get(key)
     if cached is None or cached[0] != mtime:
-        _ENTRIES[path] = (mtime, load_checks(path))
-    return _ENTRIES[path][1]
+        _ENTRIES[key] = (mtime, load_checks(path, onnx))
+    return _ENTRIES[key][1]
 
 
 def run_task(task: dict) -> dict:
@@ -63,10 +68,16 @@ def run_task(task: dict) -> dict:
     try:
         _register_plugins(task.get("plugins") or [])
         path = os.path.abspath(task["path"])  # relative: to a Ray working_dir
-        entries = _entries(path)
+        onnx = task.get("onnx")
+        if onnx is not None:  # the inputs of an .onnx case are drawn with the task's seed
+            onnx = {**onnx, "seed": task["seed"] if task.get("seed") is not None else 0}
+        entries = _entries(path, onnx)
         if task["entry"] not in entries:
             raise KeyError(f"{task['path']} has no check {task['entry']!r}")
-        result = _run_entry(entries[task["entry"]], task)
+        if task["target"] == ORT_FILE_TARGET:
+            result = _run_file_on_onnxruntime(entries[task["entry"]], path, task)
+        else:
+            result = _run_entry(entries[task["entry"]], task)
     except Exception as error:  # the entry itself raised: a result named by the entry
         result = {"status": "error", "report": None,
                   "error": f"CHECKS[{task['entry']!r}] raised {error_text(error)}",
@@ -107,6 +118,17 @@ def _run_entry(entry, task: dict) -> dict:
     status = report.targets[0].status if report.targets else "unsupported"
     return {"status": status, "report": report.to_dict(), "error": "",
             "graph_html": _graph_html(report, case) if task.get("html") else None}
+
+
+def _run_file_on_onnxruntime(entry, path: str, task: dict) -> dict:
+    from unigraph.checking.onnx_case import run_file_on_onnxruntime
+
+    report = run_file_on_onnxruntime(entry, path, task.get("dtype") or "float32",
+                                     task.get("seed") or 0)
+    status = report.targets[0].status if report.targets else "unsupported"
+    why_not = "" if report.targets else report.skipped.get(ORT_FILE_TARGET, "")
+    return {"status": status, "report": report.to_dict(), "error": why_not,
+            "graph_html": None}
 
 
 def _graph_html(report, case) -> str | None:
