@@ -261,6 +261,8 @@ def _global_max_pool(ctx, args, attrs):
 
 
 def _batch_norm(ctx, args, attrs):
+    if attrs.get("training_mode", 0):
+        ctx.refuse("BatchNormalization with training_mode=1 (export the model in eval mode)")
     x, scale, bias, mean, var = args[:5]
     shape = (-1,) + (1,) * (len(x.shape) - 2)
     inverse = ug.reshape(scale, shape) / ug.sqrt(ug.reshape(var, shape)
@@ -447,6 +449,8 @@ def _cumsum(ctx, args, attrs):
 
 
 def _einsum(ctx, args, attrs):
+    if "..." in attrs["equation"]:
+        ctx.refuse("Einsum with '...' in its equation")
     return ug.einsum(attrs["equation"].replace(" ", ""), *args)
 
 
@@ -467,7 +471,12 @@ def _reduce(fn):
 
 
 def _argmax(ctx, args, attrs):
-    return ug.argmax(args[0], axis=attrs.get("axis", 0), keepdims=bool(attrs.get("keepdims", 1)))
+    x, axis = args[0], attrs.get("axis", 0)
+    keepdims = bool(attrs.get("keepdims", 1))
+    if not attrs.get("select_last_index", 0):
+        return ug.argmax(x, axis=axis, keepdims=keepdims)
+    # The last maximum: the first one of the reversed axis, counted from the end.
+    return (x.shape[axis] - 1) - ug.argmax(ug.flip(x, axis), axis=axis, keepdims=keepdims)
 
 
 def _constant(ctx, args, attrs):
@@ -487,8 +496,25 @@ def _identity(ctx, args, attrs):
     return args[0]
 
 
-def _dropout(ctx, args, attrs):  # inference: the input as it is (the mask is not written)
+def _dropout(ctx, args, attrs):
+    """Inference: the input as it is, and an all-true mask where one is asked for."""
+    training = args[2] if len(args) > 2 else None
+    if training is not None and not (isinstance(training, np.ndarray) and not training.any()):
+        ctx.refuse("Dropout in training mode")
+    if len(ctx.node.output) > 1 and ctx.node.output[1]:
+        return [args[0], ug.full(tuple(args[0].shape), True, dtype="bool")]
     return args[0]
+
+
+def _pow(ctx, args, attrs):
+    """ONNX's Pow has the base's dtype, whatever the exponent's."""
+    x, y = args
+    if _dtype(x) == _dtype(y) and np.dtype(_dtype(x)).kind == "f":
+        return ug.pow(x, y)
+    if np.dtype(_dtype(x)).kind == "f":
+        return ug.pow(x, ug.cast(_to_tensor(y), _dtype(x)))
+    return ug.cast(ug.pow(ug.cast(_to_tensor(x), "float64"), ug.cast(_to_tensor(y), "float64")),
+                   _dtype(x))
 
 
 # -- control flow -----------------------------------------------------------------------------
@@ -585,7 +611,7 @@ IMPORTERS = {
     "Sub": _op(ug.sub),
     "Mul": _op(ug.mul),
     "Div": _div,
-    "Pow": _op(ug.pow),
+    "Pow": _pow,
     "Neg": _op(ug.neg),
     "Abs": _op(ug.abs),
     "Exp": _op(ug.exp),
