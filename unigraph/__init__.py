@@ -142,9 +142,14 @@ _LAZY = {
     "load": ("unigraph.weights", "load"),
     "quirks": ("unigraph.quirks", None),
     "view": ("unigraph.graph_view", "view"),
+    "from_native": ("unigraph.interop", "from_native"),
+    "from_dlpack": ("unigraph.interop", "from_dlpack"),
+    "conv_transpose2d": ("unigraph.nn.functional_layers", "conv_transpose2d"),
     "onnx": ("unigraph.onnx", None),
     "export": ("unigraph.export", None),  # a callable package: ug.export(fn, *inputs, ...)
     "loop_limit": ("unigraph.control_flow", "loop_limit"),
+    "set_threads": ("unigraph.threads", "set_threads"),
+    "get_threads": ("unigraph.threads", "get_threads"),
     "RetraceWarning": ("unigraph.function", "RetraceWarning"),
 }
 

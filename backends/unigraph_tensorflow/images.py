@@ -17,6 +17,7 @@ import functools
 import numpy as np
 import tensorflow as tf
 
+from unigraph.ops.pooling import pool_geometry, pool_pads
 from unigraph_tensorflow.taping import may_be_differentiated
 
 # [N, C, H, W] <-> [N, H, W, C]
@@ -37,6 +38,35 @@ def conv2d(x, w, bias=None, *, stride, padding, dilation, groups):
     if bias is not None:
         # Once, after whichever route, while the channels are last: BiasAdd on NHWC is
         # the op Grappler folds into the conv (_FusedConv2D) on the plain route.
+        out = tf.nn.bias_add(out, bias)
+    return tf.transpose(out, TO_NCHW)
+
+
+def conv_transpose2d(x, w, bias=None, *, stride, padding, output_padding, dilation, groups):
+    # w [C, O/groups, KH, KW] -> TF's transposed-conv filter [KH, KW, O/groups, C].
+    f = tf.transpose(w, TO_HWIO)
+    (sh, sw), (dh, dw), (ph, pw), (oph, opw) = stride, dilation, padding, output_padding
+    if (dh, dw) != (1, 1):
+        f = dilate_filter(f, dh, dw)  # TF's CPU gradient kernels refuse dilations (convolve)
+    kh, kw = f.shape[0], f.shape[1]
+    full_h, full_w = (x.shape[2] - 1) * sh + kh, (x.shape[3] - 1) * sw + kw
+    batch = x.shape[0] if x.shape[0] is not None else tf.shape(x)[0]
+
+    def transposed(xg, fg):
+        # VALID: every position some input reaches; padding is cropped below.
+        shape = tf.stack([batch, full_h, full_w, fg.shape[2]])
+        return tf.nn.conv2d_transpose(xg, fg, shape, strides=(1, sh, sw, 1), padding="VALID")
+
+    nhwc = tf.transpose(x, TO_NHWC)
+    if groups == 1:
+        out = transposed(nhwc, f)
+    else:  # one per group, as convolve does (split input channels, concat the outputs)
+        pairs = zip(tf.split(nhwc, groups, axis=3), tf.split(f, groups, axis=3))
+        out = tf.concat([transposed(xg, fg) for xg, fg in pairs], axis=3)
+    if oph or opw:
+        out = tf.pad(out, ((0, 0), (0, oph), (0, opw), (0, 0)))
+    out = out[:, ph: full_h + oph - ph, pw: full_w + opw - pw]
+    if bias is not None:
         out = tf.nn.bias_add(out, bias)
     return tf.transpose(out, TO_NCHW)
 
@@ -81,8 +111,10 @@ def nonempty_batch(image, compute, *, kernel, stride, padding, dilation, channel
     if batch is not None and batch > 0:
         return compute()
     dims = tf.shape(image) if None in tuple(image.shape) else tuple(image.shape)
+    # A pad is one int (both sides) or a pair (before, after).
     height, width = (
-        (size + 2 * pad - rate * (k - 1) - 1) // step + 1
+        (size + (sum(pad) if isinstance(pad, tuple) else 2 * pad) - rate * (k - 1) - 1)
+        // step + 1
         for size, k, step, pad, rate in zip(
             (dims[2], dims[3]), kernel, stride, padding, dilation)
     )
@@ -103,27 +135,93 @@ def dilate_filter(f, dh, dw):
     return tf.reshape(f, (-1, kw * dw, f.shape[3], f.shape[4]))[:, : (kw - 1) * dw + 1]
 
 
-def pool(native_pool, fill):
-    """The lowering of a pool op over TF's NHWC `native_pool(x, kernel, stride)` (VALID),
-    padding with `fill`."""
+def pool_pads_of(x, kernel, stride, padding, dilation, ceil_mode):
+    """((top, bottom), (left, right)) to write around NCHW x before a VALID pool: the
+    record's padding plus its ceil-mode cells (`unigraph.ops.pooling.pool_geometry`)."""
+    if None in tuple(x.shape[2:]):  # the record refuses ceil_mode there: no extra cells
+        return pool_pads(padding), (0, 0)
+    _, pads, extra = pool_geometry(tuple(x.shape[2:]), kernel, stride, padding, dilation,
+                                   ceil_mode)
+    return pads, extra
 
-    def lowering(x, *, kernel, stride, padding):
-        (ph, pw) = padding
+
+def pool(native_pool, fill):
+    """The lowering of a pool op over TF's NHWC `native_pool(x, kernel, stride, dilation)`
+    (VALID), padding with `fill`; returns NHWC (callers transpose)."""
+
+    def lowering(x, *, kernel, stride, padding, dilation=(1, 1), ceil_mode=False):
+        ((t, b), (left, r)), (eh, ew) = pool_pads_of(x, kernel, stride, padding, dilation,
+                                                     ceil_mode)
+        widths = ((t, b + eh), (left, r + ew))
 
         def compute():
             nhwc = tf.transpose(x, TO_NHWC)
-            if ph or pw:
-                # Explicit padding, then VALID: max pads with -inf, avg with zeros that count
-                # (TF's SAME avg pool would divide the border windows by fewer elements).
-                nhwc = tf.pad(nhwc, ((0, 0), (ph, ph), (pw, pw), (0, 0)),
-                              constant_values=fill)
-            return native_pool(nhwc, kernel, stride)
+            if any(widths[0] + widths[1]):
+                # Explicit padding, then VALID: max pads with -inf, avg with zeros (TF's SAME
+                # avg pool would divide the border windows by fewer elements).
+                nhwc = tf.pad(nhwc, ((0, 0), *widths, (0, 0)), constant_values=fill)
+            return native_pool(nhwc, kernel, stride, dilation)
 
-        out = nonempty_batch(x, compute, kernel=kernel, stride=stride, padding=padding,
-                             dilation=(1, 1), channels=x.shape[1])
-        return tf.transpose(out, TO_NCHW)
+        return nonempty_batch(x, compute, kernel=kernel, stride=stride, padding=widths,
+                              dilation=dilation, channels=x.shape[1])
 
     return lowering
+
+
+def dilated(native_pool, kernel, stride, dilation):
+    """An NHWC VALID pool with dilation, for TF pools that have none: with stride 1 a
+    dilated pool is a plain pool over each of the dh * dw interleaved sub-images
+    (SpaceToBatchND, as tf.nn.pool does); the stride then keeps every sh-th row. The zeros
+    SpaceToBatchND pads with reach only the outputs its crop removes."""
+    (dh, dw), (sh, sw) = dilation, stride
+
+    def pooled(x):
+        if (dh, dw) == (1, 1):
+            return native_pool(x, kernel, stride)
+        if None in tuple(x.shape[1:3]):
+            fill = tf.math.floormod(-tf.shape(x)[1:3], (dh, dw))
+            wide = tf.stack([tf.zeros((2,), fill.dtype), fill], axis=1)  # [[0, fh], [0, fw]]
+        else:  # known sizes keep the static shape
+            wide = ((0, -x.shape[1] % dh), (0, -x.shape[2] % dw))
+        batches = tf.space_to_batch_nd(x, (dh, dw), wide)
+        out = tf.batch_to_space(native_pool(batches, kernel, (1, 1)), (dh, dw), wide)
+        return out[:, ::sh, ::sw] if (sh, sw) != (1, 1) else out
+
+    return pooled
+
+
+def _max_pool(x, kernel, stride, dilation):
+    return dilated(lambda v, k, s: first_maximum_pool(k, s)(v), kernel, stride, dilation)(x)
+
+
+def max_pool2d(x, *, kernel, stride, padding, dilation=(1, 1), ceil_mode=False):
+    out = pool(_max_pool, -np.inf)(x, kernel=kernel, stride=stride, padding=padding,
+                                     dilation=dilation, ceil_mode=ceil_mode)
+    return tf.transpose(out, TO_NCHW)
+
+
+def _avg_pool(x, kernel, stride, dilation):
+    return tf.nn.avg_pool2d(x, kernel, stride, "VALID")
+
+
+def avg_pool2d(x, *, kernel, stride, padding, ceil_mode=False, count_include_pad=True):
+    total = pool(_avg_pool, 0)(x, kernel=kernel, stride=stride, padding=padding,
+                               ceil_mode=ceil_mode)
+    ((t, b), (left, r)), (eh, ew) = pool_pads_of(x, kernel, stride, padding, (1, 1),
+                                                 ceil_mode)
+    if not (count_include_pad and (eh, ew) == (0, 0)):
+        # Not kh * kw everywhere: divide by the same pool of a mask of ones over the cells
+        # counted (the two 1 / (kh * kw) cancel). Known image size: the record says so.
+        h, w = (x.shape[2], x.shape[3]) if None not in tuple(x.shape[2:]) else (
+            tf.shape(x)[2], tf.shape(x)[3])
+        if count_include_pad:
+            ones = tf.ones((1, h + t + b, w + left + r, 1), x.dtype)
+            mask = tf.pad(ones, ((0, 0), (0, eh), (0, ew), (0, 0)))
+        else:
+            mask = tf.pad(tf.ones((1, h, w, 1), x.dtype),
+                          ((0, 0), (t, b + eh), (left, r + ew), (0, 0)))
+        total = total / _avg_pool(mask, kernel, stride, (1, 1))
+    return tf.transpose(total, TO_NCHW)
 
 
 @functools.cache
@@ -172,8 +270,6 @@ def first_maximum_pool(kernel: tuple, stride: tuple):
     return max_pool
 
 
-max_pool2d = pool(lambda x, kernel, stride: first_maximum_pool(kernel, stride)(x), -np.inf)
-avg_pool2d = pool(lambda x, kernel, stride: tf.nn.avg_pool2d(x, kernel, stride, "VALID"), 0)
 
 
 def before_nchw_transpose(native):

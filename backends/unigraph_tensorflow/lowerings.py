@@ -339,6 +339,7 @@ LOWERINGS = {
     "softmax": softmax,
     "log_softmax": log_softmax,
     "conv2d": images.conv2d,
+    "conv_transpose2d": images.conv_transpose2d,
     "max_pool2d": images.max_pool2d,
     "avg_pool2d": images.avg_pool2d,
     "sparse_softmax_cross_entropy": sparse_softmax_cross_entropy,

@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from unigraph.index_checks import check_indices
+from unigraph.ops.pooling import pool_geometry, pool_pads
 
 TORCH_DTYPES = {
     "float16": torch.float16,
@@ -233,36 +234,82 @@ def conv2d(x, w, bias=None, *, stride, padding, dilation, groups):
     return F.conv2d(x, w, bias, stride, padding, dilation, groups)
 
 
-def max_pool2d(x, *, kernel, stride, padding):
+def conv_transpose2d(x, w, bias=None, *, stride, padding, output_padding, dilation, groups):
+    return F.conv_transpose2d(x, w, bias, stride, padding, output_padding, groups, dilation)
+
+
+def _pool_padded(x, fill, kernel, stride, padding, dilation=(1, 1), ceil_mode=False):
+    """x with the pool's padding, and its ceil-mode cells after it, written in as `fill`."""
+    _, ((t, b), (left, r)), (eh, ew) = pool_geometry(
+        tuple(x.shape[2:]), kernel, stride, padding, dilation, ceil_mode)
+    return F.pad(x, (left, r + ew, t, b + eh), value=fill)
+
+
+def max_pool2d(x, *, kernel, stride, padding, dilation=(1, 1), ceil_mode=False):
     # torch pads max pooling with -inf, like the reference; padding <= kernel // 2 is checked
     # by the op record, which is also torch's limit. Among tied values torch's kernel keeps
     # the first, as the op says; among NaNs it keeps the last (a quirk): with a NaN present
-    # and a gradient wanted, pick the first maximum ourselves.
+    # and a gradient wanted, pick the first maximum ourselves. torch pads both sides alike:
+    # asymmetric padding is written in first (its ceil-mode rule is the record's).
+    (t, b), (left, r) = pool_pads(padding)
+    geometry = (kernel, stride, padding, dilation, ceil_mode)
     if _tracks_grad(x) and bool(torch.isnan(x).any()):
-        return _max_pool2d_first_maximum(x, kernel, stride, padding)
-    return F.max_pool2d(x, kernel, stride, padding)
+        padded = _pool_padded(x, -math.inf, *geometry)
+        return _max_pool2d_first_maximum(padded, kernel, stride, dilation)
+    if (t, left) == (b, r):
+        return F.max_pool2d(x, kernel, stride, (t, left), dilation, ceil_mode=ceil_mode)
+    return F.max_pool2d(_pool_padded(x, -math.inf, *geometry), kernel, stride, 0, dilation)
 
 
-def _max_pool2d_first_maximum(x, kernel, stride, padding):
-    """max_pool2d as a gather at torch.argmax of each window (the first maximum, the first
-    NaN counting as the maximum), so autograd sends the gradient there."""
-    n, c, h, w = x.shape
-    (kh, kw), (sh, sw), (ph, pw) = kernel, stride, padding
-    padded = F.pad(x, (pw, pw, ph, ph), value=-math.inf)
-    height, width = h + 2 * ph, w + 2 * pw
-    windows = F.unfold(padded.reshape(n * c, 1, height, width), kernel, stride=stride)
+def _max_pool2d_first_maximum(padded, kernel, stride, dilation):
+    """max_pool2d (VALID, over the padded input) as a gather at torch.argmax of each window
+    (the first maximum, the first NaN counting as the maximum), so autograd sends the
+    gradient there."""
+    n, c, height, width = padded.shape
+    (kh, kw), (sh, sw), (dh, dw) = kernel, stride, dilation
+    windows = F.unfold(padded.reshape(n * c, 1, height, width), kernel, dilation=dilation,
+                       stride=stride)
     out = torch.gather(windows, 1, torch.argmax(windows, dim=1, keepdim=True))
-    return out.reshape(n, c, (height - kh) // sh + 1, (width - kw) // sw + 1)
+    return out.reshape(n, c, (height - dh * (kh - 1) - 1) // sh + 1,
+                       (width - dw * (kw - 1) - 1) // sw + 1)
 
 
-def avg_pool2d(x, *, kernel, stride, padding):
-    return F.avg_pool2d(x, kernel, stride, padding, count_include_pad=True)
+def avg_pool2d(x, *, kernel, stride, padding, ceil_mode=False, count_include_pad=True):
+    (t, b), (left, r) = pool_pads(padding)
+    if (t, left) == (b, r):  # torch's own options are the record's
+        return F.avg_pool2d(x, kernel, stride, (t, left), ceil_mode, count_include_pad)
+    # Asymmetric: zeros written in, then each window's sum over the cells it counts (a
+    # mask of ones pooled the same way; both pools divide by kh * kw, which cancels).
+    _, _, (eh, ew) = pool_geometry(tuple(x.shape[2:]), kernel, stride, padding, (1, 1),
+                                   ceil_mode)
+    total = F.avg_pool2d(F.pad(x, (left, r + ew, t, b + eh)), kernel, stride)
+    if count_include_pad and (eh, ew) == (0, 0):
+        return total
+    h, w = x.shape[2:]
+    if count_include_pad:
+        mask = F.pad(x.new_ones((1, 1, h + t + b, w + left + r)), (0, ew, 0, eh))
+    else:
+        mask = F.pad(x.new_ones((1, 1, h, w)), (left, r + ew, t, b + eh))
+    return total / F.avg_pool2d(mask, kernel, stride)
 
 
 def sparse_softmax_cross_entropy(logits, labels):
     _check_indices("sparse_softmax_cross_entropy", labels, logits.shape[-1])
     # cross_entropy wants int64 class indices; .long() is free when they already are.
     return F.cross_entropy(logits, labels.long(), reduction="none")
+
+
+def sub_(param, delta):
+    """`param - delta`, written into `param` when nothing else holds its memory: the eager
+    optimizers' update, as torch.optim does it (no new parameter tensor per step). Not an op
+    record: `unigraph.optim` looks it up by name. With a view or a second holder of the
+    storage (a tensor sliced or reshaped from the parameter), a new tensor, as `torch.sub`."""
+    with torch.no_grad():
+        # 2: the tensor's own reference plus the temporary storage object asked about.
+        if not param.requires_grad and torch._C._storage_Use_Count(
+                param.untyped_storage()._cdata) == 2:
+            return param.sub_(delta)
+        return torch.sub(param, delta)
 
 
 LOWERINGS = {
@@ -338,7 +385,10 @@ LOWERINGS = {
     "softmax": softmax,
     "log_softmax": log_softmax,
     "conv2d": conv2d,
+    "conv_transpose2d": conv_transpose2d,
     "max_pool2d": max_pool2d,
     "avg_pool2d": avg_pool2d,
     "sparse_softmax_cross_entropy": sparse_softmax_cross_entropy,
+    # in place, for the eager optimizers (not an op record)
+    "sub_": sub_,
 }

@@ -38,21 +38,46 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return apply("conv2d", list(inputs), attrs)
 
 
-def _pool(op: str):
-    def function(x, kernel_size, stride=None, padding=0):
-        (a,) = _promote(x, to_float=True)
-        kernel = _pair(kernel_size, "kernel_size")
-        attrs = {"kernel": kernel, "stride": _pair(stride, "stride") if stride else kernel,
-                 "padding": _pair(padding, "padding")}
-        return apply(op, [a], attrs)
+def _pool_padding(padding):
+    """An int, a pair (ph, pw), or ((top, bottom), (left, right)) -> the record's attr: a
+    pair when both sides of each dim agree, else the pair of pairs."""
+    if isinstance(padding, int) or not any(isinstance(p, tuple | list) for p in padding):
+        return _pair(padding, "padding")
+    sides = tuple(_pair(p, "padding") for p in padding)
+    if len(sides) != 2:
+        raise ValueError(f"padding must be an int, (ph, pw) or ((top, bottom), (left, right)), "
+                         f"got {padding!r}")
+    return tuple(p[0] for p in sides) if all(a == b for a, b in sides) else sides
 
-    function.__name__ = op
-    function.__doc__ = f"`{op}` over NCHW input; stride defaults to the kernel size."
-    return function
+
+def _pool_attrs(kernel_size, stride, padding, options: dict) -> dict:
+    """The record's attrs; an option at its default is left out (the graph stays as it was
+    before the option existed)."""
+    kernel = _pair(kernel_size, "kernel_size")
+    attrs = {"kernel": kernel, "stride": _pair(stride, "stride") if stride else kernel,
+             "padding": _pool_padding(padding)}
+    defaults = {"dilation": (1, 1), "ceil_mode": False, "count_include_pad": True}
+    for name, value in options.items():
+        value = _pair(value, name) if name == "dilation" else bool(value)
+        if value != defaults[name]:
+            attrs[name] = value
+    return attrs
 
 
-max_pool2d = _pool("max_pool2d")
-avg_pool2d = _pool("avg_pool2d")
+def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+    """`max_pool2d` over NCHW input; stride defaults to the kernel size; padding an int,
+    (ph, pw) or ((top, bottom), (left, right))."""
+    (a,) = _promote(x, to_float=True)
+    options = {"dilation": dilation, "ceil_mode": ceil_mode}
+    return apply("max_pool2d", [a], _pool_attrs(kernel_size, stride, padding, options))
+
+
+def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+    """`avg_pool2d` over NCHW input; stride defaults to the kernel size; padding an int,
+    (ph, pw) or ((top, bottom), (left, right))."""
+    (a,) = _promote(x, to_float=True)
+    options = {"ceil_mode": ceil_mode, "count_include_pad": count_include_pad}
+    return apply("avg_pool2d", [a], _pool_attrs(kernel_size, stride, padding, options))
 
 
 def sparse_softmax_cross_entropy(logits, labels):

@@ -32,8 +32,12 @@ Signatures (inputs ; attrs) -> output:
                conv2d (x: NCHW, w: [O, C/groups, KH, KW][, bias: [O]] ; stride, padding,
                        dilation: pairs, groups) — symmetric zero padding; bias optional
                        (ONNX Conv), added per output channel
-               max_pool2d avg_pool2d (x: NCHW ; kernel, stride, padding: pairs) — max pads
-                       with -inf; avg pads with zeros and divides by kh*kw
+               conv_transpose2d (x: NCHW, w: [C, O/groups, KH, KW][, bias: [O]] ; stride,
+                       padding, output_padding, dilation: pairs, groups) — conv2d's adjoint
+               max_pool2d (x: NCHW ; kernel, stride, padding, dilation, ceil_mode) — pads
+                       with -inf; avg_pool2d (x: NCHW ; kernel, stride, padding, ceil_mode,
+                       count_include_pad) — divides by the cells counted; padding: a pair,
+                       or per dim a pair [before, after]
                sparse_softmax_cross_entropy (logits: [N, C] float, labels: [N] int) -> [N]
 """
 
@@ -42,6 +46,7 @@ from unigraph.ops import (  # noqa: F401  (register)
     linalg,
     math,
     nn,
+    pooling,
     reduction,
     shape,
 )

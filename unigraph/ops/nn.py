@@ -1,8 +1,9 @@
-"""Neural-network ops: activations, softmax, conv2d, pooling, cross-entropy.
+"""Neural-network ops: activations, softmax, conv2d, conv_transpose2d, cross-entropy.
 
-Images are NCHW. conv2d and the pools are written with NumPy window views
+Images are NCHW. conv2d (and the pools, in `pooling.py`) are written with NumPy window views
 (`sliding_window_view`): a [N, C, OH, OW, KH, KW] view of the padded input, one window per
-output position, contracted with the kernel or reduced.
+output position, contracted with the kernel or reduced. conv_transpose2d is their adjoint:
+each input position scatters into its window of the output (`_scatter_windows`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from unigraph.ops._util import (
     ACCUMULATING_TOLERANCE,
     check_axis,
     dims_conflict,
-    distinct,
     fmt,
     grad_for,
     merge_dim,
@@ -330,100 +330,136 @@ register(OpDef(
 ))
 
 
-def _pool_infer(op):
-    def infer(x, *, kernel, stride, padding):
-        require_rank(op, "x", x, 4, "NCHW")
-        require_float(op, "x", x)
-        _check_pairs(op, kernel=kernel, stride=stride, padding=padding)
-        if any(p > k // 2 for p, k in zip(padding, kernel, strict=True)):
-            # A window made only of padding has no maximum (and PyTorch and Paddle refuse it).
+# --- conv_transpose2d -----------------------------------------------------------------------
+
+
+def _conv_transpose2d_infer(x, w, bias=None, *, stride, padding, output_padding, dilation,
+                            groups):
+    op = "conv_transpose2d"
+    require_rank(op, "x", x, 4, "NCHW")
+    require_rank(op, "w", w, 4, "[C, O/groups, KH, KW]")
+    require_float(op, "x", x)
+    named = {"x": x, "w": w} if bias is None else {"x": x, "w": w, "bias": bias}
+    dtype = require_same_dtype(op, named)
+    _check_pairs(op, stride=stride, padding=padding, dilation=dilation)
+    if not isinstance(groups, (int, np.integer)) or groups < 1:
+        raise ShapeError(f"{op}: groups is {groups!r}; pass an int >= 1")
+    if dims_conflict(x.shape[1], w.shape[0]):
+        raise ShapeError(
+            f"{op}: x has {x.shape[1]} channels but w expects {w.shape[0]}: x is {fmt(x)}, "
+            f"w is {fmt(w)} (w must be [C, O/groups, KH, KW] for NCHW x: the transpose of "
+            "the conv2d weight it undoes)"
+        )
+    if w.shape[0] is not None and w.shape[0] % groups:
+        raise ShapeError(f"{op}: w is {fmt(w)}, but its {w.shape[0]} input channels do not "
+                         f"split into {groups} groups (C must be a multiple of groups)")
+    for k in range(2):
+        extra = output_padding[k]
+        if not isinstance(extra, (int, np.integer)) or not 0 <= extra < max(stride[k],
+                                                                             dilation[k]):
             raise ShapeError(
-                f"{op}: padding {padding} is more than half the kernel {kernel} for x "
-                f"{fmt(x)} (use padding <= kernel // 2)"
+                f"{op}: output_padding {tuple(output_padding)} must be ints >= 0 and smaller "
+                f"than the stride {tuple(stride)} or the dilation {tuple(dilation)} (PyTorch's "
+                "limit: more would add rows no input reaches)"
             )
-        spatial = [_out_size(op, x, 2 + k, kernel[k], stride[k], padding[k]) for k in range(2)]
-        return TensorSpec((x.shape[0], x.shape[1], *spatial), x.dtype)
-
-    return infer
-
-
-def _max_pool_reference(x, *, kernel, stride, padding):
-    win = _windows(_pad(x, padding, -np.inf), kernel, stride)
-    return win.max(axis=(-2, -1)).astype(x.dtype, copy=False)
-
-
-def _max_pool_vjp(g, inputs, out, *, kernel, stride, padding):
-    (x,) = inputs
-    xp = _pad(x, padding, -np.inf)
-    win = _windows(xp, kernel, stride)
-    # The first maximum of each window, in row-major order inside the window, gets it all.
-    first = win.reshape(win.shape[:4] + (kernel[0] * kernel[1],)).argmax(axis=-1)
-    n, c, oy, ox = np.indices(g.shape, sparse=True)
-    rows = oy * stride[0] + first // kernel[1]
-    cols = ox * stride[1] + first % kernel[1]
-    dxp = np.zeros_like(xp)
-    np.add.at(dxp, (n, c, rows, cols), g)  # overlapping windows may pick one element twice
-    return [grad_for(_crop(dxp, padding, x.shape), x)]
+    spatial = []
+    for k in range(2):
+        size, kernel = x.shape[2 + k], w.shape[2 + k]
+        if size is None or kernel is None:
+            spatial.append(None)
+            continue
+        out = ((size - 1) * stride[k] - 2 * padding[k] + dilation[k] * (kernel - 1)
+               + output_padding[k] + 1)
+        if out < 1:
+            raise ShapeError(f"{op}: padding {tuple(padding)} crops away the whole output "
+                             f"for x {fmt(x)} and w {fmt(w)} (use less padding)")
+        spatial.append(out)
+    out_channels = None if w.shape[1] is None else w.shape[1] * groups
+    if bias is not None:
+        if len(bias.shape) != 1 or dims_conflict(bias.shape[0], out_channels):
+            raise ShapeError(f"{op}: bias is {fmt(bias)}, but w is {fmt(w)} with {groups} "
+                             f"group(s), so bias must be [{out_channels}]")
+        out_channels = merge_dim(out_channels, bias.shape[0])
+    return TensorSpec((x.shape[0], out_channels, *spatial), dtype)
 
 
-def _pool_ties():
-    """Overlapping 2x2 windows over ties (a plateau of 1s, two 2s) and over NaNs after +inf:
-    the gradient goes to the first maximum of each window, a NaN counting as the maximum."""
-    return np.array([[[[1.0, 1.0, 0.0, 2.0],
-                       [1.0, 1.0, 2.0, -1.0],
-                       [np.inf, 0.5, np.nan, np.nan]]]])
+def _full_size(x, w, stride, dilation, output_padding):
+    """The uncropped output size: every position some input reaches, plus output_padding."""
+    return tuple((x.shape[2 + k] - 1) * stride[k] + dilation[k] * (w.shape[2 + k] - 1) + 1
+                 + output_padding[k] for k in range(2))
 
 
-def _pool_attrs(kernel, stride, padding=(0, 0)):
-    return {"kernel": kernel, "stride": stride, "padding": padding}
+def _conv_transpose2d_reference(x, w, bias=None, *, stride, padding, output_padding,
+                                dilation, groups):
+    n, channels, h, wd = x.shape
+    x_g = x.reshape(n, groups, channels // groups, h, wd)
+    w_g = w.reshape((groups, channels // groups) + w.shape[1:])
+    # Each input position spreads x * w over its kernel window of the output (the adjoint
+    # of conv2d's window read): contributions [N, O, H, W, KH, KW].
+    parts = np.einsum("ngcyx,gcoij->ngoyxij", x_g, w_g, optimize=True)
+    parts = parts.reshape((n, groups * w.shape[1]) + parts.shape[3:])
+    full = np.zeros((n, parts.shape[1]) + _full_size(x, w, stride, dilation, output_padding),
+                    dtype=np.result_type(x, w))
+    full = _scatter_windows(full, parts, stride, dilation)
+    (ph, pw) = padding
+    out = full[:, :, ph: full.shape[2] - ph, pw: full.shape[3] - pw]
+    if bias is not None:
+        out = out + bias[:, None, None]
+    return out.astype(x.dtype, copy=False)
+
+
+def _conv_transpose2d_vjp(g, inputs, out, *, stride, padding, output_padding, dilation,
+                          groups, needs=None):
+    x, w = inputs[:2]
+    needs = needs or (True,) * len(inputs)
+    n, channels, h, wd = x.shape
+    # The output's gradient, uncropped, read through the same windows: a conv2d of it.
+    win = _windows(_pad(g, padding, 0), w.shape[2:], stride, dilation)[:, :, :h, :wd]
+    win_g = win.reshape((n, groups, win.shape[1] // groups) + win.shape[2:])
+    w_g = w.reshape((groups, channels // groups) + w.shape[1:])
+    grads = [None] * len(inputs)
+    if needs[0]:
+        dx = np.einsum("ngoyxij,gcoij->ngcyx", win_g, w_g, optimize=True)
+        grads[0] = grad_for(dx.reshape(x.shape), x)
+    if needs[1]:
+        x_g = x.reshape(n, groups, channels // groups, h, wd)
+        dw = np.einsum("ngcyx,ngoyxij->gcoij", x_g, win_g, optimize=True)
+        grads[1] = grad_for(dw.reshape(w.shape), w)
+    if len(inputs) == 3 and needs[2]:
+        grads[2] = grad_for(g.sum(axis=(0, 2, 3)), inputs[2])
+    return grads
+
+
+def _conv_transpose2d_attrs(stride=(1, 1), padding=(0, 0), output_padding=(0, 0),
+                            dilation=(1, 1), groups=1):
+    return {"stride": stride, "padding": padding, "output_padding": output_padding,
+            "dilation": dilation, "groups": groups}
 
 
 register(OpDef(
-    name="max_pool2d",
-    infer=_pool_infer("max_pool2d"),
-    reference=_max_pool_reference,
-    vjp=_max_pool_vjp,
-    doc="Maximum over each kh x kw window of NCHW x, padded with -inf (padding <= kernel // "
-        "2). NaN propagates: a window holding a NaN gives NaN. The gradient of each window "
-        "goes only to its FIRST maximal element in row-major order, not shared among ties, a "
-        "NaN counting as the maximum (as argmax); overlapping windows add up.",
-    example="ug.max_pool2d([[[[1.0, 5.0, 2.0, nan]]]], (1, 2))  # [[[[5.0, nan]]]]",
+    name="conv_transpose2d",
+    infer=_conv_transpose2d_infer,
+    reference=_conv_transpose2d_reference,
+    vjp=_conv_transpose2d_vjp,
+    partial_vjp=True,
+    doc="Transposed 2-D convolution (the gradient of conv2d with respect to its input; "
+        "'deconvolution') of NCHW x by w [C, O/groups, KH, KW]: each input position "
+        "x[n, c, y, x] adds x * w[c, o, i, j] at output (y*sh + i*dh - ph, x*sw + j*dw - pw). "
+        "Output size (H - 1) * sh - 2 * ph + dh * (KH - 1) + output_padding + 1: padding "
+        "crops both sides, output_padding (< stride or dilation) adds rows at the end. "
+        "Optional bias [O], as conv2d's. PyTorch's ConvTranspose2d.",
+    example="ug.conv_transpose2d([[[[1.0, 2.0]]]], [[[[1.0, -1.0]]]])  # [[[[1.0, 1.0, -2.0]]]]",
     samples=lambda rng: [
-        Sample((distinct(rng, (1, 2, 4, 6)),), _pool_attrs((2, 2), (2, 2))),
-        Sample((distinct(rng, (2, 1, 5, 6)),), _pool_attrs((3, 3), (2, 1), (1, 1))),
-        Sample((distinct(rng, (1, 1, 5, 5)),), _pool_attrs((3, 2), (1, 2), (1, 0))),
-        Sample((_pool_ties(),), _pool_attrs((2, 2), (1, 1)), at_kink=True),
+        Sample((normal(rng, (2, 3, 4, 4)), normal(rng, (3, 2, 3, 3))),
+               _conv_transpose2d_attrs(stride=(2, 2), padding=(1, 1))),
+        Sample((normal(rng, (1, 4, 3, 5)), normal(rng, (4, 3, 2, 3)), normal(rng, (6,))),
+               _conv_transpose2d_attrs(stride=(2, 3), padding=(0, 1), output_padding=(1, 2),
+                                       groups=2)),
+        Sample((normal(rng, (1, 2, 4, 3)), normal(rng, (2, 2, 3, 2))),
+               _conv_transpose2d_attrs(stride=(1, 2), padding=(2, 0), dilation=(2, 2),
+                                       output_padding=(1, 1))),
     ],
-))
-
-
-def _avg_pool_reference(x, *, kernel, stride, padding):
-    win = _windows(_pad(x, padding, 0), kernel, stride)
-    return (win.sum(axis=(-2, -1)) / (kernel[0] * kernel[1])).astype(x.dtype, copy=False)
-
-
-def _avg_pool_vjp(g, inputs, out, *, kernel, stride, padding):
-    (x,) = inputs
-    xp = _pad(x, padding, 0)
-    share = g / (kernel[0] * kernel[1])
-    spread = np.broadcast_to(share[..., None, None], g.shape + tuple(kernel))
-    dxp = _scatter_windows(np.zeros_like(xp), spread, stride)
-    return [grad_for(_crop(dxp, padding, x.shape), x)]
-
-
-register(OpDef(
-    name="avg_pool2d",
-    infer=_pool_infer("avg_pool2d"),
-    reference=_avg_pool_reference,
-    vjp=_avg_pool_vjp,
-    doc="Mean over each kh x kw window of NCHW x, padded with zeros that COUNT: every window "
-        "divides by kh * kw, also at the border (PyTorch's count_include_pad=True; "
-        "TensorFlow's SAME pooling and Paddle's exclusive=True divide by fewer).",
-    example="ug.avg_pool2d([[[[1.0, 2.0, 3.0, 5.0]]]], (1, 2))  # [[[[1.5, 4.0]]]]",
-    samples=lambda rng: [
-        Sample((normal(rng, (1, 2, 4, 6)),), _pool_attrs((2, 2), (2, 2))),
-        Sample((normal(rng, (2, 1, 5, 6)),), _pool_attrs((3, 3), (2, 1), (1, 1))),
-    ],
+    tolerance=ACCUMULATING_TOLERANCE,
 ))
 
 
