@@ -32,27 +32,144 @@ from unigraph.ir import Graph
 class Executable:
     """A compiled graph. Parameters live inside it as native variables between runs.
 
+    The public methods are template methods: each does the bookkeeping every backend shares
+    (the checks, their wording, the copies in and out) once, here, then calls the backend's
+    hook, which only moves data into and out of its framework.
+
     run(inputs) -> list of outputs (NumPy arrays or this backend's natives); after the run
-        the graph's `updates` have been applied to the parameters.
+        the graph's `updates` have been applied to the parameters. Hook: `_run(feeds)`.
     set_param(index, array) / get_param(index): move one parameter's value in or out
-        (index into `graph.params`), as NumPy arrays.
+        (index into `graph.params`), as NumPy arrays. Hooks: `_set_param(index, array)`
+        (the array is a private C-ordered copy of the graph's dtype: keep it),
+        `_get_param(index)` (may return a view of the stored value: the caller gets a copy).
     run_all(inputs) -> {value id: np.ndarray}: every intermediate value of the top-level
-        graph, for localizing disagreements; does not apply updates.
+        graph, for localizing disagreements; does not apply updates. Hook: `_run_all(feeds)`.
+
+    Checked before any hook runs, with one wording on every backend: the number of inputs,
+    each input's dtype and shape (a `None` dim takes any size), a parameter never set
+    (`set_param` was never called for it), and the shape of an array given to `set_param`.
+    Feeds that are neither NumPy arrays nor this backend's natives (Python numbers, lists)
+    become arrays of the input's dtype.
+
+    >>> executable = backend.compile(graph, "static")
+    >>> executable.set_param(0, w)
+    >>> (y,) = executable.run([x])
     """
 
     graph: Graph
+    target: str = "static"  # "backend:mode", the start of every message
 
+    def __init__(self, graph: Graph):
+        self.graph = graph
+        self.unset = set(range(len(graph.params)))  # indices never given a value
+        # (dtype, shape) of each input, shape None when it has no unknown dims (compared
+        # whole) or a tuple with None where any size is taken.
+        self._input_specs = [
+            (np.dtype(v.dtype), tuple(v.shape), None in v.shape) for v in graph.inputs
+        ]
+
+    # -- templates ----------------------------------------------------------------------
     def run(self, inputs: list) -> list:
-        raise NotImplementedError
-
-    def set_param(self, index: int, array: np.ndarray) -> None:
-        raise NotImplementedError
-
-    def get_param(self, index: int) -> np.ndarray:
-        raise NotImplementedError
+        feeds = self.check_inputs(inputs)
+        if self.unset:
+            self.refuse_unset()
+        return self._run(feeds)
 
     def run_all(self, inputs: list) -> dict:
+        feeds = self.check_inputs(inputs)
+        if self.unset:
+            self.refuse_unset()
+        return self._run_all(feeds)
+
+    def set_param(self, index: int, array) -> None:
+        value = self.graph.params[index]
+        # A private copy (the caller keeps its array); order="C", not ascontiguousarray,
+        # which would turn a 0-d array into a 1-d one.
+        array = np.array(array, dtype=value.dtype, copy=True, order="C")
+        if not _shape_fits(array.shape, tuple(value.shape)):
+            raise BackendError(
+                f"{self.target}: parameter {_param_name(value, index)} of graph "
+                f"{self.graph.name!r} is {_type_text(value.dtype, value.shape)}; set_param got "
+                f"an array of shape {list(array.shape)}")
+        self._set_param(index, array)
+        self.unset.discard(index)
+
+    def get_param(self, index: int) -> np.ndarray:
+        if index in self.unset:
+            self.refuse_unset([index])
+        # A copy: what the caller gets never aliases what the executable stores.
+        return np.array(self._get_param(index), copy=True)
+
+    # -- the one wording of each refusal -------------------------------------------------
+    def check_inputs(self, inputs) -> list:
+        """`inputs` as a list of feeds, after checking their number, dtypes and shapes."""
+        specs = self._input_specs
+        if len(inputs) != len(specs):
+            raise BackendError(
+                f"{self.target}: graph {self.graph.name!r} takes {len(specs)} input"
+                f"{'' if len(specs) == 1 else 's'}; run got {len(inputs)}")
+        feeds = list(inputs)
+        for index, (x, (dtype, shape, varies)) in enumerate(zip(feeds, specs)):
+            if type(x) is not np.ndarray:
+                spec = self._native_spec(x)
+                if spec is None:  # a Python number or list: the input's dtype
+                    feeds[index] = x = np.asarray(x, dtype=dtype)
+                else:
+                    got_shape, got_dtype = spec
+                    if got_dtype != dtype or not _shape_fits(got_shape, shape):
+                        self.refuse_feed(index, got_dtype, got_shape)
+                    continue
+            if x.dtype != dtype or (x.shape != shape if not varies
+                                    else not _shape_fits(x.shape, shape)):
+                self.refuse_feed(index, x.dtype, x.shape)
+        return feeds
+
+    def refuse_feed(self, index: int, dtype, shape) -> None:
+        value = self.graph.inputs[index]
+        name = f" ({value.name!r})" if value.name else ""
+        raise BackendError(
+            f"{self.target}: input {index}{name} of graph {self.graph.name!r} is "
+            f"{_type_text(value.dtype, value.shape)}; run got {_type_text(dtype, shape)} (a "
+            "compiled graph takes one signature: compile again for another, or cast the input)")
+
+    def refuse_unset(self, indices=None) -> None:
+        indices = sorted(self.unset if indices is None else indices)
+        names = ", ".join(_param_name(self.graph.params[i], i) for i in indices)
+        raise BackendError(
+            f"{self.target}: parameter{'s' if len(indices) > 1 else ''} {names} of graph "
+            f"{self.graph.name!r} {'were' if len(indices) > 1 else 'was'} never set: call "
+            "set_param(index, array) before run (a @ug.function does this for you)")
+
+    # -- hooks --------------------------------------------------------------------------
+    def _native_spec(self, x):
+        """(shape, np.dtype) of a feed that is this backend's native tensor, else None."""
+        return None
+
+    def _run(self, feeds: list) -> list:
         raise NotImplementedError
+
+    def _run_all(self, feeds: list) -> dict:
+        raise NotImplementedError
+
+    def _set_param(self, index: int, array: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def _get_param(self, index: int) -> np.ndarray:
+        raise NotImplementedError
+
+
+def _shape_fits(shape: tuple, spec: tuple) -> bool:
+    """Whether a concrete `shape` fits `spec`, where a None dim takes any size."""
+    return len(shape) == len(spec) and all(
+        want is None or want == got for got, want in zip(shape, spec))
+
+
+def _type_text(dtype, shape) -> str:
+    return f"{np.dtype(dtype).name}{[d for d in shape]}"
+
+
+def _param_name(value, index: int) -> str:
+    return repr(value.name) if value.name else f"#{index}"
 
 
 class Backend:

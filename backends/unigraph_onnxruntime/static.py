@@ -50,11 +50,14 @@ def refuse_gradients(graph: Graph) -> None:
 
 
 class OnnxRuntimeExecutable(Executable):
-    """A compiled graph; parameters live in `self.params` as NumPy arrays between runs."""
+    """A compiled graph; parameters live in `self.params` as NumPy arrays between runs. The
+    checks and copies in and out are the `Executable` base's."""
+
+    target = "onnxruntime:static"
 
     def __init__(self, graph: Graph):
         refuse_gradients(graph)
-        self.graph = graph
+        super().__init__(graph)
         # What run_all needs later, kept now: a compiled graph never reads the IR again.
         self._snapshot = Graph(graph.name, list(graph.inputs), list(graph.params),
                                list(graph.nodes), list(graph.outputs), list(graph.updates))
@@ -77,21 +80,12 @@ class OnnxRuntimeExecutable(Executable):
                                f"{self.graph.name!r}: {error}") from None
 
     def _feeds(self, inputs: list) -> dict:
-        graph = self.graph
-        if len(inputs) != len(graph.inputs):
-            raise BackendError(f"graph {graph.name!r} takes {len(graph.inputs)} inputs; "
-                               f"got {len(inputs)}")
-        missing = [p.name for p, stored in zip(graph.params, self.params) if stored is None]
-        if missing:
-            raise BackendError(f"parameter {missing[0]!r} of graph {graph.name!r} was never "
-                               "set (call set_param before run)")
-        # order="C", not ascontiguousarray, which turns a 0-d array into a 1-d one.
-        feeds = {name: np.asarray(x, dtype=value.dtype, order="C")
-                 for name, x, value in zip(self._input_names, inputs, graph.inputs)}
+        # order="C": ORT takes contiguous buffers (ascontiguousarray would make 0-d 1-d).
+        feeds = {name: np.asarray(x, order="C") for name, x in zip(self._input_names, inputs)}
         feeds.update(zip(self._param_names, self.params))
         return feeds
 
-    def _run(self, session, inputs: list) -> list:
+    def _session_run(self, session, inputs: list) -> list:
         feeds = self._feeds(inputs)
         try:
             return session.run(None, feeds)
@@ -99,30 +93,22 @@ class OnnxRuntimeExecutable(Executable):
             raise BackendError(f"onnxruntime:static failed running graph "
                                f"{self.graph.name!r}: {error}") from None
 
-    def run(self, inputs: list) -> list:
-        results = self._run(self.session, inputs)
+    def _run(self, feeds: list) -> list:
+        results = self._session_run(self.session, feeds)
         for index, new in zip(self._updated, results[self._output_count:]):
             self.params[index] = np.array(new, copy=True)  # never an output the caller holds
         return results[:self._output_count]
 
-    def run_all(self, inputs: list) -> dict:
+    def _run_all(self, feeds: list) -> dict:
         if self._every_value_session is None:
             self._every_value_session = open_session(self._model(every_value=True))
-        results = self._run(self._every_value_session, inputs)
+        results = self._session_run(self._every_value_session, feeds)
         names = [o.name for o in self._every_value_session.get_outputs()]
         return {int(name[len("_value"):]): value for name, value in zip(names, results)
                 if name.startswith("_value")}
 
-    def set_param(self, index: int, array: np.ndarray) -> None:
-        value = self.graph.params[index]
-        array = np.array(array, dtype=value.dtype)  # a copy: the caller keeps its array
-        if array.shape != value.shape and None not in value.shape:
-            raise BackendError(f"parameter {value.name!r} is {value.dtype}{list(value.shape)}; "
-                               f"got an array of shape {list(array.shape)}")
-        self.params[index] = array
+    def _set_param(self, index: int, array: np.ndarray) -> None:
+        self.params[index] = array  # the base's private copy
 
-    def get_param(self, index: int) -> np.ndarray:
-        stored = self.params[index]
-        if stored is None:
-            raise BackendError(f"parameter {self.graph.params[index].name!r} was never set")
-        return stored.copy()
+    def _get_param(self, index: int) -> np.ndarray:
+        return self.params[index]

@@ -8,8 +8,9 @@ directly: set the feed variables, run, copy the fetched tensors out.
 Why not `Executor.run` every time: on each call it rebuilds its cache key from
 `str(program)` (the whole Program printed as text) plus the feed and fetch names, ~40 us
 for a small training step and more for bigger Programs, then checks every feed again. The
-direct path keeps one check that matters (each feed's dtype and shape: a wrong dtype would
-reach the kernels as reinterpreted bytes) and is otherwise what `Executor.run` does.
+one check that matters (each feed's dtype and shape: a wrong dtype would reach the kernels
+as reinterpreted bytes) is the `Executable` base's, on every run; the direct path is
+otherwise what `Executor.run` does.
 """
 
 from __future__ import annotations
@@ -19,15 +20,18 @@ import threading
 import numpy as np
 
 from unigraph.backend import Executable
-from unigraph.errors import BackendError
 from unigraph_paddle.static import StaticMode, build_program
 
 
 class PaddleExecutable(Executable):
-    """A compiled graph: a Program, an Executor, and a Scope holding the parameters."""
+    """A compiled graph: a Program, an Executor, and a Scope holding the parameters. The
+    checks (each feed's dtype and shape included) and copies in and out are the
+    `Executable` base's."""
+
+    target = "paddle:static"
 
     def __init__(self, paddle, graph, lowerings: dict, place):
-        self.graph = graph
+        super().__init__(graph)
         self._paddle = paddle
         self._lowerings = lowerings
         self._place = place
@@ -41,11 +45,6 @@ class PaddleExecutable(Executable):
         self._fetch = unique
         order = [position[id(v)] for v in built.fetch]
         self._order = None if order == list(range(len(unique))) else order
-        # (dtype, shape or None where a dim is unknown) of each feed, checked per run.
-        self._feed_specs = [
-            (np.dtype(v.dtype), None if None in v.shape else tuple(v.shape))
-            for v in graph.inputs
-        ]
         self._scope = paddle.static.Scope()
         self._exe = paddle.static.Executor(place)
         self._core = paddle.base.core
@@ -54,20 +53,26 @@ class PaddleExecutable(Executable):
         self._probe = None  # the run_all Program, built on first use
         # Runs share the feed variables and the parameters in the Scope: one at a time.
         self._lock = threading.Lock()
-        self._unset = set(range(len(graph.params)))  # never given a value by set_param
 
-    def run(self, inputs: list) -> list:
+    def _native_spec(self, x):
+        if isinstance(x, self._paddle.Tensor):
+            return tuple(x.shape), np.dtype(self._paddle_dtype_name(x.dtype))
+        return None
+
+    def _paddle_dtype_name(self, dtype) -> str:
+        # paddle.float32 prints as "paddle.float32"; "bool" and the rest match NumPy's names.
+        return str(dtype).rsplit(".", 1)[-1]
+
+    def _run(self, inputs: list) -> list:
         core, scope, place = self._core, self._scope, self._place
         with self._lock:
             runner = self._runner
             if runner is None:
                 outs = self._executor_run(inputs)
             else:
-                for name, value, spec in zip(self._feed_names, inputs, self._feed_specs):
+                for name, value in zip(self._feed_names, inputs):
                     if type(value) is not np.ndarray:
                         value = self._feedable(value)
-                    if value.dtype != spec[0] or (spec[1] is not None and value.shape != spec[1]):
-                        self._wrong_feed(name, value)
                     tensor = core.DenseTensor()
                     tensor.set(value, place)
                     core.set_feed_variable(scope, tensor, name, 0)
@@ -80,7 +85,6 @@ class PaddleExecutable(Executable):
     def _executor_run(self, inputs: list) -> list:
         """A run through the public `Executor.run` (the first run, or every run where the
         direct path is unavailable); afterwards the cached interpreter becomes the runner."""
-        self._check_params_set()
         feed = {name: self._feedable(v) for name, v in zip(self._feed_names, inputs)}
         exe = self._exe
         with StaticMode(self._paddle):
@@ -99,9 +103,8 @@ class PaddleExecutable(Executable):
                     self._direct = False
         return outs
 
-    def run_all(self, inputs: list) -> dict:
+    def _run_all(self, inputs: list) -> dict:
         with self._lock:
-            self._check_params_set()
             if self._probe is None:
                 self._probe = build_program(
                     self._paddle, self.graph, self._lowerings, fetch_all=True
@@ -115,44 +118,16 @@ class PaddleExecutable(Executable):
                 )
         return dict(zip(probe.fetch.keys(), outs))
 
-    def set_param(self, index: int, array) -> None:
-        value = self.graph.params[index]
-        # order="C": the scope tensor takes a contiguous buffer (np.ascontiguousarray
-        # would turn a 0-d array into 1-d).
-        array = np.asarray(array, dtype=value.dtype, order="C")
-        if array.shape != value.shape:
-            raise BackendError(
-                f"parameter {value.name or index!r} is {value.dtype}{list(value.shape)}; "
-                f"cannot load an array of shape {list(array.shape)}"
-            )
+    def _set_param(self, index: int, array) -> None:
         with self._lock:
             self._scope.var(self._param_names[index]).get_tensor().set(array, self._place)
-            self._unset.discard(index)
 
-    def get_param(self, index: int) -> np.ndarray:
+    def _get_param(self, index: int) -> np.ndarray:
         with self._lock:
             tensor = self._scope.find_var(self._param_names[index]).get_tensor()
-            return np.array(tensor)  # a copy: the next run writes into this buffer
-
-    def _check_params_set(self):
-        if self._unset:
-            names = ", ".join(repr(self.graph.params[i].name or i) for i in sorted(self._unset))
-            raise BackendError(
-                f"parameter {names} of {self.graph.name!r} was never set: call set_param "
-                "before the first run (Paddle never initialises a parameter here)"
-            )
+            return np.array(tensor)  # a copy, taken under the lock: a run writes this buffer
 
     def _feedable(self, value) -> np.ndarray:
         if isinstance(value, self._paddle.Tensor):
             return value.numpy()  # the Executor takes NumPy arrays, not eager Tensors
         return np.asarray(value)
-
-    def _wrong_feed(self, name, value):
-        index = self._feed_names.index(name)
-        want = self.graph.inputs[index]
-        raise BackendError(
-            f"input {index} of the compiled graph {self.graph.name!r} is "
-            f"{want.dtype}{list(want.shape)}, but it was fed {value.dtype.name}"
-            f"{list(value.shape)} (a compiled graph takes one signature; compile again for "
-            "another, or cast the input)"
-        )

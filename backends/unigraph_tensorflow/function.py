@@ -13,15 +13,19 @@ from __future__ import annotations
 import numpy as np
 
 from unigraph.backend import Executable, lower_nodes
-from unigraph.errors import BackendError
 from unigraph.ir import Graph
 from unigraph_tensorflow.control_flow import make_control_flow
-from unigraph_tensorflow.static import op_name
+from unigraph_tensorflow.static import native_spec, op_name
 
 
 class FunctionExecutable(Executable):
+    """One concrete tf.function; parameters live in `tf.Variable`s. The checks and copies
+    in and out are the `Executable` base's."""
+
+    target = "tensorflow:function"
+
     def __init__(self, tf, graph: Graph, lowerings: dict):
-        self.graph = graph
+        super().__init__(graph)
         self._tf = tf
         self._lowerings = lowerings
         self._control_flow = make_control_flow(tf, lowerings, gradients="tape")
@@ -32,7 +36,6 @@ class FunctionExecutable(Executable):
                         name=op_name("param", p.name))
             for p in graph.params
         ]
-        self._unset = set(range(len(graph.params)))
         index = {p.id: i for i, p in enumerate(graph.params)}
         self._updates = [(self.variables[index[p.id]], new.id) for p, new in graph.updates]
         self._signature = [tf.TensorSpec(v.shape, v.dtype) for v in graph.inputs]
@@ -54,18 +57,13 @@ class FunctionExecutable(Executable):
             variable.assign(env[value_id], read_value=False)
         return [env[v.id] for v in self.graph.outputs]
 
-    def _check_params(self):
-        if self._unset:
-            names = ", ".join(repr(self.graph.params[i].name) for i in sorted(self._unset))
-            raise BackendError(f"tensorflow:function: parameters {names} were never set")
+    def _native_spec(self, x):
+        return native_spec(self._tf, x)
 
-    def run(self, inputs: list) -> list:
-        if self._unset:
-            self._check_params()
-        return self.concrete(*inputs)
+    def _run(self, feeds: list) -> list:
+        return self.concrete(*feeds)
 
-    def run_all(self, inputs: list) -> dict:
-        self._check_params()
+    def _run_all(self, feeds: list) -> dict:
         if self._all_call is None:
             # Built on first use, for the checker only: the same lowering without updates.
             def everything(*args):
@@ -74,13 +72,10 @@ class FunctionExecutable(Executable):
             self._all_call = self._tf.function(
                 everything, input_signature=self._signature, autograph=False
             ).get_concrete_function()
-        return {value_id: np.asarray(t) for value_id, t in self._all_call(*inputs).items()}
+        return {value_id: np.asarray(t) for value_id, t in self._all_call(*feeds).items()}
 
-    def set_param(self, index: int, array) -> None:
-        self.variables[index].assign(np.asarray(array, dtype=self.graph.params[index].dtype))
-        self._unset.discard(index)
+    def _set_param(self, index: int, array) -> None:
+        self.variables[index].assign(array)
 
-    def get_param(self, index: int) -> np.ndarray:
-        if index in self._unset:
-            raise BackendError(f"parameter {self.graph.params[index].name!r} was never set")
+    def _get_param(self, index: int) -> np.ndarray:
         return np.asarray(self.variables[index].numpy())  # 0-d: an array, not a scalar

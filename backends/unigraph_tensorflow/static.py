@@ -17,7 +17,6 @@ import weakref
 import numpy as np
 
 from unigraph.backend import Executable, lower_nodes
-from unigraph.errors import BackendError
 from unigraph.ir import Graph
 from unigraph_tensorflow.control_flow import make_control_flow
 
@@ -72,11 +71,21 @@ def as_feed(tf, value):
     return value
 
 
+def native_spec(tf, x):
+    """(shape, NumPy dtype) of an eager TF tensor, None for anything else."""
+    if isinstance(x, tf.Tensor):
+        return tuple(x.shape), np.dtype(x.dtype.as_numpy_dtype)
+    return None
+
+
 class SessionExecutable(Executable):
-    """A v1 Graph and its long-lived Session; parameters live in the Session's variables."""
+    """A v1 Graph and its long-lived Session; parameters live in the Session's variables.
+    The checks and copies in and out are the `Executable` base's."""
+
+    target = "tensorflow:static"
 
     def __init__(self, tf, graph: Graph, lowerings: dict):
-        self.graph = graph
+        super().__init__(graph)
         self._tf = tf
         native = tf.Graph()
         with native.as_default():
@@ -120,7 +129,6 @@ class SessionExecutable(Executable):
         native.finalize()  # from here on a run can only feed and fetch
         self.native_graph = native
         self._count = len(outputs)
-        self._unset = set(range(len(graph.params)))
         # index -> value given to set_param, not yet in its variable: all of them go in with
         # one Session.run before the next run or read. One run per parameter would cost
         # parameters x graph size (each distinct fetch prunes the whole graph once).
@@ -128,39 +136,32 @@ class SessionExecutable(Executable):
         self._session = tf.compat.v1.Session(graph=native, config=session_config(tf))
         self._finalizer = weakref.finalize(self, self._session.close)
 
-    def _feed(self, inputs) -> dict:
-        if self._unset:
-            names = ", ".join(repr(self.graph.params[i].name) for i in sorted(self._unset))
-            raise BackendError(f"tensorflow:static: parameters {names} were never set")
+    def _native_spec(self, x):
+        return native_spec(self._tf, x)
+
+    def _feed(self, feeds) -> dict:
         tf = self._tf
         return {ph: x if type(x) is np.ndarray else as_feed(tf, x)
-                for ph, x in zip(self._placeholders, inputs)}
+                for ph, x in zip(self._placeholders, feeds)}
 
-    def run(self, inputs: list) -> list:
+    def _run(self, feeds: list) -> list:
         if self._pending:
             self._load_pending()
-        values = self._session.run(self._fetches, self._feed(inputs))
+        values = self._session.run(self._fetches, self._feed(feeds))
         # Session.run gives NumPy scalars for 0-d results: make every output an ndarray.
         return [v if type(v) is np.ndarray else np.asarray(v) for v in values[: self._count]]
 
-    def run_all(self, inputs: list) -> dict:
+    def _run_all(self, feeds: list) -> dict:
         if self._pending:
             self._load_pending()
-        values = self._session.run([tensor for _, tensor in self._all], self._feed(inputs))
+        values = self._session.run([tensor for _, tensor in self._all], self._feed(feeds))
         return {value_id: np.asarray(v) for (value_id, _), v in zip(self._all, values)}
 
-    def set_param(self, index: int, array) -> None:
-        """Give parameter `index` its value; it reaches the Session, with every other value
-        set since, in one Session.run before the next run or read."""
-        param = self.graph.params[index]
-        # A private copy: the caller may change its array, and the variable adopts the fed
-        # buffer (see may_hold_a_feed).
-        array = np.array(array, dtype=param.dtype, copy=True)
-        if array.shape != tuple(param.shape):
-            raise BackendError(f"tensorflow:static: parameter {param.name!r} has shape "
-                               f"{tuple(param.shape)}, not {array.shape}")
+    def _set_param(self, index: int, array) -> None:
+        """Keep the value (the base's private copy: the variable adopts the fed buffer, see
+        may_hold_a_feed); it reaches the Session, with every other value set since, in one
+        Session.run before the next run or read."""
         self._pending[index] = array
-        self._unset.discard(index)
 
     def _load_pending(self) -> None:
         pending = self._pending
@@ -168,9 +169,7 @@ class SessionExecutable(Executable):
                           {self._param_feeds[i]: array for i, array in pending.items()})
         self._pending = {}
 
-    def get_param(self, index: int) -> np.ndarray:
-        if index in self._unset:
-            raise BackendError(f"parameter {self.graph.params[index].name!r} was never set")
+    def _get_param(self, index: int) -> np.ndarray:
         if self._pending:
             self._load_pending()
         return np.asarray(self._session.run(self._reads[index]))

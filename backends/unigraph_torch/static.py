@@ -41,6 +41,9 @@ from unigraph.ir import Graph
 from unigraph_torch.gradients import gradients, leaf
 from unigraph_torch.lowerings import LOWERINGS, TORCH_DTYPES
 
+# torch dtype -> NumPy dtype, to check native feeds against the graph's inputs.
+NUMPY_DTYPES = {torch_dtype: np.dtype(name) for name, torch_dtype in TORCH_DTYPES.items()}
+
 _compiled_ids = itertools.count()
 
 
@@ -295,56 +298,32 @@ class TorchExecutable(Executable):
     """A compiled graph; parameters live in `self.params` as torch tensors between runs.
 
     Updates rebind a parameter to its new tensor (no tensor is ever written in place), so an
-    output that reads a parameter keeps the value it had during the run.
+    output that reads a parameter keeps the value it had during the run. The checks and
+    copies in and out are the `Executable` base's.
     """
 
+    target = "torch:static"
+
     def __init__(self, graph: Graph):
-        self.graph = graph
-        self._run, self._every_value, self.source = compile_graph(graph)
+        super().__init__(graph)
+        self._compiled_run, self._every_value, self.source = compile_graph(graph)
         self.params: list = [None] * len(graph.params)
 
-    def run(self, inputs: list) -> list:
-        try:
-            return list(self._run(self.params, *inputs))
-        except Exception:
-            self._check_ready(inputs)
-            raise
+    def _native_spec(self, x):
+        if isinstance(x, torch.Tensor):
+            return tuple(x.shape), NUMPY_DTYPES.get(x.dtype)
+        return None
 
-    def run_all(self, inputs: list) -> dict:
-        try:
-            values = self._every_value(self.params, *inputs)
-        except Exception:
-            self._check_ready(inputs)
-            raise
+    def _run(self, feeds: list) -> list:
+        return list(self._compiled_run(self.params, *feeds))
+
+    def _run_all(self, feeds: list) -> dict:
+        values = self._every_value(self.params, *feeds)
         # Copies: a value may be a stored parameter or share memory with an input.
         return {value_id: tensor.detach().numpy().copy() for value_id, tensor in values.items()}
 
-    def set_param(self, index: int, array: np.ndarray) -> None:
-        value = self.graph.params[index]
-        array = np.array(array, dtype=value.dtype)  # a copy: the caller keeps its array
-        if array.shape != value.shape and None not in value.shape:
-            raise BackendError(
-                f"parameter {value.name!r} is {value.dtype}{list(value.shape)}; "
-                f"got an array of shape {list(array.shape)}"
-            )
-        self.params[index] = torch.from_numpy(array)
+    def _set_param(self, index: int, array: np.ndarray) -> None:
+        self.params[index] = torch.from_numpy(array)  # the base's private copy
 
-    def get_param(self, index: int) -> np.ndarray:
-        value = self.params[index]
-        if value is None:
-            raise BackendError(f"parameter {self.graph.params[index].name!r} was never set")
-        return value.detach().numpy().copy()
-
-    def _check_ready(self, inputs: list) -> None:
-        """Turn a failure caused by a missing parameter or input into a plain message."""
-        if len(inputs) != len(self.graph.inputs):
-            raise BackendError(
-                f"graph {self.graph.name!r} takes {len(self.graph.inputs)} inputs; "
-                f"got {len(inputs)}"
-            )
-        for value, stored in zip(self.graph.params, self.params):
-            if stored is None:
-                raise BackendError(
-                    f"parameter {value.name!r} of graph {self.graph.name!r} was never set "
-                    "(call set_param before run)"
-                )
+    def _get_param(self, index: int) -> np.ndarray:
+        return self.params[index].detach().numpy()

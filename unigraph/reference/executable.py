@@ -14,7 +14,6 @@ from __future__ import annotations
 import numpy as np
 
 from unigraph.backend import Executable
-from unigraph.errors import UnigraphError
 from unigraph.reference.plan import Plan
 
 
@@ -51,25 +50,24 @@ def _frozen(array):
 
 class ReferenceExecutable(Executable):
     """A graph compiled for the reference engine. `ops` replaces the op table (tests build
-    deliberately wrong backends this way).
+    deliberately wrong backends this way). The checks and copies in and out are the
+    `Executable` base's; this class only runs the plan.
 
     >>> executable = ReferenceExecutable(graph)
     >>> executable.set_param(0, w)
     >>> outputs = executable.run([x])
     """
 
+    target = "numpy:static"
+
     def __init__(self, graph, ops=None):
-        self.graph = graph
+        super().__init__(graph)
         self.plan = Plan(graph, ops)
         self.params = [None] * len(graph.params)
-        self.unset = set(range(len(graph.params)))  # indices never given a value
         index = {v.id: i for i, v in enumerate(graph.params)}
         self.updates = [(index[p.id], self.plan.slots[v.id]) for p, v in graph.updates]
 
-    def run(self, inputs):
-        if self.unset:
-            self.refuse_unset()
-        feeds = list(inputs)
+    def _run(self, feeds):
         env, _ = self.plan.forward(feeds + self.params, False)
         for index, slot in self.updates:
             self.params[index] = _frozen(_owned(env[slot], feeds))
@@ -78,22 +76,13 @@ class ReferenceExecutable(Executable):
             outputs[i] = _owned(out, feeds)
         return outputs
 
-    def refuse_unset(self):
-        names = ", ".join(repr(self.graph.params[i].name) for i in sorted(self.unset))
-        raise UnigraphError(
-            f"numpy:static: parameter {names} of graph {self.graph.name!r} was never set: "
-            "call set_param(index, array) before run (a @ug.function does this for you)")
-
-    def run_all(self, inputs):
-        if self.unset:
-            self.refuse_unset()
-        env, _ = self.plan.forward(list(inputs) + self.params, False)
+    def _run_all(self, feeds):
+        env, _ = self.plan.forward(feeds + self.params, False)
         return {value_id: env[slot] for value_id, slot in self.plan.slots.items()
                 if env[slot] is not None}
 
-    def set_param(self, index, array):
-        self.params[index] = _frozen(np.array(array, copy=True))
-        self.unset.discard(index)
+    def _set_param(self, index, array):
+        self.params[index] = _frozen(array)  # the base's private copy
 
-    def get_param(self, index):
+    def _get_param(self, index):
         return self.params[index]

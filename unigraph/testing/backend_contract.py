@@ -16,7 +16,10 @@ or with `--unigraph-contract=mine` to restrict it to some backends. What it chec
   `get_param` and updates below must not alias);
 * static (every mode but "eager"): parameters round-trip exactly and never alias the
   caller's arrays; a parameter never set is refused, naming it; an update that stores an
-  input copies it; updates read the old values; a training step updates its parameter;
+  input copies it; updates read the old values; the refusals of the `Executable` base
+  (parameter never set, wrong number/dtype/shape of inputs, set_param of a wrong shape) keep
+  their one wording on every backend; a `None` dim in an input takes any size; a training
+  step updates its parameter;
   `run_all` returns every top-level value and applies no update; a compiled graph never
   reads the IR again; a graph that went through JSON compiles; `compile(graph, "eager")` is
   refused.
@@ -184,6 +187,78 @@ def test_a_parameter_never_set_is_refused_by_name(backend, mode):
     executable = backend.compile(scale_graph(), mode)
     with pytest.raises(UnigraphError, match="parameters? 'w'.*never set"):
         executable.run([np.ones(3)])
+
+
+# The refusals the `Executable` base makes for every backend, word for word: a backend that
+# overrides run/set_param/get_param instead of the hooks shows up here.
+NEVER_SET = ("{target}: parameter 'w' of graph 'scale' was never set: call "
+             "set_param(index, array) before run (a @ug.function does this for you)")
+WRONG_FEED = ("{target}: input 0 of graph 'scale' is float64[3]; run got {got} (a compiled "
+              "graph takes one signature: compile again for another, or cast the input)")
+
+
+def _refused(call, text: str) -> None:
+    with pytest.raises(BackendError) as caught:
+        call()
+    assert str(caught.value) == text
+
+
+@STATIC
+def test_a_parameter_never_set_is_refused_in_one_wording(backend, mode):
+    executable = backend.compile(scale_graph(), mode)
+    text = NEVER_SET.format(target=f"{backend.name}:{mode}")
+    _refused(lambda: executable.run([np.ones(3)]), text)
+    _refused(lambda: executable.run_all([np.ones(3)]), text)
+    _refused(lambda: executable.get_param(0), text)
+
+
+@STATIC
+def test_wrong_inputs_are_refused_in_one_wording(backend, mode):
+    target = f"{backend.name}:{mode}"
+    executable = backend.compile(scale_graph(), mode)
+    executable.set_param(0, np.ones(3))
+    _refused(lambda: executable.run([np.ones(3), np.ones(3)]),
+             f"{target}: graph 'scale' takes 1 input; run got 2")
+    _refused(lambda: executable.run([np.ones(3, np.float32)]),
+             WRONG_FEED.format(target=target, got="float32[3]"))
+    _refused(lambda: executable.run_all([np.ones((2, 3))]),
+             WRONG_FEED.format(target=target, got="float64[2, 3]"))
+    _refused(lambda: executable.set_param(0, np.ones(4)),
+             f"{target}: parameter 'w' of graph 'scale' is float64[3]; set_param got an array "
+             "of shape [4]")
+    (y,) = executable.run([[1.0, 2.0, 3.0]])  # a list becomes an array of the input's dtype
+    np.testing.assert_array_equal(_to_numpy(backend, y), [1.0, 2.0, 3.0])
+
+
+@STATIC
+def test_a_native_feed_is_checked_like_an_array(backend, mode):
+    executable = backend.compile(scale_graph(), mode)
+    executable.set_param(0, np.full(3, 2.0))
+    good = backend.to_native(np.array([1.0, 2.0, 3.0]))
+    (y,) = executable.run([good])
+    np.testing.assert_array_equal(_to_numpy(backend, y), [2.0, 4.0, 6.0])
+    wrong = backend.to_native(np.ones(3, np.float32))
+    _refused(lambda: executable.run([wrong]),
+             WRONG_FEED.format(target=f"{backend.name}:{mode}", got="float32[3]"))
+
+
+@STATIC
+def test_a_none_dim_takes_any_size(backend, mode):
+    x, w = _v((None, 2), name="x"), _v((2,), name="w")
+    y, total = _v((None, 2)), _v((2,))
+    nodes = [Node("mul", [x, w], [y]), Node("sum", [y], [total], {"axis": (0,), "keepdims": False})]
+    graph = Graph("rows", [x], [w], nodes, [y, total]).verify()
+    executable = backend.compile(graph, mode)
+    executable.set_param(0, np.array([1.0, 10.0]))
+    for batch in (1, 3, 0):
+        rows = np.arange(2.0 * batch).reshape(batch, 2)
+        out, summed = executable.run([rows])
+        np.testing.assert_array_equal(_to_numpy(backend, out), rows * [1.0, 10.0])
+        np.testing.assert_array_equal(_to_numpy(backend, summed), (rows * [1.0, 10.0]).sum(0))
+    _refused(lambda: executable.run([np.ones((3, 4))]),
+             f"{backend.name}:{mode}: input 0 ('x') of graph 'rows' is float64[None, 2]; run got "
+             "float64[3, 4] (a compiled graph takes one signature: compile again for another, "
+             "or cast the input)")
 
 
 @STATIC
