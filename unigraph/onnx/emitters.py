@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from unigraph.onnx.emitters_math import MATH_EMITTERS
+from unigraph.ops.pooling import avg_divisor, pool_geometry, pool_pads
 
 INT64_MAX = np.iinfo(np.int64).max
 # ONNX Runtime's CPU kernels for these ops exist only in these dtypes (checked: 1.32).
@@ -239,9 +240,10 @@ def _windows_nhwc(w, x: str, kernel, stride, dilation, padding, value: float,
     input element each output position reads at that offset. Shape-free: the slice ends
     count from the end, so the batch and the image size may be known only at run time."""
     (kh, kw), (sh, sw), (dh, dw) = kernel, stride, dilation
-    pads = [0, padding[0], padding[1], 0, 0, padding[0], padding[1], 0]
+    (top, bottom), (left, right) = pool_pads(padding)  # a pair, or pairs (before, after)
+    pads = [0, top, left, 0, 0, bottom, right, 0]
     nhwc = w.node("Transpose", [x], perm=[0, 2, 3, 1])
-    if any(padding):
+    if any(pads):
         nhwc = w.node("Pad", [nhwc, w.const(_ints(pads)), w.const(np.array(value, dtype))])
     windows = []
     for i in range(kh):
@@ -286,26 +288,121 @@ def _conv2d_im2col(w, args, node):
     return out
 
 
+def _conv_transpose2d(w, args, node):
+    attrs = node.attrs
+    # ORT's ConvTranspose refuses output_padding >= stride, which the record allows below
+    # the dilation: that case takes the conv route too.
+    small = all(a < s for a, s in zip(attrs["output_padding"], attrs["stride"]))
+    if _dtype(node) in CONV_KERNEL_DTYPES and small:
+        (ph, pw) = attrs["padding"]
+        return w.node("ConvTranspose", args, strides=list(attrs["stride"]),
+                      pads=[ph, pw, ph, pw], output_padding=list(attrs["output_padding"]),
+                      dilations=list(attrs["dilation"]), group=attrs["groups"])
+    return _conv_transpose2d_as_conv(w, args, node)
+
+
+def _conv_transpose2d_as_conv(w, args, node):
+    """float64 (no ConvTranspose kernel in ORT): a stride-1 conv2d (im2col) of x with
+    stride - 1 zeros between its elements, padded by dilation * (k - 1) (plus output_padding
+    at the end), by the kernel flipped, in and out channels swapped per group; then the
+    padding cropped off the output."""
+    from types import SimpleNamespace
+
+    attrs, dtype = node.attrs, _dtype(node)
+    _, channels, height, width = node.inputs[0].shape
+    _, per_group, kh, kw = node.inputs[1].shape
+    groups = attrs["groups"]
+    (sh, sw), (dh, dw), (oph, opw) = attrs["stride"], attrs["dilation"], attrs["output_padding"]
+    x = args[0]
+    if (sh, sw) != (1, 1):
+        spread = w.node("Unsqueeze", [x, w.const(_ints([3, 5]))])  # [N, C, H, 1, W, 1]
+        spread = w.node("Pad", [spread, w.const(_ints([0] * 6 + [0, 0, 0, sh - 1, 0, sw - 1]))])
+        spread = w.node("Reshape", [spread, w.const(_ints([0, 0, height * sh, width * sw]))])
+        x = w.node("Slice", [spread, w.const(_ints([0, 0])), w.const(_ints(
+            [(height - 1) * sh + 1, (width - 1) * sw + 1])), w.const(_ints([2, 3]))])
+    rim_h, rim_w = dh * (kh - 1), dw * (kw - 1)
+    if rim_h or rim_w or oph or opw:
+        x = w.node("Pad", [x, w.const(_ints([0, 0, rim_h, rim_w, 0, 0, rim_h + oph,
+                                             rim_w + opw]))])
+    # [C, O/G, KH, KW] -> [G, O/G, C/G, KH, KW] -> [O, C/G, KH, KW], flipped in KH and KW.
+    kernel = w.node("Reshape", [args[1], w.const(_ints(
+        [groups, channels // groups, per_group, kh, kw]))])
+    kernel = w.node("Transpose", [kernel], perm=[0, 2, 1, 3, 4])
+    kernel = w.node("Reshape", [kernel, w.const(_ints(
+        [groups * per_group, channels // groups, kh, kw]))])
+    kernel = w.node("Slice", [kernel, w.const(_ints([-1, -1])), w.const(_ints(
+        [-INT64_MAX, -INT64_MAX])), w.const(_ints([2, 3])), w.const(_ints([-1, -1]))])
+    conv = SimpleNamespace(
+        attrs={"stride": (1, 1), "padding": (0, 0), "dilation": (dh, dw), "groups": groups},
+        inputs=[SimpleNamespace(dtype=dtype),
+                SimpleNamespace(shape=(groups * per_group, channels // groups, kh, kw))])
+    full = _conv2d_im2col(w, [x, kernel, *args[2:]], conv)
+    (ph, pw) = attrs["padding"]
+    if not (ph or pw):
+        return full
+    return w.node("Slice", [full, w.const(_ints([ph, pw])), w.const(_ints([-ph or INT64_MAX,
+                                                                         -pw or INT64_MAX])),
+                            w.const(_ints([2, 3]))])
+
+
 def _pool_attrs(attrs) -> dict:
+    (top, bottom), (left, right) = pool_pads(attrs["padding"])
     return {"kernel_shape": list(attrs["kernel"]), "strides": list(attrs["stride"]),
-            "pads": _pads(attrs["padding"])}
+            "pads": [top, left, bottom, right]}
 
 
 def _max_pool2d(w, args, node):
-    pooled = w.node("MaxPool", args, **_pool_attrs(node.attrs))
+    attrs, shape = node.attrs, node.inputs[0].shape
+    dilation = attrs.get("dilation", (1, 1))
+    pool = _pool_attrs(attrs)
+    if attrs.get("ceil_mode", False):
+        # ONNX's ceil_mode keeps a last window that starts in the end padding, which the
+        # record (as PyTorch) drops: the record's extra cells go into the end pads instead.
+        _, pads, extra = pool_geometry(shape[2:], attrs["kernel"], attrs["stride"],
+                                       attrs["padding"], dilation, True)
+        pool["pads"] = [pads[0][0], pads[1][0], pads[0][1] + extra[0], pads[1][1] + extra[1]]
+    pool["dilations"] = list(dilation)
+    pooled = w.node("MaxPool", args, **pool)
     # float64 MaxPool skips NaN in ORT; a window holding one is NaN (first maximum rule).
     return _with_nan(w, args[0], pooled, _dtype(node),
-                     lambda flags: w.node("MaxPool", [flags], **_pool_attrs(node.attrs)))
+                     lambda flags: w.node("MaxPool", [flags], **pool))
+
+
+def _avg_geometry(node):
+    """(padding with the ceil-mode cells added, constant divisor or None) of an avg pool."""
+    attrs, shape = node.attrs, node.inputs[0].shape
+    ceil_mode, include = attrs.get("ceil_mode", False), attrs.get("count_include_pad", True)
+    if None in shape[2:]:  # the record refuses ceil_mode there
+        pads, extra = pool_pads(attrs["padding"]), (0, 0)
+    else:
+        _, pads, extra = pool_geometry(shape[2:], attrs["kernel"], attrs["stride"],
+                                       attrs["padding"], (1, 1), ceil_mode)
+    padded = tuple((a, b + more) for (a, b), more in zip(pads, extra))
+    if include and extra == (0, 0):
+        return padded, attrs["kernel"][0] * attrs["kernel"][1]
+    if not include and not any(pads[0] + pads[1] + extra):
+        return padded, attrs["kernel"][0] * attrs["kernel"][1]
+    divisor = None if None in shape[2:] else avg_divisor(
+        shape[2:], attrs["kernel"], attrs["stride"], pads, extra, include)
+    return padded, divisor
 
 
 def _avg_pool2d(w, args, node):
     attrs, dtype = node.attrs, _dtype(node)
-    if dtype in AVG_POOL_KERNEL_DTYPES:
-        return w.node("AveragePool", args, count_include_pad=1, **_pool_attrs(attrs))
-    windows = _windows_nhwc(w, args[0], attrs["kernel"], attrs["stride"], (1, 1),
-                            attrs["padding"], 0.0, dtype)
+    include = attrs.get("count_include_pad", True)
+    padded, divisor = _avg_geometry(node)
+    plain = not attrs.get("ceil_mode", False) and (divisor is not None or not include)
+    if dtype in AVG_POOL_KERNEL_DTYPES and plain:
+        # ORT's count_include_pad is the record's, except where ceil_mode windows run past
+        # the padding: those take the summed route below.
+        return w.node("AveragePool", args, count_include_pad=int(include),
+                      **_pool_attrs(attrs))
+    windows = _windows_nhwc(w, args[0], attrs["kernel"], attrs["stride"], (1, 1), padded,
+                            0.0, dtype)
     total = w.node("Sum", windows) if len(windows) > 1 else windows[0]
-    count = w.const(np.array(attrs["kernel"][0] * attrs["kernel"][1], dtype))
+    # The count of cells each window averages over: a graph constant of the image geometry.
+    count = np.asarray(divisor, dtype)
+    count = w.const(count[None, :, :, None] if count.ndim else count)
     return w.node("Transpose", [w.node("Div", [total, count])], perm=[0, 3, 1, 2])
 
 
@@ -373,6 +470,7 @@ EMITTERS = {
     "softmax": _softmax,
     "log_softmax": _log_softmax,
     "conv2d": _conv2d,
+    "conv_transpose2d": _conv_transpose2d,
     "max_pool2d": _max_pool2d,
     "avg_pool2d": _avg_pool2d,
     "sparse_softmax_cross_entropy": _sparse_softmax_cross_entropy,

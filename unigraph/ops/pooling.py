@@ -165,14 +165,15 @@ register(OpDef(
 ))
 
 
-def _avg_divisor(x, kernel, stride, pads, extra, count_include_pad):
-    """[OH, OW] count of the cells each window averages over (see the module doc)."""
+def avg_divisor(hw, kernel, stride, pads, extra, count_include_pad) -> np.ndarray:
+    """[OH, OW] float64 count of the cells each avg pool window of an image of spatial size
+    `hw` averages over (see the module doc); `pads` and `extra` as `pool_geometry` gives."""
     (t, b), (left, r) = pads
     if count_include_pad:
-        counted = np.ones((x.shape[2] + t + b, x.shape[3] + left + r))
+        counted = np.ones((hw[0] + t + b, hw[1] + left + r))
         mask = np.pad(counted, ((0, extra[0]), (0, extra[1])))
     else:
-        mask = np.pad(np.ones(x.shape[2:]), ((t, b + extra[0]), (left, r + extra[1])))
+        mask = np.pad(np.ones(tuple(hw)), ((t, b + extra[0]), (left, r + extra[1])))
     return _windows(mask[None, None], kernel, stride).sum(axis=(-2, -1))[0, 0]
 
 
@@ -180,7 +181,7 @@ def _avg_pool_reference(x, *, kernel, stride, padding, ceil_mode=False,
                         count_include_pad=True):
     _, pads, extra = pool_geometry(x.shape[2:], kernel, stride, padding, (1, 1), ceil_mode)
     win = _windows(_padded(x, pads, extra, 0), kernel, stride)
-    divisor = _avg_divisor(x, kernel, stride, pads, extra, count_include_pad)
+    divisor = avg_divisor(x.shape[2:], kernel, stride, pads, extra, count_include_pad)
     return (win.sum(axis=(-2, -1)) / divisor).astype(x.dtype, copy=False)
 
 
@@ -189,7 +190,7 @@ def _avg_pool_vjp(g, inputs, out, *, kernel, stride, padding, ceil_mode=False,
     (x,) = inputs
     _, pads, extra = pool_geometry(x.shape[2:], kernel, stride, padding, (1, 1), ceil_mode)
     xp = _padded(x, pads, extra, 0)
-    share = g / _avg_divisor(x, kernel, stride, pads, extra, count_include_pad)
+    share = g / avg_divisor(x.shape[2:], kernel, stride, pads, extra, count_include_pad)
     spread = np.broadcast_to(share[..., None, None], g.shape + tuple(kernel))
     dxp = _scatter_windows(np.zeros_like(xp), spread, stride)
     return [grad_for(_crop(dxp, pads, x.shape), x)]
