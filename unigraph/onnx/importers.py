@@ -220,6 +220,33 @@ def _explicit_pads(ctx, x, attrs, kernel, what):
     return begin, end, extra, strides
 
 
+def _pool_in_2d(run):
+    """A 1-D or 3-D pool written as the 2-D one where that is exact: a 1-D pool gains a
+    trailing size-1 dim; a 3-D pool whose last two dims have window 1, stride 1 and no pads
+    (LocalResponseNorm as exporters write it at opset 9) runs over (depth, height * width)."""
+    def pool(ctx, args, attrs):
+        x = args[0]
+        rank = len(x.shape)
+        if rank == 4:
+            return run(ctx, args, attrs)
+        n = rank - 2
+        kernel = list(attrs["kernel_shape"])
+        strides = list(attrs.get("strides", [1] * n))
+        dilations = list(attrs.get("dilations", [1] * n))
+        pads = list(attrs.get("pads", [0] * 2 * n))
+        trivial = rank == 5 and kernel[1:] == strides[1:] == dilations[1:] == [1, 1] and \
+            pads[1:3] == pads[4:] == [0, 0]
+        if rank == 3 or trivial:
+            flat = dict(attrs, kernel_shape=[kernel[0], 1], strides=[strides[0], 1],
+                        dilations=[dilations[0], 1], pads=[pads[0], 0, pads[n], 0])
+            shape = tuple(x.shape)
+            out = run(ctx, [ug.reshape(x, shape[:3] + (int(np.prod(shape[3:])),))], flat)
+            return ug.reshape(out, tuple(out.shape[:3]) + shape[3:])
+        ctx.refuse(f"{ctx.node.op_type} over {n} spatial dims (unigraph pools in 2-D)")
+
+    return pool
+
+
 def _max_pool(ctx, args, attrs):
     if len(ctx.node.output) > 1 and ctx.node.output[1]:
         ctx.refuse("MaxPool's Indices output")
@@ -663,8 +690,8 @@ IMPORTERS = {
     "MatMul": _matmul,
     "Gemm": _gemm,
     "Conv": _conv,
-    "MaxPool": _max_pool,
-    "AveragePool": _average_pool,
+    "MaxPool": _pool_in_2d(_max_pool),
+    "AveragePool": _pool_in_2d(_average_pool),
     "GlobalAveragePool": _global_average_pool,
     "GlobalMaxPool": _global_max_pool,
     "BatchNormalization": _batch_norm,

@@ -122,6 +122,15 @@ def _fold(node, args: list, opset: int) -> list:
     return [np.asarray(v) for v in ReferenceEvaluator(model).run(None, feeds)]
 
 
+def _declared_shape(value_info):
+    """The shape an ONNX graph input declares, None for a symbolic or missing dim (None
+    itself when the rank is unknown)."""
+    tensor = value_info.type.tensor_type
+    if not tensor.HasField("shape"):
+        return None
+    return tuple(d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim)
+
+
 def _attribute_name(name: str, taken) -> str:
     """A Parameter name for initializer `name`: as in the file, unless it hides a Module
     attribute (`forward`, `training`, ...)."""
@@ -151,6 +160,9 @@ class OnnxModel(ug.nn.Module):
         object.__setattr__(self, "constants", constants)
         initialized = {t.name for t in graph.initializer}
         self.input_names = [i.name for i in graph.input if i.name not in initialized]
+        # A dim_param (a symbolic dim such as "batch") or a missing dim is None: the model
+        # takes any size there; each new size is one more trace on a static target.
+        self.input_shapes = [_declared_shape(i) for i in graph.input if i.name not in initialized]
         self.output_names = [o.name for o in graph.output]
 
     def _traced(self):
