@@ -362,6 +362,87 @@ def test_isolated_disagreement_is_localized_in_the_worker(registered):
     assert divergence.op == "tanh" and divergence.source.endswith(f":{TANH_LINE}")
 
 
+NO_GUARD = """
+import sys
+import numpy as np
+import unigraph as ug
+
+def layer(x):
+    return ug.tanh(x * 1.5) * 2.0
+
+print("module level ran")
+report = ug.check(layer, np.linspace(-1.0, 1.0, 5), targets=sys.argv[1].split(","),
+                  isolate=True, timeout=300)
+print(report)
+report.assert_ok()
+print("rows:", ",".join(f"{t.target}={t.status}" for t in report.targets))
+"""
+
+
+def _run_script(path, *args):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, str(path), *args], capture_output=True, text=True,
+                          timeout=600, cwd=path.parent)
+
+
+def test_isolate_from_a_script_without_a_main_guard(tmp_path):
+    """Issue 16 item 8: `ug.check(isolate=True)` at module level of a script with no
+    `if __name__ == "__main__":` guard runs once, on every target (each in a worker that
+    loads the script by path), and the workers do not run the script's check again.
+    Loading happens before a worker touches a framework, so the NumPy targets stand for all
+    (9 spawned framework imports cost ~3 minutes on 2 cores)."""
+    path = tmp_path / "noguard.py"
+    path.write_text(NO_GUARD)
+    targets = ["numpy:eager", "numpy:static"]
+    done = _run_script(path, ",".join(targets))
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = dict(item.split("=") for item in done.stdout.split("rows: ")[1].split()[0]
+                .split(","))
+    assert rows == {target: "ok" for target in targets}
+    assert done.stdout.count("module level ran") == 1  # the workers' prints are silenced
+    assert "not run here" not in done.stdout and "Traceback" not in done.stderr
+
+
+LOCAL = """
+import numpy as np
+import unigraph as ug
+
+def main():
+    @ug.function
+    def inner(x):
+        return x * 3.0
+    try:
+        ug.check(inner, np.ones(3), targets=["numpy:eager"], isolate=True)
+    except ValueError as error:
+        print("refused:", error)
+    try:
+        ug.check(lambda x: x + 1.0, np.ones(3), targets=["numpy:eager"], isolate=True)
+    except ValueError as error:
+        print("refused:", error)
+
+main()
+"""
+
+
+def test_isolate_refuses_a_local_function_up_front(tmp_path):
+    """A local function or lambda has no name a worker can import: refused before any worker
+    starts, naming the function, where it is defined, and the fix."""
+    path = tmp_path / "local.py"
+    path.write_text(LOCAL)
+    started = time.monotonic()
+    done = _run_script(path)
+    assert done.returncode == 0, done.stderr
+    assert time.monotonic() - started < 60
+    refusals = [line for line in done.stdout.splitlines() if line.startswith("refused:")]
+    assert len(refusals) == 2, done.stdout
+    inner_line = LOCAL.splitlines().index("    @ug.function") + 1
+    assert f"main.<locals>.inner (defined at {path}:{inner_line})" in refusals[0]
+    assert "<lambda>" in refusals[1] and f"{path}:" in refusals[1]
+    assert all("Define it at module level" in r and "isolate=False" in r for r in refusals)
+
+
 def test_check_training_compares_losses_and_weights(registered):
     registered(BADTANH)
     ug.manual_seed(0)

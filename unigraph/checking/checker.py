@@ -41,6 +41,11 @@ def check(fn_or_module, *inputs, targets="all", grads=True, dtype="float32", rto
     >>> report = ug.check(counter, 0, 10)
     >>> print(report); report.assert_ok()
     """
+    from unigraph.checking.scripts import loading_script, not_run_report
+
+    if loading_script():  # a worker importing a script without a main guard: not again
+        return not_run_report("check", name or getattr(fn_or_module, "__name__", "check"),
+                              dtype)
     if isinstance(fn_or_module, str) or isolate:
         from unigraph.checking.isolate import resolve_source
 

@@ -18,15 +18,21 @@ Plugins registered at run time (`unigraph.plugins.register_plugin`) are register
 each worker when they can be named: a module, a module-level object, or a class that takes
 no arguments. Entry-point plugins load as usual (`UNIGRAPH_PLUGINS` is inherited).
 
-Like any spawn-based pool, a script that calls `ug.check(..., isolate=True)` at module level
-must do it under `if __name__ == "__main__":`.
+A script needs no `if __name__ == "__main__":` guard: multiprocessing's own re-import of the
+parent's `__main__` is turned off while a worker starts (`_main_hidden`), the worker imports
+the script by path (`load_script`, its prints silenced) to find the function, and a check
+the script calls at module level is "not run" there (`scripts.loading_script`), so workers
+never start workers. A local function or lambda cannot be found by name in another process:
+it is refused up front, naming it and where it is defined.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import faulthandler
 import importlib
+import inspect
 import io
 import multiprocessing
 import os
@@ -97,6 +103,11 @@ def _lookup(module, qualname: str):
 
 def load_source(source: dict):
     """(the function or model, inputs or None, check options) named by `source`."""
+    with contextlib.redirect_stdout(io.StringIO()):  # the script's prints: once, by the parent
+        return _load_source(source)
+
+
+def _load_source(source: dict):
     kind = source["kind"]
     if kind == "import":
         return _lookup(importlib.import_module(source["module"]), source["name"]), None, {}
@@ -141,7 +152,13 @@ def resolve_source(obj) -> tuple[dict, object]:
             if name:
                 module_name, qualname = module.__name__, name
                 break
-    if not module_name or not qualname or "<" in qualname:
+    if qualname and "<" in qualname:  # "<lambda>", "outer.<locals>.inner"
+        raise ValueError(
+            f"isolate=True cannot check {qualname}{_defined_at(obj)}: a worker process finds "
+            "the function by its module and name, and a local function or lambda has none. "
+            "Define it at module level (a model: bind it to a module-level name), or check it "
+            "with isolate=False")
+    if not module_name or not qualname:
         raise ValueError(
             f"isolate=True needs {obj!r} to be importable: define it at module level, or "
             "pass it as a 'module:name' or 'path/to/file.py:name' string"
@@ -155,6 +172,34 @@ def resolve_source(obj) -> tuple[dict, object]:
     else:
         source = {"kind": "import", "module": module_name, "name": qualname}
     return source, obj
+
+
+def _defined_at(obj) -> str:
+    """` (defined at file.py:12)`, or "" when Python does not know."""
+    try:
+        fn = getattr(obj, "fn", obj)
+        return f" (defined at {inspect.getsourcefile(fn)}:{inspect.getsourcelines(fn)[1]})"
+    except (TypeError, OSError):
+        return ""
+
+
+@contextlib.contextmanager
+def _main_hidden():
+    """While a worker starts: hide the parent's `__main__` script from multiprocessing's
+    spawn, which would import it again in the worker (re-running a script without a main
+    guard, and its `ug.check(isolate=True)` during the worker's start-up, which
+    multiprocessing refuses). The worker loads what it needs by path (`load_source`)."""
+    main = sys.modules.get("__main__")
+    saved = {name: vars(main)[name] for name in ("__file__", "__spec__")
+             if main is not None and name in vars(main)}
+    if "__file__" in saved:
+        del main.__file__
+        main.__spec__ = None
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(main, name, value)
 
 
 # -- plugins -----------------------------------------------------------------------------
@@ -172,7 +217,13 @@ def runtime_plugins() -> list:
             continue
         module = sys.modules.get(type(plugin).__module__)
         attr = _global_name(plugin, module) if module is not None else None
-        if attr:
+        path = getattr(module, "__unigraph_path__", None) or (
+            getattr(module, "__file__", None) if type(plugin).__module__ == "__main__"
+            else None)
+        if attr and path:  # defined in a script: the worker imports it by path
+            found.append({"name": name, "module": "", "path": os.path.abspath(path),
+                          "attr": attr})
+        elif attr:
             found.append({"name": name, "module": module.__name__, "attr": attr})
         else:
             found.append({"name": name, "module": type(plugin).__module__,
@@ -188,7 +239,11 @@ def _register_plugins(described: list) -> None:
         if manager.get_plugin(item["name"]) is not None:
             continue
         try:
-            obj = importlib.import_module(item["module"])
+            if item.get("path"):
+                with contextlib.redirect_stdout(io.StringIO()):
+                    obj = load_script(item["path"])
+            else:
+                obj = importlib.import_module(item["module"])
             if item["attr"]:
                 obj = _lookup(obj, item["attr"])
             if item.get("call"):
@@ -268,7 +323,8 @@ def check_isolated(case, source: dict, targets: list, skipped: dict, options: di
         while waiting and len(running) < limit:
             target = waiting.pop(0)
             executor = concurrent.futures.ProcessPoolExecutor(1, mp_context=context)
-            future = executor.submit(worker, {**base, "target": str(target)})
+            with _main_hidden():  # the process starts in submit
+                future = executor.submit(worker, {**base, "target": str(target)})
             processes = list(getattr(executor, "_processes", {}).values())
             running[future] = (target, executor, processes, time.monotonic())
         remaining = None

@@ -27,8 +27,10 @@ find a function again in an isolated worker (`isolate`); `unigraph check` (the C
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import importlib.util
+import multiprocessing
 import os
 import sys
 import types
@@ -36,6 +38,35 @@ from dataclasses import dataclass, field
 
 TRAINING_KEYS = ("model", "loss_fn", "optimizer", "batches")
 SCRIPT_PREFIX = "__unigraph_script_"
+
+
+_LOADING: contextvars.ContextVar = contextvars.ContextVar("unigraph_loading", default="")
+
+
+def loading_script() -> str:
+    """The path of the script unigraph is importing to find a function or CHECKS in it (in
+    an isolated worker, a suite worker, `unigraph check`), or "" when none is. A check the
+    script calls at module level is not run then (`ug.check` returns a "not run" report):
+    without an `if __name__ == "__main__":` guard, it would run again in every worker.
+    A worker started by multiprocessing's spawn imports the parent's script the same way."""
+    path = _LOADING.get()
+    if path:
+        return path
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        main = sys.modules.get("__mp_main__") or sys.modules.get("__main__")
+        return getattr(main, "__file__", None) or "the parent's __main__ module"
+    return ""
+
+
+def not_run_report(kind: str, name: str, dtype: str = "float32"):
+    """The Report of a check called while its script is being loaded by unigraph (see
+    `loading_script`): no targets, a note saying why, and `ok` (nothing failed: the process
+    that runs the script runs the check)."""
+    from unigraph.checking.report import Report
+
+    return Report(name, dtype, [], kind=kind, not_run=True, notes=[
+        f"not run here: called while unigraph imported {loading_script()} to find a function "
+        "in it (a worker process); the process running the script runs it"])
 
 
 class ScriptError(Exception):
@@ -71,11 +102,14 @@ def load_script(path: str) -> types.ModuleType:
     if folder not in sys.path:
         sys.path.insert(0, folder)  # like `python script.py`: sibling imports work
     sys.modules[name] = module
+    token = _LOADING.set(path)
     try:
         spec.loader.exec_module(module)
     except BaseException:
         del sys.modules[name]
         raise
+    finally:
+        _LOADING.reset(token)
     return module
 
 

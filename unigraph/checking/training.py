@@ -44,8 +44,11 @@ def check_training(model, loss_fn, optimizer, batches, steps=1, targets="all",
     ...                            [(x, y)], steps=3)
     """
     from unigraph.checking.checker import resolve_targets
+    from unigraph.checking.scripts import loading_script, not_run_report
     from unigraph.training import Trainer
 
+    if loading_script():  # a worker importing a script without a main guard: not again
+        return not_run_report("training", name or type(model).__name__, dtype)
     if not hasattr(optimizer, "apply") and callable(optimizer):
         optimizer = optimizer(model)
     if steps < 1:
