@@ -2,6 +2,14 @@
 
 from unigraph.nn import functional
 from unigraph.nn.containers import ModuleDict, ModuleList
+from unigraph.nn.conv_layers import (
+    AdaptiveAvgPool2D,
+    AvgPool1D,
+    Conv1D,
+    ConvTranspose2D,
+    MaxPool1D,
+)
+from unigraph.nn.embedding import Embedding
 from unigraph.nn.layers import (
     AvgPool2D,
     BatchNorm2D,
@@ -17,10 +25,12 @@ from unigraph.nn.layers import (
     Tanh,
 )
 from unigraph.nn.module import Module, collect_updates
+from unigraph.nn.normalization import GroupNorm, LayerNorm
 from unigraph.tensor import Parameter
 
 __all__ = [
-    "AvgPool2D", "BatchNorm2D", "Conv2D", "Dropout", "Flatten", "Linear", "MaxPool2D",
-    "Module", "ModuleDict", "ModuleList", "Parameter", "ReLU", "Sequential", "Sigmoid",
-    "Softmax", "Tanh", "collect_updates", "functional",
+    "AdaptiveAvgPool2D", "AvgPool1D", "AvgPool2D", "BatchNorm2D", "Conv1D", "Conv2D",
+    "ConvTranspose2D", "Dropout", "Embedding", "Flatten", "GroupNorm", "LayerNorm", "Linear",
+    "MaxPool1D", "MaxPool2D", "Module", "ModuleDict", "ModuleList", "Parameter", "ReLU",
+    "Sequential", "Sigmoid", "Softmax", "Tanh", "collect_updates", "functional",
 ]

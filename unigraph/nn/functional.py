@@ -12,13 +12,28 @@ import numpy as np
 from unigraph import api
 from unigraph.dtypes import is_float
 from unigraph.errors import ShapeError
+from unigraph.nn.functional_layers import (  # noqa: F401  (re-exported)
+    adaptive_avg_pool2d,
+    avg_pool1d,
+    conv1d,
+    conv_transpose2d,
+    embedding,
+    group_norm,
+    layer_norm,
+    max_pool1d,
+)
 from unigraph.random import uniform
 from unigraph.tensor import Tensor, tensor
 
 __all__ = [
-    "accuracy", "activation", "cross_entropy", "dropout", "flatten", "linear",
-    "log_softmax", "mse_loss", "relu", "sigmoid", "softmax", "tanh",
+    "accuracy", "activation", "adaptive_avg_pool2d", "avg_pool1d", "avg_pool2d", "conv1d",
+    "conv2d", "conv_transpose2d", "cross_entropy", "dropout", "embedding", "flatten",
+    "group_norm", "layer_norm", "linear", "log_softmax", "max_pool1d", "max_pool2d",
+    "mse_loss", "relu", "sigmoid", "softmax", "tanh",
 ]
+
+# The 2-D records' wrappers, as torch.nn.functional names them.
+conv2d, max_pool2d, avg_pool2d = api.conv2d, api.max_pool2d, api.avg_pool2d
 
 
 def relu(x):

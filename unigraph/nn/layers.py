@@ -1,4 +1,5 @@
-"""Layers: Linear, Conv2D, pooling, Flatten, activations, Dropout, BatchNorm2D, Sequential.
+"""Layers: Linear, Conv2D, 2-D pooling, Flatten, activations, Dropout, BatchNorm2D, Sequential.
+(More in normalization.py, embedding.py and conv_layers.py.)
 
 Each is written once with unigraph ops. Weights are initialised in NumPy from unigraph's
 seeded generator (`ug.init`), so a seed gives the same layer on every backend. Images are
@@ -140,34 +141,64 @@ class Conv2D(Module):
                 f"stride={self.stride}, padding={self.padding}{act}")
 
 
-class _Pool2D(Module):
-    _op = None
+def _pool_padding(padding):
+    """An int, (ph, pw) or ((top, bottom), (left, right)), as ug.max_pool2d takes it."""
+    if isinstance(padding, int | np.integer):
+        return _pair(padding, "padding")
+    return tuple(tuple(int(v) for v in p) if isinstance(p, tuple | list) else int(p)
+                 for p in padding)
 
-    def __init__(self, kernel_size, stride=None, padding=0):
+
+class MaxPool2D(Module):
+    """Maximum over each window of NCHW x. stride defaults to the kernel size; padding (an
+    int, (ph, pw) or ((top, bottom), (left, right))) is -inf and at most kernel // 2 on each
+    side; `dilation` spaces the window's taps; `ceil_mode` keeps a last partial window
+    (PyTorch's rule).
+
+    >>> ug.nn.MaxPool2D(3, stride=2, padding=1, ceil_mode=True)
+    """
+
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
         super().__init__()
         self.kernel_size = _pair(kernel_size, "kernel_size")
         self.stride = _pair(stride, "stride") if stride is not None else self.kernel_size
-        self.padding = _pair(padding, "padding")
+        self.padding = _pool_padding(padding)
+        self.dilation, self.ceil_mode = _pair(dilation, "dilation"), bool(ceil_mode)
 
     def forward(self, x):
-        return type(self)._op(x, self.kernel_size, self.stride, self.padding)
+        return api.max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation,
+                              self.ceil_mode)
 
     def extra_repr(self):
-        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+        return (f"kernel_size={self.kernel_size}, stride={self.stride}, "
+                f"padding={self.padding}, dilation={self.dilation}, ceil_mode={self.ceil_mode}")
 
 
-class MaxPool2D(_Pool2D):
-    """Maximum over each window of NCHW x (stride defaults to the kernel size; padding is
-    -inf and at most kernel // 2)."""
+class AvgPool2D(Module):
+    """Mean over each window of NCHW x; stride and padding as MaxPool2D's, zeros. With
+    `count_include_pad` (the default, as PyTorch) the padding counts in the mean; without
+    it, a window divides by the input cells it covers. `ceil_mode` keeps a last partial
+    window, whose cells past the padding never count.
 
-    _op = staticmethod(api.max_pool2d)
+    >>> ug.nn.AvgPool2D(2, padding=1, count_include_pad=False)
+    """
 
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False,
+                 count_include_pad=True):
+        super().__init__()
+        self.kernel_size = _pair(kernel_size, "kernel_size")
+        self.stride = _pair(stride, "stride") if stride is not None else self.kernel_size
+        self.padding = _pool_padding(padding)
+        self.ceil_mode, self.count_include_pad = bool(ceil_mode), bool(count_include_pad)
 
-class AvgPool2D(_Pool2D):
-    """Mean over each window of NCHW x; zero padding counts in the mean (PyTorch's
-    count_include_pad=True)."""
+    def forward(self, x):
+        return api.avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                              self.count_include_pad)
 
-    _op = staticmethod(api.avg_pool2d)
+    def extra_repr(self):
+        return (f"kernel_size={self.kernel_size}, stride={self.stride}, "
+                f"padding={self.padding}, ceil_mode={self.ceil_mode}, "
+                f"count_include_pad={self.count_include_pad}")
 
 
 class Flatten(Module):
