@@ -119,6 +119,7 @@ from unigraph.errors import (
 from unigraph.function import Function, assign, function
 from unigraph.ir import Graph
 from unigraph.random import manual_seed
+from unigraph.spec import Spec
 from unigraph.tensor import Parameter, Tensor, tensor
 
 __version__ = "0.1.0"

@@ -13,6 +13,7 @@ the file, the key and the known keys.
     backend = "torch"
     mode = "static"
     max_loop_iterations = 1_000_000
+    threads = 1                     # every framework's thread pools (see unigraph.threads)
 """
 
 from __future__ import annotations
@@ -86,6 +87,9 @@ def _check_exists(target: Target, backend_origin: str, mode_origin: str) -> None
     """Raise BackendError naming where a wrong backend or mode came from."""
     from unigraph.errors import BackendError
     from unigraph.plugins import backends, get_backend
+    from unigraph.threads import apply_configured
+
+    apply_configured()  # `threads`, once, before the first target can import a framework
 
     try:
         get_backend(target.backend, target.mode)
@@ -125,6 +129,7 @@ KNOWN_KEYS = {
     "backend": "the backend of the default target (numpy, torch, tensorflow, paddle, ...)",
     "mode": "the mode of the default target (eager, static, ...)",
     "max_loop_iterations": "iterations after which a loop raises (see max_loop_iterations())",
+    "threads": "threads of every framework's CPU pools (see threads(), ug.set_threads)",
 }
 DEFAULT_MAX_LOOP_ITERATIONS = 10_000_000
 _UNREAD = object()
@@ -288,6 +293,32 @@ def _read_max_loop_iterations() -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigError(f"{path}: max_loop_iterations = {value!r} is not a positive "
                           "integer; write e.g. max_loop_iterations = 1_000_000")
+    return value
+
+
+def threads() -> int | None:
+    """The thread count for every framework's pools: `UNIGRAPH_THREADS` in the environment,
+    else `threads` in the config file, else None (each framework keeps its default). Applied
+    by `unigraph.threads` when the first target is chosen; `ug.set_threads(n)` overrides it.
+
+    >>> # unigraph.toml:  threads = 1
+    >>> ug.config.threads()
+    1
+    """
+    env = "UNIGRAPH_THREADS"
+    if env in os.environ and os.environ[env].strip():
+        raw = os.environ[env].strip()
+        if not raw.isdigit() or int(raw) < 1:
+            raise ConfigError(f"the environment variable {env}={raw!r} is not a positive "
+                              f"integer; set e.g. {env}=1, or unset it to keep each "
+                              "framework's default")
+        return int(raw)
+    value, path = _file_value("threads")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{path}: threads = {value!r} is not a positive integer; write "
+                          "e.g. threads = 1")
     return value
 
 
