@@ -275,3 +275,65 @@ def test_copy_for_carries_hyperparameters_and_state():
     np.testing.assert_allclose(twin.state_dict()["0.m"], optimizer.state_dict()["w.m"],
                                rtol=1e-7)
     assert float(twin.state_dict()["0.step"]) == STEPS
+
+
+def _formula(name, start, grads, restart_at):
+    """Parameter values after each gradient, in float64, by each optimizer's formula; the
+    parameter is set back to `start` before gradient `restart_at` (the state is kept)."""
+    p = start.astype(np.float64)
+    velocity = m = v = np.zeros_like(p)
+    values = []
+    for t, g in enumerate(grads, 1):
+        g = g.astype(np.float64)
+        if t == restart_at:
+            p = start.astype(np.float64)
+        if name == "sgd":
+            update = 0.1 * g
+        elif name == "momentum":
+            velocity = 0.9 * velocity + g
+            update = 0.1 * velocity
+        else:
+            m = 0.9 * m + 0.1 * g
+            v = 0.999 * v + 0.001 * g * g
+            update = 0.1 * (m / (1 - 0.9**t)) / (np.sqrt(v / (1 - 0.999**t)) + 1e-8)
+        p = p - update
+        values.append(p)
+    return values
+
+
+@pytest.mark.parametrize("name", ["sgd", "adam"])  # momentum's last step is SGD's
+@pytest.mark.parametrize("target", TARGETS)
+def test_steps_on_every_target_match_the_formula_and_keep_earlier_values(target, name):
+    """Four steps (in place on torch:eager from the second step on) give the formula's
+    numbers; values read or derived before a step keep them after it (`.numpy()`, and in
+    eager mode a reshape, which torch makes a view), and a `set_value` between steps
+    counts."""
+    start = np.random.default_rng(1).standard_normal((2, 3)).astype(np.float32)
+    grads = [g.astype(np.float32) for g in _gradients(start.shape, 4)]
+    param = ug.Parameter(start, name="w")
+    optimizer = {"sgd": lambda p: ug.optim.SGD(p, lr=0.1),
+                 "momentum": lambda p: ug.optim.Momentum(p, lr=0.1, momentum=0.9),
+                 "adam": lambda p: ug.optim.Adam(p, lr=0.1)}[name]([param])
+
+    @ug.function
+    def step(g):
+        optimizer.apply([g])
+
+    t = Target.parse(target)
+    with ug.use_backend(t.backend, t.mode):
+        step(grads[0])
+        step(grads[1])
+        flat = ug.reshape(param, (6,)) if t.mode == "eager" else None
+        seen = param.numpy()
+        after_two = seen.copy()
+        step(grads[2])
+        after_three = param.numpy().copy()
+        param.set_value(start)
+        step(grads[3])
+        final = param.numpy().copy()
+    expected = _formula(name, start, grads, restart_at=4)
+    np.testing.assert_array_equal(seen, after_two)
+    if flat is not None:
+        np.testing.assert_array_equal(flat.numpy(), after_two.reshape(6))
+    for got, want in [(after_two, expected[1]), (after_three, expected[2]), (final, expected[3])]:
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

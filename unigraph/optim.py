@@ -37,7 +37,8 @@ import numpy as np
 
 from unigraph import api
 from unigraph.function import assign
-from unigraph.tensor import Parameter
+from unigraph.tensor import Parameter, Tensor, _EagerStore
+from unigraph.tracing import _builder, current_region
 
 __all__ = ["Adam", "Momentum", "Optimizer", "SGD"]
 
@@ -328,6 +329,7 @@ class Optimizer:
     def apply(self, grads) -> None:
         """Update the parameters with `grads` (see the module docstring for the common
         part and the class docstring for the update). Eager: now; tracing: graph updates."""
+        rates: dict = {}  # (lr_scale, dtype) -> lr_p: two ops per distinct pair, not per param
         for param, grad in self._pairs(grads):
             if grad is None or not param.trainable:
                 continue
@@ -340,8 +342,10 @@ class Optimizer:
                 grad = api.cast(grad, param.dtype)
             if self.weight_decay:
                 grad = grad + param * self.weight_decay
-            lr = api.cast(self._lr * param.lr_scale, param.dtype)
-            self.update(param, grad, lr)
+            key = (param.lr_scale, param.dtype)
+            if key not in rates:
+                rates[key] = api.cast(self._lr * param.lr_scale, param.dtype)
+            self.update(param, grad, rates[key])
 
     def step(self, grads) -> None:
         """Update the parameters with `grads`: the same as `apply` (PyTorch's name). There
@@ -356,6 +360,33 @@ class Optimizer:
     def update(self, param: Parameter, grad, lr) -> None:
         raise NotImplementedError
 
+    @staticmethod
+    def subtract(param: Parameter, delta) -> None:
+        """`param <- param - delta`, the last step of every update. Eagerly, on a backend
+        whose lowering table has `sub_` (torch), the parameter's own tensor is updated in
+        place from the second step on, as native optimizers do: a training step allocates
+        no new parameter tensors. The numbers are those of `assign(param, param - delta)`.
+        In place only while the tensor is the one this path wrote and nobody has read it
+        since (`.numpy()` may share its memory); otherwise a new tensor, as before.
+
+        >>> Optimizer.subtract(param, lr * grad)
+        """
+        if _builder.get() is None and current_region() is None and type(delta) is Tensor:
+            from unigraph.dispatch import current_backend
+
+            home, backend = param._home, current_backend()
+            own = param._natives.get(backend.name)  # (version, native): `is`, never `==`
+            if ("sub_" in (backend.lowerings or ()) and home is not None
+                    and type(home[0]) is _EagerStore and home[0].backend is backend
+                    and delta._backend is backend and delta._native is not None
+                    and own is not None
+                    and own[0] == param.version and own[1] is home[0].native
+                    and (delta.shape, delta.dtype) == (param.shape, param.dtype)):
+                updated = backend.eager_op("sub_", [home[0].native, delta._native], {})
+                param._written_eager(backend, updated)
+                return
+        assign(param, param - delta)
+
 
 class SGD(Optimizer):
     """Plain stochastic gradient descent:
@@ -369,7 +400,7 @@ class SGD(Optimizer):
         super().__init__(params, lr, weight_decay)
 
     def update(self, param, grad, lr):
-        assign(param, param - lr * grad)
+        self.subtract(param, lr * grad)
 
 
 class Momentum(Optimizer):
@@ -400,7 +431,7 @@ class Momentum(Optimizer):
         new_velocity = velocity * self.momentum + grad
         assign(velocity, new_velocity)
         step = grad + new_velocity * self.momentum if self.nesterov else new_velocity
-        assign(param, param - lr * step)
+        self.subtract(param, lr * step)
 
 
 class Adam(Optimizer):
@@ -453,4 +484,4 @@ class Adam(Optimizer):
         assign(m, new_m)
         assign(v, new_v)
         assign(step, t)
-        assign(param, param - lr * m_hat / (api.sqrt(v_hat) + self.eps))
+        self.subtract(param, lr * m_hat / (api.sqrt(v_hat) + self.eps))
