@@ -13,7 +13,10 @@ import pytest
 from conftest import TARGETS, run_on
 
 import unigraph as ug
+from unigraph.config import Target
 from unigraph.errors import BackendError
+from unigraph.ir import Graph, Node, Value
+from unigraph.plugins import backends
 
 
 def _loop(n, body, start):
@@ -232,3 +235,38 @@ def test_empty_cond_results_keep_shape_and_dtype(x, target):
         empty, y = run_on(target, fn, *args)
         assert (empty.shape, empty.dtype) == ((0, 1, 3, 3), np.float32)
         np.testing.assert_allclose(y, x * (2.0 if x is POS else 3.0), rtol=1e-6)
+
+
+def _empty_cond_graph() -> Graph:
+    """cond(p, x * 2, -x) over x of shape (None, 0): a zero-size result whose other dim is
+    known only when the graph runs."""
+    x, p, two = Value((None, 0), "float32"), Value((), "bool"), Value((), "float32")
+    tx, ty, ex, ey, out = (Value((None, 0), "float32") for _ in range(5))
+    then = Graph("then", [tx], [], [
+        Node("constant", [], [two], {"value": np.array(2.0, np.float32)}),
+        Node("mul", [tx, two], [ty]),
+    ], [ty])
+    other = Graph("else", [ex], [], [Node("neg", [ex], [ey])], [ey])
+    graph = Graph("empty_cond", [p, x], [], [
+        Node("cond", [p, x], [out], {}, {"then": then, "else": other}),
+    ], [out])
+    graph.verify()
+    return graph
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_empty_cond_result_with_unknown_dims(target):
+    """A static target compiles the (None, 0) graph once and runs it on 2 rows and on 0
+    (Paddle's `if` returned such a result with no memory: None); an eager target runs the
+    same cond on each input. The result is (rows, 0) float32 either way."""
+    t = Target.parse(target)
+    if t.mode == "eager":
+        fn = ug.function(lambda p, x: ug.cond(p, lambda: x * 2.0, lambda: -x))
+        run = lambda p, x: run_on(target, fn, p, x)  # noqa: E731
+    else:
+        executable = backends()[t.backend].compile(_empty_cond_graph(), t.mode)
+        run = lambda p, x: np.asarray(executable.run([p, x])[0])  # noqa: E731
+    for rows in (2, 0, 3):
+        for p in (True, False):
+            y = run(np.array(p), np.zeros((rows, 0), np.float32))
+            assert (y.shape, y.dtype) == ((rows, 0), np.float32), (rows, p)

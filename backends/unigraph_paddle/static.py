@@ -140,8 +140,10 @@ class ProgramBuilder:
         pred, operands = args[0], args[1:]
         # A zero-size result of Paddle's `if` op comes out with no memory (3.3.1: fetched
         # as None, read later as shape (0,)). Its value is its shape and dtype alone, and
-        # its gradient is empty, so it is made outside the `if` as zeros.
-        empty = {i for i, v in enumerate(node.outputs) if 0 in v.shape and None not in v.shape}
+        # its gradient is empty, so it is made outside the `if` as zeros; where other dims
+        # are unknown until the run, the `if` yields its shape (never empty) instead.
+        empty = [i for i, v in enumerate(node.outputs) if 0 in v.shape]
+        sized = [i for i in empty if None in node.outputs[i].shape]
         kept = [i for i in range(len(node.outputs)) if i not in empty]
         live = [False] * len(kept)  # whether either branch's result needs a gradient
 
@@ -149,30 +151,30 @@ class ProgramBuilder:
             graph = node.subgraphs[name]
 
             def build():
-                outs = self.lower_block(graph, operands)
-                outs = [outs[i] for i in kept]
+                results = self.lower_block(graph, operands)
+                outs = [results[i] for i in kept]
                 # A branch that hands back one of its operands unchanged breaks Paddle's
                 # backward through `cond` (3.3.1: the other outputs' gradient with respect
                 # to that operand comes out 0), so such outputs are copied.
                 outs = [paddle.assign(o) if _is_in(o, operands) else o for o in outs]
                 for j, o in enumerate(outs):
                     live[j] = live[j] or not o.stop_gradient
-                return outs
+                return outs + [paddle.shape(results[i]) for i in sized]
 
             return build
 
         # No results left: nothing to compute (subgraphs are pure).
         results = (list(paddle.static.nn.cond(pred, branch("then"), branch("else")))
-                   if kept else [])
+                   if kept or sized else [])
         # Paddle takes an `if` result's stop_gradient from the then-branch alone (3.3.1: a
         # then-branch int cast makes the else-branch's gradient 0): differentiable if
         # either branch's result is.
         for result, needs_gradient in zip(results, live):
             if needs_gradient:
                 result.stop_gradient = False
-        made = iter(results)
-        return [paddle.zeros(list(v.shape), v.dtype) if i in empty else next(made)
-                for i, v in enumerate(node.outputs)]
+        made, shapes = iter(results[:len(kept)]), dict(zip(sized, results[len(kept):]))
+        return [paddle.zeros(shapes.get(i, list(v.shape)), v.dtype) if i in empty
+                else next(made) for i, v in enumerate(node.outputs)]
 
     def lower_while_loop(self, node, args) -> list:
         paddle = self.paddle
