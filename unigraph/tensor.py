@@ -97,6 +97,24 @@ class Tensor:
             return self._native
         return backend.to_native(self._host())
 
+    def native(self):
+        """The framework's own tensor behind this eager tensor (a torch/TF/Paddle tensor, or
+        a read-only NumPy array on numpy targets), sharing its memory; an error inside a
+        static trace. `ug.from_native` goes the other way.
+
+        >>> with ug.use_backend("torch"):
+        ...     ug.tensor([1.0, 2.0]).native()
+        tensor([1., 2.])
+        """
+        return _interop().native(self)
+
+    def __dlpack__(self, **kwargs):
+        """DLPack export of the native tensor: `torch.from_dlpack(t)`, `np.from_dlpack(t)`."""
+        return _interop().to_dlpack(self, **kwargs)
+
+    def __dlpack_device__(self):
+        return _interop().dlpack_device(self)
+
     def item(self):
         """The value of a one-element tensor as a Python number.
 
@@ -644,3 +662,10 @@ _UFUNC_OPS = {  # NumPy ufunc name -> unigraph op function (api), for __array_uf
 
 
 from unigraph import api as _api  # noqa: E402  (operators need the op functions)
+
+
+def _interop():
+    """unigraph.interop, imported on first use (it imports this module)."""
+    from unigraph import interop
+
+    return interop

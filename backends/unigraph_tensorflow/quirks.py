@@ -54,6 +54,20 @@ def _max_pool_grad_of_empty_batch_aborts() -> bool:
     return result.returncode != 0 and b"Check failed" in result.stderr
 
 
+def _dlpack_of_misaligned_buffer_aborts() -> bool:
+    code = (
+        "import numpy as np\n"
+        "from unigraph.plugins import get_backend\n"
+        "tf = get_backend('tensorflow').load()\n"
+        "buffer = np.zeros(17, np.float32)\n"
+        "start = next(i for i in range(17) if (buffer[i:].ctypes.data % 64) == 4)\n"
+        "x = tf.experimental.dlpack.from_dlpack(buffer[start:start + 4].__dlpack__())\n"
+        "print(tf.reduce_sum(x).numpy())\n"
+    )
+    result = run_python(code)
+    return result.returncode != 0 and b"IsAligned" in result.stderr
+
+
 def _max_pool_skips_nan() -> bool:
     tf = _tf()
     x = tf.constant([[[[np.nan], [1.0]], [[0.0], [2.0]]]])  # NHWC, one 2x2 window
@@ -203,5 +217,14 @@ QUIRKS = [
                   "forward runs; float32 goes through oneDNN, which takes them)",
         workaround="one conv per group: split the channels, concat the outputs",
         pin=_conv_gradient_refuses(groups=2),
+    ),
+    Quirk(
+        op="from_dlpack (ug.from_native, ug.from_dlpack)", framework="tensorflow",
+        versions=VERSIONS,
+        behaviour="tf.experimental.dlpack.from_dlpack takes a buffer not aligned to 64 "
+                  "bytes, and the first kernel that reads it aborts the process "
+                  "(Check failed: IsAligned())",
+        workaround="a misaligned buffer is copied (tf.convert_to_tensor) instead of shared",
+        pin=_dlpack_of_misaligned_buffer_aborts,
     ),
 ]
