@@ -4,6 +4,7 @@ and as DOT / SVG through Graphviz."""
 import re
 import shutil
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -103,3 +104,81 @@ def test_page_renders_in_a_real_browser(tmp_path, net):
     for node in graph.nodes:  # the browser parsed every node into the document
         assert f'id="node-{node.outputs[0].id}"' in dom
     assert "<details" in dom and "fc.weight" in dom
+
+
+# -- ONNX files: unigraph's view of the imported graph, and Netron ----------------------------
+def _scaled_tanh(x):
+    return ug.tanh(x) * 2.0
+
+
+@pytest.fixture
+def onnx_file(tmp_path):
+    path = tmp_path / "model.onnx"
+    ug.onnx.export(_scaled_tanh, np.ones((2, 3), np.float32), path=path)
+    return path
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("localhost", 0))
+        return sock.getsockname()[1]
+
+
+def _fetch(url: str) -> bytes:
+    import urllib.request
+
+    with urllib.request.urlopen(url, timeout=30) as response:
+        assert response.status == 200
+        return response.read()
+
+
+def test_onnx_file_is_drawn_after_import(onnx_file, tmp_path):
+    out = tmp_path / "g.html"
+    page = ug.view(onnx_file, path=out)
+    assert out.read_text(encoding="utf-8") == page
+    assert 'data-op="tanh"' in page and 'data-op="mul"' in page
+    assert "float32[2, 3]" in page
+
+
+def test_netron_serves_the_page_and_the_model(onnx_file):
+    port = _free_port()
+    server = ug.view(onnx_file, netron=True, browse=False, port=port)
+    try:
+        assert server.url == f"http://localhost:{port}" and server.running
+        page = _fetch(server.url + "/").decode("utf-8")
+        assert "<html" in page.lower() and "netron" in page.lower()
+        assert '<meta name="file" content="/data/model.onnx">' in page
+        assert _fetch(server.url + "/data/model.onnx") == onnx_file.read_bytes()
+    finally:
+        server.stop()
+    assert not server.running
+
+
+def test_netron_command_prints_the_address_and_serves(onnx_file):
+    port = _free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "unigraph.cli", "view", str(onnx_file), "--netron",
+         "--no-browser", "--port", str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = process.stdout.readline()
+        assert f"at http://localhost:{port} " in line, (line, process.stderr.read())
+        assert _fetch(f"http://localhost:{port}/data/model.onnx") == onnx_file.read_bytes()
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def test_view_command_draws_an_onnx_file(onnx_file, tmp_path):
+    out = tmp_path / "g.html"
+    done = subprocess.run([sys.executable, "-m", "unigraph.cli", "view", str(onnx_file),
+                           "-o", str(out)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert 'data-op="tanh"' in out.read_text(encoding="utf-8")
+
+
+def test_netron_on_a_missing_file_is_a_clear_error(tmp_path):
+    with pytest.raises(ug.UnigraphError, match=r"no such file: .*absent\.onnx"):
+        ug.view(tmp_path / "absent.onnx", netron=True, browse=False)

@@ -69,6 +69,11 @@ def _view_command(args) -> int:
     from unigraph.errors import UnigraphError
     from unigraph.graph_view import view
 
+    if args.netron or args.script.endswith(".onnx"):
+        return _view_model_file(args)
+    if args.output is None:
+        raise UnigraphError("view: -o/--output is required (graph.html, graph.svg, ...), "
+                            "unless --netron serves a model file")
     path, _, name = args.script.partition(":")
     try:
         entries = load_checks(path)
@@ -84,6 +89,25 @@ def _view_command(args) -> int:
     fmt = args.format or os.path.splitext(args.output)[1].lstrip(".") or "html"
     view(target, *inputs, path=args.output, format=fmt)
     print(f"wrote {args.output} ({fmt}, check {entry.name!r} of {path})")
+    return 0
+
+
+def _view_model_file(args) -> int:
+    """`view model.onnx -o g.html` (the imported graph) or `view FILE --netron` (served)."""
+    from unigraph import netron_view
+    from unigraph.errors import UnigraphError
+
+    if not args.netron:
+        if args.output is None:
+            raise UnigraphError(f"view: -o/--output is required for {args.script} "
+                                "(graph.html, graph.svg, ...), or --netron to open it in Netron")
+        fmt = args.format or os.path.splitext(args.output)[1].lstrip(".") or "html"
+        netron_view.view_onnx(args.script, args.output, fmt)
+        print(f"wrote {args.output} ({fmt}, ONNX model {args.script})")
+        return 0
+    server = netron_view.serve_netron(args.script, port=args.port, browse=not args.no_browser)
+    print(f"Netron is serving {args.script} at {server.url} (Ctrl-C to stop)", flush=True)
+    server.wait()
     return 0
 
 
@@ -171,13 +195,21 @@ def main(argv=None) -> int:
     commands.add_parser("quirks", help="list the framework behaviours the backends route "
                                         "around, each pinned by a test")
     drawing = commands.add_parser(
-        "view", help="draw a script's traced graph (HTML, SVG or DOT)",
+        "view", help="draw a script's traced graph (HTML, SVG or DOT), or an ONNX model",
         description="Trace a CHECKS entry of FILE (the first one unless :NAME is given) on its "
-                    "example inputs and write its graph.")
+                    "example inputs and write its graph; FILE may be an .onnx model (drawn "
+                    "after ug.onnx.load), or any model file with --netron.")
     drawing.add_argument("script", metavar="FILE[:NAME]")
-    drawing.add_argument("-o", "--output", required=True, help="graph.html, graph.svg, ...")
+    drawing.add_argument("-o", "--output", default=None, help="graph.html, graph.svg, ...")
     drawing.add_argument("--format", choices=["html", "svg", "dot"], default=None,
                          help="default: from the output's extension, else html")
+    drawing.add_argument("--netron", action="store_true",
+                         help="serve a model file (e.g. model.onnx) in Netron on localhost "
+                              "until Ctrl-C (needs `pip install netron`)")
+    drawing.add_argument("--no-browser", action="store_true",
+                         help="with --netron: print the address, open no browser (headless)")
+    drawing.add_argument("--port", type=int, default=None,
+                         help="with --netron: the port (default: a free one)")
     run = commands.add_parser(
         "run", help="run a script on a target",
         description="Run FILE with the target set by --backend/--mode (also accepted after "

@@ -36,13 +36,30 @@ details.control > summary { cursor: pointer; } summary > .node { display: inline
 """
 
 
-def view(fn, *example_inputs, path=None, format: str = "html", highlight: dict | None = None):
+def view(fn, *example_inputs, path=None, format: str = "html", highlight: dict | None = None,
+         netron: bool = False, browse: bool = True, port: int | None = None):
     """Trace `fn` (a `@ug.function`, a plain function or a Module) on `example_inputs` and
     draw its graph (or draw `fn` itself if it is already a `Graph`). Returns the text (HTML,
     SVG or DOT); writes it to `path` if given.
 
+    `fn` may also be a model file: an `.onnx` path is imported (`ug.onnx.load`) and drawn
+    on zeros of its input shapes; with `netron=True` any file Netron reads is served in
+    Netron on localhost (`port`, default a free one), opened in a browser unless
+    `browse=False`, and the running server (`.url`, `.stop()`) is returned.
+
     >>> ug.view(model, x, path="model.html")
+    >>> server = ug.view("model.onnx", netron=True)
     """
+    if isinstance(fn, str | os.PathLike):
+        from unigraph import netron_view
+
+        if netron:
+            return netron_view.serve_netron(fn, port=port, browse=browse)
+        if os.fspath(fn).endswith(".onnx"):
+            return netron_view.view_onnx(fn, path, format)
+        raise ValueError(f"ug.view: {os.fspath(fn)!r} is not an .onnx file; pass a function "
+                         "or Module with example inputs, or netron=True to open a model file "
+                         "in Netron")
     graph = fn if isinstance(fn, Graph) else trace_for_view(fn, example_inputs)
     if format == "html":
         text = to_html(graph, highlight)
