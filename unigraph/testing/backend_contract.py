@@ -9,17 +9,21 @@ it in your own project:
 
 or with `--unigraph-contract=mine` to restrict it to some backends. What it checks:
 
-* eager: every op record has a lowering; NumPy arrays go in and out with their dtype; odd
-  arrays (read-only, reversed, Fortran-ordered) are taken; `eager_grad` gives zeros for
-  unused and integer leaves. (`to_native`/`to_numpy` may share memory: the frontend copies
+* eager: every op record has a lowering; NumPy arrays (0-d too) go in and out with their
+  dtype as natives; odd arrays (read-only, reversed, Fortran-ordered, zero-size, large
+  int64) are taken; `eager_grad` gives zeros for unused and integer leaves (in the leaf's
+  dtype) and for an output no leaf reaches, and a partial per operand for a tensor passed
+  twice. (`to_native`/`to_numpy` may share memory: the frontend copies
   arrays in and hands out read-only arrays, so the memory contract is kept once, there;
   `get_param` and updates below must not alias);
-* static (every mode but "eager"): parameters round-trip exactly and never alias the
-  caller's arrays; a parameter never set is refused, naming it; an update that stores an
-  input copies it; updates read the old values; the refusals of the `Executable` base
+* static (every mode but "eager"): parameters round-trip exactly (a float32 array is cast
+  to the parameter's dtype) and never alias the caller's arrays (64-byte aligned ones
+  included); a parameter never set is refused, naming it; an update that stores an input
+  copies it; updates and outputs read the old values; the refusals of the `Executable` base
   (parameter never set, wrong number/dtype/shape of inputs, set_param of a wrong shape) keep
   their one wording on every backend; a `None` dim in an input takes any size; a training
-  step updates its parameter;
+  step (a grad node and an update) gives the right gradient and updates its parameter, and
+  an inference-only backend refuses it;
   `run_all` returns every top-level value and applies no update; a compiled graph never
   reads the IR again; a graph that went through JSON compiles; `compile(graph, "eager")` is
   refused.
@@ -101,6 +105,37 @@ def swap_graph() -> Graph:
     return Graph("swap", [x], [a, b], [], [x], [(a, b), (b, a)]).verify()
 
 
+def training_graph() -> Graph:
+    """loss = mean((x @ w - t)**2); w <- w - 0.1 * dloss/dw; returns loss and the gradient."""
+    x, t, w = _v((4, 3)), _v((4, 1)), _v((3, 1), name="w")
+    fx, ft, fw = _v((4, 3)), _v((4, 1)), _v((3, 1))
+    pred, err, sq, loss = _v((4, 1)), _v((4, 1)), _v((4, 1)), _v()
+    fn = Graph("fn", [fx, ft, fw], [], [
+        Node("matmul", [fx, fw], [pred]),
+        Node("sub", [pred, ft], [err]),
+        Node("mul", [err, err], [sq]),
+        Node("mean", [sq], [loss], {"axis": None, "keepdims": False}),
+    ], [loss])
+    value, dw, lr, step, new_w = _v(), _v((3, 1)), _v(), _v((3, 1)), _v((3, 1))
+    return Graph("train", [x, t], [w], [
+        Node("grad", [x, t, w], [value, dw], {"wrt": (2,), "output": 0}, {"fn": fn}),
+        Node("constant", [], [lr], {"value": np.array(0.1)}),
+        Node("mul", [lr, dw], [step]),
+        Node("sub", [w, step], [new_w]),
+    ], [value, dw], [(w, new_w)]).verify()
+
+
+def aligned(values, dtype="float64") -> np.ndarray:
+    """A copy of `values` starting on a 64-byte boundary: some runtimes (a TF Session) take
+    such arrays without copying them, which is where aliasing bugs hide."""
+    values = np.asarray(values, dtype=dtype)
+    raw = np.empty(values.nbytes + 64, np.uint8)
+    start = -raw.ctypes.data % 64
+    array = raw[start: start + values.nbytes].view(dtype).reshape(values.shape)
+    array[...] = values
+    return array
+
+
 # -- eager ----------------------------------------------------------------------------------
 @BACKENDS
 def test_every_op_record_has_a_lowering(backend):
@@ -114,10 +149,13 @@ def test_every_op_record_has_a_lowering(backend):
 @BACKENDS
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_arrays_round_trip_with_their_dtype(backend, dtype):
-    array = (np.arange(6).reshape(2, 3) % 3).astype(dtype)
-    back = backend.to_numpy(backend.to_native(array))
-    assert back.dtype == array.dtype and back.shape == array.shape
-    np.testing.assert_array_equal(back, array)
+    matrix = (np.arange(6).reshape(2, 3) % 3).astype(dtype)
+    for array in (matrix, matrix[1, 2]):  # and a 0-d one
+        native = backend.to_native(array)
+        assert backend.is_native(native)
+        back = backend.to_numpy(native)
+        assert back.dtype == array.dtype and back.shape == array.shape
+        np.testing.assert_array_equal(back, array)
 
 
 @BACKENDS
@@ -125,8 +163,12 @@ def test_odd_arrays_are_taken(backend):
     frozen = np.arange(4.0)
     frozen.flags.writeable = False
     reversed_view = np.arange(6.0).reshape(2, 3)[:, ::-1]
-    for array in (frozen, reversed_view, np.asfortranarray(np.ones((2, 3)))):
-        np.testing.assert_array_equal(backend.to_numpy(backend.to_native(array)), array)
+    odd = (frozen, reversed_view, np.asfortranarray(np.ones((2, 3))), np.zeros((0, 3)),
+           np.array(2**60 + 1))  # zero-size; an int64 no float can hold
+    for array in odd:
+        back = backend.to_numpy(backend.to_native(array))
+        assert (back.dtype, back.shape) == (array.dtype, array.shape)
+        np.testing.assert_array_equal(back, array)
     scalar = backend.to_numpy(backend.to_native(np.array(True)))
     assert scalar.dtype == np.bool_ and scalar.shape == ()
 
@@ -149,14 +191,26 @@ def test_eager_grad_gives_zeros_for_unused_and_integer_leaves(backend):
     assert float(_to_numpy(backend, outputs[0])) == 5.0
     np.testing.assert_array_equal(_to_numpy(backend, dx), [2.0, 4.0])
     np.testing.assert_array_equal(_to_numpy(backend, db), [0.0])
-    assert int(_to_numpy(backend, dn)) == 0
+    assert int(_to_numpy(backend, dn)) == 0 and _to_numpy(backend, dn).dtype == np.int64
+
+    def product(a, b):
+        return [backend.eager_op("sum", [backend.eager_op("mul", [a, b], {})],
+                                 {"axis": None, "keepdims": False})]
+
+    # one tensor passed twice: each operand gets its own partial (of a * b: b, then a)
+    _, (da, db) = backend.eager_grad(product, [x, x])
+    np.testing.assert_array_equal(_to_numpy(backend, da), [1.0, 2.0])
+    np.testing.assert_array_equal(_to_numpy(backend, db), [1.0, 2.0])
+    constant = backend.to_native(np.array(3.0))  # an output that no leaf reaches
+    _, (dc,) = backend.eager_grad(lambda a: [constant], [x])
+    np.testing.assert_array_equal(_to_numpy(backend, dc), [0.0, 0.0])
 
 
 # -- static ---------------------------------------------------------------------------------
 @STATIC
 def test_params_round_trip_exactly_and_never_alias(backend, mode):
     executable = backend.compile(scale_graph(), mode)
-    w = np.array([0.1, 1.0 / 3.0, 2.0])
+    w = aligned([0.1, 1.0 / 3.0, 2.0])
     executable.set_param(0, w)
     w[0] = 99.0  # the caller's array is not the stored parameter
     got = executable.get_param(0)
@@ -167,6 +221,8 @@ def test_params_round_trip_exactly_and_never_alias(backend, mode):
     except ValueError:
         pass
     np.testing.assert_array_equal(executable.get_param(0), [0.1, 1.0 / 3.0, 2.0])
+    executable.set_param(0, np.ones(3, np.float32))  # cast to the parameter's dtype
+    assert executable.get_param(0).dtype == np.float64
 
 
 @STATIC
@@ -187,6 +243,10 @@ def test_a_parameter_never_set_is_refused_by_name(backend, mode):
     executable = backend.compile(scale_graph(), mode)
     with pytest.raises(UnigraphError, match="parameters? 'w'.*never set"):
         executable.run([np.ones(3)])
+    executable = backend.compile(swap_graph(), mode)
+    executable.set_param(0, np.array([1.0]))  # a set, b not: b is named
+    with pytest.raises(UnigraphError, match="parameters? 'b'.*never set"):
+        executable.run([np.array([0.0])])
 
 
 # The refusals the `Executable` base makes for every backend, word for word: a backend that
@@ -276,7 +336,7 @@ def test_a_run_applies_the_updates_after_reading(backend, mode):
 def test_an_update_from_an_input_copies_it(backend, mode):
     executable = backend.compile(store_graph(), mode)
     executable.set_param(0, np.zeros(2))
-    fed = np.array([1.0, 2.0])
+    fed = aligned([1.0, 2.0])
     (old,) = executable.run([fed])
     np.testing.assert_array_equal(_to_numpy(backend, old), [0.0, 0.0])
     fed[:] = 7.0
@@ -290,6 +350,53 @@ def test_updates_read_the_values_from_before_the_run(backend, mode):
     executable.set_param(1, np.array([2.0]))
     executable.run([np.array([0.0])])
     assert (executable.get_param(0)[0], executable.get_param(1)[0]) == (2.0, 1.0)
+
+
+@STATIC
+def test_outputs_are_read_before_the_updates(backend, mode):
+    """p <- q, q <- x, returning p, q, p again and the input x itself."""
+    p, q, x = _v((2,), name="p"), _v((2,), name="q"), _v((2,))
+    graph = Graph("shift", [x], [p, q], [], [p, q, p, x], [(p, q), (q, x)]).verify()
+    executable = backend.compile(graph, mode)
+    executable.set_param(0, np.array([1.0, 2.0]))
+    executable.set_param(1, np.array([3.0, 4.0]))
+    fed = aligned([5.0, 6.0])
+    out = [_to_numpy(backend, o) for o in executable.run([fed])]
+    np.testing.assert_array_equal(out, [[1.0, 2.0], [3.0, 4.0], [1.0, 2.0], [5.0, 6.0]])
+    fed[:] = 7.0
+    np.testing.assert_array_equal(executable.get_param(0), [3.0, 4.0])
+    np.testing.assert_array_equal(executable.get_param(1), [5.0, 6.0])
+
+
+@STATIC
+def test_a_training_step_computes_its_gradient_and_updates(backend, mode):
+    """A grad node and an SGD update in one graph: run_all shows the loss, gradient and new
+    weight without applying it; each run applies it (checked against the gradient by hand).
+    An inference-only backend refuses the graph, clearly."""
+    graph = training_graph()
+    if backend.inference_only:
+        with pytest.raises(BackendError, match="inference"):
+            backend.compile(graph, mode)
+        return
+    rng = np.random.default_rng(1)
+    x, t, w = (rng.standard_normal(shape) for shape in ((4, 3), (4, 1), (3, 1)))
+    executable = backend.compile(graph, mode)
+    executable.set_param(0, w)
+    values = executable.run_all([x, t])
+    (loss, dw), (new_w,) = graph.outputs, [new for _, new in graph.updates]
+    grad = 2 * x.T @ (x @ w - t) / 4
+    np.testing.assert_allclose(values[loss.id], np.mean((x @ w - t) ** 2), rtol=1e-12)
+    np.testing.assert_allclose(values[dw.id], grad, rtol=1e-12)
+    np.testing.assert_allclose(values[new_w.id], w - 0.1 * grad, rtol=1e-12)
+    np.testing.assert_array_equal(executable.get_param(0), w)
+    for _ in range(3):
+        got_loss, got_grad = executable.run([x, t])
+        grad = 2 * x.T @ (x @ w - t) / 4
+        np.testing.assert_allclose(_to_numpy(backend, got_loss), np.mean((x @ w - t) ** 2),
+                                   rtol=1e-12)
+        np.testing.assert_allclose(_to_numpy(backend, got_grad), grad, rtol=1e-12)
+        w = w - 0.1 * grad
+        np.testing.assert_allclose(executable.get_param(0), w, rtol=1e-12)
 
 
 @STATIC
