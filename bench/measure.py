@@ -78,24 +78,6 @@ def unigraph_call(workload: str, target: Target, data: dict):
     return lambda: fn(*inputs)
 
 
-def limit_framework_threads(count: int) -> None:
-    """Thread pools that environment variables do not size: torch's, TF's eager context."""
-    if "torch" in sys.modules:
-        torch = sys.modules["torch"]
-        torch.set_num_threads(count)
-        try:
-            torch.set_num_interop_threads(count)
-        except RuntimeError:  # already started; OMP_NUM_THREADS sized the intra-op pool
-            pass
-    if "tensorflow" in sys.modules:
-        threading = sys.modules["tensorflow"].config.threading
-        try:
-            threading.set_intra_op_parallelism_threads(count)
-            threading.set_inter_op_parallelism_threads(count)
-        except RuntimeError:  # the context exists; TF_NUM_*_THREADS sized it
-            pass
-
-
 def settings(workload: str, quick: bool, repeat: int | None) -> dict:
     """compare()'s arguments. A build (seconds on some targets) gets one untimed build per
     side and 3 samples; each call builds anew, so a fast build still gets >= 50 ms samples."""
@@ -118,8 +100,8 @@ def measure(workload: str, target: str, repeat: int | None = None, quick: bool =
         data = workloads.make_data(workload, quick=quick)
         with ug.use_backend(parsed.backend, parsed.mode):  # raises if unigraph lacks it
             builders = native_builders(workload, parsed)
-            if threads:
-                limit_framework_threads(threads)
+            if threads:  # the frameworks are imported now, and no TF op has run yet
+                ug.set_threads(threads)
             calls = {"unigraph": unigraph_call(workload, parsed, data)}
             calls.update({side: build(data) for side, build in builders.items()})
             timings = harness.compare(calls, **settings(workload, quick, repeat))
