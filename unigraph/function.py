@@ -18,7 +18,7 @@ import numpy as np
 from unigraph import pytree, random
 from unigraph.config import Target, current_target
 from unigraph.dispatch import symbolic, value_of
-from unigraph.errors import TracingError
+from unigraph.errors import ShapeError, TracingError
 from unigraph.ir import Graph, check_dtype
 from unigraph.plugins import get_backend
 from unigraph.tensor import Parameter, Tensor, tensor
@@ -136,7 +136,8 @@ class Trace:
 class Function:
     """A function that runs on whatever target is current. See `function`."""
 
-    def __init__(self, fn, name=None, autograph=True, static_argnums=(), static_argnames=()):
+    def __init__(self, fn, name=None, autograph=True, static_argnums=(), static_argnames=(),
+                 input_spec=None):
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.name = name or getattr(fn, "__name__", "function")
@@ -145,6 +146,7 @@ class Function:
         self._parameter_names = _parameter_names(fn)
         self._static_positions, self._static_names = self._static_arguments(
             static_argnums, static_argnames)
+        self.input_spec = _input_spec(input_spec)
         # (call key, Python state values) -> Compiled, least recently used first; and
         # call key -> its Compiled entries (one per state, e.g. training and eval).
         self._cache: OrderedDict = OrderedDict()
@@ -238,6 +240,8 @@ class Function:
             _in_function.reset(token)
 
     def _run_eager(self, args, kwargs):
+        if self.input_spec is not None:
+            args = self._check_spec(args)
         if not kwargs and not self._static_positions and all(type(a) is Tensor for a in args):
             result = self.python_function(*args)  # already tensors: nothing to convert
         else:
@@ -293,9 +297,62 @@ class Function:
         return ([(self._argument_name(i), text(a)) for i, a in enumerate(args)]
                 + [(k, text(v)) for k, v in kwargs.items()])
 
+    # -- input_spec -----------------------------------------------------------------------
+    def _spec_offset(self) -> int:
+        """1 for a method (`self` comes first and has no spec), else 0."""
+        return 1 if self._parameter_names[:1] == ["self"] else 0
+
+    def _check_spec(self, args) -> tuple:
+        """`args` with each argument that has a spec checked against it (Python numbers
+        and lists become arrays of the spec's dtype); a mismatch raises in the user's terms."""
+        from unigraph.spec import mismatch_text
+
+        offset = self._spec_offset()
+        args = list(args)
+        for position, spec in enumerate(self.input_spec):
+            index = position + offset
+            if spec is None or index >= len(args):
+                continue
+            arg = args[index]
+            if not isinstance(arg, Tensor | np.ndarray):
+                try:
+                    arg = args[index] = np.asarray(arg, dtype=spec.dtype)
+                except (TypeError, ValueError) as error:
+                    raise ShapeError(
+                        f"@ug.function {self.name}: argument {self._argument_name(index)!r} at "
+                        f"{user_source()} is {type(arg).__name__} {arg!r}, which is not a "
+                        f"tensor of its input_spec {spec} ({error})") from None
+            dtype = arg.dtype if isinstance(arg, Tensor) else check_dtype(arg.dtype)
+            if not spec.fits(arg.shape, dtype):
+                raise ShapeError(mismatch_text(self.name, self._argument_name(index), spec,
+                                               arg.shape, dtype, user_source()))
+        return tuple(args)
+
+    def _leaf_types(self, args, leaves) -> tuple:
+        """(shape, dtype) to trace each leaf with: its spec's where it has one."""
+        by_position = {position + self._spec_offset(): spec
+                       for position, spec in enumerate(self.input_spec) if spec is not None}
+        types = [leaf_spec(x) for x in leaves]
+        first = 0  # index in `leaves` of the first leaf of the current argument
+        for index, arg in enumerate(args):
+            count = 1 if is_array_leaf(arg) else len(pytree.flatten(arg, is_array_leaf)[0])
+            spec = by_position.get(index)
+            if spec is not None and count == 1:
+                types[first] = (spec.shape, spec.dtype)
+            first += count
+        return tuple(types)
+
     # -- static ---------------------------------------------------------------------------
     def _call_static(self, target: Target, backend, args, kwargs):
-        if not kwargs and not self._static_positions and all(type(a) is Tensor for a in args):
+        types = None  # (shape, dtype) each leaf is traced with, where a spec gives it
+        if self.input_spec is not None:
+            args = self._check_spec(args)
+            if self._static_positions or self._static_names:
+                args, kwargs = self._mark_static(args, kwargs)
+            leaves, treedef = pytree.flatten((args, kwargs), is_array_leaf)
+            types = self._leaf_types(args, leaves)
+            key = (target, treedef, types)
+        elif not kwargs and not self._static_positions and all(type(a) is Tensor for a in args):
             # The common call, positional tensors only: keyed without flattening.
             leaves, treedef = args, None
             key = (target, *[(a.shape, a.dtype) for a in args])
@@ -311,7 +368,7 @@ class Function:
                 if compiled is None:
                     if treedef is None:
                         treedef = pytree.flatten((args, kwargs), is_array_leaf)[1]
-                    compiled = self._compile(target, backend, treedef, leaves)
+                    compiled = self._compile(target, backend, treedef, leaves, types)
                     self._store(key, compiled)
         elif len(self._cache) > 1:
             with contextlib.suppress(KeyError):  # another thread may have evicted it
@@ -332,32 +389,33 @@ class Function:
 
     def trace(self, *args, **kwargs) -> Graph:
         """The IR graph this function traces to for these arguments (for inspection)."""
-        if self._static_positions or self._static_names:
-            args, kwargs = self._mark_static(args, kwargs)
-        leaves, treedef = pytree.flatten((args, kwargs), is_array_leaf)
-        return self._trace(treedef, leaves)[0]
+        return self.trace_full(*args, **kwargs).graph
 
     def trace_full(self, *args, **kwargs) -> Trace:
         """Everything tracing gives for these arguments: the graph, the Parameters bound to
         `graph.params`, the output structure, the random inputs, the Python state the trace
         read and the loop guard (for tools that run graphs themselves: the checker, the
-        exporters)."""
+        exporters). With an `input_spec`, the graph's inputs have its unknown dims."""
+        if self.input_spec is not None:
+            args = self._check_spec(args)
         if self._static_positions or self._static_names:
             args, kwargs = self._mark_static(args, kwargs)
         leaves, treedef = pytree.flatten((args, kwargs), is_array_leaf)
-        return self._trace_full(treedef, leaves)
+        types = self._leaf_types(args, leaves) if self.input_spec is not None else None
+        return self._trace_full(treedef, leaves, types)
 
     def _trace(self, treedef, leaves):
         """(graph, Parameters bound to graph.params, output treedef, random inputs)."""
         traced = self._trace_full(treedef, leaves)
         return traced.graph, traced.params, traced.out_treedef, traced.random_inputs
 
-    def _trace_full(self, treedef, leaves) -> Trace:
+    def _trace_full(self, treedef, leaves, types=None) -> Trace:
+        """Trace with each leaf's own (shape, dtype), or `types[i]` (from an input_spec)."""
         builder = GraphBuilder(self.name)
         with builder:
             inputs = []
             for i, leaf in enumerate(leaves):
-                shape, dtype = leaf_spec(leaf)
+                shape, dtype = leaf_spec(leaf) if types is None else types[i]
                 inputs.append(symbolic(builder, builder.add_input(shape, dtype, f"arg{i}")))
             args, kwargs = _unmark(pytree.unflatten(treedef, inputs))
             token = self._enter_trace(args, kwargs)
@@ -377,8 +435,8 @@ class Function:
         return Trace(builder.graph.verify(), builder.param_objects, out_treedef,
                      builder.random_inputs, builder.state, loop_flag, builder.loop_lines)
 
-    def _compile(self, target, backend, treedef, leaves) -> Compiled:
-        traced = self._trace_full(treedef, leaves)
+    def _compile(self, target, backend, treedef, leaves, types=None) -> Compiled:
+        traced = self._trace_full(treedef, leaves, types)
         self._count_trace(target, treedef, leaves, traced.state)
         graph = traced.graph
         if traced.loop_flag is not None:
@@ -441,6 +499,17 @@ class Function:
         return pytree.unflatten(compiled.out_treedef, wrapped)
 
 
+def _input_spec(input_spec):
+    """`input_spec` as a tuple of Spec or None, or None when there is none."""
+    if input_spec is None:
+        return None
+    from unigraph.spec import as_spec
+
+    if not isinstance(input_spec, list | tuple):
+        input_spec = [input_spec]
+    return tuple(None if spec is None else as_spec(spec) for spec in input_spec)
+
+
 def _parameter_names(fn) -> list:
     try:
         parameters = inspect.signature(fn).parameters.values()
@@ -474,12 +543,16 @@ def _check_loop_flag(backend, flag, loop_lines) -> None:
 
 
 def _wrap(backend, value, out) -> Tensor:
+    shape = value.shape
+    if None in shape:  # a dim the graph left unknown (input_spec): the run's own size
+        shape = tuple(int(d) for d in out.shape)
     if isinstance(out, np.ndarray):
-        return Tensor(value.shape, value.dtype, backend=backend, array=out)
-    return Tensor(value.shape, value.dtype, backend=backend, native=out)
+        return Tensor(shape, value.dtype, backend=backend, array=out)
+    return Tensor(shape, value.dtype, backend=backend, native=out)
 
 
-def function(fn=None, *, name=None, autograph=True, static_argnums=(), static_argnames=()):
+def function(fn=None, *, name=None, autograph=True, static_argnums=(), static_argnames=(),
+             input_spec=None):
     """Make `fn` run on the current target: op by op in eager mode, or traced once per input
     signature into a graph that the backend compiles and caches in static mode.
 
@@ -496,17 +569,28 @@ def function(fn=None, *, name=None, autograph=True, static_argnums=(), static_ar
     more than 8 times on one target warns once (RetraceWarning); at most 64 compiled graphs
     are kept, least recently used dropped first.
 
+    `input_spec`, a list with a `ug.Spec` (or None) per positional argument (after `self`
+    for a method), traces ONE graph whose inputs have the spec's shapes: a `None` dim takes
+    any size, so a model serving varying batches compiles once on every static target.
+    Every call, eager ones included, is checked against the spec; a mismatch names the
+    argument, the dim and the spec. Inside the function such a dim reads `None`
+    (`x.shape[0] is None` while tracing).
+
     >>> @ug.function
     ... def counter(a, b):
     ...     return ug.while_loop(lambda a, b: a < b, lambda a, b: (a + 2, b + 1), (a, b))
     >>> counter(0, 10)
+    >>> @ug.function(input_spec=[ug.Spec((None, 784), "float32")])
+    ... def predict(x):                 # one graph for batch 1, 32, 1000 ...
+    ...     return ug.nn.functional.softmax(x @ w)
     >>> @ug.function(static_argnums=1)
     ... def power(x, n):                # n: a Python int, unrolled when traced
     ...     return x if n == 1 else x * power(x, n - 1)
     """
     if fn is None:
-        return lambda f: Function(f, name, autograph, static_argnums, static_argnames)
-    return Function(fn, name, autograph, static_argnums, static_argnames)
+        return lambda f: Function(f, name, autograph, static_argnums, static_argnames,
+                                  input_spec)
+    return Function(fn, name, autograph, static_argnums, static_argnames, input_spec)
 
 
 def assign(param: Parameter, value) -> None:
