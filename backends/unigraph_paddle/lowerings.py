@@ -58,6 +58,41 @@ def widen_half(fn=None, *, dtype_input: int = 0):
     return lowered
 
 
+def widen_small_ints(fn=None, *, dtype_input: int = 0):
+    """Run a lowering in int32 when input `dtype_input` is int8, uint8 or int16, and cast
+    the int32 result back: Paddle 3.3.1 lacks most CPU kernels for these dtypes (quirk
+    "small ints" in unigraph_paddle.quirks). Casting back wraps modulo 2**bits, so the
+    result is NumPy's wrapping arithmetic. Only inputs of that dtype are cast (bool
+    conditions and int32/int64 indices pass through); a bool or int64 result is kept.
+
+    >>> "mul": widen_small_ints(widen_half(paddle.multiply))
+    """
+    if fn is None:
+        return lambda f: widen_small_ints(f, dtype_input=dtype_input)
+    int8, uint8, int16, int32 = paddle.int8, paddle.uint8, paddle.int16, paddle.int32
+    small = (int8, uint8, int16)
+
+    def lowered(*xs, **attrs):
+        dtype = xs[dtype_input].dtype
+        # Eager dtypes are the interned objects (identity tests are cheap); PIR Values'
+        # dtypes only compare equal, at build time.
+        if type(xs[dtype_input]) is _EAGER_TENSOR:
+            if dtype is not int8 and dtype is not uint8 and dtype is not int16:
+                return fn(*xs, **attrs)
+        elif dtype not in small:
+            return fn(*xs, **attrs)
+        wide = [paddle.cast(x, int32) if x.dtype == dtype else x for x in xs]
+        out = fn(*wide, **attrs)
+        return paddle.cast(out, dtype) if out.dtype == int32 else out
+
+    lowered.__name__ = getattr(fn, "__name__", "lowered")
+    lowered.widens_small_ints = True
+    if getattr(fn, "widens_half", False):  # keep widen_half's marks (CPU_HALF_MISSING, GPU)
+        lowered.widens_half = True
+        lowered.__wrapped__ = widen_small_ints(fn.__wrapped__, dtype_input=dtype_input)
+    return lowered
+
+
 def _is_float(x) -> bool:
     return x.dtype in _FLOATS
 
@@ -334,7 +369,15 @@ def _pool_padded(x, fill, kernel, stride, padding, dilation=(1, 1), ceil_mode=Fa
     _, ((t, b), (left, r)), (eh, ew) = pool_geometry(
         tuple(x.shape[2:]), kernel, stride, padding, dilation, ceil_mode)
     widths = [left, r + ew, t, b + eh]
-    return F.pad(x, widths, value=fill, data_format="NCHW") if any(widths) else x
+    return _pad(x, widths, fill) if any(widths) else x
+
+
+def _pad(x, widths, fill=0.0):
+    """F.pad of NCHW x by [left, right, top, bottom]. F.pad has no CPU float16 kernel
+    (3.3.1): float16 pads in float32, exactly (the fill is 0 or -inf)."""
+    if x.dtype == paddle.float16:
+        return paddle.cast(_pad(paddle.cast(x, paddle.float32), widths, fill), x.dtype)
+    return F.pad(x, widths, value=fill, data_format="NCHW")
 
 
 def max_pool2d(x, *, kernel, stride, padding, dilation=(1, 1), ceil_mode=False):
@@ -381,9 +424,9 @@ def _ones_mask(x, kernel, stride, padding, ceil_mode, count_include_pad):
     height, width = x.shape[2:]
     if count_include_pad:
         ones = paddle.ones([1, 1, height + t + b, width + left + r], dtype=x.dtype)
-        return F.pad(ones, [0, ew, 0, eh], data_format="NCHW")
+        return _pad(ones, [0, ew, 0, eh])
     ones = paddle.ones([1, 1, height, width], dtype=x.dtype)
-    return F.pad(ones, [left, r + ew, t, b + eh], data_format="NCHW")
+    return _pad(ones, [left, r + ew, t, b + eh])
 
 
 def avg_pool2d(x, *, kernel, stride, padding, ceil_mode=False, count_include_pad=True):
@@ -393,6 +436,11 @@ def avg_pool2d(x, *, kernel, stride, padding, ceil_mode=False, count_include_pad
     _, _, extra = pool_geometry(tuple(x.shape[2:]), kernel, stride, padding, (1, 1),
                                 ceil_mode)
     constant = count_include_pad and extra == (0, 0)
+    if x.dtype == paddle.float16 and not constant:  # no CPU float16 divide (3.3.1)
+        wide = avg_pool2d(paddle.cast(x, paddle.float32), kernel=kernel, stride=stride,
+                          padding=padding, ceil_mode=ceil_mode,
+                          count_include_pad=count_include_pad)
+        return paddle.cast(wide, x.dtype)
     padded = _pool_padded(x, 0.0, kernel, stride, padding, (1, 1), ceil_mode)
     if x.dtype != paddle.float64:
         total = F.avg_pool2d(padded, list(kernel), list(stride), 0, exclusive=False)
@@ -414,13 +462,13 @@ def avg_pool2d(x, *, kernel, stride, padding, ceil_mode=False, count_include_pad
 
 LOWERINGS = {
     # elementwise
-    "add": widen_half(paddle.add),
-    "sub": widen_half(paddle.subtract),
-    "mul": widen_half(paddle.multiply),
+    "add": widen_small_ints(widen_half(paddle.add)),
+    "sub": widen_small_ints(widen_half(paddle.subtract)),
+    "mul": widen_small_ints(widen_half(paddle.multiply)),
     "div": widen_half(paddle.divide),
     "pow": widen_half(paddle.pow),
-    "maximum": widen_half(maximum),
-    "minimum": widen_half(minimum),
+    "maximum": widen_small_ints(widen_half(maximum)),
+    "minimum": widen_small_ints(widen_half(minimum)),
     "equal": paddle.equal,
     "not_equal": paddle.not_equal,
     "less": paddle.less_than,
@@ -430,16 +478,19 @@ LOWERINGS = {
     "logical_and": paddle.logical_and,
     "logical_or": paddle.logical_or,
     "logical_not": paddle.logical_not,
-    "neg": paddle.neg,
-    "abs": widen_half(paddle.abs),
+    "neg": widen_small_ints(paddle.neg),
+    "abs": widen_small_ints(widen_half(paddle.abs)),
     "exp": paddle.exp,
     "log": paddle.log,
     "sqrt": widen_half(paddle.sqrt),
-    "where": widen_half(paddle.where, dtype_input=1),  # x decides, after the bool cond
+    # x decides, after the bool cond
+    "where": widen_small_ints(widen_half(paddle.where, dtype_input=1), dtype_input=1),
     "cast": cast,
     # math
-    "mod": widen_half(paddle.remainder),  # floor semantics (the sign of y), as NumPy
-    "floor_divide": paddle.floor_divide,  # floor, ints and floats; no gradient (0)
+    # floor semantics (the sign of y), as NumPy
+    "mod": widen_small_ints(widen_half(paddle.remainder)),
+    # floor, ints and floats; no gradient (0)
+    "floor_divide": widen_small_ints(paddle.floor_divide),
     "floor": paddle.floor,
     "ceil": paddle.ceil,
     "round": widen_half(paddle.round),  # halves to even, as NumPy
@@ -458,23 +509,23 @@ LOWERINGS = {
     "matmul": widen_half(matmul),
     "einsum": widen_half(einsum),
     # reduction
-    "sum": reduce_sum,
+    "sum": widen_small_ints(reduce_sum),
     "mean": widen_half(reduce_mean),
-    "max": widen_half(reduce_max),
-    "min": widen_half(reduce_min),
-    "prod": widen_half(reduce_prod),
-    "cumsum": widen_half(cumsum),
-    "argmax": widen_half(argmax),
+    "max": widen_small_ints(widen_half(reduce_max)),
+    "min": widen_small_ints(widen_half(reduce_min)),
+    "prod": widen_small_ints(widen_half(reduce_prod)),
+    "cumsum": widen_small_ints(widen_half(cumsum)),
+    "argmax": widen_small_ints(widen_half(argmax)),
     # shape
     "reshape": reshape,
     "transpose": transpose,
-    "concat": concat,
-    "stack": stack,
+    "concat": widen_small_ints(concat),
+    "stack": widen_small_ints(stack),
     "squeeze": squeeze,
     "expand_dims": expand_dims,
     "broadcast_to": broadcast_to,
     "slice": slice_,
-    "take": widen_half(take),
+    "take": widen_small_ints(widen_half(take)),
     "one_hot": one_hot,
     "constant": constant,
     "full": full,
