@@ -64,10 +64,6 @@ def _check_against_reference(op, inputs, attrs, dtype, out):
 # -- lowerings ----------------------------------------------------------------------------
 
 
-def test_every_op_has_a_lowering(backend):
-    assert set(OPS) <= set(backend.lowerings), sorted(set(OPS) - set(backend.lowerings))
-
-
 def test_plugin_does_not_import_paddle():
     code = (
         "import sys, numpy as np\n"
@@ -174,29 +170,23 @@ def test_sgd_kernel_rounds_like_mul_then_sub():
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", [(), (2, 3)])
-def test_native_round_trip_keeps_dtype(backend, dtype, shape):
+def test_to_native_gives_the_paddle_dtype_and_no_gradient(backend, dtype, shape):
+    """(The round trip itself is in the backend contract.)"""
     array = (np.arange(6).reshape(2, 3) % 3).astype(dtype)[(0,) * (2 - len(shape))]
     native = backend.to_native(array)
-    assert backend.is_native(native) and native.dtype == getattr(paddle, dtype)
-    assert native.stop_gradient
-    back = backend.to_numpy(native)
-    assert (back.dtype, back.shape) == (array.dtype, array.shape)
-    np.testing.assert_array_equal(back, array)
+    assert native.dtype == getattr(paddle, dtype) and native.stop_gradient
 
 
-def test_to_native_copies_and_takes_odd_arrays(backend):
-    frozen = np.arange(4.0)
-    frozen.flags.writeable = False
-    reversed_view = np.arange(4.0)[::-1]
-    for array in (frozen, reversed_view, np.zeros((0, 3)), np.array(2**60 + 1)):
-        np.testing.assert_array_equal(backend.to_numpy(backend.to_native(array)), array)
+def test_to_native_copies(backend):
+    """(Odd arrays are in the backend contract.)"""
     source = np.ones(3)
     native = backend.to_native(source)
     source[:] = 5.0
     np.testing.assert_array_equal(backend.to_numpy(native), 1.0)
 
 
-def test_eager_grad_zeros_where_unused_and_for_ints(backend):
+def test_eager_grad_leaks_no_autograd_graph(backend):
+    """(Zeros for unused and integer leaves are in the backend contract.)"""
     x = backend.to_native(np.array([1.0, 2.0]))
     unused = backend.to_native(np.array([3.0]))
     count = backend.to_native(np.array(4))
@@ -206,16 +196,8 @@ def test_eager_grad_zeros_where_unused_and_for_ints(backend):
 
     outputs, (dx, db, dn) = backend.eager_grad(fn, [x, unused, count])
     np.testing.assert_array_equal(dx.numpy(), [2.0, 4.0])
-    np.testing.assert_array_equal(db.numpy(), [0.0])
-    assert dn.dtype == paddle.int64 and int(dn) == 0
     assert all(o.stop_gradient for o in outputs)  # no autograd graph leaks out
     assert x.stop_gradient  # the caller's tensor is untouched
-
-
-def test_eager_grad_of_a_constant_is_zero(backend):
-    x = backend.to_native(np.array([1.0, 2.0]))
-    outputs, (dx,) = backend.eager_grad(lambda a: [paddle.full([], 3.0, "float64")], [x])
-    np.testing.assert_array_equal(dx.numpy(), [0.0, 0.0])
 
 
 def test_eager_grad_of_a_grad(backend):
@@ -422,25 +404,6 @@ def test_static_training_step_updates_the_parameter(backend, dtype, update_op):
     assert paddle.in_dynamic_mode()
 
 
-def test_static_run_all_applies_no_update(backend):
-    graph = _training_graph()
-    executable = backend.compile(graph, "static")
-    w = np.ones((3, 1))
-    executable.set_param(0, w)
-    x, t = np.ones((4, 3)), np.zeros((4, 1))
-    values = executable.run_all([x, t])
-    top_level = {v.id for v in graph.inputs + graph.params}
-    top_level |= {v.id for node in graph.nodes for v in node.outputs}
-    assert set(values) == top_level
-    assert all(isinstance(v, np.ndarray) for v in values.values())
-    np.testing.assert_array_equal(executable.get_param(0), w)
-    (loss, _), (new_w_value,) = graph.outputs, [new for _, new in graph.updates]
-    assert float(values[loss.id]) == pytest.approx(9.0)
-    np.testing.assert_allclose(values[new_w_value.id], w - 0.1 * 2 * x.T @ (x @ w) / 4)
-    executable.run([x, t])  # and the real run still updates
-    assert not np.array_equal(executable.get_param(0), w)
-
-
 def test_static_grad_of_grad(backend):
     """d2/dx2 of x**3, as a grad node whose function holds a grad node."""
     graph = second_derivative_graph()
@@ -473,37 +436,6 @@ def test_static_grad_inside_a_loop(backend):
     assert float(result) == pytest.approx(3 - 2 * 0.5**3)  # each step halves the distance
 
 
-def test_params_round_trip_and_never_alias(backend):
-    executable = backend.compile(_training_graph(), "static")
-    w = np.arange(3.0).reshape(3, 1)
-    executable.set_param(0, w)
-    w[0, 0] = 99.0  # the caller's array is not the stored parameter
-    got = executable.get_param(0)
-    np.testing.assert_array_equal(got, [[0.0], [1.0], [2.0]])
-    got[1, 0] = 99.0  # nor is what get_param hands out
-    np.testing.assert_array_equal(executable.get_param(0), [[0.0], [1.0], [2.0]])
-    executable.set_param(0, np.ones((3, 1), dtype=np.float32))  # cast to the param's dtype
-    assert executable.get_param(0).dtype == np.float64
-    with pytest.raises(BackendError, match="parameter 'w'"):
-        executable.set_param(0, np.ones(3))
-
-
-def test_updates_read_old_values(backend):
-    """Swapped parameters, a parameter returned while updated, an update from an input."""
-    p, q, x = _v((2,)), _v((2,)), _v((2,))
-    p.name, q.name = "p", "q"
-    graph = Graph("swap", [x], [p, q], [], [p, q, p], [(p, q), (q, x)]).verify()
-    executable = backend.compile(graph, "static")
-    executable.set_param(0, np.array([1.0, 2.0]))
-    executable.set_param(1, np.array([3.0, 4.0]))
-    fed = np.array([5.0, 6.0])
-    out = executable.run([fed])
-    np.testing.assert_array_equal(out, [[1.0, 2.0], [3.0, 4.0], [1.0, 2.0]])
-    fed[:] = 7.0
-    np.testing.assert_array_equal(executable.get_param(0), [3.0, 4.0])
-    np.testing.assert_array_equal(executable.get_param(1), [5.0, 6.0])
-
-
 def test_in_place_add_update(backend):
     """v <- v + g (either operand order) runs as add_ on the parameter itself."""
     v, g, total = _v((3,)), _v((3,)), _v((3,))
@@ -525,19 +457,6 @@ def test_repeated_outputs_and_inputs_as_outputs(backend):
     np.testing.assert_array_equal(out, [[-1.0, -2.0], [1.0, 2.0], [-1.0, -2.0]])
 
 
-def test_run_before_set_param_names_the_parameter(backend):
-    executable = backend.compile(_training_graph(), "static")
-    with pytest.raises(BackendError, match="parameter 'w'.*never set"):
-        executable.run([np.ones((4, 3)), np.ones((4, 1))])
-
-
-def test_a_feed_of_the_wrong_dtype_is_refused(backend):
-    executable = backend.compile(counter_graph(), "static")
-    executable.run([np.array(0), np.array(1)])
-    with pytest.raises(BackendError, match="int64.*int32"):
-        executable.run([np.array(0, np.int32), np.array(1)])
-
-
 def test_compile_builds_once_and_runs_never_read_the_ir(backend, monkeypatch):
     builds = []
     build = paddle_static.build_program
@@ -549,17 +468,6 @@ def test_compile_builds_once_and_runs_never_read_the_ir(backend, monkeypatch):
     for start in range(5):
         assert [int(o) for o in executable.run([np.array(start), np.array(10)])][0] >= 10
     assert len(builds) == 1
-
-
-def test_json_round_trip_compiles(backend):
-    graph = Graph.from_json(counter_graph().to_json())
-    out = backend.compile(graph, "static").run([np.array(1), np.array(4)])
-    assert [int(o) for o in out] == [7, 7]  # (1, 4) (3, 5) (5, 6) (7, 7)
-
-
-def test_compile_rejects_eager_mode(backend):
-    with pytest.raises(BackendError, match="static"):
-        backend.compile(counter_graph(), "eager")
 
 
 def test_building_emits_no_warnings(backend):

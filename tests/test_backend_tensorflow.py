@@ -18,7 +18,6 @@ import textwrap
 import numpy as np
 import pytest
 
-from unigraph.errors import BackendError
 from unigraph.ir import Graph, Node, Value
 from unigraph.ops import OPS, TensorSpec
 from unigraph.plugins import backends, get_backend
@@ -221,13 +220,6 @@ def training_graph(lr=0.5):
     return top.done(top_loss, updates=[(w, new_w), (b, new_b)])
 
 
-def swap_graph():
-    """Outputs the parameters' values and swaps them: reads come before writes."""
-    p, q = Value((2,), "float64", "p"), Value((2,), "float64", "q")
-    top = Builder("swap", [], [p, q])
-    return top.done(p, q, updates=[(p, q), (q, p)])
-
-
 def reference_run(graph, inputs, params=(), steps=1):
     executable = get_backend("numpy").compile(graph, "static")
     for i, value in enumerate(params):
@@ -242,10 +234,6 @@ def run_numpy(executable, inputs):
 
 
 # -- the lowering table and the eager mode --------------------------------------------------
-
-
-def test_every_op_has_a_lowering(backend):
-    assert set(OPS) <= set(backend.lowerings)
 
 
 def _samples():
@@ -268,14 +256,10 @@ def test_eager_op_matches_reference(backend, name, index, dtype):
     np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol, atol)
 
 
-@pytest.mark.parametrize("dtype", ["bool", "int32", "int64", "float16", "float32", "float64"])
-def test_to_native_keeps_dtype(backend, dtype):
-    array = np.arange(6).reshape(2, 3).astype(dtype)
-    native = backend.to_native(array)
-    assert backend.is_native(native) and not backend.is_native(array)
-    back = backend.to_numpy(native)
-    assert back.dtype == array.dtype
-    np.testing.assert_array_equal(back, array)
+def test_a_numpy_array_is_not_native(backend):
+    """(The round trip of every dtype is in the backend contract.)"""
+    array = np.arange(6.0).reshape(2, 3)
+    assert backend.is_native(backend.to_native(array)) and not backend.is_native(array)
 
 
 def single_op_graph(name, inputs, attrs):
@@ -302,28 +286,6 @@ def test_argmax_counts_nan_as_the_maximum(backend):
     x = np.array([[1.0, np.nan, 3.0], [2.0, 5.0, 1.0]], dtype=np.float32)
     got = backend.eager_op("argmax", [backend.to_native(x)], {"axis": 1, "keepdims": False})
     np.testing.assert_array_equal(backend.to_numpy(got), [1, 1])
-
-
-def test_eager_grad_zeros_for_unconnected_and_int_leaves(backend, tf):
-    x, z = backend.to_native(np.array([1.0, 2.0])), backend.to_native(np.array([3.0, 4.0]))
-    k = backend.to_native(np.array([1, 2], dtype=np.int32))
-
-    def fn(x, z, k):
-        return [tf.reduce_sum(x * x)]
-
-    outputs, grads = backend.eager_grad(fn, [x, z, k])
-    assert float(outputs[0]) == 5.0
-    np.testing.assert_array_equal(grads[0], [2.0, 4.0])
-    np.testing.assert_array_equal(grads[1], [0.0, 0.0])
-    assert grads[2].dtype == tf.int32
-    np.testing.assert_array_equal(grads[2], [0, 0])
-
-
-def test_eager_grad_same_tensor_twice_gets_partials(backend, tf):
-    x = backend.to_native(np.array([2.0, 3.0]))
-    _, grads = backend.eager_grad(lambda a, b: [tf.reduce_sum(a * a * b)], [x, x])
-    np.testing.assert_allclose(grads[0], 2 * np.array([2.0, 3.0]) ** 2)  # 2ab
-    np.testing.assert_allclose(grads[1], np.array([2.0, 3.0]) ** 2)  # a**2
 
 
 def test_eager_grad_nests(backend, tf):
@@ -529,49 +491,6 @@ def test_training_steps_update_parameters(backend, mode):
     np.testing.assert_allclose(executable.get_param(1), want_b, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("mode", GRAPH_MODES)
-def test_updates_read_before_write(backend, mode):
-    executable = backend.compile(swap_graph(), mode)
-    executable.set_param(0, np.array([1.0, 2.0]))
-    executable.set_param(1, np.array([3.0, 4.0]))
-    p, q = run_numpy(executable, [])
-    np.testing.assert_array_equal(p, [1.0, 2.0])  # the values before this step's updates
-    np.testing.assert_array_equal(q, [3.0, 4.0])
-    np.testing.assert_array_equal(executable.get_param(0), [3.0, 4.0])
-    np.testing.assert_array_equal(executable.get_param(1), [1.0, 2.0])
-
-
-def aligned(values, dtype):
-    """A copy of `values` whose data starts on a 64-byte boundary: Session.run feeds such
-    arrays without copying them."""
-    values = np.asarray(values, dtype=dtype)
-    raw = np.empty(values.nbytes + 64, np.uint8)
-    start = -raw.ctypes.data % 64
-    array = raw[start: start + values.nbytes].view(dtype).reshape(values.shape)
-    array[...] = values
-    return array
-
-
-def assign_from_input_graph():
-    """p <- reshape(x): the new parameter value is (a view of) the fed input."""
-    x, p = Value((2, 3), "float32", "x"), Value((6,), "float32", "p")
-    top = Builder("assign", [x], [p])
-    return top.done(p, updates=[(p, top.op("reshape", x, out=((6,), "float32"), shape=(6,)))])
-
-
-@pytest.mark.parametrize("mode", GRAPH_MODES)
-def test_params_round_trip_exactly(backend, mode):
-    executable = backend.compile(training_graph(), mode)
-    w = aligned(np.random.default_rng(1).standard_normal((4, 3)), np.float32)
-    executable.set_param(0, w)
-    got = executable.get_param(0)
-    assert isinstance(got, np.ndarray) and got.dtype == np.float32
-    np.testing.assert_array_equal(got, w)
-    w[0, 0] = 100.0  # the executable holds its own copy ...
-    got[0, 1] = 100.0  # ... and hands out copies
-    assert 100.0 not in executable.get_param(0)
-
-
 def test_static_loads_every_parameter_set_in_one_session_run(backend):
     # One Session.run per parameter costs parameters x graph size (issue 19 item 7).
     executable = backend.compile(training_graph(), "static")
@@ -592,53 +511,6 @@ def test_static_loads_every_parameter_set_in_one_session_run(backend):
     np.testing.assert_allclose(loss, np.mean([log_sum - 3.0, log_sum - 5.0]), rtol=1e-6)
     executable.set_param(1, np.zeros(3, np.float32))
     np.testing.assert_array_equal(executable.get_param(1), np.zeros(3))
-    with pytest.raises(BackendError, match="'fc.bias' has shape"):
-        executable.set_param(1, np.zeros(4, np.float32))
-
-
-@pytest.mark.parametrize("mode", GRAPH_MODES)
-def test_parameter_updated_from_an_input_does_not_alias_it(backend, mode):
-    executable = backend.compile(assign_from_input_graph(), mode)
-    executable.set_param(0, np.zeros(6, np.float32))
-    x = aligned(np.arange(6).reshape(2, 3), np.float32)
-    executable.run([x])
-    x[...] = -1.0  # the caller reuses its input buffer
-    np.testing.assert_array_equal(executable.get_param(0), np.arange(6))
-
-
-@pytest.mark.parametrize("mode", GRAPH_MODES)
-def test_unset_parameters_refuse_to_run(backend, mode):
-    executable = backend.compile(training_graph(), mode)
-    executable.set_param(0, np.zeros((4, 3), np.float32))
-    with pytest.raises(BackendError, match="fc.bias"):
-        executable.run([np.zeros((2, 4), np.float32), np.zeros(2, np.int64)])
-    with pytest.raises(BackendError, match="fc.bias"):
-        executable.get_param(1)
-
-
-@pytest.mark.parametrize("mode", GRAPH_MODES)
-def test_run_all_returns_every_top_level_value_without_updating(backend, mode):
-    graph = training_graph()
-    executable = backend.compile(graph, mode)
-    w0 = np.ones((4, 3), np.float32)
-    executable.set_param(0, w0)
-    executable.set_param(1, np.zeros(3, np.float32))
-    inputs = [np.ones((2, 4), np.float32), np.array([0, 2])]
-    values = executable.run_all(inputs)
-    ids = [v.id for v in graph.inputs + graph.params]
-    ids += [v.id for node in graph.nodes for v in node.outputs]
-    assert set(ids) <= set(values)
-    assert all(isinstance(values[i], np.ndarray) for i in ids)
-    np.testing.assert_array_equal(executable.get_param(0), w0)
-    (loss,) = run_numpy(executable, inputs)
-    np.testing.assert_allclose(values[graph.outputs[0].id], loss)
-
-
-@pytest.mark.parametrize("mode", GRAPH_MODES)
-def test_feeds_accept_natives(backend, mode):
-    executable = backend.compile(counter_graph(), mode)
-    out = run_numpy(executable, [backend.to_native(np.array(1)), backend.to_native(np.array(4))])
-    assert [o.item() for o in out] == [7, 7]
 
 
 # -- the native graph itself ------------------------------------------------------------------
@@ -733,11 +605,6 @@ def test_session_follows_tf_thread_settings(backend, tf):
         tf.config.threading.get_intra_op_parallelism_threads())
     assert config.inter_op_parallelism_threads == (
         tf.config.threading.get_inter_op_parallelism_threads())
-
-
-def test_unknown_mode_is_refused(backend):
-    with pytest.raises(BackendError, match="static"):
-        backend.compile(counter_graph(), "eager")
 
 
 # -- imports ----------------------------------------------------------------------------------
