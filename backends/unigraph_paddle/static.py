@@ -30,8 +30,10 @@ tests/test_fidelity_control_flow.py; each Paddle fault is a `unigraph_paddle.qui
   counted twice: each loop captures its own copy.
 * the backward of a while_loop nested in a cond branch or another while_loop fails at run
   time (the garbage collector frees the loop's inputs before the enclosing block's
-  backward reads them; running without it makes captured gradients wrong): refused at
-  build time, with the user's source line.
+  backward reads them): such a Program is marked `keep_values` and its interpreter made
+  with the collector off (`keeping_values`); where the loop captures a value that needs a
+  gradient, Paddle's backward is wrong even so: refused at build time, with the user's
+  source line (as it is for a caller that does not pass `keeps_values`).
 
 Static mode is Paddle process state (`paddle.enable_static()`); this backend never flips
 it for good. `StaticMode` puts the calling thread in static mode only while it builds a
@@ -52,6 +54,7 @@ Threads (checked on paddlepaddle 3.3.1, CPU):
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import warnings
 
@@ -102,9 +105,14 @@ class ProgramBuilder:
     """Lowers one IR graph into the current Program (call inside `StaticMode` and a
     `program_guard`). The control-flow builders recurse through `lower`."""
 
-    def __init__(self, paddle, lowerings: dict):
+    def __init__(self, paddle, lowerings: dict, keeps_values: bool = False):
         self.paddle = paddle
         self.lowerings = lowerings
+        # Whether the caller runs the Program with Paddle's garbage collector off when it
+        # asks (`needs_values_kept`, see `keeping_values`): then a differentiated loop
+        # nested in a branch or loop computes, else it is refused.
+        self.keeps_values = keeps_values
+        self.needs_values_kept = False
         self.control_flow = {
             "cond": self.lower_cond,
             "while_loop": self.lower_while_loop,
@@ -182,13 +190,7 @@ class ProgramBuilder:
         cond_graph, body_graph = node.subgraphs["cond"], node.subgraphs["body"]
         args = list(args)
         if self._control_depth and self._grad_depth and any(not a.stop_gradient for a in args):
-            raise BackendError(
-                f"paddle:static cannot differentiate through a while_loop nested in a cond "
-                f"or another while_loop{' (' + node.source + ')' if node.source else ''}: "
-                "Paddle 3.3.1's backward frees the loop's inputs before the enclosing "
-                "block's backward reads them. Use paddle:eager, or move the loop out of "
-                "the branch or loop around it."
-            )
+            self.check_nested_loop(node, args[carried:])
         # Paddle's while op takes over the buffers of the values it starts from (3.3.1: a
         # later read of one fails with "Tensor holds no memory"), so it starts from copies.
         args[:carried] = [paddle.assign(a) for a in args[:carried]]
@@ -224,6 +226,28 @@ class ProgramBuilder:
 
         outs = paddle.static.nn.while_loop(cond, body, args)
         return list(outs[:carried])
+
+    def check_nested_loop(self, node, captured) -> None:
+        """A differentiated while_loop nested in a cond branch or another loop: Paddle
+        3.3.1's backward computes it only when the Program runs with its garbage collector
+        off (else it frees the loop's inputs before the enclosing block's backward reads
+        them: "DenseTensor shouldn't be null"), and never for a value the loop captures
+        that needs a gradient (wrong numbers, or "should be in name map", whether or not
+        the loop captures a copy). Refused at build time where it cannot run right."""
+        where = f" ({node.source})" if node.source else ""
+        if any(not c.stop_gradient for c in captured):
+            reason = ("its body reads a value from outside the loop that needs a gradient, "
+                      "and Paddle 3.3.1's backward gets that value's gradient wrong there. "
+                      "Use paddle:eager, or move the loop out of the branch or loop around it.")
+        elif not self.keeps_values:
+            reason = ("Paddle 3.3.1's backward frees the loop's inputs before the enclosing "
+                      "block's backward reads them. Use paddle:eager, or move the loop out "
+                      "of the branch or loop around it.")
+        else:
+            self.needs_values_kept = True
+            return
+        raise BackendError(f"paddle:static cannot differentiate through a while_loop nested "
+                           f"in a cond or another while_loop{where}: {reason}")
 
     def only_path(self, node, index, args) -> bool:
         """True when operand `index` of a top-level `grad` node reaches `fn` only as that
@@ -280,19 +304,47 @@ class ProgramBuilder:
 
 
 class BuiltProgram:
-    """A Program and what running it needs: feed names, fetch values, parameter names."""
+    """A Program and what running it needs: feed names, fetch values, parameter names, and
+    whether its interpreter must be made with the garbage collector off (`keeping_values`)."""
 
-    def __init__(self, program, feed_names, fetch, param_names):
+    def __init__(self, program, feed_names, fetch, param_names, keep_values=False):
         self.program = program
         self.feed_names = feed_names
         self.fetch = fetch
         self.param_names = param_names
+        self.keep_values = keep_values
+
+
+@contextlib.contextmanager
+def keeping_values(paddle, needed: bool):
+    """Around the first `Executor.run` of a Program built with `keep_values`: its
+    interpreter is made with Paddle's garbage collector off (the flag is read when the
+    interpreter is made; later runs reuse it), so a loop's inputs live until the backward
+    of the block around it reads them. Other Programs keep the collector.
+
+    >>> with keeping_values(paddle, built.keep_values):
+    ...     exe.run(built.program, ...)
+    """
+    if not needed:
+        yield
+        return
+    flag = "FLAGS_eager_delete_tensor_gb"
+    before = paddle.get_flags([flag])
+    paddle.set_flags({flag: -1.0})
+    try:
+        yield
+    finally:
+        paddle.set_flags(before)
 
 
 
-def build_program(paddle, graph, lowerings: dict, *, fetch_all: bool = False) -> BuiltProgram:
+def build_program(paddle, graph, lowerings: dict, *, fetch_all: bool = False,
+                  keeps_values: bool = False) -> BuiltProgram:
     """Lower `graph` into a new Program. fetch_all: fetch every top-level value (keys of the
-    fetch list are value ids) and leave out the updates; else fetch `graph.outputs`."""
+    fetch list are value ids) and leave out the updates; else fetch `graph.outputs`.
+    keeps_values: the caller makes the first run under `keeping_values(paddle,
+    built.keep_values)`, so differentiated loops nested in branches or loops are built
+    (else refused)."""
     main, startup = paddle.static.Program(), paddle.static.Program()
     placeholder = paddle.nn.initializer.Constant(0.0)  # lands in `startup`, never run
     with (
@@ -319,11 +371,12 @@ def build_program(paddle, graph, lowerings: dict, *, fetch_all: bool = False) ->
             param.stop_gradient = True
             env[value.id] = param
             param_names.append(name)
-        builder = ProgramBuilder(paddle, lowerings)
+        builder = ProgramBuilder(paddle, lowerings, keeps_values)
         if fetch_all:
             builder.lower(graph, env)
             ids = list(dict.fromkeys(_top_level_ids(graph)))
-            return BuiltProgram(main, feed_names, {i: env[i] for i in ids}, param_names)
+            return BuiltProgram(main, feed_names, {i: env[i] for i in ids}, param_names,
+                                builder.needs_values_kept)
         in_place = plan_in_place(graph)
         absorbed = {id(node) for update in in_place.values() for node in update.nodes}
         kept = [node for node in graph.nodes if id(node) not in absorbed]
@@ -345,7 +398,7 @@ def build_program(paddle, graph, lowerings: dict, *, fetch_all: bool = False) ->
             paddle.assign(source, output=target)
         for update in in_place.values():  # last: every other read of the params is done
             emit_in_place(paddle, update, env)
-    return BuiltProgram(main, feed_names, outputs, param_names)
+    return BuiltProgram(main, feed_names, outputs, param_names, builder.needs_values_kept)
 
 
 def _top_level_ids(graph):
