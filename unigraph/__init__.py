@@ -112,6 +112,7 @@ from unigraph.errors import (
     BackendError,
     ControlFlowError,
     GraphError,
+    IndexOutOfRangeError,
     ShapeError,
     TracingError,
     UnigraphError,
