@@ -14,6 +14,7 @@ import contextvars
 import numpy as np
 
 from unigraph.ops import OPS
+from unigraph.reference.fast_kernels import kernel
 from unigraph.reference.plan import SECOND_ORDER, SecondOrderUnsupported
 
 _tape: contextvars.ContextVar = contextvars.ContextVar("unigraph_reference_tape", default=None)
@@ -46,10 +47,11 @@ class Tape:
 
 
 def eager_op(op: str, inputs: list, attrs: dict, ops=None) -> np.ndarray:
-    """Apply op `op` (its record in `ops`, default every registered op) to NumPy `inputs`;
-    recorded on the active tape, if any."""
+    """Apply op `op` (its record in `ops`, default every registered op) to NumPy `inputs`
+    with its fast kernel where there is one (`fast_kernels`); recorded on the active tape,
+    if any."""
     record = (OPS if ops is None else ops)[op]
-    out = np.asarray(record.reference(*inputs, **attrs))
+    out = np.asarray((kernel(op, record) or record.reference)(*inputs, **attrs))
     tape = _tape.get()
     if tape is not None:
         if any(out is x for x in inputs):

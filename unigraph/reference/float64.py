@@ -64,8 +64,12 @@ def promote(graph: Graph, memo: dict | None = None) -> Graph:
 
 
 def compile_float64(graph: Graph) -> ReferenceExecutable:
-    """The reference executable of `graph` promoted to float64 (feed it `upcast` arrays)."""
-    return ReferenceExecutable(promote(graph))
+    """The reference executable of `graph` promoted to float64 (feed it `upcast` arrays),
+    running the op records' references (the definitions), not the engine's fast kernels."""
+    wide = promote(graph)
+    executable = ReferenceExecutable(wide)
+    executable.plan = Plan(wide, fast=False)  # the same slots: lowering is deterministic
+    return executable
 
 
 def values(graph: Graph, feeds: list, params=()) -> dict:
@@ -92,7 +96,7 @@ def cotangents(graph: Graph, operands: list, seeds: list) -> tuple[dict, dict]:
     Returns ({value id: value}, {value id: cotangent}) for the top-level values; a value
     that no seeded output depends on has no cotangent.
     """
-    plan = Plan(promote(graph))
+    plan = Plan(promote(graph), fast=False)  # the op records' references: the definitions
     env, residuals = plan.forward([upcast(x) for x in operands], True)
     grads: dict = {}
     for slot, seed in zip(plan.output_slots, seeds):

@@ -9,6 +9,12 @@ value" is a slot number, and lowering an op appends a step.
 `forward(record=True)` also keeps what the backward pass needs: all slot values, the branch
 a `cond` took, and the per-iteration values of a `while_loop` (the trip count is the length
 of that list). `backward` walks the steps in reverse applying the VJP rules.
+
+Speed (a static plan is also a target users run): `constant` steps are run once when the
+plan is built (their values read-only, since every run shares them), and the forward
+without recording is one generated Python function, a line per step calling its reference
+with the slots as arguments: a scalar op in a loop body costs its NumPy call, not a walk
+over step objects.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from unigraph.backend import lower_nodes
 from unigraph.errors import UnigraphError
 from unigraph.ir import Graph
 from unigraph.ops import OPS
+from unigraph.reference.fast_kernels import kernel
 
 
 class SecondOrderUnsupported(UnigraphError):
@@ -51,10 +58,11 @@ def _gather(slots: list, gradients: list) -> dict:
 class OpStep:
     __slots__ = ("op", "fn", "attrs", "ins", "out", "outs")
 
-    def __init__(self, record, attrs: dict, ins: list, out: int):
+    def __init__(self, record, attrs: dict, ins: list, out: int, fast: bool = False):
         self.op = record
         self.attrs = attrs
-        self.fn = functools.partial(record.reference, **attrs) if attrs else record.reference
+        compute = (fast and kernel(record.name, record)) or record.reference
+        self.fn = functools.partial(compute, **attrs) if attrs else compute
         self.ins = ins
         self.out = out
         self.outs = [out]
@@ -82,10 +90,11 @@ class OpStep:
 class CondStep:
     __slots__ = ("pred", "operands", "branches", "ins", "outs")
 
-    def __init__(self, node, ins: list, outs: list, ops):
+    def __init__(self, node, ins: list, outs: list, ops, fast):
         self.pred = ins[0]
         self.operands = ins[1:]
-        self.branches = (Plan(node.subgraphs["then"], ops), Plan(node.subgraphs["else"], ops))
+        self.branches = (Plan(node.subgraphs["then"], ops, fast),
+                         Plan(node.subgraphs["else"], ops, fast))
         self.ins = ins
         self.outs = outs
 
@@ -110,12 +119,12 @@ class CondStep:
 class WhileStep:
     __slots__ = ("carried", "captured", "cond", "body", "ins", "outs")
 
-    def __init__(self, node, ins: list, outs: list, ops):
+    def __init__(self, node, ins: list, outs: list, ops, fast):
         count = node.attrs["num_carried"]
         self.carried, self.captured = ins[:count], ins[count:]
         self.ins = ins
-        self.cond = Plan(node.subgraphs["cond"], ops)
-        self.body = Plan(node.subgraphs["body"], ops)
+        self.cond = Plan(node.subgraphs["cond"], ops, fast)
+        self.body = Plan(node.subgraphs["body"], ops, fast)
         self.outs = outs
 
     def forward(self, env, record):
@@ -154,8 +163,8 @@ class WhileStep:
 class GradStep:
     __slots__ = ("fn", "operands", "ins", "wrt", "output", "outs", "requires")
 
-    def __init__(self, node, ins: list, outs: list, ops):
-        self.fn = Plan(node.subgraphs["fn"], ops)
+    def __init__(self, node, ins: list, outs: list, ops, fast):
+        self.fn = Plan(node.subgraphs["fn"], ops, fast)
         self.operands = self.ins = ins
         self.wrt = node.attrs["wrt"]
         self.output = node.attrs["output"]
@@ -195,7 +204,7 @@ class _StepTable:
 
         def lower(*ins, **attrs):
             out = self.plan.new_slots(1)[0]
-            self.plan.steps.append(OpStep(record, attrs, list(ins), out))
+            self.plan.steps.append(OpStep(record, attrs, list(ins), out, self.plan.fast))
             return out
 
         return lower
@@ -203,16 +212,19 @@ class _StepTable:
 
 class Plan:
     """A graph compiled into slots and steps; `ops` is the op table (name -> `OpDef`) whose
-    references and VJP rules it runs (default: every registered op).
+    references and VJP rules it runs (default: every registered op). `fast`: the kernels
+    of `fast_kernels` where they exist (the engine's targets), else the references alone
+    (the float64 checker: the definitions).
 
     >>> plan = Plan(graph)
     >>> env, _ = plan.forward(inputs + params, record=False)
     >>> plan.outputs_of(env)
     """
 
-    def __init__(self, graph: Graph, ops=None):
+    def __init__(self, graph: Graph, ops=None, fast: bool = True):
         self.graph = graph
         self.ops = OPS if ops is None else ops
+        self.fast = fast
         self.size = 0
         self.steps: list = []
         self.input_slots = self.new_slots(len(graph.inputs) + len(graph.params))
@@ -221,6 +233,33 @@ class Plan:
                         for op, step_type in CONTROL_FLOW_STEPS.items()}
         self.output_slots = lower_nodes(graph, env, _StepTable(self), control_flow)
         self.slots = env  # value id -> slot, every value of the graph
+        self.template = [None] * self.size  # a fresh env: the constants already in place
+        for step in self.steps:
+            if type(step) is OpStep and step.op.name == "constant":
+                value = step.fn()
+                if type(value) is np.ndarray:
+                    value.flags.writeable = False  # shared by every run: never written
+                self.template[step.out] = value
+        self._run = self._generated_forward()
+
+    def _generated_forward(self):
+        """`forward(inputs, record=False)` as one generated function (see the module
+        docstring); the steps' functions are its globals."""
+        scope: dict = {}
+        lines = ["def run(env):"]
+        for index, step in enumerate(self.steps):
+            if type(step) is OpStep:
+                if step.op.name == "constant":
+                    continue  # in the template
+                scope[f"f{index}"] = step.fn
+                args = ", ".join(f"env[{slot}]" for slot in step.ins)
+                lines.append(f"    env[{step.out}] = f{index}({args})")
+            else:
+                scope[f"s{index}"] = step.forward
+                lines.append(f"    s{index}(env, False)")
+        lines.append("    return env")
+        exec(compile("\n".join(lines), f"<unigraph plan of {self.graph.name}>", "exec"), scope)
+        return scope["run"]
 
     def new_slots(self, count: int) -> list:
         first = self.size
@@ -229,20 +268,22 @@ class Plan:
 
     def _control_flow(self, step_type, node, ins: list) -> list:
         outs = self.new_slots(len(node.outputs))
-        self.steps.append(step_type(node, ins, outs, self.ops))
+        self.steps.append(step_type(node, ins, outs, self.ops, self.fast))
         return outs
 
     def forward(self, inputs: list, record: bool):
         """Run; `inputs` are the graph's inputs followed by its params. Returns (env,
         residuals); residuals is None unless `record`."""
-        env = [None] * self.size
-        for slot, value in zip(self.input_slots, inputs):
-            env[slot] = value
+        env = self.template.copy()
+        if len(inputs) == len(self.input_slots):
+            env[:len(inputs)] = inputs  # the input slots are the first ones, in order
+        else:
+            for slot, value in zip(self.input_slots, inputs):
+                env[slot] = value
         if not record:
-            for step in self.steps:
-                step.forward(env, False)
-            return env, None
-        residuals = [step.forward(env, True) for step in self.steps]
+            return self._run(env), None
+        residuals = [None if type(step) is OpStep and step.op.name == "constant"
+                     else step.forward(env, True) for step in self.steps]
         return env, residuals
 
     def outputs_of(self, env) -> list:
