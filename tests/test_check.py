@@ -752,3 +752,86 @@ def test_check_training_dtype_casts_weights_and_optimizer_state(dtype):
     for name, param in net.named_parameters():
         assert param.dtype == "float32"
         np.testing.assert_array_equal(param.numpy(), before[name])
+
+
+# -- budgets derived from accumulation length (issue 18) ---------------------------------
+def _conv2d_vjp_skipping_last_row(g, inputs, out, needs=None, **attrs):
+    """conv2d's gradient with the weight gradient's sum missing the last row of output
+    positions (an off-by-one loop bound): a bug the size of the sum it hides in."""
+    right = OPS["conv2d"].vjp(g, inputs, out, needs=needs, **attrs)
+    skipped = g.copy()
+    skipped[:, :, -1, :] = 0
+    wrong = OPS["conv2d"].vjp(skipped, inputs, out, needs=needs, **attrs)
+    return [right[0], wrong[1], *right[2:]]
+
+
+class SkippedRowBackend(NumpyBackend):
+    name = "skiprow"
+    ops = {**OPS, "conv2d": dataclasses.replace(OPS["conv2d"],
+                                                vjp=_conv2d_vjp_skipping_last_row)}
+
+
+SKIPROW = PluginForTest(SkippedRowBackend)
+
+
+def _wide_conv():
+    """512 input channels, 3x3: a forward sum of 4608 terms per output; positive inputs
+    (as after a ReLU), so the weight gradient's sums over the 2 x 16 x 16 positions cancel
+    to near zero for some weights. With the records' budgets alone (1e-4, 1e-5) this fails
+    on correct code (numpy:eager and tensorflow:eager needed 1.3x that budget, torch:eager
+    1.7x at 24 x 24)."""
+    ug.manual_seed(0)
+    conv = ug.nn.Conv2D(512, 4, 3, padding=1)
+    x = np.random.default_rng(5).uniform(0, 3, (2, 512, 16, 16)).astype(np.float32)
+    return conv, x
+
+
+def test_budgets_grow_with_accumulation_length():
+    from unigraph.checking.compare import budget_for, op_budget
+    from unigraph.checking.run import prepare
+
+    assert op_budget("conv2d", "float32") == (1e-4, 1e-5)
+    assert op_budget("conv2d@256", "float32") == (1e-4, 1e-5)  # the records' reference
+    rtol, atol = op_budget("conv2d@4096", "float32")  # 16x the terms: 4x rtol, 16x atol
+    assert (rtol, atol) == pytest.approx((4e-4, 1.6e-4))
+    assert budget_for({"add", "conv2d", "conv2d@4096"}, "float32") == (rtol, atol)
+    conv, x = _wide_conv()
+    case = prepare(conv, (x,))
+    # The forward sums 512 x 3 x 3 = 4608 terms; the weight gradient 2 x 16 x 16 = 512.
+    assert case.default_budgets["output"] == pytest.approx((1e-4 * (4608 / 256) ** 0.5,
+                                                            1e-5 * 4608 / 256))
+    assert case.default_budgets["grad(weight)"] == case.default_budgets["output"]
+    small = prepare(ug.nn.Conv2D(4, 4, 3, padding=1), (x[:1, :4, :8, :8],))
+    assert small.default_budgets["grad(weight)"] == (1e-4, 1e-5)  # <= 256 terms: unchanged
+    # The same conv's weight gradient over 4 x 16 x 16 = 1024 positions grows.
+    longer = prepare(ug.nn.Conv2D(4, 4, 3, padding=1), (np.concatenate([x[:, :4]] * 2),))
+    assert longer.default_budgets["grad(weight)"] == pytest.approx((2e-4, 4e-5))
+
+
+def test_the_records_budgets_alone_flag_the_512_channel_conv(monkeypatch):
+    """The case below is a real stress: without the rule, correct code fails."""
+    from unigraph.checking import accumulation
+
+    monkeypatch.setattr(accumulation, "REFERENCE_TERMS", 10 ** 12)
+    conv, x = _wide_conv()
+    report = check(conv, x, targets="numpy:eager")
+    assert not report.ok
+    by_name = {c.name: c for c in report["numpy:eager"].comparisons}
+    assert not by_name["grad(weight)"].ok
+
+
+def test_a_512_channel_conv_gradient_passes_on_every_target():
+    conv, x = _wide_conv()
+    report = check(conv, x, targets=",".join(TARGETS))
+    report.assert_ok()
+    assert all(target in str(report) for target in TARGETS)
+
+
+def test_a_skipped_row_in_that_gradient_is_still_caught(registered):
+    registered(SKIPROW)
+    conv, x = _wide_conv()
+    report = check(conv, x, targets=["skiprow:eager"])
+    by_name = {c.name: c for c in report["skiprow:eager"].comparisons}
+    assert by_name["output"].ok and by_name["grad(x)"].ok
+    assert not by_name["grad(weight)"].ok
+    assert by_name["grad(weight)"].figures.ratio > 10  # far outside, not at the edge

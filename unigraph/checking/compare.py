@@ -4,9 +4,14 @@ A tensor passes when every finite element satisfies `|actual - ref| <= atol + rt
 (NumPy's `allclose` rule) and its NaN and +-Inf sit exactly where the reference has them.
 
 Budgets (rtol, atol) come from the op records: `DEFAULT_TOLERANCE` per dtype, widened by an
-op's own `tolerance` (long reductions, conv, matmul accumulate more rounding). A tensor gets
-the widest budget of the ops it depends on; a call may override rtol/atol for every tensor
-or per tensor name.
+op's own `tolerance` (long reductions, conv, matmul accumulate more rounding). That budget
+holds for sums of up to `accumulation.REFERENCE_TERMS` (256) terms; a node summing n > 256
+terms per output element (a matmul's inner dim, a conv's fan-in, and in a gradient its
+VJP's sums too: a conv's weight gradient over batch x positions) gets rtol times
+sqrt(n / 256) and atol times n / 256 (the growth of rounding error with n, probabilistic
+and, near cancellation, worst-case: see `unigraph.checking.accumulation`). A tensor gets the
+widest budget of the ops it depends on; a call may override rtol/atol for every tensor or
+per tensor name.
 
 The figures reported for each tensor: max abs error, max rel error, and the smallest
 (atol, rtol) that would have passed, found by
@@ -27,6 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from unigraph.checking import accumulation
 from unigraph.ir import FLOAT_DTYPES, Graph
 from unigraph.ops.base import DEFAULT_TOLERANCE, OPS
 
@@ -174,11 +180,18 @@ def _compare_exact(actual, expected) -> Figures:
 
 # -- budgets -----------------------------------------------------------------------------
 def op_budget(op: str, dtype: str) -> tuple:
-    """(rtol, atol) for one op run in `dtype`: its record's tolerance or the dtype default."""
+    """(rtol, atol) for one op run in `dtype`: its record's tolerance or the dtype default;
+    for an accumulating use named by `ops_of` ("conv2d@4608"), grown with its length.
+
+    >>> op_budget("conv2d@4096", "float32")   # conv2d's (1e-4, 1e-5) times (4, 16)
+    (0.0004, 0.00016)
+    """
+    op, count = accumulation.untag(op)
     record = OPS.get(op)
-    if record is None:
-        return DEFAULT_TOLERANCE.get(dtype, EXACT)
-    return record.tolerance_for(dtype)
+    rtol, atol = DEFAULT_TOLERANCE.get(dtype, EXACT) if record is None else \
+        record.tolerance_for(dtype)
+    grow_rtol, grow_atol = accumulation.scale(count)
+    return (rtol * grow_rtol, atol * grow_atol)
 
 
 def widest(budgets) -> tuple:
@@ -189,13 +202,30 @@ def widest(budgets) -> tuple:
     return (max(b[0] for b in budgets), max(b[1] for b in budgets))
 
 
-def ops_of(graph: Graph) -> set:
-    """Every op name used in `graph`, its subgraphs included."""
+def _names(node, backward: bool) -> set:
+    """The op name of `node`, and its accumulation tag ("conv2d@4608") when it sums more
+    than `accumulation.REFERENCE_TERMS` terms. The checker's own weighted sum of the
+    outputs is not tagged inside a gradient: its rounding never reaches the gradients
+    (d sum(w * y) / dy is w, exactly)."""
+    from unigraph.checking.run import REDUCTION_SOURCE
+
+    if backward and node.source == REDUCTION_SOURCE:
+        return {node.op}
+    count = accumulation.terms(node, backward)
+    if count > accumulation.REFERENCE_TERMS:
+        return {node.op, accumulation.tag(node.op, count)}
+    return {node.op}
+
+
+def ops_of(graph: Graph, backward: bool = False) -> set:
+    """Every op name used in `graph`, its subgraphs included, with the accumulation tags
+    of those that sum long (forward, and backward inside a `grad` node or with
+    `backward`)."""
     names = set()
     for node in graph.nodes:
-        names.add(node.op)
+        names |= _names(node, backward)
         for sub in node.subgraphs.values():
-            names |= ops_of(sub)
+            names |= ops_of(sub, backward or node.op == "grad")
     return names
 
 
@@ -209,9 +239,9 @@ def cone_ops(graph: Graph, value_ids) -> set:
         if id(node) in seen:
             continue
         seen.add(id(node))
-        names.add(node.op)
+        names |= _names(node, False)
         for sub in node.subgraphs.values():
-            names |= ops_of(sub)
+            names |= ops_of(sub, node.op == "grad")
         stack.extend(producer[v.id] for v in node.inputs if v.id in producer)
     return names
 
