@@ -13,8 +13,8 @@ import numpy as np
 from unigraph.config import current_target
 from unigraph.errors import ShapeError
 from unigraph.ops import OPS, TensorSpec
-from unigraph.plugins import get_backend
-from unigraph.tensor import Parameter, Tensor
+from unigraph.plugins import _checked, get_backend
+from unigraph.tensor import Parameter, Tensor, dtype_name
 from unigraph.tracing import _builder, user_source
 
 # id(Parameter) -> native leaf, while `eager_grad` differentiates with respect to them.
@@ -24,7 +24,9 @@ _param_leaves: contextvars.ContextVar = contextvars.ContextVar("unigraph_leaves"
 def current_backend():
     """The backend of the current target (a static target's eager ops run on its backend)."""
     target = current_target()
-    return get_backend(target.backend, target.mode)
+    # The lookups `get_backend` already checked, without its call (every eager op asks).
+    return _checked.get((target.backend, target.mode)) or get_backend(target.backend,
+                                                                      target.mode)
 
 
 # (op, input types, attrs) -> output spec: eager mode asks the same question every step.
@@ -32,15 +34,16 @@ _inferred: dict = {}
 
 
 def infer(op: str, inputs: list, attrs: dict):
-    specs = [TensorSpec(x.shape, x.dtype.name) if isinstance(x, np.ndarray) else x
-             for x in inputs]
     try:
-        key = (op, *[(x.shape, x.dtype) for x in specs], *attrs.items())
+        # Tensors, Values and arrays all have .shape and .dtype (np.dtype hashes too).
+        key = (op, *[(x.shape, x.dtype) for x in inputs], *attrs.items())
         spec = _inferred.get(key)
     except TypeError:  # an unhashable attr (a constant's array): do not cache
         key, spec = None, None
     if spec is not None:
         return spec
+    specs = [TensorSpec(x.shape, dtype_name(x.dtype)) if isinstance(x, np.ndarray) else x
+             for x in inputs]
     try:
         spec = OPS[op].infer(*specs, **attrs)
     except ShapeError as error:

@@ -485,6 +485,21 @@ class _EagerStore:
         return self.backend.to_numpy(self.native)
 
 
+_DTYPE_NAMES: dict = {}  # np.dtype -> name: `np.dtype.name` runs Python code on each access
+
+
+def dtype_name(dtype: np.dtype) -> str:
+    """`dtype.name`, cached (eager ops ask it for every NumPy input).
+
+    >>> dtype_name(np.dtype("float32"))
+    'float32'
+    """
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = dtype.name
+    return name
+
+
 def tensor(data, dtype=None) -> Tensor:
     """Make an eager tensor on the current target's backend. NumPy arrays are copied: a
     later write to `data` never changes the tensor.
@@ -500,7 +515,7 @@ def tensor(data, dtype=None) -> Tensor:
             return data
         return _api.cast(data, dtype)
     array = as_array(data, dtype)
-    return Tensor(array.shape, array.dtype.name, backend=current_backend(), array=array)
+    return Tensor(array.shape, dtype_name(array.dtype), backend=current_backend(), array=array)
 
 
 def as_array(data, dtype=None, what="ug.tensor", python_defaults=True) -> np.ndarray:
@@ -533,7 +548,7 @@ def as_array(data, dtype=None, what="ug.tensor", python_defaults=True) -> np.nda
                 array = array.astype(DEFAULT_FLOAT)
             elif array.dtype.kind == "i":
                 array = array.astype(DEFAULT_INT, copy=False)
-    if array.dtype.name not in DTYPES:
+    if dtype_name(array.dtype) not in DTYPES:
         raise TypeError(
             f"{what} at {user_source()}: NumPy {array.dtype.name} data is not supported; "
             f"unigraph's dtypes are {', '.join(DTYPES)}: convert first, e.g. "
