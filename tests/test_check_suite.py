@@ -345,15 +345,20 @@ def _comparable(report) -> list:
 def test_ray_executor_gives_the_local_report(tmp_path):
     """Every example (training entries left out, to stay near a minute on 2 cores) x every
     target x 2 seeds, on a local Ray and on local workers: the same merged report, and a
-    task that segfaults on Ray is a "crashed" result while the others finish."""
+    task that segfaults on Ray is a "crashed" result while the others finish. An .onnx
+    file, too (with its onnxruntime:file row)."""
     import ray
+    from test_cli_check_onnx import write_model
 
+    write_model(tmp_path / "dense.onnx")
+    dense = dict(paths=[str(tmp_path / "dense.onnx")], targets="numpy", dims={"batch": 2})
     script = tmp_path / "layer.py"
     script.write_text(MODEL.replace('"broken": (broken, (X,))', '"sum": (ug.sum, (X,))'))
     ray.init(_node_ip_address="127.0.0.1", include_dashboard=False, num_cpus=1,
              log_to_driver=False)
     try:
         remote = ug.check_suite([EXAMPLES], seeds=[0, 1], training_steps=0, executor="ray")
+        dense_remote = ug.check_suite(**dense, executor="ray")
         plugins.register_plugin(SUITE_CRASH, name="suitecrash")
         try:
             crashing = ug.check_suite([f"{script}:layer", f"{script}:sum"],
@@ -368,6 +373,10 @@ def test_ray_executor_gives_the_local_report(tmp_path):
     assert local.counts["tasks"] == entries * len(FORWARD_TARGETS) * 2  # onnxruntime too
     assert local.ok, local.table()
     assert _comparable(remote) == _comparable(local)
+    dense_local = ug.check_suite(**dense, executor="local")
+    assert [t.target for t in dense_local.tasks] == \
+        ["numpy:eager", "numpy:static", "onnxruntime:file"]
+    assert dense_local.ok and _comparable(dense_remote) == _comparable(dense_local)
     by = {(t.entry, t.target): t for t in crashing.tasks}
     assert by[("layer", "suitecrash:eager")].status == "crashed"
     assert "SIGSEGV" in by[("layer", "suitecrash:eager")].error
