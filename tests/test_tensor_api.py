@@ -334,3 +334,93 @@ def test_weak_tensor_promotes_like_a_python_number(target):
     assert (scaled.dtype, shifted.dtype, both.dtype) == ("float32", "float32", "int64")
     _close(scaled.numpy(), X * 3)
     _close(shifted.numpy(), X + 0.5)
+
+
+# -- the op record drives the frontend (issue 13 item 4) ---------------------------------------
+INTS = np.array([[1, 4], [9, 16]], dtype=np.int64)
+# Promotion by the record's `promote`: float-only records take ints as float64 (NumPy's rule),
+# the others keep int64. Expected values and dtypes written out from NumPy in float64.
+PROMOTED = {
+    "sqrt": (lambda x: ug.sqrt(x), "float64", np.sqrt(INTS.astype(np.float64))),
+    "exp": (lambda x: ug.exp(x - 9), "float64", np.exp(INTS - 9.0)),
+    "floor": (lambda x: ug.floor(x), "float64", INTS.astype(np.float64)),
+    "sin": (lambda x: ug.sin(x), "float64", np.sin(INTS.astype(np.float64))),
+    "div": (lambda x: ug.div(x, 2), "float64", INTS / 2.0),
+    "pow": (lambda x: ug.pow(x, 2), "float64", INTS ** 2.0),
+    "atan2": (lambda x: ug.atan2(x, 3), "float64", np.arctan2(INTS, 3.0)),
+    "mean": (lambda x: ug.mean(x, 1), "float64", np.array([2.5, 12.5])),
+    "matmul": (lambda x: ug.matmul(x, x), "float64", (INTS @ INTS).astype(np.float64)),
+    "sigmoid": (lambda x: ug.sigmoid(x - 4), "float64", 1 / (1 + np.exp(4.0 - INTS))),
+    "add": (lambda x: ug.add(x, 2), "int64", INTS + 2),
+    "mod": (lambda x: ug.mod(x, 3), "int64", INTS % 3),
+    "neg": (lambda x: ug.neg(x), "int64", -INTS),
+    "sum": (lambda x: ug.sum(x, 0), "int64", np.array([10, 20])),
+    "maximum": (lambda x: ug.maximum(x, 5), "int64", np.maximum(INTS, 5)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PROMOTED))
+@pytest.mark.parametrize("target", TARGETS)
+def test_promotion_follows_the_op_record(target, name):
+    fn, dtype, want = PROMOTED[name]
+    t = Target.parse(target)
+    with ug.use_backend(t.backend, t.mode):
+        out = ug.function(fn)(ug.tensor(INTS))
+    assert out.dtype == dtype
+    _close(out.numpy(), want, rtol=1e-12, atol=1e-12)
+
+
+def test_every_record_names_a_known_promotion():
+    from unigraph.ops import OPS
+    from unigraph.ops.base import PROMOTIONS
+
+    assert all(op.promote in PROMOTIONS for op in OPS.values())
+    # Float-only records say so (their wrappers are one line: `sqrt = _unary("sqrt")`).
+    assert [OPS[n].promote for n in ("sqrt", "div", "mean", "matmul", "add", "sum")] == [
+        "float", "float", "float", "float", "same", "same"]
+    with pytest.raises(ValueError, match="promote='wide'"):
+        from dataclasses import replace
+
+        replace(OPS["add"], promote="wide")
+
+
+# No-ops return their input: no node, so no backend has to read axis=() or an empty squeeze.
+NO_OPS = {
+    "sum_axis_empty": lambda x: ug.sum(x, axis=()),
+    "mean_axis_empty": lambda x: ug.mean(x, axis=(), keepdims=True),
+    "max_axis_empty": lambda x: ug.max(x, ()),
+    "min_axis_empty": lambda x: ug.min(x, ()),
+    "prod_axis_empty": lambda x: ug.prod(x, ()),
+    "squeeze_nothing": lambda x: ug.squeeze(x),
+    "squeeze_empty": lambda x: ug.squeeze(x, ()),
+    "reshape_same": lambda x: ug.reshape(x, (3, 4)),
+    "reshape_minus_one": lambda x: x.reshape(3, -1),
+    "transpose_identity": lambda x: ug.transpose(x, (0, 1)),
+    "broadcast_same": lambda x: ug.broadcast_to(x, (3, 4)),
+    "full_slice": lambda x: x[:, 0:4],
+    "flatten_1d": lambda x: ug.flatten(ug.reshape(x, (12,))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NO_OPS))
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_no_op_returns_its_input(target, name):
+    fn = NO_OPS[name]
+    want = X.reshape(12) if name == "flatten_1d" else X
+    _close(run_on(target, ug.function(fn), X32), want)
+    if name != "flatten_1d":
+        graph = ug.function(lambda x: fn(x) * x).trace(ug.tensor(X32))
+        assert [node.op for node in graph.nodes] == ["mul"], graph
+    # The gradient passes through unchanged.
+    _close(run_on(target, ug.grad(lambda x: ug.sum(fn(x) * 3.0)), X), np.full(X.shape, 3.0),
+           rtol=1e-12, atol=1e-12)
+    t = Target.parse(target)
+    if t.mode == "eager":
+        with ug.use_backend(t.backend, t.mode):
+            x = ug.tensor(X32)
+            assert name == "flatten_1d" or fn(x) is x
+
+
+def test_a_no_op_on_a_numpy_array_still_gives_a_tensor():
+    out = ug.sum(np.ones((2, 2), np.float32), axis=())
+    assert isinstance(out, ug.Tensor) and out.dtype == "float32" and out.shape == (2, 2)

@@ -9,26 +9,43 @@ from unigraph.api.operands import (
     _promote,
     _record_doc,
     _tensor_or_array,
+    promote_for,
 )
 from unigraph.dispatch import apply
 from unigraph.dtypes import as_dtype
 
 
-def _binary(op: str, to_float=False):
-    def function(x, y):
-        a, b = _promote(x, y, to_float=to_float)
-        return apply(op, [a, b], {})
+def _binary(op: str, policy: str | None = None):
+    """`ug.<op>(x, y)`: the operands promoted as the record says, then the op."""
 
-    function.__name__ = op
+    def function(x, y):
+        return apply(op, promote_for(op, x, y, policy=policy), {})
+
+    function.__name__ = function.__qualname__ = op
     function.__doc__ = _record_doc(op, "Operands broadcast and promote as in NumPy.")
     return function
 
 
+def _unary(op: str, policy: str | None = None):
+    """`ug.<op>(x)`: x promoted as the record says, then the op."""
+
+    def function(x):
+        return apply(op, promote_for(op, x, policy=policy), {})
+
+    function.__name__ = function.__qualname__ = op
+    function.__doc__ = _record_doc(op)
+    return function
+
+
+# One line per op: the record (unigraph/ops/) says how operands promote and what the doc is.
 add = _binary("add")
 sub = _binary("sub")
 mul = _binary("mul")
-div = _binary("div", to_float=True)
-pow = _binary("pow", to_float=True)
+div = _binary("div")
+pow = _binary("pow")
+mod = _binary("mod")
+floor_divide = _binary("floor_divide")
+atan2 = _binary("atan2")
 maximum = _binary("maximum")
 minimum = _binary("minimum")
 equal = _binary("equal")
@@ -37,52 +54,33 @@ less = _binary("less")
 less_equal = _binary("less_equal")
 greater = _binary("greater")
 greater_equal = _binary("greater_equal")
-
-
-def logical_and(x, y):
-    return apply("logical_and", _promote(x, y), {})
-
-
-def logical_or(x, y):
-    return apply("logical_or", _promote(x, y), {})
-
-
-def _unary(op: str, to_float=False):
-    def function(x):
-        (a,) = _promote(x, to_float=to_float)
-        return apply(op, [a], {})
-
-    function.__name__ = op
-    function.__doc__ = _record_doc(op)
-    return function
-
+logical_and = _binary("logical_and")
+logical_or = _binary("logical_or")
 
 neg = _unary("neg")
 abs = _unary("abs")
-exp = _unary("exp", to_float=True)
-log = _unary("log", to_float=True)
-sqrt = _unary("sqrt", to_float=True)
-mod = _binary("mod")
-floor_divide = _binary("floor_divide")
-atan2 = _binary("atan2", to_float=True)
+exp = _unary("exp")
+log = _unary("log")
+sqrt = _unary("sqrt")
 # NumPy's floor of an int array is a float array: ints become float64 here too.
-floor = _unary("floor", to_float=True)
-ceil = _unary("ceil", to_float=True)
-round = _unary("round", to_float=True)
-sin = _unary("sin", to_float=True)
-cos = _unary("cos", to_float=True)
-tan = _unary("tan", to_float=True)
-asin = _unary("asin", to_float=True)
-acos = _unary("acos", to_float=True)
-atan = _unary("atan", to_float=True)
-sinh = _unary("sinh", to_float=True)
-cosh = _unary("cosh", to_float=True)
-erf = _unary("erf", to_float=True)
-softplus = _unary("softplus", to_float=True)
+floor = _unary("floor")
+ceil = _unary("ceil")
+round = _unary("round")
+sin = _unary("sin")
+cos = _unary("cos")
+tan = _unary("tan")
+asin = _unary("asin")
+acos = _unary("acos")
+atan = _unary("atan")
+sinh = _unary("sinh")
+cosh = _unary("cosh")
+erf = _unary("erf")
+softplus = _unary("softplus")
 logical_not = _unary("logical_not")
 relu = _unary("relu")
-sigmoid = _unary("sigmoid", to_float=True)
-tanh = _unary("tanh", to_float=True)
+# Float-only records in ops/nn.py, which does not set `promote="float"` yet.
+sigmoid = _unary("sigmoid", policy="float")
+tanh = _unary("tanh", policy="float")
 
 
 def where(condition, x, y):
@@ -98,4 +96,4 @@ def cast(x, dtype):
     return apply("cast", [_tensor_or_array(x)], {"dtype": dtype})
 
 
-_docs_from_records(logical_and, logical_or, where, cast, relu, sigmoid, tanh)
+_docs_from_records(where, cast)

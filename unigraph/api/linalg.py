@@ -5,16 +5,15 @@ from __future__ import annotations
 
 from unigraph.api.operands import (
     _docs_from_records,
-    _promote,
     _record_doc,
+    promote_for,
 )
 from unigraph.dispatch import apply
 
 
 def matmul(a, b):
     """Matrix product; batch dimensions broadcast (`a @ b`)."""
-    x, y = _promote(a, b, to_float=True)
-    return apply("matmul", [x, y], {})
+    return apply("matmul", promote_for("matmul", a, b), {})
 
 
 def einsum(equation, *operands):
@@ -24,8 +23,7 @@ def einsum(equation, *operands):
         letters = equation.replace(",", "")
         output = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
         equation = f"{equation}->{output}"
-    inputs = _promote(*operands, to_float=True)
-    return apply("einsum", list(inputs), {"equation": equation})
+    return apply("einsum", promote_for("einsum", *operands), {"equation": equation})
 
 
 einsum.__doc__ = _record_doc("einsum")

@@ -43,6 +43,15 @@ def _short(value) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def promote_for(op: str, *xs, policy: str | None = None) -> list:
+    """`xs` as the operands of `op`, promoted as its record says (`OpDef.promote`: "same",
+    "float" or "none"; `policy` overrides it where a record does not say yet)."""
+    policy = policy or OPS[op].promote
+    if policy == "none":
+        return [_tensor_or_array(x) for x in xs]
+    return _promote(*xs, to_float=policy == "float")
+
+
 def _promote(*xs, to_float=False):
     """Bring operands to one dtype (NumPy rules, Python scalars weak); optionally to float."""
     first = xs[0]
@@ -124,7 +133,7 @@ def _scalar(value, dtype):
 
 def _check_int_range(value, dtype: str) -> None:
     """`int64 tensor + 2**70` must say so, not fail deep inside NumPy's conversion."""
-    if type(value) is int and dtype.startswith("int"):
+    if type(value) is int and dtype.startswith(("int", "uint")):
         info = np.iinfo(dtype)
         if not info.min <= value <= info.max:
             raise OverflowError(
@@ -154,6 +163,17 @@ def _tensor_or_array(x):
 
         return tensor(x)
     return x
+
+
+def unchanged(x):
+    """What a no-op (`axis=()`, a squeeze of nothing, a reshape to the same shape) returns:
+    x itself, no node, so no backend ever sees the degenerate form; a NumPy array becomes
+    a tensor (a `constant` when tracing), as the op would have made it."""
+    if isinstance(x, Tensor):
+        return x
+    from unigraph.tensor import tensor
+
+    return tensor(x)
 
 
 def _record_doc(op: str, note: str = "") -> str:

@@ -13,6 +13,8 @@ from unigraph.api.operands import (
     _docs_from_records,
     _promote,
     _record_doc,
+    promote_for,
+    unchanged,
 )
 from unigraph.api.shapes import reshape
 from unigraph.dispatch import apply
@@ -20,19 +22,26 @@ from unigraph.dtypes import is_float
 from unigraph.tensor import Tensor
 
 
-def _reduction(op: str, to_float=False):
-    def function(x, axis=None, keepdims=False):
-        (a,) = _promote(x, to_float=to_float)
-        ndim = len(np.shape(a)) if not isinstance(a, Tensor) else a.ndim
-        return apply(op, [a], {"axis": _axes(axis, ndim, op), "keepdims": bool(keepdims)})
+def _reduction(op: str):
+    """`ug.<op>(x, axis=None, keepdims=False)`: x promoted as the record says, axes sorted
+    and checked; `axis=()` reduces nothing and returns x itself (no node: a record never
+    sees an empty axis tuple, so no backend has to read one)."""
 
-    function.__name__ = op
+    def function(x, axis=None, keepdims=False):
+        (a,) = promote_for(op, x)
+        ndim = len(np.shape(a)) if not isinstance(a, Tensor) else a.ndim
+        axes = _axes(axis, ndim, op)
+        if axes == ():
+            return unchanged(a)
+        return apply(op, [a], {"axis": axes, "keepdims": bool(keepdims)})
+
+    function.__name__ = function.__qualname__ = op
     function.__doc__ = _record_doc(op, "`axis`: an int, a tuple of ints or None (all axes).")
     return function
 
 
 sum = _reduction("sum")
-mean = _reduction("mean", to_float=True)
+mean = _reduction("mean")
 max = _reduction("max")
 min = _reduction("min")
 prod = _reduction("prod")

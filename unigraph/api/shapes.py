@@ -15,6 +15,7 @@ from unigraph.api.operands import (
     _known_shape,
     _promote,
     _tensor_or_array,
+    unchanged,
 )
 from unigraph.dispatch import apply
 from unigraph.dtypes import as_dtype
@@ -34,6 +35,8 @@ def reshape(x, shape):
         if known == 0 or size % known:
             raise ShapeError(f"reshape: cannot reshape {list(x.shape)} into {list(shape)}")
         shape = tuple(size // known if d == -1 else d for d in shape)
+    if shape == tuple(x.shape):
+        return unchanged(x)
     return apply("reshape", [x], {"shape": shape})
 
 
@@ -43,6 +46,8 @@ def transpose(x, perm=None):
     ndim = len(x.shape)
     perm = tuple(reversed(range(ndim))) if perm is None else tuple(_axis(p, ndim, "transpose")
                                                                    for p in perm)
+    if perm == tuple(range(ndim)):
+        return unchanged(x)
     return apply("transpose", [x], {"perm": perm})
 
 
@@ -65,6 +70,8 @@ def squeeze(x, axis=None):
         axes = tuple(i for i, d in enumerate(x.shape) if d == 1)
     else:
         axes = _axes(axis, len(x.shape), "squeeze")
+    if not axes:
+        return unchanged(x)  # nothing to squeeze (the record never sees an empty axis)
     return apply("squeeze", [x], {"axis": axes})
 
 
@@ -76,7 +83,20 @@ def expand_dims(x, axis):
 
 def broadcast_to(x, shape):
     x = _tensor_or_array(x)
-    return apply("broadcast_to", [x], {"shape": tuple(int(d) for d in shape)})
+    shape = tuple(int(d) for d in shape)
+    if shape == tuple(x.shape):
+        return unchanged(x)
+    return apply("broadcast_to", [x], {"shape": shape})
+
+
+def _wide_indices(indices):
+    """int8/uint8/int16 indices as int64: no framework gathers with them (torch, TF, Paddle
+    and ONNX take int32/int64 indices); the positions are the same."""
+    if indices.dtype in ("int8", "uint8", "int16"):
+        if isinstance(indices, np.ndarray):
+            return indices.astype(np.int64)
+        return apply("cast", [indices], {"dtype": "int64"})
+    return indices
 
 
 def take(x, indices, axis=0):
@@ -94,7 +114,7 @@ def take(x, indices, axis=0):
         from unigraph.tensor import as_array
 
         indices = as_array(indices, what="ug.take's indices")
-    indices = _tensor_or_array(indices)
+    indices = _wide_indices(_tensor_or_array(indices))
     size = x.shape[axis]
     if isinstance(indices, np.ndarray):
         if size is not None and indices.dtype.kind in "iu":
@@ -110,7 +130,7 @@ gather = take
 
 def one_hot(indices, depth, dtype="float32"):
     """`indices.shape + (depth,)` tensor with ones at the indices."""
-    return apply("one_hot", [_tensor_or_array(indices)],
+    return apply("one_hot", [_wide_indices(_tensor_or_array(indices))],
                  {"depth": int(depth), "dtype": as_dtype(dtype)})
 
 

@@ -16,6 +16,9 @@ DEFAULT_TOLERANCE = {
     "float64": (1e-10, 1e-12),
 }
 
+# How a public function promotes an op's operands (OpDef.promote).
+PROMOTIONS = ("same", "float", "none")
+
 
 @dataclass(frozen=True)
 class TensorSpec:
@@ -55,6 +58,9 @@ class OpDef:
     skips: {"backend:mode" or "backend": reason} for declared exceptions in the suite.
     example: one call of the public function and its result, "ug.op(args)  # result", for
         generated docs; tests run it on every target and compare.
+    promote: how the public function brings its tensor operands to the one dtype `infer`
+        wants (`unigraph.api.operands.promote_for`): "same" (NumPy's rules, Python numbers
+        weak), "float" (the same, then ints and bools to float64), "none" (as given).
     """
 
     name: str
@@ -70,6 +76,12 @@ class OpDef:
     # gradient nobody asked for: the NumPy engine passes it for expensive rules (matmul).
     partial_vjp: bool = False
     example: str = ""
+    promote: str = "same"
+
+    def __post_init__(self):
+        if self.promote not in PROMOTIONS:
+            raise ValueError(f"op {self.name!r}: promote={self.promote!r}, not one of "
+                             f"{PROMOTIONS}")
 
     def tolerance_for(self, dtype: str) -> tuple:
         return self.tolerance.get(dtype, DEFAULT_TOLERANCE.get(dtype, (0.0, 0.0)))

@@ -45,6 +45,11 @@ def _binary_samples(make_x, make_y=None):
     return samples
 
 
+def _promotion(allowed) -> str:
+    """A float-only op promotes ints and bools to float (NumPy's `np.sqrt(4)` is 2.0)."""
+    return "float" if allowed == FLOAT_DTYPES else "same"
+
+
 def _binary(name, compute, grads, doc, samples, allowed=NUMERIC_DTYPES, out_dtype=None,
             example=""):
     """An op f(x, y) of one dtype with NumPy broadcasting; `out_dtype` None keeps x's.
@@ -66,7 +71,7 @@ def _binary(name, compute, grads, doc, samples, allowed=NUMERIC_DTYPES, out_dtyp
         return [grad_for(dx, x), grad_for(dy, y)]
 
     return register(OpDef(name, infer, reference, vjp if grads else None, doc, samples,
-                          example=example))
+                          example=example, promote=_promotion(allowed)))
 
 
 def _unary(name, compute, grad, doc, samples, allowed=NUMERIC_DTYPES, example=""):
@@ -83,7 +88,7 @@ def _unary(name, compute, grad, doc, samples, allowed=NUMERIC_DTYPES, example=""
         return [grad_for(grad(g, inputs[0], out), inputs[0])]
 
     return register(OpDef(name, infer, reference, vjp if grad else None, doc, samples,
-                          example=example))
+                          example=example, promote=_promotion(allowed)))
 
 
 def _pow_grads(g, x, y, out):

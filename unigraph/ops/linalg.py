@@ -56,6 +56,7 @@ def _samples(rng):
 
 register(OpDef(
     name="matmul",
+    promote="float",
     infer=_infer,
     reference=lambda a, b: np.matmul(a, b).astype(a.dtype, copy=False),
     vjp=_vjp,
@@ -123,6 +124,7 @@ def _einsum_vjp(g, inputs, out, *, equation):
 
 register(OpDef(
     name="einsum",
+    promote="float",
     infer=_einsum_infer,
     reference=lambda *xs, equation: np.asarray(np.einsum(equation, *xs)).astype(
         xs[0].dtype, copy=False),

@@ -137,6 +137,7 @@ def _mean_vjp(g, inputs, out, *, axis, keepdims):
 
 register(OpDef(
     name="mean",
+    promote="float",
     infer=_mean_infer,
     reference=_mean_reference,
     vjp=_mean_vjp,
