@@ -43,6 +43,15 @@ float initializers (and float inputs) only with `--grads`.
     unigraph check model.onnx --dim batch=8
     unigraph check model.onnx --inputs inputs.npz --grads --targets torch,paddle
 
+Saved artifacts
+---------------
+An artifact `unigraph export` wrote is checked against the CHECKS entry it came from (its
+`ARTIFACT.unigraph.json`). One without that file (`.tflite`, `.pt2`, a SavedModel folder, a
+Paddle inference model from elsewhere) is loaded by its own framework alone and run on
+seeded random inputs of its signature (or `--inputs`): the report lists its inputs and
+outputs (shapes, dtypes, finite or not) and says it is NOT CHECKED, as there is no reference
+to compare with (exit 0 when it ran, 1 when it did not).
+
 Executors: `--executor local` (default: `-j N` worker processes here) or `--executor ray`
 (each task one Ray task, on the cluster at `--address` / `RAY_ADDRESS`, else on a local Ray
 started for the run); a crash or a timeout of one task is that task's result.
@@ -150,17 +159,22 @@ def parse_memory(text: str | None) -> int | None:
 def run_check_command(args) -> int:
     """The handler of `unigraph check`: runs the suite, prints and writes its report,
     returns the exit status."""
+    from unigraph.checking.bare_artifact import artifact_format
     from unigraph.checking.suite import SuiteError, check_suite
     from unigraph.cli_export import run_check_artifact
     from unigraph.export.verify import is_exported_artifact
 
     artifacts = [path for path in args.paths if is_exported_artifact(path)]
-    if artifacts:  # `unigraph export` wrote them: check each against the entry it came from
-        if len(artifacts) != len(args.paths):
+    bare = [path for path in args.paths
+            if path not in artifacts and artifact_format(path) is not None]
+    if artifacts or bare:  # saved models, not scripts
+        if len(artifacts) + len(bare) != len(args.paths):
             print("unigraph check: give saved artifacts and scripts in separate runs",
                   file=sys.stderr)
             return 2
-        return max(run_check_artifact(path, args.format) for path in artifacts)
+        # `unigraph export` wrote these: each is checked against the entry it came from
+        status = [run_check_artifact(path, args.format) for path in artifacts]
+        return max(status + [_probe(path, args) for path in bare])
     progress = args.progress if args.progress is not None else sys.stderr.isatty()
     try:
         report = check_suite(
@@ -182,6 +196,21 @@ def run_check_command(args) -> int:
     else:
         print(report.table(verbose=args.verbose))
     return 0 if report.ok else 1
+
+
+def _probe(path: str, args) -> int:
+    """A saved artifact without provenance: load and run it, report its shapes, and say
+    that nothing was compared. 0 when it ran, 1 when it did not."""
+    import json
+
+    from unigraph.checking.bare_artifact import probe_artifact
+
+    probe = probe_artifact(path, inputs=args.inputs, timeout=args.timeout)
+    if args.format == "json":
+        print(json.dumps(probe.to_dict(), indent=2))
+    else:
+        print(probe.summary())
+    return 0 if probe.ran else 1
 
 
 def main(argv=None) -> int:
