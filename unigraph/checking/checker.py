@@ -31,7 +31,10 @@ def check(fn_or_module, *inputs, targets="all", grads=True, dtype="float32", rto
         using the names in the report ("output[0]", "grad(x)", "grad(fc1.weight)").
     isolate: run each target in its own worker process, so that a crash or a hang
         (`timeout` seconds) is that target's failure; the function must then be importable
-        (a module-level function or model, or a "module:name" / "path.py:name" string).
+        (a module-level function or model, or a "module:name" / "path.py:name" string): a
+        local function or lambda is refused up front. A script needs no
+        `if __name__ == "__main__":` guard: a worker imports it by path, and a check it
+        calls at module level is not run again there (see `unigraph.checking.isolate`).
 
     Gradients of gradients: the float64 reference cannot compute them (its VJP rules are
     NumPy code), so what it cannot compute is compared across the targets (each against
