@@ -340,3 +340,58 @@ def test_new_importers_agree_with_onnxruntime_and_the_reference(imported_nodes, 
         assert_close(got, onnxruntime_outputs(model, inputs), f"{name} on {target} vs ORT")
         assert_close(got, reference(imported_nodes[name], inputs),
                      f"{name} on {target} vs float64")
+
+
+def batch_norm_mlp():
+    """Batch dim "batch" in the file: Gemm, BatchNormalization, Relu, Softmax (every node
+    takes an unknown batch)."""
+    info = helper.make_tensor_value_info
+    nodes = [helper.make_node("Gemm", ["x", "w", "b"], ["h"], name="fc", transB=1),
+             helper.make_node("BatchNormalization", ["h", "s", "o", "m", "v"], ["n"],
+                              name="bn"),
+             helper.make_node("Relu", ["n"], ["r"], name="relu"),
+             helper.make_node("Softmax", ["r"], ["y"], name="softmax", axis=1)]
+    inits = {"w": weights(4, 6), "b": weights(4), "s": 1 + weights(4), "o": weights(4),
+             "m": weights(4), "v": np.abs(weights(4)) + 0.5}
+    return make_model(nodes, [info("x", FLOAT, ["batch", 6])],
+                      [info("y", FLOAT, ["batch", 4])], inits, name="bn_mlp")
+
+
+def padded_pool():
+    """A batch dim "N", but an asymmetric MaxPool pads with a block of the input's shape:
+    traced per batch size instead."""
+    node = helper.make_node("MaxPool", ["x"], ["y"], name="pool", kernel_shape=[2, 2],
+                            pads=[0, 0, 1, 1])
+    info = helper.make_tensor_value_info
+    return make_model([node], [info("x", FLOAT, ["N", 1, 3, 3])],
+                      [info("y", FLOAT, ["N", 1, 3, 3])], {}, name="padded_pool")
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_symbolic_batch_dim_is_traced_once_where_every_node_allows(target, monkeypatch):
+    from unigraph.onnx.load import ImportContext
+
+    traced = []
+    walk = ImportContext.walk
+
+    def recording(self, graph):
+        if graph.input and graph.input[0].name in self.env:
+            traced.append((graph.name, tuple(self.env[graph.input[0].name].shape)))
+        return walk(self, graph)
+
+    monkeypatch.setattr(ImportContext, "walk", recording)
+    once, per_size = batch_norm_mlp(), padded_pool()
+    models = {"bn_mlp": ug.onnx.load(once), "padded_pool": ug.onnx.load(per_size)}
+    assert models["bn_mlp"].input_shapes == [(None, 6)]
+    for batch in (2, 5):
+        for name, model, rest in (("bn_mlp", once, (6,)), ("padded_pool", per_size, (1, 3, 3))):
+            x = RNG.standard_normal((batch, *rest)).astype(np.float32)
+            got = as_list(run_on(target, models[name], x))
+            assert_close(got, onnxruntime_outputs(model, [x]), f"{name} batch {batch}")
+    mine = [shape for name, shape in traced if name == "bn_mlp"]
+    if target.endswith(":eager"):
+        assert mine == [(2, 6), (5, 6)]
+    else:  # one graph for every batch size
+        assert mine == [(None, 6)]
+    pools = [shape for name, shape in traced if name == "padded_pool"]
+    assert [s[0] for s in pools][-2:] == [2, 5]  # the fallback: one trace per size

@@ -29,7 +29,9 @@ from unigraph.onnx.importers import IMPORTERS
 from unigraph.tracing import user_source
 
 CONTROL_FLOW = ("If", "Loop")
-_FUNCTIONS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # OnnxModel -> Function
+# OnnxModel -> {(input dtypes, symbolic): Function}
+_FUNCTIONS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_FIXED: weakref.WeakSet = weakref.WeakSet()  # models whose symbolic dims a node needs
 
 
 class OnnxImportError(UnigraphError):
@@ -131,6 +133,10 @@ def _declared_shape(value_info):
     return tuple(d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim)
 
 
+def _shape_of(value) -> tuple:
+    return tuple(value.shape) if hasattr(value, "shape") else np.shape(value)
+
+
 def _attribute_name(name: str, taken) -> str:
     """A Parameter name for initializer `name`: as in the file, unless it hides a Module
     attribute (`forward`, `training`, ...)."""
@@ -161,25 +167,47 @@ class OnnxModel(ug.nn.Module):
         initialized = {t.name for t in graph.initializer}
         self.input_names = [i.name for i in graph.input if i.name not in initialized]
         # A dim_param (a symbolic dim such as "batch") or a missing dim is None: the model
-        # takes any size there; each new size is one more trace on a static target.
+        # takes any size there, and a static target traces it once for all of them where
+        # every node allows (see `forward`).
         self.input_shapes = [_declared_shape(i) for i in graph.input if i.name not in initialized]
         self.output_names = [o.name for o in graph.output]
 
-    def _traced(self):
-        """This model's `ug.function` (kept outside the Module, so `copy()` makes a twin
-        with its own traces rather than a deep copy of these)."""
-        function = _FUNCTIONS.get(self)
-        if function is None:
+    def _traced(self, inputs, symbolic: bool):
+        """This model's `ug.function` for these inputs' dtypes: with `symbolic`, one whose
+        `input_spec` has None for the symbolic dims the file declares (kept outside the
+        Module, so `copy()` makes a twin with its own traces rather than a deep copy)."""
+        functions = _FUNCTIONS.setdefault(self, {})
+        dtypes = tuple(str(x.dtype) if hasattr(x, "dtype") else np.asarray(x).dtype.name
+                       for x in inputs)
+        key = (dtypes, symbolic)
+        if key not in functions:
             name = "".join(c if c.isalnum() else "_" for c in self.proto.graph.name)
-            function = _FUNCTIONS[self] = ug.function(self._run, name=name or "onnx_model")
-        return function
+            spec = None
+            if symbolic:
+                spec = [ug.Spec(shape, dtype) for shape, dtype in zip(self.input_shapes, dtypes)]
+            functions[key] = ug.function(self._run, name=name or "onnx_model", input_spec=spec)
+        return functions[key]
+
+    def _symbolic(self, inputs) -> bool:
+        """Whether the file declares a symbolic dim on an input that fits it."""
+        return any(shape is not None and None in shape for shape in self.input_shapes) and all(
+            shape is not None and len(shape) == len(_shape_of(x)) and all(
+                d is None or d == n for d, n in zip(shape, _shape_of(x)))
+            for shape, x in zip(self.input_shapes, inputs))
 
     def forward(self, *inputs):
         if len(inputs) != len(self.input_names):
             raise OnnxImportError(
                 f"the ONNX model takes {len(self.input_names)} inputs "
                 f"({', '.join(self.input_names)}); got {len(inputs)} at {user_source()}")
-        return self._traced()(*inputs)
+        if self._symbolic(inputs) and self not in _FIXED:
+            try:
+                return self._traced(inputs, symbolic=True)(*inputs)
+            except (UnigraphError, ValueError, TypeError):
+                # A node needs the symbolic dim's size (Shape of it, a pad of a dim known
+                # only at run time): trace per size instead, from now on.
+                _FIXED.add(self)
+        return self._traced(inputs, symbolic=False)(*inputs)
 
     def _run(self, *inputs):
         env = dict(self.constants)
