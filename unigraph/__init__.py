@@ -107,7 +107,7 @@ from unigraph.api import (
 from unigraph.autodiff import grad, value_and_grad
 from unigraph.config import Target, current_target, set_backend, use_backend
 from unigraph.control_flow import cond, while_loop
-from unigraph.dtypes import bool_, float16, float32, float64, int32, int64
+from unigraph.dtypes import bool_, float16, float32, float64, int8, int16, int32, int64, uint8
 from unigraph.errors import (
     BackendError,
     ControlFlowError,

@@ -6,6 +6,11 @@ Where we differ from NumPy, on purpose, so that every framework can follow:
   float64), like PyTorch, TensorFlow and Paddle. Python ints become int64, bools bool.
 * `sum` keeps the input dtype (NumPy widens int32 to int64).
 * `div` of integers returns float64 as NumPy does; `mean` of integers is float64 too.
+
+Small integers (int8, uint8, int16) follow NumPy too: `int8 + uint8 -> int16`,
+`uint8 + int32 -> int32`, a Python int keeps the tensor's dtype (`uint8 + 1` is uint8; an
+int that does not fit is an error naming both), and arithmetic wraps on overflow as NumPy's
+does (`uint8 250 + 10 == 4`, `int8 127 + 1 == -128`), on every target.
 """
 
 from __future__ import annotations
@@ -35,6 +40,9 @@ class DType(str):
 float16 = DType("float16")
 float32 = DType("float32")
 float64 = DType("float64")
+int8 = DType("int8")
+uint8 = DType("uint8")
+int16 = DType("int16")
 int32 = DType("int32")
 int64 = DType("int64")
 bool_ = DType("bool")
@@ -69,7 +77,8 @@ def is_float(dtype: str) -> bool:
 
 
 def is_int(dtype: str) -> bool:
-    return dtype.startswith("int")
+    """Signed or unsigned integer (uint8 included)."""
+    return dtype.startswith(("int", "uint"))
 
 
 def python_scalar_dtype(value) -> str:

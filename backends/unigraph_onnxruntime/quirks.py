@@ -51,6 +51,15 @@ def _no_float64_unary_kernel() -> bool:
     return all("NOT_IMPLEMENTED" in str(_run(op, [np.array([0.5])])) for op in ops)
 
 
+def _no_int16_kernels() -> bool:
+    import numpy as np
+
+    x = np.array([1, 2], np.int16)
+    cases = [("Max", [x, x]), ("Min", [x, x]), ("ArgMax", [x]),
+             ("Where", [np.array([True, False]), x, x])]
+    return all("NOT_IMPLEMENTED" in str(_run(op, inputs)) for op, inputs in cases)
+
+
 def _reduce_prod_saturates() -> bool:
     import numpy as np
 
@@ -124,4 +133,9 @@ QUIRKS = (
           "NumPy wraps to 0",
           "int32 is multiplied in int64 and cast back (wraps as NumPy); an int64 product past "
           "the int64 range still saturates", _reduce_prod_saturates),
+    Quirk("maximum (minimum, max, min, argmax, where, mod, sign, clip) on int16", "onnxruntime",
+          VERSIONS, "Max, Min, ArgMax and Where have no int16 kernel (NOT_IMPLEMENTED)",
+          "int8/uint8/int16 operands are cast to int32 and the result cast back "
+          "(unigraph.onnx.emitters._widen_small_ints; ONNX itself gives ReduceSum, "
+          "ReduceProd, CumSum, Floor and uint8 Neg no such types)", _no_int16_kernels),
 )

@@ -110,6 +110,10 @@ def _nan_like(x):
 
 
 def cast(x, *, dtype):
+    if _is_float(x) and dtype in ("int8", "uint8", "int16"):
+        # Detaching an int16 (int8, uint8) in a Program has no share_data_ kernel (quirk
+        # "small ints"): through int32, detached there (in-range values are exact).
+        return paddle.cast(cast(x, dtype="int32"), dtype)
     out = paddle.cast(x, dtype)
     if _is_float(x) and not _is_float(out):
         # Paddle's cast backward passes the gradient through a float -> int cast; the op
@@ -304,6 +308,8 @@ def constant(*, value):
         return paddle.full([], value.item(), value.dtype.name)
     if value.dtype == "float16":  # assign takes no float16 array; float32 holds it exactly
         return paddle.cast(paddle.assign(value.astype("float32")), "float16")
+    if value.dtype.name in ("int8", "uint8", "int16"):  # nor these (quirk "small ints")
+        return paddle.cast(paddle.assign(value.astype("int32")), value.dtype.name)
     return paddle.assign(value)
 
 

@@ -29,6 +29,61 @@ def _leaf(paddle, values, dtype="float64"):
     return leaf
 
 
+def _no_small_int_kernels() -> bool:
+    paddle = _paddle()
+    cases = [(paddle.maximum, "int16", 2), (paddle.multiply, "uint8", 2),
+             (paddle.abs, "uint8", 1), (paddle.remainder, "int16", 2),
+             (paddle.argmax, "int8", 1), (paddle.max, "int16", 1), (paddle.prod, "uint8", 1)]
+    for fn, dtype, arity in cases:
+        x = paddle.to_tensor(np.array([1, 2], dtype))
+        try:
+            fn(*[x] * arity)
+        except RuntimeError as error:
+            if "is not registered" not in str(error):
+                return False
+        else:
+            return False
+    return True
+
+
+def _concat_checks_unit8() -> bool:
+    from unigraph_paddle.static import StaticMode
+
+    paddle = _paddle()
+    with StaticMode(paddle), paddle.static.program_guard(paddle.static.Program()):
+        x = paddle.static.data("x", [2], "uint8")
+        try:
+            paddle.concat([x, x])
+        except TypeError as error:
+            return "'unit8'" in str(error)
+    return False
+
+
+def _assign_refuses_small_int_arrays() -> bool:
+    paddle = _paddle()
+    try:
+        paddle.assign(np.array([1, 2], np.int16))
+    except RuntimeError as error:  # eager; a Program refuses with a TypeError
+        return "is not registered" in str(error)
+    return False
+
+
+def _detached_int16_cast_fails_to_run() -> bool:
+    from unigraph_paddle.static import StaticMode
+
+    paddle = _paddle()
+    program = paddle.static.Program()
+    with StaticMode(paddle), paddle.static.program_guard(program):
+        x = paddle.static.data("x", [2], "float64")
+        y = paddle.cast(x, "int16").detach()
+        try:
+            paddle.static.Executor(paddle.CPUPlace()).run(
+                program, feed={"x": np.array([1.5, 2.5])}, fetch_list=[y])
+        except RuntimeError as error:
+            return "share_data_" in str(error)
+    return False
+
+
 def _log_softmax_saturates() -> bool:
     paddle = _paddle()
     out = paddle.nn.functional.log_softmax(paddle.to_tensor([1000.0, 0.0], "float64"))
@@ -477,5 +532,36 @@ QUIRKS = [
         workaround="the TF backend imports paddle first; loading the Paddle backend after "
                    "the user imported tensorflow is refused with a BackendError",
         pin=_paddle_after_tensorflow_crashes,
+    ),
+    Quirk(
+        op="add, sub, mul, neg, abs, maximum, minimum, where, mod, floor_divide, sum, max, "
+           "min, prod, cumsum, argmax, take (int8, uint8, int16)",
+        framework="paddle", versions=VERSIONS,
+        behaviour="most CPU kernels are missing for int8, uint8 or int16 (e.g. maximum "
+                  "int16, multiply uint8, abs uint8, remainder int16, argmax int8: "
+                  "'kernel ... is not registered')",
+        workaround="computed in int32 and cast back, which wraps modulo 2**bits as NumPy "
+                   "does (unigraph_paddle.lowerings.widen_small_ints)",
+        pin=_no_small_int_kernels,
+    ),
+    Quirk(
+        op="concat (stack)", framework="paddle", versions=VERSIONS,
+        behaviour="static paddle.concat refuses uint8: its dtype check lists 'unit8' (sic)",
+        workaround="small ints are concatenated in int32 and cast back",
+        pin=_concat_checks_unit8,
+    ),
+    Quirk(
+        op="constant", framework="paddle", versions=VERSIONS,
+        behaviour="paddle.assign takes no int8, uint8 or int16 NumPy array in a Program "
+                  "(TypeError), nor int16 eagerly (no assign_value kernel)",
+        workaround="assigned as int32 and cast",
+        pin=_assign_refuses_small_int_arrays,
+    ),
+    Quirk(
+        op="cast (float to int8, uint8, int16)", framework="paddle", versions=VERSIONS,
+        behaviour="in a Program, detaching an int16 cast result (so no gradient flows "
+                  "through it, as the record says) fails to run: no share_data_ kernel",
+        workaround="cast to int32, detached there, then to the small int",
+        pin=_detached_int16_cast_fails_to_run,
     ),
 ]

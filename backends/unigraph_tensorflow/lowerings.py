@@ -33,7 +33,8 @@ from unigraph_tensorflow.taping import may_be_differentiated
 
 raw = tf.raw_ops
 TF_DTYPES = {name: tf.as_dtype(name) for name in
-             ("float16", "float32", "float64", "int32", "int64", "bool")}
+             ("float16", "float32", "float64", "int8", "uint8", "int16", "int32", "int64",
+              "bool")}
 
 
 def unary(op):
@@ -45,6 +46,21 @@ def binary(op):
 
 
 # -- elementwise ------------------------------------------------------------------------------
+
+
+def neg(x):
+    # TF's Neg has no uint8 kernel (quirk "neg"): negated in int32, cast back (wrapping
+    # modulo 256 as NumPy's negative does). Not 0 - x: Grappler rewrites that into Neg.
+    if x.dtype == tf.uint8:
+        return raw.Cast(x=raw.Neg(x=raw.Cast(x=x, DstT=tf.int32)), DstT=tf.uint8)
+    return raw.Neg(x=x)
+
+
+def absolute(x):
+    # TF's Abs has no uint8 kernel (quirk "abs"); an unsigned value is its own abs.
+    if x.dtype == tf.uint8:
+        return raw.Identity(input=x)
+    return raw.Abs(x=x)
 
 
 def ordered(op):
@@ -283,8 +299,8 @@ LOWERINGS = {
     "logical_and": binary(raw.LogicalAnd),
     "logical_or": binary(raw.LogicalOr),
     "logical_not": unary(raw.LogicalNot),
-    "neg": unary(raw.Neg),
-    "abs": unary(raw.Abs),
+    "neg": neg,
+    "abs": absolute,
     "exp": unary(raw.Exp),
     "log": unary(raw.Log),
     "sqrt": unary(raw.Sqrt),

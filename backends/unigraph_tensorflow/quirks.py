@@ -68,6 +68,18 @@ def _dlpack_of_misaligned_buffer_aborts() -> bool:
     return result.returncode != 0 and b"IsAligned" in result.stderr
 
 
+def _no_uint8_kernel(name: str):
+    def pin() -> bool:
+        tf = _tf()
+        try:
+            getattr(tf.raw_ops, name)(x=tf.constant([1, 2], tf.uint8))
+        except tf.errors.InvalidArgumentError as error:
+            return "uint8 is not in the list of allowed values" in str(error)
+        return False
+
+    return pin
+
+
 def _max_pool_skips_nan() -> bool:
     tf = _tf()
     x = tf.constant([[[[np.nan], [1.0]], [[0.0], [2.0]]]])  # NHWC, one 2x2 window
@@ -226,5 +238,18 @@ QUIRKS = [
                   "(Check failed: IsAligned())",
         workaround="a misaligned buffer is copied (tf.convert_to_tensor) instead of shared",
         pin=_dlpack_of_misaligned_buffer_aborts,
+    ),
+    Quirk(
+        op="neg", framework="tensorflow", versions=VERSIONS,
+        behaviour="no Neg kernel for uint8",
+        workaround="negated in int32 and cast back (wraps modulo 256 as NumPy's negative; "
+                   "not 0 - x, which Grappler turns back into Neg)",
+        pin=_no_uint8_kernel("Neg"),
+    ),
+    Quirk(
+        op="abs", framework="tensorflow", versions=VERSIONS,
+        behaviour="no Abs kernel for uint8",
+        workaround="the value itself (an unsigned value is its own absolute value)",
+        pin=_no_uint8_kernel("Abs"),
     ),
 ]

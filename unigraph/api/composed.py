@@ -47,6 +47,8 @@ def sign(x):
     (a,) = _promote(x)
     if a.dtype == "bool":
         raise TypeError(f"ug.sign at {user_source()} takes numbers, not bools")
+    if a.dtype == "uint8":  # never negative (and -1 does not fit in uint8)
+        return where(a > 0, 1, a * 0)
     return where(a > 0, 1, where(a < 0, -1, a * 0))  # a * 0: NaN stays NaN, gradient 0
 
 

@@ -117,7 +117,7 @@ def _array_index(item):
 
         item = as_array(item, what="an index")
     dtype = item.dtype if isinstance(item, Tensor) else item.dtype.name
-    if not (dtype == "bool" or dtype.startswith("int")):
+    if not (dtype == "bool" or dtype.startswith(("int", "uint"))):
         raise IndexError(f"an index at {user_source()} is {dtype}: index with ints, an int "
                          "array or a boolean mask (cast floats first: ug.cast(i, 'int64'))")
     return item

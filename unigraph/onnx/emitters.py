@@ -423,6 +423,37 @@ def _sparse_softmax_cross_entropy(w, args, node):
     return w.node("Neg", [w.node("Squeeze", [picked, w.const(_ints([1]))])])
 
 
+# -- int8 / uint8 / int16 --------------------------------------------------------------------
+SMALL_INTS = ("int8", "uint8", "int16")
+
+
+def _widen_small_ints(emit, dtype_input: int = 0):
+    """An emitter run in int32 when input `dtype_input` is int8, uint8 or int16, its int32
+    result cast back (wrapping modulo 2**bits, as NumPy's arithmetic): ONNX gives ReduceSum,
+    ReduceProd, CumSum, Floor and Neg (uint8) no such types, and ONNX Runtime 1.32 has no
+    int16 Max, Min, ArgMax or Where kernel (quirk "small ints" of onnxruntime)."""
+    from unigraph.ir import Node, Value
+
+    def emit_wide(w, args, node):
+        dtype = _dtype(node, dtype_input)
+        if dtype not in SMALL_INTS:
+            return emit(w, args, node)
+        int32 = w.onnx_dtype("int32")
+        args = [w.node("Cast", [a], to=int32) if v.dtype == dtype else a
+                for a, v in zip(args, node.inputs)]
+        wide = Node(node.op,
+                    [Value(v.shape, "int32" if v.dtype == dtype else v.dtype) for v in node.inputs],
+                    [Value(v.shape, "int32" if v.dtype == dtype else v.dtype)
+                     for v in node.outputs],
+                    node.attrs, node.subgraphs, node.source)
+        out = emit(w, args, wide)
+        if node.outputs[0].dtype == dtype:
+            return w.node("Cast", [out], to=w.onnx_dtype(dtype))
+        return out
+
+    return emit_wide
+
+
 EMITTERS = {
     "add": _op("Add"),
     "sub": _op("Sub"),
@@ -476,3 +507,8 @@ EMITTERS = {
     "sparse_softmax_cross_entropy": _sparse_softmax_cross_entropy,
     **MATH_EMITTERS,
 }
+# The ops ONNX or ONNX Runtime cannot run on small ints (see _widen_small_ints).
+EMITTERS.update({name: _widen_small_ints(EMITTERS[name]) for name in (
+    "neg", "maximum", "minimum", "sum", "max", "min", "argmax", "floor_divide", "mod",
+    "prod", "cumsum")})
+EMITTERS["where"] = _widen_small_ints(EMITTERS["where"], dtype_input=1)
