@@ -1,4 +1,6 @@
-"""`ug.nn.functional`: activations, losses and metrics written once with unigraph ops.
+"""`ug.nn.functional`: activations, losses, metrics and the layers' functional forms
+(conv1d/conv2d/conv_transpose2d, max/avg pools in 1-D and 2-D, adaptive_avg_pool2d,
+layer_norm, group_norm, embedding: `functional_layers.py`), written once with unigraph ops.
 
 >>> F = ug.nn.functional
 >>> loss = F.cross_entropy(logits, labels)     # integer labels [N] or one-hot [N, C]
