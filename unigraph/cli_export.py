@@ -22,6 +22,11 @@ The exit status is 0 when everything was written, 1 when an entry could not be e
 
     unigraph export examples/cond.py:branch --format torch -o branch.pt2
     unigraph export examples/mlp.py --format savedmodel -o exported/ --verify
+    unigraph export examples/mlp.py:forward --format onnx -o mlp.onnx --dynamic-batch --verify
+
+With `--dynamic-batch`, dim 0 of every array input is left unknown in the artifact (see
+`ug.export(..., dynamic_batch=True)`); `--verify` and `unigraph check ARTIFACT` then also
+run it on the example's first row alone and on its rows twice over.
 """
 
 from __future__ import annotations
@@ -50,6 +55,9 @@ def add_export_command(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--verify", action="store_true",
                         help="reload each artifact without unigraph and compare it with the "
                              "float64 reference")
+    parser.add_argument("--dynamic-batch", action="store_true",
+                        help="leave dim 0 of every array input unknown, so the artifact runs "
+                             "on any batch size (with --verify: checked on two other sizes)")
     parser.set_defaults(handler=run_export_command)
     return parser
 
@@ -80,7 +88,7 @@ def run_export_command(args) -> int:
     from unigraph.checking.scripts import ScriptError, load_checks
     from unigraph.errors import UnigraphError
     from unigraph.export import export
-    from unigraph.export.verify import verify, write_provenance
+    from unigraph.export.verify import other_batches, verify, write_provenance
 
     path, name = split_file_name(args.file)
     try:
@@ -98,19 +106,23 @@ def run_export_command(args) -> int:
     status = 0
     for entry_name, entry in entries.items():
         target = artifact_path(args.output, entry_name, args.format, several)
+        dynamic = getattr(args, "dynamic_batch", False)
         try:
             fn, inputs = exportable_entry(entry)
             if getattr(args, "verify", False):
-                checked = verify(fn, *inputs, path=target, format=args.format)
+                checked = verify(fn, *inputs, path=target, format=args.format,
+                                 dynamic_batch=dynamic,
+                                 more_inputs=other_batches(inputs) if dynamic else ())
                 written = checked.path
             else:
                 checked = None
-                written = export(fn, *inputs, path=target, format=args.format, name=entry_name)
+                written = export(fn, *inputs, path=target, format=args.format, name=entry_name,
+                                 dynamic_batch=dynamic)
         except (UnigraphError, ValueError, TypeError) as error:
             print(f"unigraph export: {path}:{entry_name}: {error}", file=sys.stderr)
             status = 1
             continue
-        write_provenance(written, args.format, path, entry_name)
+        write_provenance(written, args.format, path, entry_name, dynamic)
         note = " (its model in eval mode; the training step is not exported)" \
             if entry.training is not None else ""
         print(f"{path}:{entry_name} -> {written} ({args.format}){note}")

@@ -143,10 +143,12 @@ class Function:
         self.name = name or getattr(fn, "__name__", "function")
         self.autograph = autograph
         self._conversion = None  # autograph.Conversion, made on first call
-        self._parameter_names = _parameter_names(fn)
+        # The argument names that messages use; an exporter wrapping a Module's call sets
+        # them from `forward`'s signature.
+        self.argument_names = parameter_names(fn)
         self._static_positions, self._static_names = self._static_arguments(
             static_argnums, static_argnames)
-        self.input_spec = _input_spec(input_spec)
+        self.input_spec = input_specs(input_spec)
         # (call key, Python state values) -> Compiled, least recently used first; and
         # call key -> its Compiled entries (one per state, e.g. training and eval).
         self._cache: OrderedDict = OrderedDict()
@@ -167,13 +169,13 @@ class Function:
             if not isinstance(name, str):
                 raise TypeError(f"@ug.function {self.name}: static_argnames must be strings, "
                                 f"got {name!r}")
-        names = self._parameter_names
+        names = self.argument_names
         positions = set(argnums) | {names.index(n) for n in argnames if n in names}
         named = set(argnames) | {names[p] for p in argnums if 0 <= p < len(names)}
         return frozenset(positions), frozenset(named)
 
     def _argument_name(self, index: int) -> str:
-        names = self._parameter_names
+        names = self.argument_names
         return names[index] if 0 <= index < len(names) else f"argument {index}"
 
     def _mark_static(self, args, kwargs) -> tuple[tuple, dict]:
@@ -300,7 +302,7 @@ class Function:
     # -- input_spec -----------------------------------------------------------------------
     def _spec_offset(self) -> int:
         """1 for a method (`self` comes first and has no spec), else 0."""
-        return 1 if self._parameter_names[:1] == ["self"] else 0
+        return 1 if self.argument_names[:1] == ["self"] else 0
 
     def _check_spec(self, args) -> tuple:
         """`args` with each argument that has a spec checked against it (Python numbers
@@ -499,8 +501,12 @@ class Function:
         return pytree.unflatten(compiled.out_treedef, wrapped)
 
 
-def _input_spec(input_spec):
-    """`input_spec` as a tuple of Spec or None, or None when there is none."""
+def input_specs(input_spec):
+    """`input_spec` as a tuple of Spec or None, or None when there is none.
+
+    >>> input_specs([ug.Spec((None, 4)), None])
+    (Spec(shape=(None, 4), dtype='float32', name=None), None)
+    """
     if input_spec is None:
         return None
     from unigraph.spec import as_spec
@@ -510,7 +516,12 @@ def _input_spec(input_spec):
     return tuple(None if spec is None else as_spec(spec) for spec in input_spec)
 
 
-def _parameter_names(fn) -> list:
+def parameter_names(fn) -> list:
+    """The names of `fn`'s named parameters (none for `*args`), as messages use them.
+
+    >>> parameter_names(lambda x, labels, *rest: x)
+    ['x', 'labels']
+    """
     try:
         parameters = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):

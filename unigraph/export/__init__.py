@@ -24,7 +24,8 @@ backend's `export` module for what its format cannot hold.
 
 Inference only: a function that updates parameters, takes a gradient or draws random
 numbers is refused (`ExportError`), naming the line; for a Module call `model.eval()`.
-Shapes are those of the example inputs (no dynamic dimension yet), and a Python `while`
+Shapes are those of the example inputs, except the dims an `input_spec` (or
+`dynamic_batch=True`) leaves unknown; a Python `while`
 traced by autograph is exported without unigraph's iteration guard (the artifact loops
 until its condition is false, as the framework's own loop would).
 
@@ -74,10 +75,18 @@ FORMATS = {
 }
 
 
-def export(fn_or_module, *example_inputs, path: str, format: str, name: str | None = None):
+def export(fn_or_module, *example_inputs, path: str, format: str, name: str | None = None,
+           input_spec=None, dynamic_batch: bool = False):
     """Trace `fn_or_module` on `example_inputs` and write it at `path` in `format` (one
     of `FORMATS`: savedmodel, tflite, torch, paddle, onnx). Returns the path written (for
     `paddle`, the prefix of its two files).
+
+    `input_spec` (a `ug.Spec` or None per positional argument; default: the function's
+    own) or `dynamic_batch=True` (dim 0 of every array argument) leave dims unknown in the
+    artifact, so that it runs on other batch sizes than the example's: a `None` dim in the
+    SavedModel signature, -1 in TFLite's shape signature (resize the input before
+    running), a `torch.export.Dim` in the `.pt2` program, -1 in the Paddle feed, a
+    symbolic dim (`batch`) in ONNX.
 
     >>> @ug.function
     ... def branch(x, y):
@@ -86,11 +95,13 @@ def export(fn_or_module, *example_inputs, path: str, format: str, name: str | No
     'branch.pt2'
     >>> program = torch.export.load("branch.pt2")          # later, without unigraph
     >>> program.module()(torch.from_numpy(x), torch.from_numpy(y))
+    >>> ug.export(net.eval(), x, path="net.onnx", format="onnx", dynamic_batch=True)
     """
     chosen = _format(format)
-    if chosen.name == "onnx":
+    if chosen.name == "onnx" and input_spec is None and not dynamic_batch \
+            and getattr(fn_or_module, "input_spec", None) is None:
         return _export_onnx(fn_or_module, example_inputs, os.fspath(path))
-    prepared = prepare(fn_or_module, example_inputs, name)
+    prepared = prepare(fn_or_module, example_inputs, name, input_spec, dynamic_batch)
     return write(prepared, os.fspath(path), chosen.name)
 
 
@@ -149,8 +160,9 @@ class _CallableModule(types.ModuleType):
     package, so the package itself must be the function too."""
 
     def __call__(self, fn_or_module, *example_inputs, path: str, format: str,
-                 name: str | None = None):
-        return export(fn_or_module, *example_inputs, path=path, format=format, name=name)
+                 name: str | None = None, input_spec=None, dynamic_batch: bool = False):
+        return export(fn_or_module, *example_inputs, path=path, format=format, name=name,
+                      input_spec=input_spec, dynamic_batch=dynamic_batch)
 
 
 sys.modules[__name__].__class__ = _CallableModule

@@ -20,7 +20,7 @@ import numpy as np
 
 from unigraph import pytree
 from unigraph.errors import UnigraphError
-from unigraph.function import is_array_leaf, leaf_spec
+from unigraph.function import is_array_leaf, leaf_spec, parameter_names
 from unigraph.ir import Graph
 from unigraph.tensor import Tensor
 
@@ -48,12 +48,30 @@ class Exportable:
     name: str
 
 
-def prepare(fn_or_module, example_inputs: tuple, name: str | None = None) -> Exportable:
-    """Trace `fn_or_module` on `example_inputs` into an `Exportable` (see the module doc)."""
+def prepare(fn_or_module, example_inputs: tuple, name: str | None = None,
+            input_spec=None, dynamic_batch: bool = False) -> Exportable:
+    """Trace `fn_or_module` on `example_inputs` into an `Exportable` (see the module doc).
+
+    The graph's inputs have the shapes of the example inputs, or of `input_spec` (a
+    `ug.Spec` or None per positional argument; default: the function's own `input_spec`)
+    where it gives one: a `None` dim stays unknown in the artifact. `dynamic_batch=True`
+    makes dim 0 of every input of rank >= 1 unknown (a spec for each).
+
+    >>> prepared = prepare(net.eval(), (x,), dynamic_batch=True)
+    >>> prepared.graph.inputs[0].shape
+    (None, 784)
+    """
     from unigraph.checking.run import as_function, output_names, trace_with_params
     from unigraph.control_flow import loop_limit
+    from unigraph.function import input_specs
 
     fn, signature_of = as_function(fn_or_module, name)
+    fn.argument_names = parameter_names(signature_of)  # spec errors name `x`, not `args`
+    if input_spec is None:
+        input_spec = getattr(fn_or_module, "input_spec", None)
+    if dynamic_batch:
+        input_spec = batch_specs(tuple(example_inputs), input_spec)
+    fn.input_spec = input_specs(input_spec)
     # No iteration guard in a saved model: it would stop a long loop early, silently (the
     # guard's error is raised by unigraph, which the artifact runs without).
     with loop_limit(None):
@@ -62,10 +80,29 @@ def prepare(fn_or_module, example_inputs: tuple, name: str | None = None) -> Exp
     if randoms:
         raise ExportError(_random_message(graph, fn.name, len(randoms)))
     arrays = [np.array(p.numpy(), dtype=v.dtype, copy=True) for p, v in zip(params, graph.params)]
-    feeds = [_as_array(x) for x in pytree.flatten(tuple(example_inputs), is_array_leaf)[0]]
+    feeds = [as_array(x) for x in pytree.flatten(tuple(example_inputs), is_array_leaf)[0]]
     inputs = _unique(_input_names(signature_of, tuple(example_inputs)))
     outputs = _unique([identifier(n) for n in output_names(out_treedef)])
     return Exportable(graph, arrays, inputs, outputs, feeds, fn.name)
+
+
+def batch_specs(example_inputs: tuple, input_spec=None) -> list:
+    """`input_spec` with dim 0 unknown for each argument that is an array of rank >= 1
+    (a given spec keeps its dims, with dim 0 made unknown)."""
+    from unigraph.function import input_specs
+    from unigraph.spec import Spec
+
+    given = list(input_specs(input_spec) or ())
+    given += [None] * (len(example_inputs) - len(given))
+    specs = []
+    for arg, spec in zip(example_inputs, given):
+        if spec is None and is_array_leaf(arg):
+            shape, dtype = leaf_spec(arg if isinstance(arg, Tensor) else as_array(arg))
+            spec = Spec(shape, dtype) if shape else None
+        if spec is not None and spec.shape:
+            spec = Spec((None, *spec.shape[1:]), spec.dtype, spec.name)
+        specs.append(spec)
+    return specs
 
 
 def refuse_training(graph: Graph, name: str) -> None:
@@ -109,7 +146,8 @@ def _random_message(graph: Graph, name: str, count: int) -> str:
             "model.eval() before exporting, or take the randomness out of the function")
 
 
-def _as_array(x) -> np.ndarray:
+def as_array(x) -> np.ndarray:
+    """An argument leaf as the array an artifact is fed (a copy of a tensor's value)."""
     if isinstance(x, Tensor):
         return np.array(x.numpy(), copy=True)
     return np.asarray(x, dtype=leaf_spec(x)[1])

@@ -193,29 +193,46 @@ class Verification:
 
 
 def verify(fn_or_module, *example_inputs, path: str, format: str, rtol: float = 1e-4,
-           atol: float = 1e-5) -> Verification:
+           atol: float = 1e-5, input_spec=None, dynamic_batch: bool = False,
+           more_inputs: tuple = ()) -> Verification:
     """Export `fn_or_module` at `path` in `format`, reload it in a fresh process without
     unigraph, run it on `example_inputs` and compare with the float64 reference.
 
+    `input_spec` / `dynamic_batch` are `ug.export`'s; `more_inputs` lists further argument
+    tuples (other batch sizes) that the same reloaded artifact runs too: the result's
+    outputs and reference are those of every run, in order.
+
     >>> verify(branch, x, y, path="branch.pt2", format="torch").ok
+    True
+    >>> verify(net.eval(), x8, path="net.pt2", format="torch", dynamic_batch=True,
+    ...        more_inputs=[(x1,), (x3,)]).ok
     True
     """
     from unigraph.export import write
     from unigraph.export.prepare import prepare
-    from unigraph.reference import float64
 
-    prepared = prepare(fn_or_module, example_inputs)
+    prepared = prepare(fn_or_module, example_inputs, input_spec=input_spec,
+                       dynamic_batch=dynamic_batch)
     written = write(prepared, os.fspath(path), format)
-    reference = float64.outputs(prepared.graph, prepared.example_inputs, prepared.params)
-    artifact = Artifact(format, written, prepared.input_names, prepared.output_names,
-                        prepared.example_inputs)
-    (got,) = reload_outputs([artifact])
-    result = Verification(written, format, reference=list(reference), rtol=rtol, atol=atol)
-    if isinstance(got, str):
-        result.error = got
-    else:
-        result.outputs = got
-    return result
+    return _reload_and_compare(prepared, written, format, more_inputs, rtol, atol)
+
+
+def other_batches(example_inputs: tuple) -> list:
+    """Argument tuples with other batch sizes than the example's, made from it: the first
+    row alone, and the rows twice over (dim 0 of every array argument of rank >= 1), for
+    proving that a `dynamic_batch` artifact takes them.
+
+    >>> [x.shape for (x,) in other_batches((np.ones((3, 4)),))]
+    [(1, 4), (6, 4)]
+    """
+    from unigraph.export.prepare import as_array
+    from unigraph.function import is_array_leaf
+
+    def resized(make):
+        return tuple(make(as_array(x)) if is_array_leaf(x) and np.ndim(as_array(x)) else x
+                     for x in example_inputs)
+
+    return [resized(lambda a: a[:1]), resized(lambda a: np.concatenate([a, a]))]
 
 
 # -- provenance: which script entry an artifact came from -------------------------------------
@@ -228,9 +245,12 @@ def provenance_path(artifact: str) -> str:
     return os.path.normpath(os.fspath(artifact)) + PROVENANCE_SUFFIX
 
 
-def write_provenance(artifact: str, format: str, script: str, entry: str) -> str:
-    """Record that `artifact` (in `format`) was exported from `script`'s CHECKS[`entry`]."""
-    record = {"format": format, "script": os.path.abspath(script), "entry": entry}
+def write_provenance(artifact: str, format: str, script: str, entry: str,
+                     dynamic_batch: bool = False) -> str:
+    """Record that `artifact` (in `format`) was exported from `script`'s CHECKS[`entry`]
+    (with `--dynamic-batch`: then it is checked on other batch sizes too)."""
+    record = {"format": format, "script": os.path.abspath(script), "entry": entry,
+              "dynamic_batch": dynamic_batch}
     path = provenance_path(artifact)
     with open(path, "w") as file:
         json.dump(record, file, indent=2)
@@ -252,7 +272,6 @@ def check_artifact(path: str, rtol: float = 1e-4, atol: float = 1e-5) -> Verific
     from unigraph.checking.scripts import ScriptError, load_checks
     from unigraph.cli_export import exportable_entry
     from unigraph.export.prepare import ExportError, prepare
-    from unigraph.reference import float64
 
     try:
         with open(provenance_path(path)) as file:
@@ -269,14 +288,33 @@ def check_artifact(path: str, rtol: float = 1e-4, atol: float = 1e-5) -> Verific
         raise ExportError(f"{path} was exported from {script}:{entry_name}, which is no longer "
                           f"there; its CHECKS are: {', '.join(entries)}")
     fn, inputs = exportable_entry(entries[entry_name])
-    prepared = prepare(fn, inputs, entry_name)
-    reference = float64.outputs(prepared.graph, prepared.example_inputs, prepared.params)
-    artifact = Artifact(format, path, prepared.input_names, prepared.output_names,
-                        prepared.example_inputs)
-    (got,) = reload_outputs([artifact])
+    dynamic = bool(record.get("dynamic_batch"))
+    prepared = prepare(fn, inputs, entry_name, dynamic_batch=dynamic)
+    return _reload_and_compare(prepared, path, format, other_batches(inputs) if dynamic else (),
+                               rtol, atol)
+
+
+def _reload_and_compare(prepared, path: str, format: str, more_inputs, rtol: float,
+                        atol: float) -> Verification:
+    """Run the artifact at `path` on the prepared example inputs and on each of
+    `more_inputs`, in one fresh process, against the float64 reference."""
+    from unigraph import pytree
+    from unigraph.export.prepare import as_array
+    from unigraph.function import is_array_leaf
+    from unigraph.reference import float64
+
+    runs = [prepared.example_inputs] + [
+        [as_array(x) for x in pytree.flatten(tuple(inputs), is_array_leaf)[0]]
+        for inputs in more_inputs]
+    reference, artifacts = [], []
+    for feeds in runs:
+        reference += float64.outputs(prepared.graph, feeds, prepared.params)
+        artifacts.append(Artifact(format, path, prepared.input_names,
+                                  prepared.output_names, feeds))
     result = Verification(path, format, reference=list(reference), rtol=rtol, atol=atol)
-    if isinstance(got, str):
-        result.error = got
-    else:
-        result.outputs = got
+    for got in reload_outputs(artifacts):
+        if isinstance(got, str):
+            result.error = got
+            break
+        result.outputs += got
     return result

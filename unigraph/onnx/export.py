@@ -263,7 +263,8 @@ def parameter_names(graph: Graph, input_names: list) -> list:
 
 
 # -- the public function ---------------------------------------------------------------------
-def to_model(fn_or_module, *example_inputs, opset: int | None = None) -> onnx.ModelProto:
+def to_model(fn_or_module, *example_inputs, opset: int | None = None, input_spec=None,
+             dynamic_batch: bool = False) -> onnx.ModelProto:
     """The checked ONNX model of `fn_or_module` traced on `example_inputs` (see `export`).
 
     >>> model = ug.onnx.to_model(net.eval(), x)
@@ -271,7 +272,8 @@ def to_model(fn_or_module, *example_inputs, opset: int | None = None) -> onnx.Mo
     ['x']
     """
     opset = check_opset(opset)
-    prepared = prepare(fn_or_module, tuple(example_inputs))
+    prepared = prepare(fn_or_module, tuple(example_inputs), input_spec=input_spec,
+                       dynamic_batch=dynamic_batch)
     grad = find_node(prepared.graph, "grad")  # prepare refuses it; kept for hand-made graphs
     if grad is not None:
         _grad(None, grad, [])
@@ -282,7 +284,8 @@ def to_model(fn_or_module, *example_inputs, opset: int | None = None) -> onnx.Mo
     return model
 
 
-def export(fn_or_module, *example_inputs, path, opset: int | None = None) -> str:
+def export(fn_or_module, *example_inputs, path, opset: int | None = None, input_spec=None,
+           dynamic_batch: bool = False) -> str:
     """Trace `fn_or_module` (a `@ug.function`, a plain function or a `ug.nn.Module`) on
     `example_inputs` and write it as an ONNX model at `path`; returns `path`.
 
@@ -291,6 +294,9 @@ def export(fn_or_module, *example_inputs, path, opset: int | None = None) -> str
     `onnx.checker.check_model(model, full_check=True)`. `opset`: the ai.onnx opset to
     write (13 to the installed onnx's newest; default 18). Training graphs (parameter
     updates, `ug.grad`) and random draws are refused (`ExportError`), naming the line.
+    A dim that `input_spec` (a `ug.Spec` or None per positional argument) or
+    `dynamic_batch=True` (dim 0 of every array input) leaves unknown is symbolic: `batch`
+    for dim 0, `<input>_<axis>` for the others.
 
     >>> ug.onnx.export(counter, 0, 10, path="counter.onnx")
     'counter.onnx'
@@ -299,7 +305,8 @@ def export(fn_or_module, *example_inputs, path, opset: int | None = None) -> str
     ...                                                         "b": np.int64(10)})
     [array(20), array(20)]
     """
-    model = to_model(fn_or_module, *example_inputs, opset=opset)
+    model = to_model(fn_or_module, *example_inputs, opset=opset, input_spec=input_spec,
+                     dynamic_batch=dynamic_batch)
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
