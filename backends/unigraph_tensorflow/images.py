@@ -47,7 +47,9 @@ def conv_transpose2d(x, w, bias=None, *, stride, padding, output_padding, dilati
     f = tf.transpose(w, TO_HWIO)
     (sh, sw), (dh, dw), (ph, pw), (oph, opw) = stride, dilation, padding, output_padding
     if (dh, dw) != (1, 1):
-        f = dilate_filter(f, dh, dw)  # TF's CPU gradient kernels refuse dilations (convolve)
+        # TF's CPU Conv2DBackpropInput refuses dilations > 1 (2.21: float64 forward, and
+        # float32's gradient): the filter gets its zeros written in, as in `convolve`.
+        f = dilate_filter(f, dh, dw)
     kh, kw = f.shape[0], f.shape[1]
     full_h, full_w = (x.shape[2] - 1) * sh + kh, (x.shape[3] - 1) * sw + kw
     batch = x.shape[0] if x.shape[0] is not None else tf.shape(x)[0]
