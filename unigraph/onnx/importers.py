@@ -200,6 +200,61 @@ def _conv(ctx, args, attrs):
                      groups=attrs.get("group", 1))
 
 
+def _conv_transpose(ctx, args, attrs):
+    """ConvTranspose as `conv_transpose2d` without padding (every contribution, size
+    (H - 1) * s + (k - 1) * d + 1), then cropped by ONNX's begin/end pads, or widened with
+    zeros where output_padding or output_shape asks for more; the bias added last. A 1-D
+    one runs with a trailing size-1 dim."""
+    x, weight = args[0], args[1]
+    bias = args[2] if len(args) > 2 else None
+    if len(x.shape) == 3:
+        one = {key: list(value) + [extra] for key, value, extra in (
+            (k, attrs[k], e) for k, e in (("kernel_shape", 1), ("strides", 1),
+                                          ("dilations", 1), ("output_padding", 0),
+                                          ("output_shape", 1)) if k in attrs)}
+        if "pads" in attrs:
+            one["pads"] = [attrs["pads"][0], 0, attrs["pads"][1], 0]
+        out = _conv_transpose(ctx, [ug.expand_dims(x, -1), ug.expand_dims(weight, -1),
+                                    bias], {**attrs, **one})
+        return ug.squeeze(out, -1)
+    if len(x.shape) != 4:
+        ctx.refuse(f"ConvTranspose over {len(x.shape) - 2} spatial dims (unigraph has 1-D "
+                   "and 2-D)")
+    kernel = tuple(attrs.get("kernel_shape", weight.shape[2:]))
+    strides = tuple(attrs.get("strides", (1, 1)))
+    dilations = tuple(attrs.get("dilations", (1, 1)))
+    extra = tuple(attrs.get("output_padding", (0, 0)))
+    sizes = x.shape[2:]
+    full = [(n - 1) * s + (k - 1) * d + 1 for n, s, k, d in zip(sizes, strides, kernel,
+                                                                 dilations)]
+    auto = attrs.get("auto_pad", "NOTSET")
+    if "output_shape" in attrs or auto in ("SAME_UPPER", "SAME_LOWER"):
+        wanted = list(attrs.get("output_shape", [n * s for n, s in zip(sizes, strides)]))[-2:]
+        totals = [f + e - w for f, e, w in zip(full, extra, wanted)]
+        upper = auto == "SAME_UPPER"
+        begin = [t // 2 if upper else t - t // 2 for t in totals]
+        end = [t - t // 2 if upper else t // 2 for t in totals]
+    elif auto == "VALID":
+        begin, end = [0, 0], [0, 0]
+    else:
+        pads = list(attrs.get("pads", (0, 0, 0, 0)))
+        begin, end = pads[:2], pads[2:]
+    out = ug.conv_transpose2d(x, weight, None, stride=strides, dilation=dilations,
+                              groups=attrs.get("group", 1))
+    # Output index i of ONNX's result is index i + begin of `full`, for i < full - begin
+    # - end + output_padding: pad with zeros where that reaches outside, then crop.
+    before = [max(-b, 0) for b in begin]
+    after = [max(e - en, 0) for e, en in zip(extra, end)]
+    if any(before) or any(after):
+        out = ug.pad(out, [(0, 0), (0, 0), (before[0], after[0]), (before[1], after[1])])
+    start = [b + p for b, p in zip(begin, before)]
+    stop = [s + f - b - en + e for s, f, b, en, e in zip(start, full, begin, end, extra)]
+    out = ug.slice(out, (0, 0, start[0], start[1]), (out.shape[0], out.shape[1], *stop))
+    if bias is not None:
+        out = out + ug.reshape(bias, (-1, 1, 1))
+    return out
+
+
 def _explicit_pads(ctx, x, attrs, kernel, what):
     """(begin, end, extra, strides) of a 2-D window op, auto_pad resolved; `extra` is what
     ceil_mode adds after `end` so that floor division over the padded image gives ONNX's
@@ -690,6 +745,7 @@ IMPORTERS = {
     "MatMul": _matmul,
     "Gemm": _gemm,
     "Conv": _conv,
+    "ConvTranspose": _conv_transpose,
     "MaxPool": _pool_in_2d(_max_pool),
     "AveragePool": _pool_in_2d(_average_pool),
     "GlobalAveragePool": _global_average_pool,
