@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 import unigraph as ug
+from unigraph.onnx.importers_elementwise import ELEMENTWISE_IMPORTERS
 
 
 def _op(fn):
@@ -778,4 +779,5 @@ IMPORTERS = {
     "Constant": _constant,
     "If": _if,
     "Loop": _loop,
+    **ELEMENTWISE_IMPORTERS,
 }

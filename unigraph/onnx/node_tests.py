@@ -111,6 +111,9 @@ def _compare(got, expected, rtol, atol) -> tuple:
             if not np.array_equal(g, e):
                 return "fail", f"output {index}: {int((g != e).sum())} elements differ"
         elif not np.allclose(g, e, rtol=rtol, atol=atol, equal_nan=True):
+            if not np.array_equal(np.isnan(g), np.isnan(e)):
+                return "fail", (f"output {index}: NaN at {int((np.isnan(g) != np.isnan(e)).sum())}"
+                                " position(s) where the expected output differs")
             error = np.nanmax(np.abs(g.astype(np.float64) - e)) if e.size else 0.0
             return "fail", f"output {index}: max abs error {error:.3g} (rtol {rtol}, atol {atol})"
     return "pass", ""
