@@ -144,6 +144,7 @@ _LAZY = {
     "load": ("unigraph.weights", "load"),
     "quirks": ("unigraph.quirks", None),
     "view": ("unigraph.graph_view", "view"),
+    "print": ("unigraph.printing", "print"),
     "from_native": ("unigraph.interop", "from_native"),
     "from_dlpack": ("unigraph.interop", "from_dlpack"),
     "conv_transpose2d": ("unigraph.nn.functional_layers", "conv_transpose2d"),

@@ -24,6 +24,7 @@ import paddle.nn.functional as F
 
 from unigraph.index_checks import check_indices
 from unigraph.ops.pooling import pool_geometry
+from unigraph.printing import emit
 
 _FLOATS = (paddle.float16, paddle.float32, paddle.float64)
 _LARGEST = {dtype: float(paddle.finfo(dtype).max) for dtype in _FLOATS}
@@ -293,6 +294,26 @@ def one_hot(indices, *, depth, dtype):
     return paddle.cast(paddle.equal(paddle.unsqueeze(indices, -1), classes), dtype)
 
 
+def scatter_add(x, indices, updates, *, axis):
+    return paddle.index_add(x, indices, axis, updates)  # a new tensor: x is not written
+
+
+def print_(*xs, message):
+    if type(xs[0]) is _EAGER_TENSOR:
+        emit(message, *[x.numpy() for x in xs])
+        return xs[0]
+    # A Program has no Python callback in Paddle 3.3.1 (py_func is refused under PIR: quirk
+    # "print"): Paddle's own Print op, its text reduced to the message and the data.
+    # Printing detached copies: Paddle's Print prints the gradient too when one flows
+    # through it, whatever print_phase says; the result then depends on the prints.
+    printed = [paddle.static.Print(
+        x.detach(), message=message, summarize=-1, print_tensor_name=False,
+        print_tensor_type=False, print_tensor_shape=False, print_tensor_layout=False,
+        print_tensor_lod=False) for x in xs]
+    return xs[0] + paddle.zeros_like(printed[0]) if xs[0].dtype != paddle.bool else (
+        paddle.logical_or(xs[0], paddle.zeros_like(printed[0])))
+
+
 def full(*, shape, value, dtype):
     return paddle.full(list(shape), value, dtype)
 
@@ -533,8 +554,10 @@ LOWERINGS = {
     "slice": slice_,
     "take": widen_small_ints(widen_half(take)),
     "one_hot": one_hot,
+    "scatter_add": widen_half(scatter_add),
     "constant": constant,
     "full": full,
+    "print": print_,
     # nn
     "relu": widen_half(relu),
     "sigmoid": widen_half(F.sigmoid),

@@ -84,6 +84,19 @@ def _detached_int16_cast_fails_to_run() -> bool:
     return False
 
 
+def _py_func_refused_in_a_program() -> bool:
+    from unigraph_paddle.static import StaticMode
+
+    paddle = _paddle()
+    with StaticMode(paddle), paddle.static.program_guard(paddle.static.Program()):
+        x = paddle.static.data("x", [2], "float32")
+        try:
+            paddle.static.py_func(func=lambda a: None, x=[x], out=None)
+        except TypeError as error:
+            return "operator py_func" in str(error)
+    return False
+
+
 def _log_softmax_saturates() -> bool:
     paddle = _paddle()
     out = paddle.nn.functional.log_softmax(paddle.to_tensor([1000.0, 0.0], "float64"))
@@ -563,5 +576,14 @@ QUIRKS = [
                   "through it, as the record says) fails to run: no share_data_ kernel",
         workaround="cast to int32, detached there, then to the small int",
         pin=_detached_int16_cast_fails_to_run,
+    ),
+    Quirk(
+        op="print", framework="paddle", versions=VERSIONS,
+        behaviour="a Program (PIR) refuses paddle.static.py_func, so no Python callback can "
+                  "format a print at run time",
+        workaround="paddle:static prints with paddle.static.Print (Paddle's text: '- "
+                   "message:' and '- data:' lines) of a detached copy (Print would also "
+                   "print the gradient), the result depending on it",
+        pin=_py_func_refused_in_a_program,
     ),
 ]

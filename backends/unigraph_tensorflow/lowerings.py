@@ -28,6 +28,7 @@ import numpy as np
 import tensorflow as tf
 
 from unigraph.index_checks import MARKER, check_indices
+from unigraph.printing import emit
 from unigraph_tensorflow import images
 from unigraph_tensorflow.taping import may_be_differentiated
 
@@ -249,6 +250,36 @@ def one_hot(indices, *, depth, dtype):
     return tf.one_hot(indices, depth, dtype=TF_DTYPES[dtype])
 
 
+def scatter_add(x, indices, updates, *, axis):
+    # tensor_scatter_nd_add writes along the leading axis: move `axis` first, then back.
+    perm = [axis, *range(axis), *range(axis + 1, len(x.shape))]
+    if axis:
+        x, updates = tf.transpose(x, perm), tf.transpose(updates, perm)
+    out = tf.tensor_scatter_nd_add(x, tf.expand_dims(indices, -1), updates)
+    return tf.transpose(out, np.argsort(perm)) if axis else out
+
+
+PRINTS = "unigraph_prints"  # the graph collection of the print ops (see print_)
+
+
+def print_(*xs, message):
+    if tf.executing_eagerly():
+        emit(message, *[x.numpy() for x in xs])
+        return xs[0]
+    # Graph modes: a Python callback (unigraph's text, not tf.print's) that the result
+    # depends on, so a Session that fetches the result runs it, once per loop iteration.
+    def show(*arrays):
+        emit(message, *arrays)
+        return np.int8(0)
+
+    done = tf.numpy_function(show, list(xs), tf.int8, stateful=True, name="print")
+    # A Session runs only what it fetches: a print whose value is not used again is found
+    # here by the tensorflow:static builder (PRINTS), which fetches it with the outputs.
+    tf.compat.v1.add_to_collection(PRINTS, done)
+    with tf.control_dependencies([done]):
+        return tf.identity(xs[0])
+
+
 def full(*, shape, value, dtype):
     return tf.fill(list(shape), tf.constant(value, TF_DTYPES[dtype]))
 
@@ -346,8 +377,10 @@ LOWERINGS = {
     "slice": slice_,
     "take": take,
     "one_hot": one_hot,
+    "scatter_add": scatter_add,
     "constant": constant,
     "full": full,
+    "print": print_,
     # nn
     "relu": lambda x: raw.Relu(features=x),
     "sigmoid": unary(raw.Sigmoid),

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 
 from unigraph.index_checks import check_indices
 from unigraph.ops.pooling import pool_geometry, pool_pads
+from unigraph.printing import emit
 
 TORCH_DTYPES = {
     "float16": torch.float16,
@@ -203,6 +204,18 @@ def one_hot(indices, *, depth, dtype):
     return (indices.unsqueeze(-1) == positions).to(TORCH_DTYPES[dtype])
 
 
+def scatter_add(x, indices, updates, *, axis):
+    # index_add, not index_add_: a new tensor, so x is never written and autograd sees both.
+    return torch.index_add(x, axis, indices, updates)
+
+
+def print_(*xs, message):
+    # The host values, formatted by unigraph (the same text on every target); generated
+    # torch:static code calls this too, so a print in a loop body prints per iteration.
+    emit(message, *[x.detach().cpu().numpy() for x in xs])
+    return xs[0]
+
+
 def full(*, shape, value, dtype):
     return torch.full(shape, value, dtype=TORCH_DTYPES[dtype])
 
@@ -379,8 +392,10 @@ LOWERINGS = {
     "slice": slice_,
     "take": take,
     "one_hot": one_hot,
+    "scatter_add": scatter_add,
     "constant": constant,
     "full": full,
+    "print": print_,
     # nn
     "relu": relu,
     "sigmoid": torch.sigmoid,

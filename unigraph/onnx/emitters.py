@@ -423,6 +423,12 @@ def _sparse_softmax_cross_entropy(w, args, node):
     return w.node("Neg", [w.node("Squeeze", [picked, w.const(_ints([1]))])])
 
 
+def _print(w, args, node):
+    # ONNX has no op that prints: an exported model computes what the graph computes, and
+    # its ug.print calls become Identity (the printed value flows on; nothing is printed).
+    return w.node("Identity", [args[0]])
+
+
 # -- int8 / uint8 / int16 --------------------------------------------------------------------
 SMALL_INTS = ("int8", "uint8", "int16")
 
@@ -505,6 +511,7 @@ EMITTERS = {
     "max_pool2d": _max_pool2d,
     "avg_pool2d": _avg_pool2d,
     "sparse_softmax_cross_entropy": _sparse_softmax_cross_entropy,
+    "print": _print,
     **MATH_EMITTERS,
 }
 # The ops ONNX or ONNX Runtime cannot run on small ints (see _widen_small_ints).

@@ -27,7 +27,9 @@ Signatures (inputs ; attrs) -> output:
                squeeze (x ; axis: tuple) ; expand_dims (x ; axis: int)
                broadcast_to (x ; shape) ; slice (x ; begin, end, stride: tuples, one per dim)
                take (x, indices: int ; axis) ; one_hot (indices: int ; depth, dtype)
+               scatter_add (x, indices: 1-D int, updates ; axis) -> x.dtype, repeats sum
                constant ( ; value: np.ndarray) ; full ( ; shape, value: number, dtype)
+  printing     print (*xs ; message: str) -> xs[0], writing the values to stdout
   nn           relu sigmoid tanh (x: float) ; softmax log_softmax (x ; axis)
                conv2d (x: NCHW, w: [O, C/groups, KH, KW][, bias: [O]] ; stride, padding,
                        dilation: pairs, groups) — symmetric zero padding; bias optional
@@ -47,7 +49,9 @@ from unigraph.ops import (  # noqa: F401  (register)
     math,
     nn,
     pooling,
+    printing,
     reduction,
+    scatter,
     shape,
 )
 from unigraph.ops.base import OPS, OpDef, Sample, TensorSpec

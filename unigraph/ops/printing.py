@@ -1,0 +1,39 @@
+"""`print`: the one op with a side effect. It writes its inputs (formatted by unigraph, see
+`unigraph.printing`) to stdout when it runs and returns its first input unchanged, so the
+printed value flows on and its gradient is the identity."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from unigraph.ops.base import OpDef, Sample, TensorSpec, register
+
+
+def _print_infer(*xs, message):
+    return TensorSpec(xs[0].shape, xs[0].dtype)
+
+
+def _print_reference(*xs, message):
+    from unigraph.printing import emit
+
+    emit(message, *xs)
+    return xs[0]
+
+
+def _print_vjp(g, inputs, output, *, message):
+    return [g] + [None] * (len(inputs) - 1)
+
+
+def _print_samples(rng):
+    return [Sample((rng.normal(size=(2, 3)),), {"message": "x"}),
+            Sample((rng.normal(size=(3,)), np.array([1, 2], np.int64)), {"message": "two"})]
+
+
+register(OpDef(
+    "print", _print_infer, _print_reference, _print_vjp,
+    "Write the inputs to stdout when the op runs (the message, then each value as NumPy "
+    "prints it); the result is the first input, unchanged.",
+    _print_samples,
+    differentiable_inputs=(0,),
+    example="ug.print(ug.tensor([1.0, 2.0]), message='x')  # [1.0, 2.0]",
+))
