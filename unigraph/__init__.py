@@ -76,6 +76,8 @@ from unigraph.api import (
     relu,
     reshape,
     round,
+    scatter,
+    scatter_add,
     selu,
     sigmoid,
     sign,

@@ -96,3 +96,4 @@ from unigraph.api.shapes import (
     transpose,
     unsqueeze,
 )
+from unigraph.api.updates import scatter, scatter_add

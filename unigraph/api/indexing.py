@@ -16,6 +16,7 @@ from unigraph.api.operands import (
     _tensor_or_array,
 )
 from unigraph.api.shapes import broadcast_to, expand_dims, one_hot, reshape, take
+from unigraph.api.updates import scatter
 from unigraph.dispatch import apply
 from unigraph.errors import ShapeError, TracingError
 from unigraph.tensor import Tensor
@@ -205,6 +206,8 @@ def index_update(x, index, value, accumulate=False):
 
     A traced int scalar as the whole index (a loop counter writing row i of a buffer) is
     taken too: a `one_hot` row mask and a `where` (an index outside [-n, n) changes nothing).
+    A traced int array, alone or after full slices (`x.at[i]`, `x.at[:, i]`), is
+    `ug.scatter` along its axis (an index outside [-n, n) raises take's error).
 
     Example::
 
@@ -216,6 +219,10 @@ def index_update(x, index, value, accumulate=False):
     dtype = x.dtype if isinstance(x, Tensor) else x.dtype.name
     if isinstance(index, Tensor) and index.is_symbolic and index.shape == ():
         return _update_row(x, index, value, accumulate, dtype)
+    traced = _traced_axis(index)
+    if traced is not None:  # positions known only at run time: the scatter_add record
+        axis, positions = traced
+        return scatter(x, positions, value, axis, "add" if accumulate else "replace")
     slots = np.arange(int(np.prod(shape, dtype=np.int64))).reshape(shape)
     try:
         chosen = slots[_concrete_index(index)]  # the flat position in x of each update
@@ -260,6 +267,21 @@ def _update_row(x, row, value, accumulate, dtype):
     return where(mask, x + value if accumulate else value, x)
 
 
+def _traced_axis(index):
+    """(axis, tensor) for an index that is one traced int tensor after full slices (and
+    before nothing but full slices), else None."""
+    items = index if isinstance(index, tuple) else (index,)
+    traced = [i for i, item in enumerate(items) if isinstance(item, Tensor) and item.is_symbolic]
+    if len(traced) != 1 or not items[traced[0]].dtype.startswith("int"):
+        return None
+    axis = traced[0]
+    full = builtins.slice(None)
+    if any(type(item) is not builtins.slice or item != full
+           for i, item in enumerate(items) if i != axis):
+        return None
+    return axis, items[axis]
+
+
 def _concrete_index(index):
     """`index` with eager tensors read to NumPy; a traced tensor is refused."""
     items = index if isinstance(index, tuple) else (index,)
@@ -268,9 +290,10 @@ def _concrete_index(index):
         if isinstance(item, Tensor):
             if item.is_symbolic:
                 raise TracingError(
-                    f"x.at[index] with a traced tensor index at {user_source()}: the "
-                    "positions must be known while tracing; for a data-dependent update use "
-                    "ug.where(mask, new, x), or ug.one_hot(i, n) to build the mask")
+                    f"x.at[index] with a traced tensor index at {user_source()}: a traced "
+                    "index must be one int tensor, alone or after full slices (x.at[i], "
+                    "x.at[:, i]: ug.scatter); for a data-dependent mask use "
+                    "ug.where(mask, new, x)")
             item = item._host()
         concrete.append(item)
     return tuple(concrete) if isinstance(index, tuple) else concrete[0]

@@ -199,6 +199,35 @@ def _take(w, args, node):
     return w.node("Gather", [x, moved], axis=axis)
 
 
+def _scatter_add(w, args, node):
+    """ScatterND with reduction "add" (opset 16) along `axis` moved first; below opset 16
+    (no reduction, so repeats would not sum) x + the indices' one-hot matrix @ updates.
+    The frontend checked the indices (they went through a take)."""
+    x, indices, updates = args
+    axis, rank = node.attrs["axis"], len(node.inputs[0].shape)
+    perm = [axis, *range(axis), *range(axis + 1, rank)]
+    if axis:
+        x, updates = (w.node("Transpose", [t], perm=perm) for t in (x, updates))
+    if w.opset >= 16:
+        index = w.node("Unsqueeze", [w.node("Cast", [indices], to=w.onnx_dtype("int64")),
+                                     w.const(_ints([1]))])
+        if _dtype(node) == "float16":  # ORT's CPU ScatterND adds no float16: in float32
+            wide = [w.node("Cast", [t], to=w.onnx_dtype("float32")) for t in (x, updates)]
+            out = w.node("Cast", [w.node("ScatterND", [wide[0], index, wide[1]],
+                                         reduction="add")], to=w.onnx_dtype("float16"))
+        else:
+            out = w.node("ScatterND", [x, index, updates], reduction="add")
+    else:
+        size = node.inputs[0].shape[axis]
+        rows = w.const(np.arange(size, dtype=_dtype(node, 1)).reshape(size, 1))
+        picks = w.node("Cast", [w.node("Equal", [rows, w.node("Unsqueeze", [
+            indices, w.const(_ints([0]))])])], to=w.onnx_dtype(_dtype(node)))
+        flat = w.node("Reshape", [updates, w.const(_ints([0, -1]))])
+        added = w.node("Reshape", [w.node("MatMul", [picks, flat]), w.node("Shape", [x])])
+        out = w.node("Add", [x, added])
+    return w.node("Transpose", [out], perm=[int(p) for p in np.argsort(perm)]) if axis else out
+
+
 def _one_hot(w, args, node):
     # Not ONNX's OneHot: it wraps negative indices, where ours give a row of zeros.
     depth, rank = node.attrs["depth"], _rank(node)
@@ -499,6 +528,7 @@ EMITTERS = {
     "broadcast_to": _broadcast_to,
     "slice": _slice,
     "take": _take,
+    "scatter_add": _scatter_add,
     "one_hot": _one_hot,
     "constant": _constant,
     "relu": _op("Relu"),

@@ -1,0 +1,102 @@
+"""Functional scatter: `ug.scatter` / `ug.scatter_add`, a copy of x with values written or
+added at integer positions along one axis, the positions known only when the graph runs
+(a traced int tensor) as well as when tracing. Built on the `scatter_add` record; "replace"
+(the last write to a position wins) is that record and `where`, here, once for every
+backend.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from unigraph.api.elementwise import cast, equal, greater, logical_and, logical_not, where
+from unigraph.api.operands import _axis, _promote, _record_doc, _tensor_or_array, unchanged
+from unigraph.api.reductions import sum
+from unigraph.api.shapes import broadcast_to, expand_dims, reshape, take
+from unigraph.dispatch import apply
+from unigraph.errors import ShapeError
+from unigraph.tensor import Tensor
+from unigraph.tracing import user_source
+
+REDUCTIONS = ("replace", "add")
+
+
+def scatter(x, indices, updates, axis=0, reduction="replace"):
+    """A copy of x with `updates` written (reduction "replace") or added ("add") at the
+    integer `indices` along `axis`: for each position j of indices,
+    out[..., indices[j], ..., ...] = updates[..., j, ...] — updates broadcast to the shape
+    `ug.take(x, indices, axis)` has. Indices may be traced (known only at run time); a
+    negative one counts from the end; one outside [-n, n) raises take's
+    `IndexOutOfRangeError` on every target. A repeated index: "replace" keeps the last
+    update, "add" sums them all. Gradients reach x (where nothing replaced it) and updates.
+
+    Example::
+
+        >>> ug.scatter([0.0, 0.0, 0.0, 0.0], [3, 1, 3], [1.0, 2.0, 5.0])
+        [0.0, 2.0, 0.0, 5.0]
+    """
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"scatter: reduction={reduction!r} at {user_source()}; use "
+                         "'replace' or 'add'")
+    x = _tensor_or_array(x)
+    rank = len(x.shape)
+    axis = _axis(axis, rank, "scatter")
+    size = x.shape[axis]
+    if size is None:
+        raise ShapeError(f"scatter at {user_source()}: axis {axis} of {list(x.shape)} has a "
+                         "size known only at run time; scatter needs it")
+    indices = _indices(indices)
+    count = int(np.prod(indices.shape, dtype=np.int64))
+    dtype = x.dtype if isinstance(x, Tensor) else x.dtype.name
+    (updates,) = _promote(updates)
+    updates = updates if updates.dtype == dtype else cast(updates, dtype)
+    lead, trail = tuple(x.shape[:axis]), tuple(x.shape[axis + 1:])
+    updates = broadcast_to(updates, lead + tuple(indices.shape) + trail)
+    updates = reshape(updates, lead + (count,) + trail)
+    # take checks every index (one error, every target) and maps a negative one to n + i.
+    positions = take(np.arange(size, dtype=np.int64), reshape(indices, (count,)))
+    if reduction == "add":
+        return _scatter_add(x, positions, updates, axis, dtype)
+    if count == 0:
+        return unchanged(x)
+    # The last write wins: drop each update that a later one to the same position replaces.
+    same = equal(expand_dims(positions, 1), expand_dims(positions, 0))
+    later = np.triu(np.ones((count, count), dtype=bool), 1)
+    replaced = greater(sum(cast(logical_and(same, later), "int32"), axis=1), 0)
+    keep = reshape(logical_not(replaced), (1,) * axis + (count,) + (1,) * len(trail))
+    kept = where(keep, updates, 0)
+    ones = np.ones(count, dtype=np.float32)
+    written = greater(apply("scatter_add", [np.zeros(size, np.float32), positions, ones],
+                            {"axis": 0}), 0)
+    written = reshape(written, (1,) * axis + (size,) + (1,) * len(trail))
+    return _scatter_add(where(written, 0, x), positions, kept, axis, dtype)
+
+
+def scatter_add(x, indices, updates, axis=0):
+    """`ug.scatter(x, indices, updates, axis, reduction="add")`: updates summed into a copy
+    of x at the indices (repeats sum)."""
+    return scatter(x, indices, updates, axis, reduction="add")
+
+
+scatter_add.__doc__ = _record_doc("scatter_add", scatter_add.__doc__.strip())
+
+
+def _indices(indices):
+    if isinstance(indices, list | tuple):
+        from unigraph.tensor import as_array
+
+        indices = as_array(indices, what="ug.scatter's indices")
+    indices = _tensor_or_array(indices)
+    dtype = indices.dtype if isinstance(indices, Tensor) else indices.dtype.name
+    if not dtype.startswith("int"):
+        raise IndexError(f"ug.scatter's indices at {user_source()} are {dtype}: index with "
+                         "ints (cast floats first: ug.cast(i, 'int64'))")
+    return indices
+
+
+def _scatter_add(x, positions, updates, axis, dtype):
+    if dtype == "bool":  # the record adds numbers: bools go through int32 and back
+        out = apply("scatter_add", [cast(x, "int32"), positions, cast(updates, "int32")],
+                    {"axis": axis})
+        return cast(out, "bool")
+    return apply("scatter_add", [x, positions, updates], {"axis": axis})
