@@ -553,6 +553,24 @@ def _reduce(fn):
     return run
 
 
+def _extreme(fn, empty: float):
+    """ReduceMax/ReduceMin: bool inputs through int32; over no elements, ONNX's identity
+    (-inf for max, +inf for min) rather than an error."""
+    def reduce(x, axis, keepdims):
+        rank = len(x.shape)
+        axes = tuple(range(rank)) if axis is None else tuple(a % rank for a in axis)
+        if any(x.shape[a] == 0 for a in axes):
+            shape = tuple(1 if d in axes else n for d, n in enumerate(x.shape) if keepdims or
+                          d not in axes)
+            return ug.full(shape, bool(empty > 0) if _dtype(x) == "bool" else empty,
+                           dtype=_dtype(x))
+        if _dtype(x) == "bool":
+            return ug.cast(fn(ug.cast(x, "int32"), axis=axes, keepdims=keepdims), "bool")
+        return fn(x, axis=axes, keepdims=keepdims)
+
+    return _reduce(reduce)
+
+
 def _argmax(ctx, args, attrs):
     x, axis = args[0], attrs.get("axis", 0)
     keepdims = bool(attrs.get("keepdims", 1))
@@ -772,8 +790,8 @@ IMPORTERS = {
     "ReduceProd": _reduce(ug.prod),
     "ReduceSum": _reduce(ug.sum),
     "ReduceMean": _reduce(ug.mean),
-    "ReduceMax": _reduce(ug.max),
-    "ReduceMin": _reduce(ug.min),
+    "ReduceMax": _extreme(ug.max, -np.inf),
+    "ReduceMin": _extreme(ug.min, np.inf),
     "ArgMax": _argmax,
     "Identity": _identity,
     "Constant": _constant,

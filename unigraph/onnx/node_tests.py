@@ -10,6 +10,12 @@ case's own rtol/atol (ONNX's backend runner rule). A case is
 - "pass" when every output has the expected shape, dtype and values;
 - "fail" otherwise (wrong numbers, or any other error).
 
+unigraph takes shapes, axes, pads, split sizes and slice bounds as values known at import
+(constants or initializers, as exporters write them), while many node cases feed them as
+run-time inputs. By default the runner binds a case's integer inputs as initializers (the
+same values, known at import); `--strict` feeds them at run time, where such a case is
+"unsupported".
+
     python -m unigraph.onnx.node_tests                     # every target, counts per target
     python -m unigraph.onnx.node_tests --targets numpy:eager,torch:static --ops Conv,Pad -v
 """
@@ -72,8 +78,27 @@ def _arrays(values):
     return out
 
 
-def run_case(case, target: str) -> Outcome:
-    """Import `case`'s model, run its first data set on `target`, compare."""
+def bind_integer_inputs(model, inputs: list) -> tuple:
+    """(`model` with its integer inputs made initializers holding `inputs`' values, the
+    remaining inputs)."""
+    from onnx import numpy_helper
+
+    model = model.__class__.FromString(model.SerializeToString())
+    graph = model.graph
+    initialized = {t.name for t in graph.initializer}
+    fed = [i for i in graph.input if i.name not in initialized]
+    keep = []
+    for info, value in zip(fed, inputs):
+        if value.dtype.kind in "iu":
+            graph.initializer.append(numpy_helper.from_array(value, info.name))
+        else:
+            keep.append(value)
+    return model, keep
+
+
+def run_case(case, target: str, strict: bool = False) -> Outcome:
+    """Import `case`'s model, run its first data set on `target`, compare (see the module
+    docstring for `strict`)."""
     import unigraph as ug
     from unigraph.config import Target
     from unigraph.onnx.load import OnnxImportError
@@ -83,8 +108,11 @@ def run_case(case, target: str) -> Outcome:
     if inputs is None or expected is None:
         return Outcome(case.name, target, "unsupported", "a sequence, optional or dtype "
                        "that unigraph has no tensor for")
+    model = case.model
+    if not strict:
+        model, inputs = bind_integer_inputs(model, inputs)
     try:
-        model = ug.onnx.load(case.model)
+        model = ug.onnx.load(model)
     except OnnxImportError as error:
         return Outcome(case.name, target, "unsupported", str(error).split(". Supported")[0])
     parsed = Target.parse(target)
@@ -119,10 +147,10 @@ def _compare(got, expected, rtol, atol) -> tuple:
     return "pass", ""
 
 
-def run(targets, op_types=None, names=None) -> list:
+def run(targets, op_types=None, names=None, strict: bool = False) -> list:
     """Every selected case on every target: a list of `Outcome`s."""
     selected = [c for c in cases(op_types) if names is None or c.name in names]
-    return [run_case(case, target) for target in targets for case in selected]
+    return [run_case(case, target, strict) for target in targets for case in selected]
 
 
 def table(outcomes) -> str:
@@ -148,6 +176,9 @@ def main(argv=None) -> int:
     parser.add_argument("--targets", help="comma-separated targets (default: every target "
                                           "that trains, the 9 built-in ones)")
     parser.add_argument("--ops", help="comma-separated ONNX op types: only their cases")
+    parser.add_argument("--strict", action="store_true",
+                        help="feed integer inputs at run time (default: bind them as "
+                             "initializers, known at import)")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="list every failing case with its reason")
     args = parser.parse_args(argv)
@@ -157,7 +188,7 @@ def main(argv=None) -> int:
         inference = {name for name, b in backends().items() if b.inference_only}
         targets = [str(t) for t in all_targets() if t.backend not in inference]
     start = time.perf_counter()
-    outcomes = run(targets, args.ops.split(",") if args.ops else None)
+    outcomes = run(targets, args.ops.split(",") if args.ops else None, strict=args.strict)
     if args.verbose:
         for outcome in outcomes:
             if outcome.status == "fail":
