@@ -322,7 +322,10 @@ def test_steps_on_every_target_match_the_formula_and_keep_earlier_values(target,
     t = Target.parse(target)
     with ug.use_backend(t.backend, t.mode):
         step(grads[0])
+        twin = ug.Parameter(np.zeros_like(start), name="twin")
+        ug.assign(twin, param)  # eagerly the same native tensor as param's, for a while
         step(grads[1])
+        twin_value = twin.numpy().copy()
         flat = ug.reshape(param, (6,)) if t.mode == "eager" else None
         seen = param.numpy()
         after_two = seen.copy()
@@ -333,6 +336,7 @@ def test_steps_on_every_target_match_the_formula_and_keep_earlier_values(target,
         final = param.numpy().copy()
     expected = _formula(name, start, grads, restart_at=4)
     np.testing.assert_array_equal(seen, after_two)
+    np.testing.assert_allclose(twin_value, expected[0], rtol=1e-5, atol=1e-6)
     if flat is not None:
         np.testing.assert_array_equal(flat.numpy(), after_two.reshape(6))
     for got, want in [(after_two, expected[1]), (after_three, expected[2]), (final, expected[3])]:

@@ -32,6 +32,7 @@ import json
 import math
 import numbers
 import os
+import sys
 
 import numpy as np
 
@@ -366,8 +367,10 @@ class Optimizer:
         whose lowering table has `sub_` (torch), the parameter's own tensor is updated in
         place from the second step on, as native optimizers do: a training step allocates
         no new parameter tensors. The numbers are those of `assign(param, param - delta)`.
-        In place only while the tensor is the one this path wrote and nobody has read it
-        since (`.numpy()` may share its memory); otherwise a new tensor, as before.
+        In place only while the parameter alone holds that tensor: nobody has read it since
+        it was written (`.numpy()` may share its memory), no other tensor or parameter holds
+        the same object (`ug.assign(other, param)`, a cast to its own dtype) and, on the
+        backend's side, nothing views its memory; otherwise a new tensor, as before.
 
         >>> Optimizer.subtract(param, lr * grad)
         """
@@ -381,7 +384,9 @@ class Optimizer:
                     and delta._backend is backend and delta._native is not None
                     and own is not None
                     and own[0] == param.version and own[1] is home[0].native
-                    and (delta.shape, delta.dtype) == (param.shape, param.dtype)):
+                    and (delta.shape, delta.dtype) == (param.shape, param.dtype)
+                    # 3: the (version, native) entry, the eager store, getrefcount's argument
+                    and sys.getrefcount(own[1]) == 3):
                 updated = backend.eager_op("sub_", [home[0].native, delta._native], {})
                 param._written_eager(backend, updated)
                 return
