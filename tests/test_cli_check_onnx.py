@@ -29,17 +29,20 @@ W = RNG.standard_normal((4, 3)).astype(np.float32)
 B = RNG.standard_normal(3).astype(np.float32)
 
 
-def write_model(path, activation="Tanh", weight=W, batch="batch") -> None:
-    """y = activation(x @ weight + B), x: (batch, 4) float32, as an ONNX file."""
+def write_model(path, activation="Tanh", weight=W, batch="batch", domain="") -> None:
+    """y = activation(x @ weight + B), x: (batch, 4) float32, as an ONNX file (the
+    activation from another `domain` than ONNX's own: no importer can know it)."""
     nodes = [helper.make_node("MatMul", ["x", "W"], ["h"], name="dense_matmul"),
              helper.make_node("Add", ["h", "B"], ["a"], name="dense_add"),
-             helper.make_node(activation, ["a"], ["y"], name="act")]
+             helper.make_node(activation, ["a"], ["y"], name="act", domain=domain)]
     graph = helper.make_graph(
         nodes, "dense", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 4])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 3])],
         [numpy_helper.from_array(weight, "W"), numpy_helper.from_array(B, "B")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    onnx.checker.check_model(model, full_check=True)
+    opsets = [helper.make_opsetid("", 17)] + ([helper.make_opsetid(domain, 1)] if domain else [])
+    model = helper.make_model(graph, opset_imports=opsets)
+    if not domain:
+        onnx.checker.check_model(model, full_check=True)
     onnx.save(model, str(path))
 
 
@@ -163,9 +166,9 @@ def test_usage_errors_name_the_input_and_the_fix(project):
     assert "'x' has shape (2, 5)" in err and "declares (batch, 4)" in err
     (project / "models" / "junk.onnx").write_bytes(b"not a model")
     assert "junk.onnx: cannot read it as an ONNX model" in error("models/junk.onnx")
-    write_model(project / "models" / "odd.onnx", activation="Hardmax")
+    write_model(project / "models" / "odd.onnx", activation="Swoosh", domain="com.example")
     err = error("models/odd.onnx", "--dim", "batch=2")
-    assert "Hardmax (act)" in err
+    assert "Swoosh (act)" in err
 
 
 def test_onnxruntime_file_row_fails_when_the_file_computes_something_else(tmp_path):
