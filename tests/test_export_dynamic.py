@@ -133,3 +133,27 @@ def test_cli_dynamic_batch_is_verified_on_other_sizes_and_rechecked(tmp_path, ca
     assert checked.ok, checked.summary()
     # the example (3 rows), its first row, its rows twice over
     assert [np.shape(o) for o in checked.outputs] == [(3, 2), (1, 2), (6, 2)]
+
+
+@pytest.mark.parametrize("batch", [2, 1, 0])
+def test_torch_dynamic_shapes_trace_one_program_for_every_batch(batch):
+    """The helper the torch writer needs (see TORCH_PENDING), exported in process: the
+    example's batch of 0 or 1 is widened so that torch.export does not specialise it."""
+    from unigraph.export.torch_dims import dynamic_shapes
+    from unigraph.plugins import get_backend
+
+    torch = get_backend("torch").load()
+    from unigraph_torch.export import named_module
+
+    fn, _, options, others = PROGRAMS["gate"]
+    prepared = prepare(fn, (rows(batch),), **options)
+    examples = tuple(torch.from_numpy(x.copy()) for x in prepared.example_inputs)
+    shapes, examples = dynamic_shapes(prepared, examples)
+    assert [tuple(x.shape) for x in examples] == [(max(batch, 2), 4)]
+    with torch.no_grad():
+        program = torch.export.export(named_module(prepared).eval(), examples,
+                                      dynamic_shapes=shapes, strict=False).module()
+        for (x,) in others:
+            (got,) = program(torch.from_numpy(x))
+            np.testing.assert_allclose(got.numpy().astype(np.float64), reference(fn, (x,))[0],
+                                       rtol=1e-4, atol=1e-5)
