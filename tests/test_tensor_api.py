@@ -424,3 +424,20 @@ def test_a_no_op_returns_its_input(target, name):
 def test_a_no_op_on_a_numpy_array_still_gives_a_tensor():
     out = ug.sum(np.ones((2, 2), np.float32), axis=())
     assert isinstance(out, ug.Tensor) and out.dtype == "float32" and out.shape == (2, 2)
+
+
+def test_records_refuse_the_degenerate_forms_the_frontend_removes():
+    """One rule, in the frontend: no node ever has axis=() or squeezes nothing, so no
+    backend has to read them (torch and Paddle read an empty axis list as "every axis")."""
+    from unigraph.errors import ShapeError
+    from unigraph.ops import OPS
+    from unigraph.ops.base import TensorSpec
+
+    x = TensorSpec((3, 4), "float32")
+    for op in ("sum", "mean", "max", "min", "prod"):
+        with pytest.raises(ShapeError, match=rf"{op}: axis \(\) reduces nothing"):
+            OPS[op].infer(x, axis=(), keepdims=False)
+    with pytest.raises(ShapeError, match="squeeze: no axis to squeeze"):
+        OPS["squeeze"].infer(x, axis=())
+    with pytest.raises(ShapeError, match="slice: .* has no dims to slice"):
+        OPS["slice"].infer(TensorSpec((), "float32"), begin=(), end=(), stride=())

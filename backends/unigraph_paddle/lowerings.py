@@ -166,38 +166,28 @@ def matmul(a, b):
 
 
 # -- reductions -------------------------------------------------------------------------------
-# Paddle reads an empty axis list as "all axes"; the reference reads axis=() as the identity.
+# A node's axis is never (): the frontend returns x for axis=() (Paddle would read "all axes").
 
 
 def reduce_sum(x, *, axis, keepdims):
-    if axis == ():
-        return paddle.assign(x)
     # paddle.sum widens int32 to int64 by default; ours keeps the dtype.
     return paddle.sum(x, axis=_axes(axis), keepdim=keepdims, dtype=x.dtype)
 
 
 def reduce_mean(x, *, axis, keepdims):
-    if axis == ():
-        return paddle.assign(x)
     return paddle.mean(x, axis=_axes(axis), keepdim=keepdims)
 
 
 def reduce_max(x, *, axis, keepdims):
     # Paddle's max propagates NaN and splits tied gradients equally: the record's rule.
-    if axis == ():
-        return paddle.assign(x)
     return paddle.max(x, axis=_axes(axis), keepdim=keepdims)
 
 
 def reduce_min(x, *, axis, keepdims):
-    if axis == ():
-        return paddle.assign(x)
     return paddle.min(x, axis=_axes(axis), keepdim=keepdims)
 
 
 def reduce_prod(x, *, axis, keepdims):
-    if axis == ():
-        return paddle.assign(x)
     # dtype: paddle.prod would widen int32 to int64.
     return paddle.prod(x, axis=_axes(axis), keepdim=keepdims, dtype=x.dtype)
 
@@ -238,15 +228,11 @@ def stack(*xs, axis):
 
 
 def slice_(x, *, begin, end, stride):
-    if not begin:  # a rank-0 tensor: nothing to slice
-        return paddle.assign(x)
     axes = list(range(len(begin)))
     return paddle.strided_slice(x, axes, list(begin), list(end), list(stride))
 
 
 def squeeze(x, *, axis):
-    if not axis:  # Paddle squeezes every size-1 axis when given none
-        return paddle.assign(x)
     return paddle.squeeze(x, axis=list(axis))
 
 

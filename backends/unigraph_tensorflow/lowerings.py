@@ -167,7 +167,7 @@ def reduction(op):
         if axis is None:
             axis = tuple(range(len(x.shape)))
         if not axis:
-            return x  # nothing to reduce (and an empty axis list has no dtype)
+            return x  # axis None of a 0-d x (a node's axis is never (): the frontend)
         return op(input=x, axis=axis, keep_dims=keepdims)
 
     return lowering
@@ -205,7 +205,7 @@ def stack(*xs, axis):
 
 
 def squeeze(x, *, axis):
-    return tf.squeeze(x, axis) if axis else x
+    return tf.squeeze(x, axis)
 
 
 def expand_dims(x, *, axis):
@@ -217,7 +217,7 @@ def broadcast_to(x, *, shape):
 
 
 def slice_(x, *, begin, end, stride):
-    return tf.strided_slice(x, begin, end, stride) if begin else x
+    return tf.strided_slice(x, begin, end, stride)
 
 
 def _checked_indices(op, indices, size, axis=None):

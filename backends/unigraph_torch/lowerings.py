@@ -90,37 +90,27 @@ def einsum(*xs, equation):
 
 
 # -- reductions -------------------------------------------------------------------------------
-# torch reads dim=() as "every dim"; the reference reads axis=() as "no dim": the identity.
+# A node's axis is never (): the frontend returns x for axis=() (torch would read "every dim").
 
 
 def reduce_sum(x, *, axis, keepdims):
-    if axis == ():
-        return x
     # dtype=x.dtype: torch would widen int32 to int64; the op keeps the input dtype.
     return torch.sum(x, dim=axis, keepdim=keepdims, dtype=x.dtype)
 
 
 def reduce_mean(x, *, axis, keepdims):
-    if axis == ():
-        return x
     return torch.mean(x, dim=axis, keepdim=keepdims)
 
 
 def reduce_max(x, *, axis, keepdims):
-    if axis == ():
-        return x
     return torch.amax(x, dim=() if axis is None else axis, keepdim=keepdims)
 
 
 def reduce_min(x, *, axis, keepdims):
-    if axis == ():
-        return x
     return torch.amin(x, dim=() if axis is None else axis, keepdim=keepdims)
 
 
 def reduce_prod(x, *, axis, keepdims):
-    if axis == ():
-        return x
     if axis is None:
         out = torch.prod(x, dtype=x.dtype)  # dtype: torch would widen int32 to int64
         return out.reshape((1,) * x.dim()) if keepdims else out

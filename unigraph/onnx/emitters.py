@@ -77,8 +77,6 @@ def _cast(w, args, node):
 def _reduce(w, op_type: str, x: str, axis, keepdims: bool) -> str:
     """One Reduce* node over `axis` (a tuple, or None for every axis). Opset 18 moved the
     axes of every reduction from an attribute to an input (ReduceSum: opset 13)."""
-    if axis is not None and len(axis) == 0:
-        return w.node("Identity", [x])  # an empty axes list would mean "all" in ONNX
     if axis is None:
         return w.node(op_type, [x], keepdims=int(keepdims))
     if op_type == "ReduceSum" or w.opset >= 18:
@@ -156,8 +154,6 @@ def _stack(w, args, node):
 
 def _squeeze(w, args, node):
     axis = node.attrs["axis"]
-    if not axis:  # Squeeze without axes would drop every size-1 dim
-        return w.node("Identity", args)
     return w.node("Squeeze", [args[0], w.const(_ints(axis))])
 
 

@@ -26,6 +26,11 @@ def _reduced_shape(op, x, axis, keepdims, need_nonempty=False):
     if axis is not None:
         if not isinstance(axis, tuple):
             raise ShapeError(f"{op}: axis is {axis!r}; pass a tuple of ints or None")
+        if not axis:
+            # One rule, in the frontend: ug.sum(x, axis=()) is x itself, no node. So no
+            # backend reads an empty axis list (torch and Paddle would reduce every axis).
+            raise ShapeError(f"{op}: axis () reduces nothing; the node is x itself (the "
+                             f"public ug.{op} returns x for axis=())")
         for a in axis:
             check_axis(op, x, a)
         if len(set(axis)) != len(axis):

@@ -168,6 +168,8 @@ register(OpDef(
 
 
 def _squeeze_infer(x, *, axis):
+    if not axis:  # ug.squeeze returns x for nothing to squeeze: no backend reads axis=()
+        raise ShapeError(f"squeeze: no axis to squeeze in {fmt(x)}; the node is x itself")
     for a in axis:
         check_axis("squeeze", x, a)
         if x.shape[a] not in (1, None):
@@ -243,6 +245,8 @@ register(OpDef(
 
 def _slice_infer(x, *, begin, end, stride):
     rank = len(x.shape)
+    if not rank:  # x[()] of a 0-d tensor is x itself: the frontend makes no node
+        raise ShapeError(f"slice: {fmt(x)} has no dims to slice; the node is x itself")
     if not len(begin) == len(end) == len(stride) == rank:
         raise ShapeError(
             f"slice: begin {tuple(begin)}, end {tuple(end)} and stride {tuple(stride)} need "
