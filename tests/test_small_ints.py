@@ -192,3 +192,16 @@ def test_small_int_indices(target):
     np.testing.assert_array_equal(got[1], x[[0, 2]])
     np.testing.assert_array_equal(got[2], np.eye(3, dtype=np.float32)[[1, 2]])
     np.testing.assert_array_equal(got[3], x[:, [2, 3]])
+
+
+@pytest.mark.parametrize("target", [t for t in FORWARD_TARGETS if not t.startswith("onnx")])
+@pytest.mark.parametrize("dtype", SMALL)
+def test_print_small_ints(target, dtype, capfd):
+    from tests.test_print import _printed
+
+    t = Target.parse(target)
+    capfd.readouterr()
+    with ug.use_backend(t.backend, t.mode):
+        out = ug.function(lambda x: ug.print(x + 1, message="x"))(np.array([1, 2], dtype))
+    assert out.dtype == dtype and out.numpy().tolist() == [2, 3]
+    assert _printed(capfd, target) == ["x [2. 3.]" if target == "paddle:static" else "x [2 3]"]

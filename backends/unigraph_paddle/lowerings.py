@@ -284,6 +284,12 @@ def scatter_add(x, indices, updates, *, axis):
     return paddle.index_add(x, indices, axis, updates)  # a new tensor: x is not written
 
 
+def _printable(x):
+    # paddle.static.Print takes no int8, uint8 or int16, nor can they be detached (quirk
+    # "cast (float to int8, uint8, int16)"): printed as int32.
+    return paddle.cast(x, "int32") if x.dtype in (paddle.int8, paddle.uint8, paddle.int16) else x
+
+
 def print_(*xs, message):
     if type(xs[0]) is _EAGER_TENSOR:
         emit(message, *[x.numpy() for x in xs])
@@ -293,11 +299,13 @@ def print_(*xs, message):
     # Printing detached copies: Paddle's Print prints the gradient too when one flows
     # through it, whatever print_phase says; the result then depends on the prints.
     printed = [paddle.static.Print(
-        x.detach(), message=message, summarize=-1, print_tensor_name=False,
+        _printable(x).detach(), message=message, summarize=-1, print_tensor_name=False,
         print_tensor_type=False, print_tensor_shape=False, print_tensor_layout=False,
         print_tensor_lod=False) for x in xs]
-    return xs[0] + paddle.zeros_like(printed[0]) if xs[0].dtype != paddle.bool else (
-        paddle.logical_or(xs[0], paddle.zeros_like(printed[0])))
+    zero = paddle.cast(paddle.zeros_like(printed[0]), xs[0].dtype)
+    if xs[0].dtype == paddle.bool:
+        return paddle.logical_or(xs[0], zero)
+    return LOWERINGS["add"](xs[0], zero)  # the table's add: small ints have no kernel
 
 
 def full(*, shape, value, dtype):
