@@ -108,8 +108,16 @@ class Executable:
             raise BackendError(
                 f"{self.target}: graph {self.graph.name!r} takes {len(specs)} input"
                 f"{'' if len(specs) == 1 else 's'}; run got {len(inputs)}")
-        feeds = list(inputs)
-        for index, (x, (dtype, shape, varies)) in enumerate(zip(feeds, specs)):
+        # The common run, NumPy arrays of the graph's types: one pass, no new list (this is
+        # on every run's path; a tiny graph runs in ~20 us).
+        for x, (dtype, shape, varies) in zip(inputs, specs):
+            if type(x) is not np.ndarray or x.dtype != dtype or (
+                    _shape_fits(x.shape, shape) if varies else x.shape == shape) is False:
+                return self._check_each(list(inputs))
+        return inputs if type(inputs) is list else list(inputs)
+
+    def _check_each(self, feeds: list) -> list:
+        for index, (x, (dtype, shape, _)) in enumerate(zip(feeds, self._input_specs)):
             if type(x) is not np.ndarray:
                 spec = self._native_spec(x)
                 if spec is None:  # a Python number or list: the input's dtype
@@ -119,8 +127,7 @@ class Executable:
                     if got_dtype != dtype or not _shape_fits(got_shape, shape):
                         self.refuse_feed(index, got_dtype, got_shape)
                     continue
-            if x.dtype != dtype or (x.shape != shape if not varies
-                                    else not _shape_fits(x.shape, shape)):
+            if x.dtype != dtype or not _shape_fits(x.shape, shape):
                 self.refuse_feed(index, x.dtype, x.shape)
         return feeds
 
