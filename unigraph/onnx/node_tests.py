@@ -72,6 +72,8 @@ def _arrays(values):
     """The case's inputs or outputs as arrays, or None if one is not a plain tensor."""
     out = []
     for value in values:
+        if isinstance(value, np.generic):  # a 0-d input stored as a NumPy scalar
+            value = np.asarray(value)
         if not isinstance(value, np.ndarray) or value.dtype.name not in DTYPES:
             return None
         out.append(value)
