@@ -165,3 +165,13 @@ def test_from_native_detaches_torch_autograd():
         grad = ug.grad(lambda v: ug.sum(v * v))(x)
     np.testing.assert_array_equal(grad.numpy(), [2.0, 2.0])
     assert source.grad is None
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_torch_as_tensor_and_np_asarray(target):
+    torch = _torch()
+    t = Target.parse(target)
+    with ug.use_backend(t.backend, t.mode):
+        x = ug.tensor([[1.5, -2.0]])
+        assert torch.as_tensor(x).tolist() == [[1.5, -2.0]]
+        assert np.asarray(x).tolist() == [[1.5, -2.0]] and np.asarray(x).dtype == np.float32
