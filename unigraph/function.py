@@ -406,11 +406,6 @@ class Function:
         types = self._leaf_types(args, leaves) if self.input_spec is not None else None
         return self._trace_full(treedef, leaves, types)
 
-    def _trace(self, treedef, leaves):
-        """(graph, Parameters bound to graph.params, output treedef, random inputs)."""
-        traced = self._trace_full(treedef, leaves)
-        return traced.graph, traced.params, traced.out_treedef, traced.random_inputs
-
     def _trace_full(self, treedef, leaves, types=None) -> Trace:
         """Trace with each leaf's own (shape, dtype), or `types[i]` (from an input_spec)."""
         builder = GraphBuilder(self.name)
