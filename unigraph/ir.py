@@ -25,7 +25,7 @@ import numpy as np
 
 from unigraph.errors import GraphError
 
-DTYPES = ("float16", "float32", "float64", "int32", "int64", "bool")
+DTYPES = ("float16", "float32", "float64", "int8", "uint8", "int16", "int32", "int64", "bool")
 FLOAT_DTYPES = ("float16", "float32", "float64")
 CONTROL_FLOW_OPS = ("cond", "while_loop", "grad")
 

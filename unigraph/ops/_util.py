@@ -12,7 +12,7 @@ from unigraph.errors import ShapeError
 from unigraph.ir import DTYPES, FLOAT_DTYPES
 from unigraph.ops.base import TensorSpec
 
-INT_DTYPES = ("int32", "int64")
+INT_DTYPES = ("int8", "uint8", "int16", "int32", "int64")
 NUMERIC_DTYPES = FLOAT_DTYPES + INT_DTYPES
 
 # Ops that sum many terms (matmul, conv, long reductions, softmax's normaliser) round more,
