@@ -16,6 +16,7 @@ import numpy as np
 
 import unigraph as ug
 from unigraph.onnx.importers_elementwise import ELEMENTWISE_IMPORTERS
+from unigraph.onnx.importers_nn import NN_IMPORTERS
 
 
 def _op(fn):
@@ -91,23 +92,6 @@ def _gelu(ctx, args, attrs):
     return ug.gelu(args[0], approximate=attrs.get("approximate", "none"))
 
 
-def _lrn(ctx, args, attrs):
-    """x / (bias + alpha / size * sum of x^2 over `size` neighbouring channels) ^ beta, the
-    window floor((size-1)/2) channels before and ceil((size-1)/2) after, zeros outside."""
-    x, size = args[0], int(attrs["size"])
-    squares = ug.pad(x * x, [(0, 0), ((size - 1) // 2, size // 2)]
-                     + [(0, 0)] * (len(x.shape) - 2))
-    channels = x.shape[1]
-    total = None
-    for k in range(size):
-        begin = (0, k) + (0,) * (len(x.shape) - 2)
-        end = (x.shape[0], k + channels) + tuple(x.shape[2:])
-        part = ug.slice(squares, begin, tuple(-1 if d is None else d for d in end))
-        total = part if total is None else total + part
-    scale = total * (attrs.get("alpha", 1e-4) / size) + attrs.get("bias", 1.0)
-    return x / ug.pow(scale, attrs.get("beta", 0.75))
-
-
 def _is_nan(ctx, args, attrs):
     return ug.not_equal(args[0], args[0])  # only NaN differs from itself
 
@@ -155,202 +139,6 @@ def _gemm(ctx, args, attrs):
     if len(args) > 2 and args[2] is not None:
         out = out + (args[2] * beta if beta != 1.0 else args[2])
     return out
-
-
-# -- convolution and pooling ------------------------------------------------------------------
-def _spatial(ctx, x, attrs, kernel, what: str):
-    """(x padded where ONNX's pads are asymmetric or auto, symmetric (ph, pw)) for a 2-D
-    window op; strides and dilations as pairs."""
-    if len(x.shape) != 4:
-        ctx.refuse(f"{what} over {len(x.shape) - 2} spatial dims (unigraph has 2-D only)")
-    strides = tuple(attrs.get("strides", (1, 1)))
-    dilations = tuple(attrs.get("dilations", (1, 1)))
-    auto = attrs.get("auto_pad", "NOTSET")
-    if auto in ("SAME_UPPER", "SAME_LOWER"):
-        pads = []
-        for size, k, s, d in zip(x.shape[2:], kernel, strides, dilations):
-            if size is None:
-                ctx.refuse(f"{what} with auto_pad={auto} on an image size known only at run time")
-            total = max((-(-size // s) - 1) * s + (k - 1) * d + 1 - size, 0)
-            small, large = total // 2, total - total // 2
-            pads.append((small, large) if auto == "SAME_UPPER" else (large, small))
-        begin, end = [p[0] for p in pads], [p[1] for p in pads]
-    elif auto == "VALID":
-        begin, end = [0, 0], [0, 0]
-    else:
-        flat = list(attrs.get("pads", (0, 0, 0, 0)))
-        begin, end = flat[:2], flat[2:]
-    if begin == end:
-        return x, tuple(begin), strides, dilations
-    return (x, (begin, end)), None, strides, dilations
-
-
-def _pad_asymmetric(x, pads, value):
-    begin, end = pads
-    return ug.pad(x, [(0, 0), (0, 0), (begin[0], end[0]), (begin[1], end[1])], value=value)
-
-
-def _conv(ctx, args, attrs):
-    x, weight = args[0], args[1]
-    bias = args[2] if len(args) > 2 else None
-    kernel = tuple(attrs.get("kernel_shape", weight.shape[2:]))
-    x, padding, strides, dilations = _spatial(ctx, x, attrs, kernel, "Conv")
-    if padding is None:
-        x, padding = _pad_asymmetric(*x, 0.0), (0, 0)
-    return ug.conv2d(x, weight, bias, stride=strides, padding=padding, dilation=dilations,
-                     groups=attrs.get("group", 1))
-
-
-def _conv_transpose(ctx, args, attrs):
-    """ConvTranspose as `conv_transpose2d` without padding (every contribution, size
-    (H - 1) * s + (k - 1) * d + 1), then cropped by ONNX's begin/end pads, or widened with
-    zeros where output_padding or output_shape asks for more; the bias added last. A 1-D
-    one runs with a trailing size-1 dim."""
-    x, weight = args[0], args[1]
-    bias = args[2] if len(args) > 2 else None
-    if len(x.shape) == 3:
-        one = {key: list(value) + [extra] for key, value, extra in (
-            (k, attrs[k], e) for k, e in (("kernel_shape", 1), ("strides", 1),
-                                          ("dilations", 1), ("output_padding", 0),
-                                          ("output_shape", 1)) if k in attrs)}
-        if "pads" in attrs:
-            one["pads"] = [attrs["pads"][0], 0, attrs["pads"][1], 0]
-        out = _conv_transpose(ctx, [ug.expand_dims(x, -1), ug.expand_dims(weight, -1),
-                                    bias], {**attrs, **one})
-        return ug.squeeze(out, -1)
-    if len(x.shape) != 4:
-        ctx.refuse(f"ConvTranspose over {len(x.shape) - 2} spatial dims (unigraph has 1-D "
-                   "and 2-D)")
-    kernel = tuple(attrs.get("kernel_shape", weight.shape[2:]))
-    strides = tuple(attrs.get("strides", (1, 1)))
-    dilations = tuple(attrs.get("dilations", (1, 1)))
-    extra = tuple(attrs.get("output_padding", (0, 0)))
-    sizes = x.shape[2:]
-    full = [(n - 1) * s + (k - 1) * d + 1 for n, s, k, d in zip(sizes, strides, kernel,
-                                                                 dilations)]
-    auto = attrs.get("auto_pad", "NOTSET")
-    if "output_shape" in attrs or auto in ("SAME_UPPER", "SAME_LOWER"):
-        wanted = list(attrs.get("output_shape", [n * s for n, s in zip(sizes, strides)]))[-2:]
-        totals = [f + e - w for f, e, w in zip(full, extra, wanted)]
-        upper = auto == "SAME_UPPER"
-        begin = [t // 2 if upper else t - t // 2 for t in totals]
-        end = [t - t // 2 if upper else t // 2 for t in totals]
-    elif auto == "VALID":
-        begin, end = [0, 0], [0, 0]
-    else:
-        pads = list(attrs.get("pads", (0, 0, 0, 0)))
-        begin, end = pads[:2], pads[2:]
-    out = ug.conv_transpose2d(x, weight, None, stride=strides, dilation=dilations,
-                              groups=attrs.get("group", 1))
-    # Output index i of ONNX's result is index i + begin of `full`, for i < full - begin
-    # - end + output_padding: pad with zeros where that reaches outside, then crop.
-    before = [max(-b, 0) for b in begin]
-    after = [max(e - en, 0) for e, en in zip(extra, end)]
-    if any(before) or any(after):
-        out = ug.pad(out, [(0, 0), (0, 0), (before[0], after[0]), (before[1], after[1])])
-    start = [b + p for b, p in zip(begin, before)]
-    stop = [s + f - b - en + e for s, f, b, en, e in zip(start, full, begin, end, extra)]
-    out = ug.slice(out, (0, 0, start[0], start[1]), (out.shape[0], out.shape[1], *stop))
-    if bias is not None:
-        out = out + ug.reshape(bias, (-1, 1, 1))
-    return out
-
-
-def _explicit_pads(ctx, x, attrs, kernel, what):
-    """(begin, end, extra, strides) of a 2-D window op, auto_pad resolved; `extra` is what
-    ceil_mode adds after `end` so that floor division over the padded image gives ONNX's
-    ceil output size (a last window must still start inside the image or its begin pad)."""
-    if any(d != 1 for d in attrs.get("dilations", (1, 1))):
-        ctx.refuse(f"{what} with dilations")
-    x_pads, padding, strides, _ = _spatial(ctx, x, attrs, kernel, what)
-    begin, end = (list(padding), list(padding)) if padding is not None else \
-        (list(x_pads[1][0]), list(x_pads[1][1]))
-    extra = [0, 0]
-    if attrs.get("ceil_mode", 0) and attrs.get("auto_pad", "NOTSET") in ("NOTSET", "VALID"):
-        for axis, (size, k, s) in enumerate(zip(x.shape[2:], kernel, strides)):
-            padded = size + begin[axis] + end[axis]
-            count = -(-(padded - k) // s) + 1
-            if (count - 1) * s >= size + begin[axis]:
-                count -= 1
-            extra[axis] = max(0, (count - 1) * s + k - padded)
-    return begin, end, extra, strides
-
-
-def _pool_in_2d(run):
-    """A 1-D or 3-D pool written as the 2-D one where that is exact: a 1-D pool gains a
-    trailing size-1 dim; a 3-D pool whose last two dims have window 1, stride 1 and no pads
-    (LocalResponseNorm as exporters write it at opset 9) runs over (depth, height * width)."""
-    def pool(ctx, args, attrs):
-        x = args[0]
-        rank = len(x.shape)
-        if rank == 4:
-            return run(ctx, args, attrs)
-        n = rank - 2
-        kernel = list(attrs["kernel_shape"])
-        strides = list(attrs.get("strides", [1] * n))
-        dilations = list(attrs.get("dilations", [1] * n))
-        pads = list(attrs.get("pads", [0] * 2 * n))
-        trivial = rank == 5 and kernel[1:] == strides[1:] == dilations[1:] == [1, 1] and \
-            pads[1:3] == pads[4:] == [0, 0]
-        if rank == 3 or trivial:
-            flat = dict(attrs, kernel_shape=[kernel[0], 1], strides=[strides[0], 1],
-                        dilations=[dilations[0], 1], pads=[pads[0], 0, pads[n], 0])
-            shape = tuple(x.shape)
-            out = run(ctx, [ug.reshape(x, shape[:3] + (int(np.prod(shape[3:])),))], flat)
-            return ug.reshape(out, tuple(out.shape[:3]) + shape[3:])
-        ctx.refuse(f"{ctx.node.op_type} over {n} spatial dims (unigraph pools in 2-D)")
-
-    return pool
-
-
-def _max_pool(ctx, args, attrs):
-    if len(ctx.node.output) > 1 and ctx.node.output[1]:
-        ctx.refuse("MaxPool's Indices output")
-    kernel = tuple(attrs["kernel_shape"])
-    begin, end, extra, strides = _explicit_pads(ctx, args[0], attrs, kernel, "MaxPool")
-    end = [e + more for e, more in zip(end, extra)]
-    x, padding = args[0], tuple(begin)
-    if begin != end or any(b > k // 2 for b, k in zip(begin, kernel)):
-        x, padding = _pad_asymmetric(x, (begin, end), -np.inf), (0, 0)
-    return ug.max_pool2d(x, kernel, stride=strides, padding=padding)
-
-
-def _average_pool(ctx, args, attrs):
-    """A window sum over the padded image divided by ONNX's count: the window's positions
-    inside the image, plus those in the pads with count_include_pad=1 (never those added
-    for ceil_mode). The counts depend only on shapes, so they are computed at import."""
-    x, kernel = args[0], tuple(attrs["kernel_shape"])
-    begin, end, extra, strides = _explicit_pads(ctx, x, attrs, kernel, "AveragePool")
-    include = bool(attrs.get("count_include_pad", 0))
-    if begin == end and not any(extra) and (include or not any(begin)) and all(
-            b <= k // 2 for b, k in zip(begin, kernel)):
-        return ug.avg_pool2d(x, kernel, stride=strides, padding=tuple(begin))
-    mask = np.pad(np.ones(tuple(x.shape[2:])), list(zip(begin, end)),
-                  constant_values=1.0 if include else 0.0)
-    mask = np.pad(mask, [(0, e) for e in extra])
-    windows = np.lib.stride_tricks.sliding_window_view(mask, kernel)
-    counts = windows[::strides[0], ::strides[1]].sum(axis=(-2, -1))
-    scale = (kernel[0] * kernel[1] / counts).astype(_dtype(x))
-    padded = _pad_asymmetric(x, (begin, [e + more for e, more in zip(end, extra)]), 0.0)
-    return ug.avg_pool2d(padded, kernel, stride=strides) * scale
-
-
-def _global_average_pool(ctx, args, attrs):
-    return ug.mean(args[0], axis=tuple(range(2, len(args[0].shape))), keepdims=True)
-
-
-def _global_max_pool(ctx, args, attrs):
-    return ug.max(args[0], axis=tuple(range(2, len(args[0].shape))), keepdims=True)
-
-
-def _batch_norm(ctx, args, attrs):
-    if attrs.get("training_mode", 0):
-        ctx.refuse("BatchNormalization with training_mode=1 (export the model in eval mode)")
-    x, scale, bias, mean, var = args[:5]
-    shape = (-1,) + (1,) * (len(x.shape) - 2)
-    inverse = ug.reshape(scale, shape) / ug.sqrt(ug.reshape(var, shape)
-                                                  + attrs.get("epsilon", 1e-5))
-    return (x - ug.reshape(mean, shape)) * inverse + ug.reshape(bias, shape)
 
 
 # -- softmax ----------------------------------------------------------------------------------
@@ -755,7 +543,6 @@ IMPORTERS = {
     "Elu": _elu,
     "Selu": _selu,
     "Gelu": _gelu,
-    "LRN": _lrn,
     "Sigmoid": _op(ug.sigmoid),
     "Tanh": _op(ug.tanh),
     "Softplus": _op(ug.softplus),
@@ -763,13 +550,6 @@ IMPORTERS = {
     "LogSoftmax": _softmax_like(ug.log_softmax),
     "MatMul": _matmul,
     "Gemm": _gemm,
-    "Conv": _conv,
-    "ConvTranspose": _conv_transpose,
-    "MaxPool": _pool_in_2d(_max_pool),
-    "AveragePool": _pool_in_2d(_average_pool),
-    "GlobalAveragePool": _global_average_pool,
-    "GlobalMaxPool": _global_max_pool,
-    "BatchNormalization": _batch_norm,
     "Dropout": _dropout,
     "Shape": _shape,
     "Flatten": _flatten,
@@ -798,4 +578,5 @@ IMPORTERS = {
     "If": _if,
     "Loop": _loop,
     **ELEMENTWISE_IMPORTERS,
+    **NN_IMPORTERS,
 }
