@@ -53,12 +53,6 @@ PROGRAMS = {
              [(rows(b),) for b in BATCHES]),
 }
 
-# torch.export needs `dynamic_shapes` (a torch.export.Dim per unknown dim) from its writer,
-# backends/unigraph_torch/export.py save_torch, which does not pass them yet: the program it
-# writes is specialised to the example's batch. strict: this fails once it does.
-TORCH_PENDING = pytest.mark.xfail(strict=True, reason="save_torch passes no dynamic_shapes")
-
-
 def export_and_reload(framework: str, folder: Path) -> dict:
     """{(format, program): [outputs per other batch, or the error text]} from one fresh
     process for `framework`."""
@@ -93,8 +87,7 @@ def reloaded(tmp_path_factory):
 
 
 @pytest.mark.parametrize("name", list(PROGRAMS))
-@pytest.mark.parametrize("format", [pytest.param(f, marks=TORCH_PENDING) if f == "torch" else f
-                                    for f in FORMATS_DYNAMIC])
+@pytest.mark.parametrize("format", FORMATS_DYNAMIC)
 def test_an_artifact_with_an_unknown_batch_runs_other_batch_sizes(reloaded, format, name):
     fn, _, _, others = PROGRAMS[name]
     for inputs, got in zip(others, reloaded(format, name)):
@@ -137,7 +130,7 @@ def test_cli_dynamic_batch_is_verified_on_other_sizes_and_rechecked(tmp_path, ca
 
 @pytest.mark.parametrize("batch", [2, 1, 0])
 def test_torch_dynamic_shapes_trace_one_program_for_every_batch(batch):
-    """The helper the torch writer needs (see TORCH_PENDING), exported in process: the
+    """The helper the torch writer uses (`dynamic_shapes`), exported in process: the
     example's batch of 0 or 1 is widened so that torch.export does not specialise it."""
     from unigraph.export.torch_dims import dynamic_shapes
     from unigraph.plugins import get_backend

@@ -24,6 +24,7 @@ from torch._higher_order_ops import while_loop as torch_while_loop
 
 from unigraph.backend import lower_nodes
 from unigraph.export.prepare import ExportError
+from unigraph.export.torch_dims import dynamic_shapes
 from unigraph.ir import Graph
 from unigraph_torch.lowerings import LOWERINGS
 
@@ -99,9 +100,10 @@ def save_torch(prepared, path: str) -> str:
     returns `path`."""
     module = named_module(prepared).eval()
     examples = tuple(torch.from_numpy(x.copy()) for x in prepared.example_inputs)
+    shapes, examples = dynamic_shapes(prepared, examples)  # the graph's None dims stay free
     try:
         with torch.no_grad():
-            program = torch.export.export(module, examples, strict=False)
+            program = torch.export.export(module, examples, dynamic_shapes=shapes, strict=False)
     except Exception as error:  # torch.export's own errors carry pages of its internals
         first = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
         raise ExportError(f"torch.export cannot export {prepared.name}: {first}. Use format "
