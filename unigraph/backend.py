@@ -222,7 +222,13 @@ class Backend:
             for other in backends().values():
                 if other.framework in self.import_after and other.status()[0]:
                     other.load()
-        return import_framework(self.framework, self.import_after)
+        first = self.framework not in sys.modules
+        module = import_framework(self.framework, self.import_after)
+        if first:  # a configured thread count reaches a framework when it is imported
+            from unigraph.threads import framework_loaded
+
+            framework_loaded(self.framework)
+        return module
 
     # -- eager --------------------------------------------------------------------------
     def to_native(self, array: np.ndarray):

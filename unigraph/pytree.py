@@ -27,6 +27,7 @@ def flatten(tree, is_leaf) -> tuple[list, object]:
         return ("static", Static(node))
 
     treedef = walk(tree)
+    walk = None  # the closure refers to itself: a cycle that would keep every leaf alive until gc
     return leaves, treedef
 
 
@@ -69,7 +70,9 @@ def unflatten(treedef, leaves) -> object:
             return {k: build(x) for k, x in zip(node[1], node[2])}
         return node[1].obj
 
-    return build(treedef)
+    tree = build(treedef)
+    build = None  # break the closure's cycle (see flatten)
+    return tree
 
 
 def describe(treedef) -> str:
