@@ -74,6 +74,13 @@ def _arrays(values):
     for value in values:
         if isinstance(value, np.generic):  # a 0-d input stored as a NumPy scalar
             value = np.asarray(value)
+        elif hasattr(value, "raw_data"):  # a TensorProto (the Cast cases)
+            from onnx import numpy_helper
+
+            try:
+                value = numpy_helper.to_array(value)
+            except (TypeError, ValueError):
+                return None
         if not isinstance(value, np.ndarray) or value.dtype.name not in DTYPES:
             return None
         out.append(value)
