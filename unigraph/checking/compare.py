@@ -202,7 +202,7 @@ def widest(budgets) -> tuple:
     return (max(b[0] for b in budgets), max(b[1] for b in budgets))
 
 
-def _names(node, backward: bool) -> set:
+def node_names(node, backward: bool) -> set:
     """The op name of `node`, and its accumulation tag ("conv2d@4608") when it sums more
     than `accumulation.REFERENCE_TERMS` terms. The checker's own weighted sum of the
     outputs is not tagged inside a gradient: its rounding never reaches the gradients
@@ -223,7 +223,7 @@ def ops_of(graph: Graph, backward: bool = False) -> set:
     `backward`)."""
     names = set()
     for node in graph.nodes:
-        names |= _names(node, backward)
+        names |= node_names(node, backward)
         for sub in node.subgraphs.values():
             names |= ops_of(sub, backward or node.op == "grad")
     return names
@@ -239,7 +239,7 @@ def cone_ops(graph: Graph, value_ids) -> set:
         if id(node) in seen:
             continue
         seen.add(id(node))
-        names |= _names(node, False)
+        names |= node_names(node, False)
         for sub in node.subgraphs.values():
             names |= ops_of(sub, node.op == "grad")
         stack.extend(producer[v.id] for v in node.inputs if v.id in producer)
