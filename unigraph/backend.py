@@ -73,13 +73,33 @@ class Executable:
         feeds = self.check_inputs(inputs)
         if self.unset:
             self.refuse_unset()
-        return self._run(feeds)
+        try:
+            return self._run(feeds)
+        except Exception as error:
+            found = self._translated(error)
+            if found is None:
+                raise
+            raise found from None
 
     def run_all(self, inputs: list) -> dict:
         feeds = self.check_inputs(inputs)
         if self.unset:
             self.refuse_unset()
-        return self._run_all(feeds)
+        try:
+            return self._run_all(feeds)
+        except Exception as error:
+            found = self._translated(error)
+            if found is None:
+                raise
+            raise found from None
+
+    def _translated(self, error: Exception):
+        """The error a failed run means in the user's terms, or None to re-raise it as it
+        is: an index check's failure (a graph's Assert, a framework gather's refusal) becomes
+        `IndexOutOfRangeError` with the op's line."""
+        from unigraph.index_checks import translate_run_error
+
+        return translate_run_error(error, self)
 
     def set_param(self, index: int, array) -> None:
         value = self.graph.params[index]
