@@ -14,7 +14,7 @@ from unigraph.errors import ShapeError
 from unigraph.ops import OPS, TensorSpec
 
 FLOATS = ("float16", "float32", "float64")
-FAMILIES = ("elementwise", "math", "linalg", "reduction", "shape", "nn")
+FAMILIES = ("elementwise", "math", "linalg", "reduction", "shape", "nn", "printing")
 MAX_PROBES = 30  # finite-difference positions per input: keeps the long reduction fast
 
 
