@@ -86,6 +86,30 @@ def test_one_trace_serves_every_batch_size(target):
 
 
 @pytest.mark.parametrize("target", TARGETS)
+def test_reshape_with_minus_one_over_the_unknown_batch(target):
+    """(None, 2, 2) -> (-1, 4): the -1 is resolved when the graph runs; value and gradient
+    against float64 by hand, one trace for every batch."""
+    t = Target.parse(target)
+    w = np.arange(12, dtype=np.float64).reshape(4, 3) / 10
+    traces = []
+    with ug.use_backend(t.backend, t.mode):
+        @ug.function(input_spec=[ug.Spec((None, 2, 2), "float32")])
+        def loss(x):
+            flat = ug.reshape(x, (-1, 4))
+            traces.append(flat.shape)
+            return ug.sum(ug.tanh(flat @ w.astype(np.float32)) ** 2)
+
+        for batch in BATCHES:
+            x = np.linspace(-1, 1, batch * 4, dtype=np.float32).reshape(batch, 2, 2)
+            flat = x.reshape(-1, 4).astype(np.float64)
+            h = np.tanh(flat @ w)
+            close(loss(x).numpy(), np.sum(h ** 2))
+            want = ((2 * h * (1 - h ** 2)) @ w.T).reshape(x.shape)
+            close(ug.grad(loss)(x).numpy(), want)
+    assert traces[0] == ((1, 4) if t.mode == "eager" else (None, 4))
+
+
+@pytest.mark.parametrize("target", TARGETS)
 def test_gradients_and_a_training_step_with_a_varying_batch(target):
     t = Target.parse(target)
     traces = []

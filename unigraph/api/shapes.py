@@ -18,7 +18,7 @@ from unigraph.api.operands import (
     unchanged,
 )
 from unigraph.dispatch import apply
-from unigraph.dtypes import as_dtype
+from unigraph.dtypes import as_dtype, is_int
 from unigraph.errors import ShapeError
 from unigraph.tracing import user_source
 
@@ -27,9 +27,11 @@ def reshape(x, shape):
     """`x` with a new shape; one dimension may be -1."""
     x = _tensor_or_array(x)
     shape = (shape,) if isinstance(shape, int) else tuple(int(d) for d in shape)
-    size = int(np.prod([d for d in x.shape]))
     if shape.count(-1) > 1:
         raise ShapeError(f"reshape: at most one dimension may be -1, got {list(shape)}")
+    if None in x.shape:  # a dim known only at run time (input_spec): -1 is resolved then
+        return apply("reshape", [x], {"shape": shape})
+    size = int(np.prod([d for d in x.shape]))
     if -1 in shape:
         known = int(np.prod([d for d in shape if d != -1]))
         if known == 0 or size % known:
@@ -119,7 +121,7 @@ def take(x, indices, axis=0):
     if isinstance(indices, np.ndarray):
         if size is not None and indices.dtype.kind in "iu":
             indices = np.where(indices < 0, indices + size, indices)  # known now: no ops
-    elif size is not None and indices.dtype.startswith("int"):
+    elif size is not None and is_int(indices.dtype):
         # The op takes [0, n): map the negative ones (three ops, on every target).
         indices = where(indices < 0, indices + size, indices)
     return apply("take", [x, indices], {"axis": axis})

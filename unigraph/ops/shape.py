@@ -33,6 +33,12 @@ def _size(shape):
 
 def _reshape_infer(x, *, shape):
     shape = tuple(shape)
+    if None in x.shape and shape.count(-1) == 1 and all(d is not None for d in shape):
+        # x has a dim known only at run time (an input_spec's None): the one -1 is resolved
+        # by the framework when the graph runs, and is unknown here.
+        if any(d < -1 for d in shape):
+            raise ShapeError(f"reshape: target shape {shape} must hold sizes >= 0 and one -1")
+        return TensorSpec(tuple(None if d == -1 else d for d in shape), x.dtype)
     if any(d is None or d < 0 for d in shape):
         raise ShapeError(f"reshape: target shape {shape} must hold known sizes >= 0 (no -1)")
     if _size(x.shape) is not None and _size(x.shape) != _size(shape):
@@ -49,7 +55,7 @@ register(OpDef(
     reference=lambda x, *, shape: np.reshape(x, shape),
     vjp=lambda g, inputs, out, *, shape: [grad_for(g.reshape(inputs[0].shape), inputs[0])],
     doc="The elements of x in row-major order, laid out as `shape` (no -1: the frontend "
-        "resolves it).",
+        "resolves it, except over a dim of x known only at run time, where one -1 stays).",
     example="ug.reshape([1, 2, 3, 4, 5, 6], (2, -1))  # [[1, 2, 3], [4, 5, 6]]",
     samples=lambda rng: [
         Sample((normal(rng, (2, 6)),), {"shape": (3, 4)}),
