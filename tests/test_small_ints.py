@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import unigraph as ug
-from tests.conftest import FORWARD_TARGETS
+from tests.conftest import FORWARD_TARGETS, TARGETS, run_on
 from unigraph.config import Target
 from unigraph.ir import DTYPES
 
@@ -205,3 +205,56 @@ def test_print_small_ints(target, dtype, capfd):
         out = ug.function(lambda x: ug.print(x + 1, message="x"))(np.array([1, 2], dtype))
     assert out.dtype == dtype and out.numpy().tolist() == [2, 3]
     assert _printed(capfd, target) == ["x [2. 3.]" if target == "paddle:static" else "x [2 3]"]
+
+
+# -- uint8 is an integer dtype wherever an int is asked for (unigraph.dtypes.is_int) ----------
+@pytest.mark.parametrize("target", TARGETS)
+def test_uint8_indices_update_and_scatter(target):
+    # x.at[j] with a uint8 array (traced on static targets: the scatter route), x.at[r] with
+    # a uint8 scalar (traced: the one_hot row route, past a uint8's range: 300 rows) and
+    # ug.scatter with uint8 indices.
+    x = np.zeros(300, np.float32)
+
+    def updates(x, j, r):
+        return x.at[j].add(1.0), x.at[r].set(5.0), ug.scatter(x, j, 2.0)
+
+    j, r = np.array([3, 250, 3], np.uint8), np.array(255, np.uint8)
+    got = run_on(target, ug.function(updates), x, j, r)
+    added, row, scattered = (np.zeros(300, np.float32) for _ in range(3))
+    added[3], added[250] = 2.0, 1.0
+    row[255] = 5.0
+    scattered[[3, 250]] = 2.0
+    for g, w in zip(got, (added, row, scattered), strict=True):
+        np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_uint8_loop_bounds(target):
+    # A uint8 bound of ug.range (a while_loop on static targets) and a uint8
+    # maximum_iterations tensor: 0 + 1 + 2 + 3 = 6, and 4 of 10 steps taken.
+    def loops(n, most):
+        total = ug.zeros((), "float32")
+        for i in ug.range(n):
+            total = total + i
+        steps = ug.while_loop(lambda k: k < 10.0, lambda k: k + 1.0, ug.zeros((), "float32"),
+                              maximum_iterations=most)
+        return total, steps
+
+    got = run_on(target, ug.function(loops), np.array(4, np.uint8), np.array(4, np.uint8))
+    assert [g.tolist() for g in got] == [6.0, 4.0]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_uint8_arange_and_randint(target):
+    def make():
+        return (ug.arange(0, 5, 1.5, dtype="uint8"),
+                ug.random.randint((200,), 250, 256, dtype="uint8"))
+
+    ug.manual_seed(3)
+    steps, small = run_on(target, ug.function(make))
+    # Integer arange as NumPy's (and int8's): the step rounds once, 0, 1, 2, 3 (float64
+    # steps rounded would give 0, 1, 3, 4).
+    assert steps.dtype == np.uint8 and steps.tolist() == [0, 1, 2, 3]
+    assert small.dtype == np.uint8 and set(small.tolist()) == set(range(250, 256))
+    ug.manual_seed(3)
+    np.testing.assert_array_equal(small, run_on("numpy:eager", make)[1])

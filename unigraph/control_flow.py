@@ -16,6 +16,7 @@ import numpy as np
 
 from unigraph import api, config, pytree
 from unigraph.dispatch import symbolic, value_of
+from unigraph.dtypes import is_int
 from unigraph.errors import ControlFlowError, TracingError
 from unigraph.function import is_array_leaf
 from unigraph.ops.base import TensorSpec
@@ -317,7 +318,7 @@ def while_loop(cond_fn, body_fn, loop_vars, maximum_iterations=None):
 def _checked_maximum(maximum, frame):
     if maximum is None:
         return None
-    if isinstance(maximum, Tensor) and maximum.shape == () and maximum.dtype.startswith("int"):
+    if isinstance(maximum, Tensor) and maximum.shape == () and is_int(maximum.dtype):
         return maximum if maximum.is_symbolic else int(maximum)
     if isinstance(maximum, int | np.integer) and not isinstance(maximum, bool) and maximum >= 0:
         return int(maximum)

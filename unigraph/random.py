@@ -32,7 +32,7 @@ import operator
 
 import numpy as np
 
-from unigraph.dtypes import as_dtype
+from unigraph.dtypes import as_dtype, is_int
 
 _seed = 0  # where a context that has not drawn yet starts
 # Made on first use in each context: numpy.random costs import time.
@@ -168,7 +168,7 @@ def randint(shape, low, high=None, dtype="int64"):
     if high <= low:
         raise ValueError(f"randint: high ({high}) must be above low ({low})")
     dtype = as_dtype(dtype)
-    if not dtype.startswith("int"):
+    if not is_int(dtype):
         raise TypeError(f"randint: dtype {dtype!r} is not an integer dtype; use int32 or int64")
     span = high - low
     # u * span < span for u < 1, but rounding can reach it: the minimum keeps it inside.

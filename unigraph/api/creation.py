@@ -11,7 +11,7 @@ from unigraph.api.operands import (
     _tensor_or_array,
 )
 from unigraph.dispatch import apply
-from unigraph.dtypes import as_dtype
+from unigraph.dtypes import as_dtype, is_int
 from unigraph.tensor import Tensor
 from unigraph.tracing import _builder
 
@@ -123,7 +123,7 @@ def arange(start, stop=None, step=1, dtype=None):
     if dtype is None:
         dtype = "int64" if all(isinstance(b, int | np.integer) for b in bounds) else "float32"
     dtype = as_dtype(dtype)
-    wide = "int64" if dtype.startswith("int") else "float64"
+    wide = "int64" if is_int(dtype) else "float64"
     return _constant_node(np.arange(start, stop, step, dtype=wide).astype(dtype))
 
 

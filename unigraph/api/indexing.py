@@ -18,6 +18,7 @@ from unigraph.api.operands import (
 from unigraph.api.shapes import broadcast_to, expand_dims, one_hot, reshape, take
 from unigraph.api.updates import scatter
 from unigraph.dispatch import apply
+from unigraph.dtypes import is_int
 from unigraph.errors import ShapeError, TracingError
 from unigraph.tensor import Tensor
 from unigraph.tracing import user_source
@@ -254,11 +255,13 @@ def index_update(x, index, value, accumulate=False):
 
 def _update_row(x, row, value, accumulate, dtype):
     """x.at[row].set/add(value) for a traced int scalar `row`: where over a one_hot mask."""
-    if not row.dtype.startswith("int"):
+    if not is_int(row.dtype):
         raise IndexError(f"x.at[i] at {user_source()}: i is {row.dtype}; index with an int")
     size = x.shape[0] if x.shape else None
     if size is None:
         raise IndexError(f"x.at[i] at {user_source()} on a 0-d tensor: there is no row")
+    if row.dtype in ("int8", "uint8", "int16"):  # row + size must not wrap (size 300)
+        row = cast(row, "int64")
     row = where(row < 0, row + size, row)
     mask = reshape(one_hot(row, size, "bool"), (size,) + (1,) * (len(x.shape) - 1))
     (value,) = _promote(value)
@@ -272,7 +275,7 @@ def _traced_axis(index):
     before nothing but full slices), else None."""
     items = index if isinstance(index, tuple) else (index,)
     traced = [i for i, item in enumerate(items) if isinstance(item, Tensor) and item.is_symbolic]
-    if len(traced) != 1 or not items[traced[0]].dtype.startswith("int"):
+    if len(traced) != 1 or not is_int(items[traced[0]].dtype):
         return None
     axis = traced[0]
     full = builtins.slice(None)

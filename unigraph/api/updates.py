@@ -14,6 +14,7 @@ from unigraph.api.operands import _axis, _promote, _record_doc, _tensor_or_array
 from unigraph.api.reductions import sum
 from unigraph.api.shapes import broadcast_to, expand_dims, reshape, take
 from unigraph.dispatch import apply
+from unigraph.dtypes import is_int
 from unigraph.errors import ShapeError
 from unigraph.tensor import Tensor
 from unigraph.tracing import user_source
@@ -88,7 +89,7 @@ def _indices(indices):
         indices = as_array(indices, what="ug.scatter's indices")
     indices = _tensor_or_array(indices)
     dtype = indices.dtype if isinstance(indices, Tensor) else indices.dtype.name
-    if not dtype.startswith("int"):
+    if not is_int(dtype):
         raise IndexError(f"ug.scatter's indices at {user_source()} are {dtype}: index with "
                          "ints (cast floats first: ug.cast(i, 'int64'))")
     return indices

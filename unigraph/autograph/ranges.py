@@ -9,6 +9,7 @@ import numpy as np
 
 from unigraph.autograph.weak import WeakTensor
 from unigraph.dispatch import current_backend
+from unigraph.dtypes import is_int
 from unigraph.errors import TracingError
 from unigraph.tensor import Tensor
 from unigraph.tracing import user_source
@@ -30,7 +31,7 @@ class TensorRange:
             raise ValueError("ug.range() arg 3 must not be zero")
         self.start, self.stop, self.step = start, stop, step
         dtypes = [x.dtype for x in (start, stop, step) if isinstance(x, Tensor)]
-        if any(not dtype.startswith("int") for dtype in dtypes):
+        if any(not is_int(dtype) for dtype in dtypes):
             raise TypeError(f"ug.range() needs integer bounds, got {', '.join(dtypes)}")
         self.dtype = np.result_type(*dtypes).name
         self.is_symbolic = any(is_symbolic(x) for x in (start, stop, step))
