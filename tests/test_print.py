@@ -46,9 +46,7 @@ def test_print_in_a_compiled_graph_every_run_and_iteration(target, capfd):
             out = fn(x, 2)
             np.testing.assert_array_equal(out.numpy(), [4.0, 6.0])
     lines = _printed(capfd, target)
-    one_run = ["y [2. 4.]", "loop [3. 5.]", "loop [4. 6.]"]
-    if target != "tensorflow:static":
-        one_run.insert(1, "statement [3. 5.]")
+    one_run = ["y [2. 4.]", "statement [3. 5.]", "loop [3. 5.]", "loop [4. 6.]"]
     # Within a run the statement print may run before or after the loop's (no data order).
     assert sorted(lines) == sorted(one_run * 2), lines
 

@@ -19,6 +19,7 @@ import numpy as np
 from unigraph.backend import Executable, lower_nodes
 from unigraph.ir import Graph
 from unigraph_tensorflow.control_flow import make_control_flow
+from unigraph_tensorflow.lowerings import PRINTS
 
 # Ops whose TF kernel may hand back its input's buffer (reshape, a same-dtype cast, an empty
 # reduction, a one-tensor concat, a control-flow pass-through ...): see `may_hold_a_feed`.
@@ -111,6 +112,12 @@ class SessionExecutable(Executable):
             control_flow = make_control_flow(tf, lowerings, gradients="graph")
             outputs = lower_nodes(graph, env, lowerings, control_flow)
             self._fetches = list(outputs)
+            # A Session runs only what it fetches: a print whose value is used nowhere (a
+            # statement, or under ug.grad alone) runs because it is fetched too. (A print in
+            # a loop body or branch lives in that body's graph and runs with it.)
+            prints = [p for p in native.get_collection(PRINTS) if p.graph is native]
+            if prints:
+                self._fetches.append(tf.group(*prints, name="prints"))
             if graph.updates:
                 index = {p.id: i for i, p in enumerate(graph.params)}
                 # Every read happens before any write: a resource assign then swaps in a new
