@@ -101,6 +101,45 @@ def _less_refuses_bool() -> bool:
     return isinstance(_run("Less", [np.array([True]), np.array([False])]), Exception)
 
 
+def _conv_transpose_refusals() -> bool:
+    import numpy as np
+
+    ones = np.ones((1, 1, 2, 2))
+    no_float64 = "NOT_IMPLEMENTED" in str(_run("ConvTranspose", [ones, ones]))
+    x, w = np.ones((1, 1, 4, 3), np.float32), np.ones((1, 1, 3, 2), np.float32)
+    large = _run("ConvTranspose", [x, w], strides=[1, 2], dilations=[2, 2],
+                 output_padding=[1, 1])
+    return no_float64 and "output_padding (1) may be too large for stride (1)" in str(large)
+
+
+def _gather_wraps_negative_indices() -> bool:
+    import numpy as np
+
+    x = np.array([1.0, 2.0, 3.0], np.float32)
+    wrapped = np.asarray(_run("Gather", [x, np.array([-1], np.int64)], axis=0)).tolist()
+    refused = _run("Gather", [x, np.array([-4], np.int64)], axis=0)
+    return wrapped == [3.0] and "must be within the inclusive range [-3," in str(refused)
+
+
+def _max_pool_ceil_mode_shape() -> bool:
+    import numpy as np
+    import onnx
+    from onnx import helper, shape_inference
+
+    from unigraph.onnx.export import DEFAULT_OPSET
+
+    # A row of 5, kernel 2, stride 2, pads 1: windows start at -1, 1, 3 and 5 (the end pad).
+    attrs = {"kernel_shape": [1, 2], "strides": [1, 2], "pads": [0, 1, 0, 1], "ceil_mode": 1}
+    node = helper.make_node("MaxPool", ["x"], ["o"], **attrs)
+    graph = helper.make_graph([node], "pin", [helper.make_tensor_value_info(
+        "x", onnx.TensorProto.FLOAT, [1, 1, 1, 5])], [onnx.ValueInfoProto(name="o")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", DEFAULT_OPSET)])
+    inferred = shape_inference.infer_shapes(model).graph.output[0].type.tensor_type.shape
+    ran = np.asarray(_run("MaxPool", [np.arange(5.0, dtype=np.float32).reshape(1, 1, 1, 5)],
+                          **attrs))
+    return [d.dim_value for d in inferred.dim][-1] == 4 and ran.shape[-1] == 3
+
+
 QUIRKS = (
     Quirk("conv2d", "onnxruntime", VERSIONS, "the CPU Conv kernel has no float64 (NOT_IMPLEMENTED)",
           "float64 conv2d is written as im2col: Pad, strided Slices, Concat, one MatMul",
@@ -138,4 +177,26 @@ QUIRKS = (
           "int8/uint8/int16 operands are cast to int32 and the result cast back "
           "(unigraph.onnx.emitters._widen_small_ints; ONNX itself gives ReduceSum, "
           "ReduceProd, CumSum, Floor and uint8 Neg no such types)", _no_int16_kernels),
+    Quirk("conv_transpose2d", "onnxruntime", VERSIONS,
+          "ConvTranspose has no float64 kernel (NOT_IMPLEMENTED), and refuses output_padding "
+          ">= stride, which the op allows below the dilation ('output_padding (1) may be too "
+          "large for stride (1)')",
+          "those cases are a stride-1 im2col conv (Pad, Slice, Concat, MatMul) of x spread "
+          "with stride - 1 zeros and padded by dilation * (k - 1) (plus output_padding at the "
+          "end), by the flipped kernel, the padding then sliced off "
+          "(emitters._conv_transpose2d_as_conv)", _conv_transpose_refusals),
+    Quirk("take (sparse_softmax_cross_entropy)", "onnxruntime", VERSIONS,
+          "Gather wraps a negative index (-1 reads the last, as ONNX specifies); below -n it "
+          "refuses, printing the value",
+          "each negative index i becomes i - n first (emitters._moved_out), so Gather refuses "
+          "it and index_checks.translate_run_error turns that into IndexOutOfRangeError",
+          _gather_wraps_negative_indices),
+    Quirk("max_pool2d", "onnx", "1.23.2 (opset 18)",
+          "MaxPool's ceil_mode output size (the spec before opset 22, and "
+          "onnx.shape_inference) keeps a last window that starts in the end padding: a row "
+          "of 5, kernel 2, stride 2, pads 1 is declared 4 wide, where PyTorch (and ORT 1.32 "
+          "when it runs) gives 3",
+          "no ceil_mode in the model: the op's ceil-mode cells (ops.pooling.pool_geometry) "
+          "are added to the end pads, so every reader sizes the output alike",
+          _max_pool_ceil_mode_shape),
 )

@@ -203,17 +203,93 @@ def _while_frees_its_start_value() -> bool:
     return isinstance(result, Exception) and "holds no memory" in str(result)
 
 
-def _while_in_if_backward_fails() -> bool:
+def _while_in_if(body_reads_x: bool):
+    """A Program: a while loop (two steps of a * 1.5, or of a * x) in an `if` branch taken
+    for x = [0.5, 1.5], and d sum / dx through it (with the fix for nested `if` backwards
+    unigraph uses, `fixed_backward`)."""
     def build(paddle):
+        from unigraph_paddle.backward import fixed_backward
+
         x = paddle.static.data("x", [2], "float64")
         x.stop_gradient = False
-        y = paddle.static.nn.cond(paddle.sum(x) > 0,
-                                  lambda: _loop(paddle, 2, lambda a: a * 1.5, x * 1.0),
+        step = (lambda a: a * x) if body_reads_x else (lambda a: a * 1.5)
+        y = paddle.static.nn.cond(paddle.sum(x) > 0, lambda: _loop(paddle, 2, step, x * 1.0),
                                   lambda: x * 3.0)
-        return paddle.static.gradients([paddle.sum(y)], [x])
+        with fixed_backward(paddle):
+            return paddle.static.gradients([paddle.sum(y)], [x])
 
-    result = _run_static(build, {"x": np.array([0.5, 1.5])})
-    return isinstance(result, Exception) and "shouldn't be null" in str(result)
+    return build
+
+
+def _run_without_collector(build, feed):
+    """`_run_static` with Paddle's garbage collector off while the interpreter is made (as
+    `unigraph_paddle.static.keeping_values` does)."""
+    paddle = _paddle()
+    flag = "FLAGS_eager_delete_tensor_gb"
+    before = paddle.get_flags([flag])
+    paddle.set_flags({flag: -1.0})
+    try:
+        return _run_static(build, feed)
+    finally:
+        paddle.set_flags(before)
+
+
+def _while_in_if_backward_needs_values_kept() -> bool:
+    feed = {"x": np.array([0.5, 1.5])}
+    freed = _run_static(_while_in_if(False), feed)
+    kept = _run_without_collector(_while_in_if(False), feed)
+    return (isinstance(freed, Exception) and "shouldn't be null" in str(freed)
+            and not isinstance(kept, Exception) and kept[0].tolist() == [2.25, 2.25])
+
+
+def _while_in_if_gradient_of_captured_value_is_wrong() -> bool:
+    x = np.array([0.5, 1.5])
+    result = _run_without_collector(_while_in_if(True), {"x": x})
+    # y = x**3 (x times x twice): the gradient is 3 x**2 = [0.75, 6.75].
+    return not isinstance(result, Exception) and not np.allclose(result[0], 3 * x**2)
+
+
+def _conv_transpose_refuses_large_output_padding() -> bool:
+    paddle = _paddle()
+    try:
+        paddle.nn.functional.conv2d_transpose(
+            paddle.ones([1, 1, 4, 3]), paddle.ones([1, 1, 3, 2]), stride=[1, 2],
+            dilation=[2, 2], output_padding=[1, 1])
+    except ValueError as error:
+        return "are inconsistent" in str(error)
+    return False
+
+
+def _cpu_has_no_float16_pad_or_divide() -> bool:
+    paddle = _paddle()
+    if paddle.get_device().startswith("gpu"):
+        return True  # the widening is CPU-only; on a GPU place there is nothing to pin
+    half = paddle.to_tensor(np.ones((1, 1, 2, 2), np.float16))
+    for call in (lambda: paddle.nn.functional.pad(half, [1, 1, 1, 1], data_format="NCHW"),
+                 lambda: paddle.divide(half, half)):
+        try:
+            call()
+        except RuntimeError as error:
+            if "is not registered" not in str(error):
+                return False
+        else:
+            return False
+    return True
+
+
+def _gather_wraps_negative_indices() -> bool:
+    paddle = _paddle()
+    x = paddle.to_tensor(np.array([1.0, 2.0, 3.0]))
+    wrapped = float(paddle.gather(x, paddle.to_tensor([-1]))[0]) == 3.0
+    along = float(paddle.take_along_axis(x, paddle.to_tensor([-1]), axis=0)[0]) == 3.0
+    try:
+        paddle.gather(x, paddle.to_tensor([-4]))
+    except IndexError as error:  # what index_checks.translate_run_error reads
+        refused = "greater than or equal to -3, but received index element which is -4" in str(
+            error)
+    else:
+        refused = False
+    return wrapped and along and refused
 
 
 def _cond_passes_operand_zeroes_other_gradients() -> bool:
@@ -448,10 +524,23 @@ QUIRKS = [
         op="while_loop", framework="paddle", versions=VERSIONS,
         behaviour="paddle:static: the backward of a while op nested in an `if` branch or a "
                   "`while` body fails at run time ('DenseTensor shouldn't be null': the "
-                  "garbage collector frees the loop's inputs first; with it off, gradients "
-                  "of captured values come out doubled)",
-        workaround="refused at build time with the user's line; paddle:eager runs it",
-        pin=_while_in_if_backward_fails,
+                  "garbage collector frees the loop's inputs before the enclosing block's "
+                  "backward reads them); with the collector off it computes",
+        workaround="a Program with differentiated loops nested in branches or loops is "
+                   "built with keep_values, and its interpreter made with "
+                   "FLAGS_eager_delete_tensor_gb=-1 (static.keeping_values); other "
+                   "Programs keep the collector",
+        pin=_while_in_if_backward_needs_values_kept,
+    ),
+    Quirk(
+        op="while_loop", framework="paddle", versions=VERSIONS,
+        behaviour="paddle:static: the gradient of a value from outside a while loop that "
+                  "the loop's body reads is wrong when the loop is nested in an `if` branch "
+                  "or a `while` body, even with the collector off (x = [0.5, 1.5], two steps "
+                  "of a * x from x: [0.5, 9] where 3x**2 is [0.75, 6.75])",
+        workaround="refused at build time with the user's line "
+                   "(ProgramBuilder.check_nested_loop, BackendError); paddle:eager runs it",
+        pin=_while_in_if_gradient_of_captured_value_is_wrong,
     ),
     Quirk(
         op="while_loop", framework="paddle", versions=VERSIONS,
@@ -585,5 +674,32 @@ QUIRKS = [
                    "message:' and '- data:' lines) of a detached copy (Print would also "
                    "print the gradient), the result depending on it",
         pin=_py_func_refused_in_a_program,
+    ),
+    Quirk(
+        op="conv_transpose2d", framework="paddle", versions=VERSIONS,
+        behaviour="F.conv2d_transpose refuses output_padding >= stride, which the op allows "
+                  "below the dilation ('Output_height and padding(padding_up, padding_down) "
+                  "are inconsistent')",
+        workaround="that case computes the uncropped output (no padding, no output_padding), "
+                   "adds output_padding rows and columns of zeros at the end (F.pad), crops "
+                   "the padding off both sides, then adds the bias",
+        pin=_conv_transpose_refuses_large_output_padding,
+    ),
+    Quirk(
+        op="avg_pool2d", framework="paddle", versions=VERSIONS,
+        behaviour="no float16 CPU kernel for F.pad (pad3d) nor paddle.divide",
+        workaround="float16 pads in float32 and casts back (exact: the fill is 0 or -inf); a "
+                   "float16 avg_pool2d whose divisor is not the constant kh*kw (padding left "
+                   "out, ceil-mode cells) runs wholly in float32, rounded back once",
+        pin=_cpu_has_no_float16_pad_or_divide,
+    ),
+    Quirk(
+        op="take (sparse_softmax_cross_entropy)", framework="paddle", versions=VERSIONS,
+        behaviour="paddle.gather and paddle.take_along_axis wrap a negative index (-1 reads "
+                  "the last); below -n they refuse, printing the value",
+        workaround="paddle:eager checks the indices first; in a Program each negative index i "
+                   "becomes i - n, which the gather refuses, and "
+                   "index_checks.translate_run_error turns that into IndexOutOfRangeError",
+        pin=_gather_wraps_negative_indices,
     ),
 ]

@@ -147,6 +147,16 @@ def _conv_gradient_refuses(groups: int = 1, dilations: int = 1):
     return pin
 
 
+def _conv_transpose_refuses_dilation() -> bool:
+    tf = _tf()
+    x, f = tf.ones((1, 3, 3, 1), tf.float64), tf.ones((2, 2, 1, 1), tf.float64)
+    try:
+        tf.nn.conv2d_transpose(x, f, [1, 5, 5, 1], strides=1, padding="VALID", dilations=2)
+    except tf.errors.InvalidArgumentError as error:
+        return "do not yet support dilation rates larger than 1" in str(error)
+    return False
+
+
 def _pair_quirk(name: str) -> Quirk:
     return Quirk(
         op=name, framework="tensorflow", versions=VERSIONS,
@@ -251,5 +261,14 @@ QUIRKS = [
         behaviour="no Abs kernel for uint8",
         workaround="the value itself (an unsigned value is its own absolute value)",
         pin=_no_uint8_kernel("Abs"),
+    ),
+    Quirk(
+        op="conv_transpose2d", framework="tensorflow", versions=VERSIONS,
+        behaviour="the float64 CPU Conv2DBackpropInput (tf.nn.conv2d_transpose) refuses "
+                  "dilations ('Current CPU implementations do not yet support dilation rates "
+                  "larger than 1')",
+        workaround="the filter dilated with zeros (images.dilate_filter), then a transposed "
+                   "conv without dilations",
+        pin=_conv_transpose_refuses_dilation,
     ),
 ]
