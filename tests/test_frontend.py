@@ -400,3 +400,28 @@ def test_a_refused_assign_writes_nothing(target):
     with pytest.raises(TracingError, match="ug.assign to 'w'"):
         run_on(target, f, 1.0)
     np.testing.assert_array_equal(w.numpy(), [1.0])
+
+
+VIEWS_OF_THE_INPUT = {
+    "itself": lambda x: x,
+    "reshape": lambda x: ug.reshape(x, (3, 1)),
+    "slice": lambda x: x[1:],
+    "same-dtype cast": lambda x: ug.cast(x, "float32"),
+    "transpose": lambda x: ug.transpose(ug.reshape(x, (1, 3))),
+    "cond branch": lambda x: ug.cond(ug.sum(x) > 0, lambda: x, lambda: x * 2),
+}
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("view", list(VIEWS_OF_THE_INPUT))
+def test_an_output_never_shares_the_callers_array(target, view):
+    """Writing to the array a function was called with leaves its earlier result alone."""
+    x = np.ones(3, np.float32)
+
+    def call():
+        out = ug.function(VIEWS_OF_THE_INPUT[view])(x)
+        x[:] = 7.0
+        return out
+
+    out = run_on(target, call)
+    np.testing.assert_array_equal(np.asarray(out).ravel(), [1.0, 1.0, 1.0][: out.size])

@@ -29,6 +29,17 @@ from unigraph.errors import BackendError
 from unigraph.ir import Graph
 
 
+def _unshared(outputs: list, feeds: list) -> list:
+    """`outputs`, each copied where it shares memory with a fed array: a runtime that takes a
+    feed without copying (torch.from_numpy, a Session's aligned feed) hands back an input, or
+    a view of one, as an output, which the caller's later writes to its array would change."""
+    fed = [f for f in feeds if type(f) is np.ndarray and f.size]
+    if not fed:
+        return outputs
+    return [np.array(o) if type(o) is np.ndarray and any(np.may_share_memory(o, f) for f in fed)
+            else o for o in outputs]
+
+
 class Executable:
     """A compiled graph. Parameters live inside it as native variables between runs.
 
@@ -74,7 +85,7 @@ class Executable:
         if self.unset:
             self.refuse_unset()
         try:
-            return self._run(feeds)
+            return _unshared(self._run(feeds), feeds)
         except Exception as error:
             found = self._translated(error)
             if found is None:
@@ -86,7 +97,8 @@ class Executable:
         if self.unset:
             self.refuse_unset()
         try:
-            return self._run_all(feeds)
+            values = self._run_all(feeds)
+            return dict(zip(values, _unshared(list(values.values()), feeds)))
         except Exception as error:
             found = self._translated(error)
             if found is None:

@@ -69,6 +69,20 @@ def _is_literal(value) -> bool:
     return False
 
 
+
+def _shares(tensor, arrays: list) -> bool:
+    """True when CPU `tensor`'s memory overlaps one of the NumPy `arrays`."""
+    if not tensor.numel() or tensor.device.type != "cpu":
+        return False
+    start = tensor.data_ptr()
+    elements = 1 + sum((n - 1) * step for n, step in zip(tensor.shape, tensor.stride()))
+    end = start + elements * tensor.element_size()
+    for array in arrays:
+        low = array.__array_interface__["data"][0]
+        if start < low + array.nbytes and low < end:
+            return True
+    return False
+
 class _OpTable:
     """Looks like a lowering table to `lower_nodes`; each "lowering" emits a line of source
     instead of computing, and returns the name of the variable it assigned."""
@@ -315,7 +329,14 @@ class TorchExecutable(Executable):
         return None
 
     def _run(self, feeds: list) -> list:
-        return list(self._compiled_run(self.params, *feeds))
+        outs = list(self._compiled_run(self.params, *feeds))
+        # torch.from_numpy shares the caller's array: an output that is a feed, or a view
+        # of one, is cloned so that the caller's later writes to its array do not reach it.
+        fed = [f for f in feeds if type(f) is np.ndarray and f.size]
+        if fed:
+            outs = [o.clone() if isinstance(o, torch.Tensor) and _shares(o, fed) else o
+                    for o in outs]
+        return outs
 
     def _run_all(self, feeds: list) -> dict:
         values = self._every_value(self.params, *feeds)

@@ -369,6 +369,24 @@ def test_outputs_are_read_before_the_updates(backend, mode):
 
 
 @STATIC
+def test_an_output_that_is_an_input_or_a_view_of_one_is_a_copy(backend, mode):
+    """Returning x, reshape(x) and x[1:]: writing to the fed array afterwards changes none
+    of the outputs (a runtime that takes the feed without copying would hand it back)."""
+    x, flat, tail = _v((2, 2)), _v((4,)), _v((1, 2))
+    graph = Graph("views", [x], [], [
+        Node("reshape", [x], [flat], {"shape": (4,)}),
+        Node("slice", [x], [tail], {"begin": (1, 0), "end": (2, 2), "stride": (1, 1)}),
+    ], [x, flat, tail]).verify()
+    executable = backend.compile(graph, mode)
+    fed = aligned([[1.0, 2.0], [3.0, 4.0]])
+    out = [_to_numpy(backend, o) for o in executable.run([fed])]
+    fed[:] = 7.0
+    np.testing.assert_array_equal(out[0], [[1.0, 2.0], [3.0, 4.0]])
+    np.testing.assert_array_equal(out[1], [1.0, 2.0, 3.0, 4.0])
+    np.testing.assert_array_equal(out[2], [[3.0, 4.0]])
+
+
+@STATIC
 def test_a_training_step_computes_its_gradient_and_updates(backend, mode):
     """A grad node and an SGD update in one graph: run_all shows the loss, gradient and new
     weight without applying it; each run applies it (checked against the gradient by hand).
