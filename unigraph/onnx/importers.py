@@ -119,6 +119,8 @@ def _matmul(ctx, args, attrs):
     if vector_b:
         b = ug.expand_dims(b, -1)
     out = ug.matmul(a, b)
+    if vector_a and vector_b:  # a dot product: a scalar
+        return ug.reshape(out, ())
     if vector_b:
         out = ug.squeeze(out, -1)
     if vector_a:
