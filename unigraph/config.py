@@ -209,7 +209,11 @@ def _text_setting(key: str, env: str) -> tuple:
 
 
 def current_target(explicit: Target | str | None = None) -> Target:
-    """The target that runs now, by the precedence in this module's docstring."""
+    """The target that runs now, by the precedence in this module's docstring.
+
+    >>> with ug.use_backend("torch:static"):
+    ...     ug.current_target()          # Target('torch', 'static')
+    """
     if explicit is not None:
         return Target.parse(explicit) if isinstance(explicit, str) else explicit
     for target in (_context_target.get(), _global_target):

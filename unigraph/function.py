@@ -600,7 +600,11 @@ def function(fn=None, *, name=None, autograph=True, static_argnums=(), static_ar
 
 
 def assign(param: Parameter, value) -> None:
-    """Give `param` a new value: recorded as a graph update when tracing, else immediate."""
+    """Give `param` a new value: recorded as a graph update when tracing, else immediate.
+
+    >>> count = ug.Parameter(np.zeros((), np.float32))
+    >>> ug.assign(count, count + 1)
+    """
     from unigraph.dispatch import current_backend, native
 
     if not isinstance(param, Parameter):

@@ -17,7 +17,10 @@ from unigraph.tracing import _builder
 
 
 def constant(value, dtype=None) -> Tensor:
-    """A constant tensor (a `constant` node when tracing)."""
+    """A constant tensor (a `constant` node when tracing).
+
+    >>> ug.constant([[1, 2], [3, 4]], "float32")
+    """
     from unigraph.tensor import tensor
 
     return tensor(value, dtype)

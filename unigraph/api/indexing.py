@@ -25,7 +25,10 @@ from unigraph.tracing import user_source
 
 
 def slice(x, begin, end, stride=None):
-    """Static slice `x[begin:end:stride]` per dimension (resolved like Python slices)."""
+    """Static slice `x[begin:end:stride]` per dimension (resolved like Python slices).
+
+    >>> ug.slice(ug.tensor([[1, 2, 3], [4, 5, 6]]), (0, 1), (2, 3))   # x[0:2, 1:3]
+    """
     x = _tensor_or_array(x)
     stride = stride or (1,) * len(x.shape)
     return getitem(x, tuple(builtins.slice(b, e, s) for b, e, s in zip(begin, end, stride)))

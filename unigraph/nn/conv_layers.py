@@ -128,7 +128,10 @@ class ConvTranspose2D(Module):
 
 class MaxPool1D(Module):
     """Maximum over windows of x [N, C, L]; stride defaults to the kernel size; padding an
-    int or (left, right), -inf, at most kernel // 2; dilation and ceil_mode as MaxPool2D."""
+    int or (left, right), -inf, at most kernel // 2; dilation and ceil_mode as MaxPool2D.
+
+    >>> ug.nn.MaxPool1D(2)(ug.ones((1, 3, 8))).shape     # (1, 3, 4)
+    """
 
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
         super().__init__()
@@ -146,7 +149,10 @@ class MaxPool1D(Module):
 
 class AvgPool1D(Module):
     """Mean over windows of x [N, C, L]; options as AvgPool2D (ceil_mode,
-    count_include_pad)."""
+    count_include_pad).
+
+    >>> ug.nn.AvgPool1D(2)(ug.ones((1, 3, 8))).shape     # (1, 3, 4)
+    """
 
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False,
                  count_include_pad=True):
