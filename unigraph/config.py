@@ -212,7 +212,7 @@ def current_target(explicit: Target | str | None = None) -> Target:
     """The target that runs now, by the precedence in this module's docstring.
 
     >>> with ug.use_backend("torch:static"):
-    ...     ug.current_target()          # Target('torch', 'static')
+    ...     ug.current_target()          # torch:static
     """
     if explicit is not None:
         return Target.parse(explicit) if isinstance(explicit, str) else explicit
