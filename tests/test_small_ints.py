@@ -258,3 +258,15 @@ def test_uint8_arange_and_randint(target):
     assert small.dtype == np.uint8 and set(small.tolist()) == set(range(250, 256))
     ug.manual_seed(3)
     np.testing.assert_array_equal(small, run_on("numpy:eager", make)[1])
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_randint_refuses_bounds_past_the_dtype(target):
+    # NumPy's Generator.integers refuses them too; a cast would wrap -1 to 255.
+    t = Target.parse(target)
+    with ug.use_backend(t.backend, t.mode):
+        with pytest.raises(ValueError, match=r"\[-1, 5\) does not fit in uint8 \(\[0, 255\]\)"):
+            ug.random.randint((3,), -1, 5, dtype="uint8")
+        with pytest.raises(ValueError, match=r"\[0, 129\) does not fit in int8"):
+            ug.random.randint((3,), 129, dtype="int8")
+        assert ug.random.randint((3,), 128, dtype="int8").dtype == "int8"  # 127 fits

@@ -170,6 +170,10 @@ def randint(shape, low, high=None, dtype="int64"):
     dtype = as_dtype(dtype)
     if not is_int(dtype):
         raise TypeError(f"randint: dtype {dtype!r} is not an integer dtype; use int32 or int64")
+    limits = np.iinfo(dtype)
+    if low < limits.min or high - 1 > limits.max:  # the cast below would wrap (as NumPy refuses)
+        raise ValueError(f"randint: [{low}, {high}) does not fit in {dtype} "
+                         f"([{limits.min}, {limits.max}]); use a wider dtype")
     span = high - low
     # u * span < span for u < 1, but rounding can reach it: the minimum keeps it inside.
     picked = api.minimum(api.cast(_draw(_shape(shape), "float64") * float(span), "int64"),
