@@ -219,7 +219,7 @@ def _backward_into(context: _Context, node: Node, inputs: list, out_cotangents: 
 
 
 def _check_vjp(context: _Context, node: Node, inputs: list, cotangent, positions, within):
-    budget = _node_budget(node, context.dtype)
+    budget = _node_budget(node, context.dtype, backward=True)
     try:
         actual = _target_vjp(context, node, inputs, cotangent, positions)
     except Exception as error:
@@ -258,10 +258,11 @@ def _target_vjp(context: _Context, node: Node, inputs: list, cotangent, position
 
 
 # -- helpers -----------------------------------------------------------------------------
-def _node_budget(node: Node, dtype: str) -> tuple:
+def _node_budget(node: Node, dtype: str, backward: bool = False) -> tuple:
     """The op's budget in the checked dtype, or in a narrower dtype that it reads or
-    writes (a cast to float16 in a float32 check)."""
-    names = {node.op}
+    writes (a cast to float16 in a float32 check), widened as the checker widens it for
+    the terms the op (or, backward, its VJP) accumulates."""
+    names = cmp.node_names(node, backward)
     for sub in node.subgraphs.values():
         names |= cmp.ops_of(sub)
     dtypes = {dtype} | {v.dtype for v in [*node.inputs, *node.outputs]
