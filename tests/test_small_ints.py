@@ -245,6 +245,23 @@ def test_uint8_loop_bounds(target):
 
 
 @pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype, stop", [("uint8", 255), ("int8", 127)])
+def test_a_range_to_the_top_of_a_small_int_ends(target, dtype, stop):
+    """for i in ug.range(0, stop, 2): the counter passes `stop` (255 + 1 does not fit in
+    uint8) and the loop still ends; the body sees the bounds' dtype."""
+    def loop(n):
+        total, last = ug.zeros((), "int64"), ug.zeros((), dtype)
+        for i in ug.range(0, n, 2):
+            total = total + ug.cast(i, "int64")
+            last = i
+        return total, last
+
+    total, last = run_on(target, ug.function(loop), np.array(stop, dtype))
+    assert total.tolist() == sum(range(0, stop, 2))
+    assert last.dtype == np.dtype(dtype) and last.tolist() == range(0, stop, 2)[-1]
+
+
+@pytest.mark.parametrize("target", TARGETS)
 def test_uint8_arange_and_randint(target):
     def make():
         return (ug.arange(0, 5, 1.5, dtype="uint8"),

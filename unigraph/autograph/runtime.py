@@ -365,7 +365,9 @@ def _nothing():
 
 def _symbolic_range_loop(iterable, extra_test, body, get_state, set_state, names):
     start, stop, step = iterable.start, iterable.stop, iterable.step
-    counter = api.cast(_as_tensor(start), iterable.dtype)
+    # The counter is int64 whatever the bounds' dtype: `index + step` past a small int's
+    # range (uint8 255 + 2) would wrap and the loop never end. The body sees the bounds' dtype.
+    counter = api.cast(_as_tensor(start), "int64")
 
     def loop_cond(index, *values):
         set_state(values)
@@ -379,7 +381,7 @@ def _symbolic_range_loop(iterable, extra_test, body, get_state, set_state, names
 
     def loop_body(index, *values):
         set_state(values)
-        body(weak(index))
+        body(weak(index if iterable.dtype == "int64" else api.cast(index, iterable.dtype)))
         return (index + step, *get_state())
 
     _symbolic_loop(loop_cond, loop_body, get_state, set_state, names, "`for` loop",
