@@ -47,8 +47,8 @@ def conv_transpose2d(x, w, bias=None, *, stride, padding, output_padding, dilati
     f = tf.transpose(w, TO_HWIO)
     (sh, sw), (dh, dw), (ph, pw), (oph, opw) = stride, dilation, padding, output_padding
     if (dh, dw) != (1, 1):
-        # TF's CPU Conv2DBackpropInput refuses dilations > 1 (2.21: float64 forward, and
-        # float32's gradient): the filter gets its zeros written in, as in `convolve`.
+        # TF's CPU Conv2DBackpropInput refuses dilations > 1 in float64 (2.21, a quirk
+        # record): the filter gets its zeros written in, for every dtype (one route).
         f = dilate_filter(f, dh, dw)
     kh, kw = f.shape[0], f.shape[1]
     full_h, full_w = (x.shape[2] - 1) * sh + kh, (x.shape[3] - 1) * sw + kw
