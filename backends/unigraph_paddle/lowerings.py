@@ -548,7 +548,7 @@ LOWERINGS = {
     "slice": slice_,
     "take": widen_small_ints(widen_half(take)),
     "one_hot": one_hot,
-    "scatter_add": widen_half(scatter_add),
+    "scatter_add": scatter_add,
     "constant": constant,
     "full": full,
     "print": print_,
