@@ -209,6 +209,42 @@ def test_wrong_op_inside_while_loop_forward_and_backward(registered, mode):
     assert backward.within[0] == "the checked gradient"
 
 
+def dense_tanh_onnx(path) -> None:
+    """y = tanh(x @ W + b)**2 as an ONNX file whose nodes have names, x: (2, 6) float32."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(18)
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["h"], name="fc_matmul"),
+             helper.make_node("Add", ["h", "b"], ["a"], name="fc_bias"),
+             helper.make_node("Tanh", ["a"], ["t"], name="act_3"),
+             helper.make_node("Mul", ["t", "t"], ["y"], name="square")]
+    graph = helper.make_graph(
+        nodes, "dense", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+        [numpy_helper.from_array(rng.standard_normal((6, 3)).astype(np.float32) * 0.5, "W"),
+         numpy_helper.from_array(rng.standard_normal(3).astype(np.float32), "b")])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+
+
+@pytest.mark.parametrize("mode", ["eager", "static"])
+def test_imported_onnx_model_divergence_names_the_onnx_node(registered, tmp_path, mode):
+    """The first diverging op of an imported model is named by the ONNX node it came from
+    (file, node name, op type), forward and backward."""
+    registered(BADTANH, BADGRAD)
+    dense_tanh_onnx(tmp_path / "model.onnx")
+    model = ug.onnx.load(tmp_path / "model.onnx")
+    report = check(model, X[:2], targets=["numpy:static", f"badtanh:{mode}", f"badgrad:{mode}"])
+    assert report["numpy:static"].ok
+    forward = report[f"badtanh:{mode}"].divergence
+    assert (forward.kind, forward.op) == ("forward", "tanh")
+    assert forward.source == "model.onnx: node 'act_3' (Tanh)"
+    assert "at tanh (model.onnx: node 'act_3' (Tanh))" in str(report)
+    backward = report[f"badgrad:{mode}"].divergence
+    assert (backward.kind, backward.op) == ("gradient", "tanh")
+    assert backward.source == "model.onnx: node 'act_3' (Tanh)"
+
+
 @pytest.mark.parametrize("mode", ["eager", "static"])
 def test_wrong_gradient_is_caught_and_localized(registered, mode):
     registered(BADGRAD)

@@ -96,8 +96,8 @@ def test_onnx_file_on_every_target_with_gradients(project, target):
 
 
 def test_cli_reports_a_disagreeing_target_in_json_and_html(project):
-    """Through the real CLI: a target computing tanh as sigmoid is caught at tanh, the
-    others and ONNX Runtime running the file agree."""
+    """Through the real CLI: a target computing tanh as sigmoid is caught at tanh (the ONNX
+    node 'act'), the others and ONNX Runtime running the file agree."""
     status, out, err = cli(project, "models/dense.onnx", "--dim", "batch=5", "--grads",
                            "--targets", "numpy,badtanh:static", "--json", "out.json",
                            "--html", "out.html", plugins="numpy,onnxruntime,badtanh")
@@ -110,6 +110,9 @@ def test_cli_reports_a_disagreeing_target_in_json_and_html(project):
         "comparisons"]}
     assert by["badtanh:static"]["status"] == "disagree"
     assert by["badtanh:static"]["divergence"]["op"] == "tanh"
+    # Named by the ONNX node the diverging op came from, in the JSON and the text report.
+    assert by["badtanh:static"]["divergence"]["source"] == "dense.onnx: node 'act' (Tanh)"
+    assert "dense.onnx: node 'act' (Tanh)" in out
     assert "models/dense.onnx:dense" in out and "FAILED" in out
     assert 'data-model="models/dense.onnx:dense"' in (project / "out.html").read_text()
 

@@ -26,7 +26,7 @@ from onnx import helper, numpy_helper
 import unigraph as ug
 from unigraph.errors import UnigraphError
 from unigraph.onnx.importers import IMPORTERS
-from unigraph.tracing import user_source
+from unigraph.tracing import current_builder, user_source
 
 CONTROL_FLOW = ("If", "Loop")
 # OnnxModel -> {(input dtypes, symbolic): Function}
@@ -70,9 +70,10 @@ def unsupported_nodes(model: onnx.ModelProto) -> list:
 class ImportContext:
     """What an importer may ask for while one node is written (see `importers`)."""
 
-    def __init__(self, opset: int, env: dict):
+    def __init__(self, opset: int, env: dict, origin: str = "the ONNX model"):
         self.opset = opset
         self.env = env
+        self.origin = origin  # the file (or graph) name a node's `source` names
         self.node = None
 
     def refuse(self, what: str):
@@ -89,7 +90,7 @@ class ImportContext:
 
     def run_graph(self, graph, bindings: dict) -> list:
         """Write `graph`'s nodes with `bindings` (name -> value) over the enclosing scope."""
-        inner = ImportContext(self.opset, {**self.env, **bindings})
+        inner = ImportContext(self.opset, {**self.env, **bindings}, self.origin)
         return inner.walk(graph)
 
     def walk(self, graph) -> list:
@@ -100,13 +101,27 @@ class ImportContext:
             if known and node.op_type not in CONTROL_FLOW and args:
                 outs = _fold(node, args, self.opset)
             else:
-                outs = IMPORTERS[node.op_type](self, args, _attrs(node))
+                outs = self._write(node, args)
             outs = outs if isinstance(outs, list) else [outs]
             for name, value in zip(node.output, outs):
                 if name:
                     self.env[name] = value
         self.node = None
         return [self.env[out.name] for out in graph.output]
+
+    def _write(self, node, args: list):
+        """The node's importer; the graph nodes it records (when tracing) get as `source`
+        the ONNX node they come from, so a check's report names it (`model.onnx: node
+        'conv_12' (Conv)`) rather than the line that called the model."""
+        builder = current_builder()
+        first = len(builder.graph.nodes) if builder is not None else 0
+        outs = IMPORTERS[node.op_type](self, args, _attrs(node))
+        if builder is not None:
+            name = node.name or "(unnamed)"
+            where = f"{self.origin}: node {name!r} ({node.op_type})"
+            for recorded in builder.graph.nodes[first:]:
+                recorded.source = where
+        return outs
 
 
 def _fold(node, args: list, opset: int) -> list:
@@ -147,9 +162,12 @@ class OnnxModel(ug.nn.Module):
     """An imported ONNX model (see `unigraph.onnx.load`). Call it with the graph's inputs,
     in order; it returns one output, or a tuple of them."""
 
-    def __init__(self, model: onnx.ModelProto):
+    def __init__(self, model: onnx.ModelProto, origin: str = ""):
         super().__init__()
         object.__setattr__(self, "proto", model)
+        # How a report names this model: the file's name, else the graph's.
+        self.origin = origin or (f"ONNX graph {model.graph.name!r}" if model.graph.name
+                                 else "the ONNX model")
         graph = model.graph
         self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")),
                           onnx.defs.onnx_opset_version())
@@ -215,7 +233,7 @@ class OnnxModel(ug.nn.Module):
                    for name, attribute in self.parameter_names.items())
         env.update(zip(self.input_names, (ug.tensor(x) if not isinstance(x, ug.Tensor) else x
                                           for x in inputs)))
-        outs = ImportContext(self.opset, env).walk(self.proto.graph)
+        outs = ImportContext(self.opset, env, self.origin).walk(self.proto.graph)
         outs = [ug.constant(o) if isinstance(o, np.ndarray) else o for o in outs]
         return outs[0] if len(outs) == 1 else tuple(outs)
 
@@ -232,12 +250,14 @@ def load(path_or_model) -> OnnxModel:
     >>> [name for name, _ in model.named_parameters()]
     ['fc1.weight', 'fc1.bias', 'fc2.weight', 'fc2.bias']
     """
+    origin = ""
     if isinstance(path_or_model, onnx.ModelProto):
         model = path_or_model
     elif isinstance(path_or_model, bytes):
         model = onnx.load_from_string(path_or_model)
     else:
         model = onnx.load(os.fspath(path_or_model))
+        origin = os.path.basename(os.fspath(path_or_model))
     missing = unsupported_nodes(model)
     if missing:
         listed = ", ".join(f"{op} ({name})" for op, name in missing)
@@ -246,4 +266,4 @@ def load(path_or_model) -> OnnxModel:
             f"the ONNX model uses {len(missing)} node(s) of op type(s) unigraph cannot import "
             f"({', '.join(types)}): {listed}. Supported op types: "
             f"{', '.join(sorted(IMPORTERS))}")
-    return OnnxModel(model)
+    return OnnxModel(model, origin)
