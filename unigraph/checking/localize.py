@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from unigraph.checking import accumulation
 from unigraph.checking import compare as cmp
 from unigraph.checking.execute import rounded, single_node_graph, target_env, target_outputs
 from unigraph.checking.report import Divergence
@@ -37,6 +38,16 @@ class _Context:
     backend: object
     dtype: str
     labels: dict = field(default_factory=dict)  # id(node) -> how to name it in `within`
+    # id(node) -> its graph's producers (value id -> node): a while_loop's trip count is
+    # read from the constants around it (see accumulation.trip_count).
+    outer: dict = field(default_factory=dict)
+
+    def note_graph(self, graph: Graph) -> None:
+        producers = {v.id: n for n in graph.nodes for v in n.outputs}
+        self.outer.update((id(n), producers) for n in graph.nodes)
+
+    def budget(self, node: Node, backward: bool = False) -> tuple:
+        return _node_budget(node, self.dtype, backward, self.outer.get(id(node)))
 
 
 def localize(case, target: Target, backend, kind: str) -> Divergence:
@@ -58,7 +69,7 @@ def localize(case, target: Target, backend, kind: str) -> Divergence:
     divergence, first_out = _walk(context, graph, reference, env, [])
     if divergence is None and first_out is not None:
         node, figures = first_out
-        divergence = _describe(context, node, "accumulated", _node_budget(node, case.dtype))
+        divergence = _describe(context, node, "accumulated", context.budget(node))
         divergence.carried = figures
     if divergence is None:
         divergence = Divergence(str(target), "outside", note=_outside_note(target))
@@ -84,10 +95,11 @@ def _outside_note(target: Target) -> str:
 def _walk(context: _Context, graph: Graph, reference: dict, env: dict | None, within: list):
     """(Divergence or None, first (node, carried figures) out of budget or None)."""
     first_out = None
+    context.note_graph(graph)
     for node in graph.nodes:
         if node.op == "constant":
             continue
-        budget = _node_budget(node, context.dtype)
+        budget = context.budget(node)
         carried = _carried(node, reference, env, budget)
         if carried is not None and carried.ok:
             continue
@@ -181,6 +193,7 @@ def _backward_walk(context: _Context, graph: Graph, operands: list, seeds: list,
     (with cotangents of ones there); a nested `grad` (second order) is not entered.
     """
     values, cotangents = float64.cotangents(graph, operands, seeds)
+    context.note_graph(graph)
     for inner in reversed(graph.nodes):
         inputs = [rounded(values[v.id], v.dtype) for v in inner.inputs]
         outs = [cotangents.get(v.id) for v in inner.outputs]
@@ -219,7 +232,7 @@ def _backward_into(context: _Context, node: Node, inputs: list, out_cotangents: 
 
 
 def _check_vjp(context: _Context, node: Node, inputs: list, cotangent, positions, within):
-    budget = _node_budget(node, context.dtype, backward=True)
+    budget = context.budget(node, backward=True)
     try:
         actual = _target_vjp(context, node, inputs, cotangent, positions)
     except Exception as error:
@@ -258,13 +271,15 @@ def _target_vjp(context: _Context, node: Node, inputs: list, cotangent, position
 
 
 # -- helpers -----------------------------------------------------------------------------
-def _node_budget(node: Node, dtype: str, backward: bool = False) -> tuple:
+def _node_budget(node: Node, dtype: str, backward: bool = False, outer=None) -> tuple:
     """The op's budget in the checked dtype, or in a narrower dtype that it reads or
     writes (a cast to float16 in a float32 check), widened as the checker widens it for
-    the terms the op (or, backward, its VJP) accumulates."""
+    the terms the op (or, backward, its VJP) accumulates, and, for a while_loop, for its
+    trips (`outer`: the producers of its graph, where its trip count is read)."""
     names = cmp.node_names(node, backward)
     for sub in node.subgraphs.values():
-        names |= cmp.ops_of(sub)
+        inner = cmp.ops_of(sub)
+        names |= inner | accumulation.loop_tags(node, outer or {}, inner)
     dtypes = {dtype} | {v.dtype for v in [*node.inputs, *node.outputs]
                         if v.dtype in FLOAT_DTYPES}
     return cmp.widest(cmp.budget_for(names, d) for d in dtypes)

@@ -442,8 +442,14 @@ def _loop(ctx, args, attrs):
     start = (ug.tensor(np.int64(0)),
              ug.tensor(np.True_) if keep is None else _scalar_bool(keep), *carried)
 
+    # A trip count known at import stays a constant in the condition: the checker reads
+    # it there to grow the budgets of what the loop accumulates (checking.accumulation).
+    bound = int(limit.reshape(-1)[0]) if isinstance(limit, np.ndarray) else limit
+
     def cond_fn(i, go, *state):
-        return go if limit is None else ug.logical_and(go, i < _scalar_bool(limit))
+        if bound is None:
+            return go
+        return ug.logical_and(go, i < (bound if isinstance(bound, int) else _scalar_bool(bound)))
 
     def body_fn(i, go, *state):
         outs = ctx.run_graph(body, dict(zip(names, (i, go, *state))))
