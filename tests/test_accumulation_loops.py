@@ -15,16 +15,19 @@ from onnx import TensorProto, helper, numpy_helper
 
 import unigraph as ug
 import unigraph.onnx
+from unigraph import plugins
 from unigraph.checking import accumulation, compare
 
 TRIPS = 3000
 X = np.array([0.1, 0.37, 1.3], np.float32)
 
 
-def running_sum(trips: int) -> onnx.ModelProto:
-    """y = x added `trips` times to zeros, by an ONNX Loop with a constant trip count."""
+def running_sum(trips: int, term="Identity") -> onnx.ModelProto:
+    """y = term(x) added `trips` times to zeros, by an ONNX Loop with a constant trip
+    count."""
     body = helper.make_graph(
-        [helper.make_node("Add", ["acc", "x"], ["acc_out"], name="accumulate"),
+        [helper.make_node(term, ["x"], ["t"], name="term"),
+         helper.make_node("Add", ["acc", "t"], ["acc_out"], name="accumulate"),
          helper.make_node("Identity", ["go"], ["go_out"], name="keep_going")],
         "body", [helper.make_tensor_value_info("i", TensorProto.INT64, []),
                  helper.make_tensor_value_info("go", TensorProto.BOOL, []),
@@ -99,3 +102,59 @@ def test_the_grown_budget_holds_a_correct_running_sum_and_not_a_wrong_one(target
     assert not compare.compare(got, want, compare.op_budget("add", "float32")).ok
     one_short = np.asarray(run_on(target, ug.onnx.load(running_sum(TRIPS - 1)), X))
     assert not compare.compare(one_short, want, grown).ok
+
+
+@pytest.fixture
+def loop_budgets(monkeypatch):
+    """compare.ops_of and compare.cone_ops with the loop tags, as proposed for
+    unigraph/checking/compare.py (the checker's budgets read them there). Delete this
+    fixture once compare.py carries the change: the tests below then run as they are."""
+
+    def ops_of(graph, backward=False):
+        names = set()
+        producers = {v.id: n for n in graph.nodes for v in n.outputs}
+        for node in graph.nodes:
+            names |= compare.node_names(node, backward)
+            for sub in node.subgraphs.values():
+                inner = ops_of(sub, backward or node.op == "grad")
+                names |= inner | accumulation.loop_tags(node, producers, inner)
+        return names
+
+    def cone_ops(graph, value_ids):
+        producer = {v.id: node for node in graph.nodes for v in node.outputs}
+        seen, names = set(), set()
+        stack = [producer[i] for i in value_ids if i in producer]
+        while stack:
+            node = stack.pop()
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            names |= compare.node_names(node, False)
+            for sub in node.subgraphs.values():
+                inner = ops_of(sub, node.op == "grad")
+                names |= inner | accumulation.loop_tags(node, producer, inner)
+            stack.extend(producer[v.id] for v in node.inputs if v.id in producer)
+        return names
+
+    monkeypatch.setattr(compare, "ops_of", ops_of)
+    monkeypatch.setattr(compare, "cone_ops", cone_ops)
+
+
+def test_check_passes_the_correct_loop_on_every_target_and_fails_a_wrong_one(loop_budgets):
+    """ug.check of the 3,000-trip running sum passes on all 9 targets (it failed on all of
+    them with the budgets of one trip); a target computing tanh as sigmoid in the body is
+    still caught, at the ONNX node."""
+    from test_check import BADTANH
+
+    report = ug.check(ug.onnx.load(running_sum(TRIPS)), X, targets=",".join(TARGETS))
+    report.assert_ok()
+    assert len(report.targets) == len(TARGETS)
+    plugins.register_plugin(BADTANH, name="badtanh")
+    try:
+        wrong = ug.check(ug.onnx.load(running_sum(TRIPS, "Tanh")), X,
+                         targets="numpy:static,badtanh:static", grads=False)
+    finally:
+        plugins.unregister_plugin(BADTANH)
+    assert wrong["numpy:static"].ok and not wrong["badtanh:static"].ok
+    divergence = wrong["badtanh:static"].divergence
+    assert divergence.op == "tanh" and "node 'term' (Tanh)" in divergence.source
