@@ -404,3 +404,20 @@ def test_a_symbolic_batch_dim_is_traced_once_where_every_node_allows(target, mon
         assert mine == [(None, 6)]
     pools = [shape for name, shape in traced if name == "padded_pool"]
     assert [s[0] for s in pools][-2:] == [2, 5]  # the fallback: one trace per size
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_an_op_error_names_the_onnx_node(target):
+    """A file whose MatMul gets operands of shapes that do not fit (the file declares what
+    the op cannot do): the error names the ONNX node, not just the line that called it."""
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "W"], ["h"], name="fc_matmul"),
+         helper.make_node("Relu", ["h"], ["y"], name="act")],
+        "misfit", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+        [numpy_helper.from_array(np.ones((5, 3), np.float32), "W")])
+    model = ug.onnx.load(helper.make_model(graph,
+                                           opset_imports=[helper.make_opsetid("", 17)]))
+    with pytest.raises(ug.ShapeError, match=r"inner dimensions.*ONNX graph 'misfit': node "
+                                            r"'fc_matmul' \(MatMul\)"):
+        run_on(target, model, np.ones((2, 6), np.float32))

@@ -115,10 +115,17 @@ class ImportContext:
         'conv_12' (Conv)`) rather than the line that called the model."""
         builder = current_builder()
         first = len(builder.graph.nodes) if builder is not None else 0
-        outs = IMPORTERS[node.op_type](self, args, _attrs(node))
+        where = f"{self.origin}: node {node.name or '(unnamed)'!r} ({node.op_type})"
+        try:
+            outs = IMPORTERS[node.op_type](self, args, _attrs(node))
+        except UnigraphError as error:
+            # An op refusing what this node gives it (a shape the file declares wrongly):
+            # say which node of the file, once (an If/Loop around it re-raises it).
+            if error.args and isinstance(error.args[0], str) and "ONNX node" not in \
+                    error.args[0] and ": node '" not in error.args[0]:
+                error.args = (f"{error.args[0]} [in {where}]", *error.args[1:])
+            raise
         if builder is not None:
-            name = node.name or "(unnamed)"
-            where = f"{self.origin}: node {name!r} ({node.op_type})"
             for recorded in builder.graph.nodes[first:]:
                 recorded.source = where
         return outs
