@@ -20,6 +20,7 @@ from unigraph.errors import BackendError
 from unigraph.export.prepare import ExportError, find_node
 from unigraph.ir import Graph
 from unigraph.onnx.export import graph_to_model, parameter_names
+from unigraph.threads import requested
 
 
 def session_options() -> onnxruntime.SessionOptions:
@@ -27,9 +28,12 @@ def session_options() -> onnxruntime.SessionOptions:
     options.log_severity_level = 3  # errors only: ORT warns about unused initializers
     # ORT's threads otherwise spin between runs, taking cores from every other process.
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    threads = os.environ.get("UNIGRAPH_ONNXRUNTIME_THREADS")
+    # ug.set_threads / UNIGRAPH_THREADS / the threads key, else this backend's own variable,
+    # else ORT's default (a pool per session, one thread per core).
+    threads = requested() or os.environ.get("UNIGRAPH_ONNXRUNTIME_THREADS")
     if threads:
         options.intra_op_num_threads = int(threads)
+        options.inter_op_num_threads = int(threads)
     return options
 
 

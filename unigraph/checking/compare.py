@@ -222,10 +222,12 @@ def ops_of(graph: Graph, backward: bool = False) -> set:
     of those that sum long (forward, and backward inside a `grad` node or with
     `backward`)."""
     names = set()
+    producers = {v.id: n for n in graph.nodes for v in n.outputs}
     for node in graph.nodes:
         names |= node_names(node, backward)
         for sub in node.subgraphs.values():
-            names |= ops_of(sub, backward or node.op == "grad")
+            inner = ops_of(sub, backward or node.op == "grad")
+            names |= inner | accumulation.loop_tags(node, producers, inner)
     return names
 
 
@@ -241,7 +243,8 @@ def cone_ops(graph: Graph, value_ids) -> set:
         seen.add(id(node))
         names |= node_names(node, False)
         for sub in node.subgraphs.values():
-            names |= ops_of(sub, node.op == "grad")
+            inner = ops_of(sub, node.op == "grad")
+            names |= inner | accumulation.loop_tags(node, producer, inner)
         stack.extend(producer[v.id] for v in node.inputs if v.id in producer)
     return names
 

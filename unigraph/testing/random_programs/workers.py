@@ -10,6 +10,7 @@ is quoted in the crash report.
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing
 import os
 import tempfile
@@ -48,14 +49,23 @@ def execute(target: str, source: str, inputs: list, grads: bool) -> dict:
 
 
 def _serve(conn, log_path: str) -> None:
+    import gc
+
+    from unigraph.threads import set_threads
+
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
     os.dup2(fd, 1)  # framework noise (and a crash's C++ trace, which Paddle prints on
     os.dup2(fd, 2)  # stdout) goes to the log
-    while True:
+    # One thread per framework: thousands of programs, each compiled, must not each keep a
+    # thread pool (an ONNX Runtime session makes one) while it waits for the collector.
+    set_threads(1)
+    for served in itertools.count(1):
         request = conn.recv()
         if request is None:
             return
         conn.send(execute(*request))
+        if served % 25 == 0:  # programs die in reference cycles (errors, traces): free them
+            gc.collect()
 
 
 class Workers:
