@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
-from conftest import TARGETS
+from conftest import TARGETS, run_on
 
 import unigraph as ug
 from unigraph.config import Target
@@ -234,3 +234,21 @@ def test_argmax_counts_the_first_nan_as_the_maximum(target, dtype):
     with ug.use_backend(t.backend, t.mode):
         got = ug.function(lambda x: ug.argmax(x, axis=1))(x).numpy()
     np.testing.assert_array_equal(got, [1, 2, 0, 1], err_msg=f"argmax on {target} in {dtype}")
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_softmax_family_over_an_empty_axis(target):
+    """log_softmax and softmax over an axis of size 0: an empty result and
+    an empty gradient (Paddle's max refused the empty axis; found by the random tester)."""
+    x = np.zeros((0, 3), np.float32)
+
+    def both(x):
+        return ug.log_softmax(x, axis=0), ug.softmax(x, axis=0)
+
+    def loss(x):
+        a, b = both(x)
+        return ug.sum(a) + ug.sum(b)
+
+    out = run_on(target, ug.function(both), x)
+    assert [o.shape for o in out] == [(0, 3), (0, 3)]
+    assert run_on(target, ug.function(ug.grad(loss)), x).shape == (0, 3)

@@ -345,6 +345,8 @@ def log_softmax(x, *, axis):
     # F.log_softmax saturates (3.3.1: [1000, 0] -> [0, -64]): composed as the record says,
     # (x - max) - log(sum(exp(x - max))). The max is a constant shift (no gradient of its
     # own: the terms cancel), so it is detached rather than differentiated to ~1e-16.
+    if x.shape[axis] == 0:  # paddle.max refuses an empty axis; the result is empty anyway
+        return x
     shifted = paddle.subtract(x, paddle.max(x, axis=axis, keepdim=True).detach())
     total = paddle.sum(paddle.exp(shifted), axis=axis, keepdim=True)
     return paddle.subtract(shifted, paddle.log(total))
