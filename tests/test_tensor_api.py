@@ -441,3 +441,14 @@ def test_records_refuse_the_degenerate_forms_the_frontend_removes():
         OPS["squeeze"].infer(x, axis=())
     with pytest.raises(ShapeError, match="slice: .* has no dims to slice"):
         OPS["slice"].infer(TensorSpec((), "float32"), begin=(), end=(), stride=())
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_logsumexp_over_nothing_is_minus_infinity(target):
+    """NumPy's log(sum(exp([]))) and ONNX's ReduceLogSumExp over an empty axis: -inf (the
+    max-shifted form has no max to take)."""
+    x = np.zeros((2, 0), np.float32)
+    got = run_on(target, ug.function(lambda x: ug.logsumexp(x, axis=1)), x)
+    np.testing.assert_array_equal(got, [-np.inf, -np.inf])
+    kept = run_on(target, ug.function(lambda x: ug.logsumexp(x, axis=1, keepdims=True)), x)
+    assert kept.shape == (2, 1)

@@ -96,6 +96,10 @@ def logsumexp(x, axis=None, keepdims=False):
     """
     (a,) = _promote(x, to_float=True)
     axes = _axes(axis, a.ndim, "logsumexp")
+    if any(a.shape[i] == 0 for i in (range(a.ndim) if axes is None else axes)):
+        # Over nothing: log(0) = -inf, as NumPy and ONNX's ReduceLogSumExp (max has no
+        # identity, so the shift is left out: there is nothing to overflow).
+        return log(sum(exp(a), axes, keepdims=keepdims))
     peak = max(a, axes, keepdims=True)
     out = log(sum(exp(a - peak), axes, keepdims=True)) + peak
     if keepdims:
