@@ -285,3 +285,29 @@ def test_empty_cond_result_with_unknown_dims(target):
         for p in (True, False):
             y = run(np.array(p), np.zeros((rows, 0), np.float32))
             assert (y.shape, y.dtype) == ((rows, 0), np.float32), (rows, p)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("taken", ["then", "else"])
+def test_gradient_through_a_pass_through_loop_nested_in_a_branch(target, taken):
+    """A while_loop in a cond branch whose body yields a loop variable unchanged (`v = v`):
+    paddle:static's backward failed with 'should be in name map' (found by the 2,000-program
+    run). Value and gradient against float64 by hand, both branches."""
+    w = np.array([0.5, -1.5, 2.0], np.float32)
+
+    def loss(x):
+        sq = x ** 2
+
+        def other():
+            return ug.while_loop(
+                lambda v, k: ug.logical_and(k < 1, ug.sum(v) < 40.0),
+                lambda v, k: (v, k + 1),  # v passes through unchanged
+                (sq, ug.tensor(0)))[0]
+
+        y = ug.cond(ug.sum(x) > 0 if taken == "then" else ug.sum(x) < 0,
+                    lambda: sq, other)
+        return ug.sum(y * w)
+
+    x = np.array([0.25, 1.0, 0.75], np.float32)
+    got = run_on(target, ug.function(ug.grad(loss)), x)
+    np.testing.assert_allclose(got, 2 * w.astype(np.float64) * x, rtol=1e-6)

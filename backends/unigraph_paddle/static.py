@@ -189,7 +189,9 @@ class ProgramBuilder:
         carried = node.attrs["num_carried"]
         cond_graph, body_graph = node.subgraphs["cond"], node.subgraphs["body"]
         args = list(args)
-        if self._control_depth and self._grad_depth and any(not a.stop_gradient for a in args):
+        nested = bool(self._control_depth and self._grad_depth
+                      and any(not a.stop_gradient for a in args))
+        if nested:
             self.check_nested_loop(node, args[carried:])
         # Paddle's while op takes over the buffers of the values it starts from (3.3.1: a
         # later read of one fails with "Tensor holds no memory"), so it starts from copies.
@@ -221,7 +223,12 @@ class ProgramBuilder:
             # pass-through variable while another slot still yields it, and the process
             # segfaults (3.3.1: `body(k, v): return k + 1, captured`).
             outs = list(self.lower_block(body_graph, values)) + list(values[carried:])
-            return [paddle.assign(o) if _is_in(o, values[:i] + values[i + 1:]) else o
+            # A differentiated loop nested in a branch or loop whose body yields a loop
+            # variable unchanged (`v = v`) fails in the enclosing backward ("should be in
+            # name map", 3.3.1): that result is a copy.
+            copy_own = nested
+            return [paddle.assign(o) if _is_in(o, values[:i] + values[i + 1:])
+                    or (copy_own and i < carried and o is values[i]) else o
                     for i, o in enumerate(outs)]
 
         outs = paddle.static.nn.while_loop(cond, body, args)
