@@ -29,17 +29,23 @@ TO_HWIO = (2, 3, 1, 0)
 raw = tf.raw_ops
 
 
-def conv2d(x, w, bias=None, *, stride, padding, dilation, groups):
+def conv2d(x, w, bias=None, **attrs):
+    return tf.transpose(conv2d_nhwc(tf.transpose(x, TO_NHWC), w, bias, **attrs), TO_NCHW)
+
+
+def conv2d_nhwc(x, w, bias=None, *, stride, padding, dilation, groups):
+    """conv2d of the NHWC image `x` (weight and bias as the record's), NHWC out; the
+    graph modes' layout pass (`layout.py`) calls it on values it keeps NHWC."""
     f = tf.transpose(w, TO_HWIO)
     out = nonempty_batch(
-        x, lambda: convolve(tf.transpose(x, TO_NHWC), f, stride, padding, dilation, groups),
+        x, lambda: convolve(x, f, stride, padding, dilation, groups),
         kernel=f.shape[:2], stride=stride, padding=padding, dilation=dilation,
         channels=f.shape[3])
     if bias is not None:
         # Once, after whichever route, while the channels are last: BiasAdd on NHWC is
         # the op Grappler folds into the conv (_FusedConv2D) on the plain route.
         out = tf.nn.bias_add(out, bias)
-    return tf.transpose(out, TO_NCHW)
+    return out
 
 
 def conv_transpose2d(x, w, bias=None, *, stride, padding, output_padding, dilation, groups):
@@ -104,7 +110,7 @@ def convolve(x, f, stride, padding, dilation, groups):
 
 
 def nonempty_batch(image, compute, *, kernel, stride, padding, dilation, channels):
-    """`compute()` (an NHWC conv or pool of the NCHW `image`), or zeros of its true shape
+    """`compute()` (an NHWC conv or pool of the NHWC `image`), or zeros of its true shape
     when the batch is empty. TF gets N = 0 wrong: Conv2D hands back its input ([0, H, W, C]
     whatever the filter, while the static shape says [0, OH, OW, O]), and in a graph the
     oneDNN MaxPoolGrad aborts the process. A batch known to be non-empty costs nothing; one
@@ -118,7 +124,7 @@ def nonempty_batch(image, compute, *, kernel, stride, padding, dilation, channel
         (size + (sum(pad) if isinstance(pad, tuple) else 2 * pad) - rate * (k - 1) - 1)
         // step + 1
         for size, k, step, pad, rate in zip(
-            (dims[2], dims[3]), kernel, stride, padding, dilation)
+            (dims[1], dims[2]), kernel, stride, padding, dilation)
     )
     zeros = tf.zeros((dims[0], height, width, channels), image.dtype)
     if batch == 0:
@@ -138,18 +144,18 @@ def dilate_filter(f, dh, dw):
 
 
 def pool_pads_of(x, kernel, stride, padding, dilation, ceil_mode):
-    """((top, bottom), (left, right)) to write around NCHW x before a VALID pool: the
+    """((top, bottom), (left, right)) to write around NHWC x before a VALID pool: the
     record's padding plus its ceil-mode cells (`unigraph.ops.pooling.pool_geometry`)."""
-    if None in tuple(x.shape[2:]):  # the record refuses ceil_mode there: no extra cells
+    if None in tuple(x.shape[1:3]):  # the record refuses ceil_mode there: no extra cells
         return pool_pads(padding), (0, 0)
-    _, pads, extra = pool_geometry(tuple(x.shape[2:]), kernel, stride, padding, dilation,
+    _, pads, extra = pool_geometry(tuple(x.shape[1:3]), kernel, stride, padding, dilation,
                                    ceil_mode)
     return pads, extra
 
 
 def pool(native_pool, fill):
     """The lowering of a pool op over TF's NHWC `native_pool(x, kernel, stride, dilation)`
-    (VALID), padding with `fill`; returns NHWC (callers transpose)."""
+    (VALID), padding with `fill`: NHWC in, NHWC out (callers transpose)."""
 
     def lowering(x, *, kernel, stride, padding, dilation=(1, 1), ceil_mode=False):
         ((t, b), (left, r)), (eh, ew) = pool_pads_of(x, kernel, stride, padding, dilation,
@@ -157,7 +163,7 @@ def pool(native_pool, fill):
         widths = ((t, b + eh), (left, r + ew))
 
         def compute():
-            nhwc = tf.transpose(x, TO_NHWC)
+            nhwc = x
             if any(widths[0] + widths[1]):
                 # Explicit padding, then VALID: max pads with -inf, avg with zeros (TF's SAME
                 # avg pool would divide the border windows by fewer elements).
@@ -165,7 +171,7 @@ def pool(native_pool, fill):
             return native_pool(nhwc, kernel, stride, dilation)
 
         return nonempty_batch(x, compute, kernel=kernel, stride=stride, padding=widths,
-                              dilation=dilation, channels=x.shape[1])
+                              dilation=dilation, channels=x.shape[3])
 
     return lowering
 
@@ -196,17 +202,26 @@ def _max_pool(x, kernel, stride, dilation):
     return dilated(lambda v, k, s: first_maximum_pool(k, s)(v), kernel, stride, dilation)(x)
 
 
-def max_pool2d(x, *, kernel, stride, padding, dilation=(1, 1), ceil_mode=False):
-    out = pool(_max_pool, -np.inf)(x, kernel=kernel, stride=stride, padding=padding,
-                                     dilation=dilation, ceil_mode=ceil_mode)
-    return tf.transpose(out, TO_NCHW)
+def max_pool2d(x, **attrs):
+    return tf.transpose(max_pool2d_nhwc(tf.transpose(x, TO_NHWC), **attrs), TO_NCHW)
+
+
+def max_pool2d_nhwc(x, *, kernel, stride, padding, dilation=(1, 1), ceil_mode=False):
+    """max_pool2d of the NHWC image `x`, NHWC out (for `layout.py`)."""
+    return pool(_max_pool, -np.inf)(x, kernel=kernel, stride=stride, padding=padding,
+                                    dilation=dilation, ceil_mode=ceil_mode)
 
 
 def _avg_pool(x, kernel, stride, dilation):
     return tf.nn.avg_pool2d(x, kernel, stride, "VALID")
 
 
-def avg_pool2d(x, *, kernel, stride, padding, ceil_mode=False, count_include_pad=True):
+def avg_pool2d(x, **attrs):
+    return tf.transpose(avg_pool2d_nhwc(tf.transpose(x, TO_NHWC), **attrs), TO_NCHW)
+
+
+def avg_pool2d_nhwc(x, *, kernel, stride, padding, ceil_mode=False, count_include_pad=True):
+    """avg_pool2d of the NHWC image `x`, NHWC out (for `layout.py`)."""
     total = pool(_avg_pool, 0)(x, kernel=kernel, stride=stride, padding=padding,
                                ceil_mode=ceil_mode)
     ((t, b), (left, r)), (eh, ew) = pool_pads_of(x, kernel, stride, padding, (1, 1),
@@ -214,8 +229,8 @@ def avg_pool2d(x, *, kernel, stride, padding, ceil_mode=False, count_include_pad
     if not (count_include_pad and (eh, ew) == (0, 0)):
         # Not kh * kw everywhere: divide by the same pool of a mask of ones over the cells
         # counted (the two 1 / (kh * kw) cancel). Known image size: the record says so.
-        h, w = (x.shape[2], x.shape[3]) if None not in tuple(x.shape[2:]) else (
-            tf.shape(x)[2], tf.shape(x)[3])
+        h, w = (x.shape[1], x.shape[2]) if None not in tuple(x.shape[1:3]) else (
+            tf.shape(x)[1], tf.shape(x)[2])
         if count_include_pad:
             ones = tf.ones((1, h + t + b, w + left + r, 1), x.dtype)
             mask = tf.pad(ones, ((0, 0), (0, eh), (0, ew), (0, 0)))
@@ -223,7 +238,7 @@ def avg_pool2d(x, *, kernel, stride, padding, ceil_mode=False, count_include_pad
             mask = tf.pad(tf.ones((1, h, w, 1), x.dtype),
                           ((0, 0), (t, b + eh), (left, r + ew), (0, 0)))
         total = total / _avg_pool(mask, kernel, stride, (1, 1))
-    return tf.transpose(total, TO_NCHW)
+    return total
 
 
 @functools.cache
