@@ -262,8 +262,12 @@ def _pad(ctx, args, attrs):
         x = ug.slice(x, tuple(b for b, _ in crop),
                      tuple(size - a for size, (_, a) in zip(x.shape, crop)))
     if isinstance(value, ug.Tensor):  # a value computed at run time: pad 0, then fill
-        inside = ug.pad(ug.ones_like(x), widths)
-        return ug.pad(x, widths) + (1 - inside) * ug.reshape(value, ())
+        if not any(b or a for b, a in widths):
+            return ug.add(x, 0)
+        # A select, not `padded + (1 - inside) * value`: an infinite value (the -inf an
+        # expanded Attention pads its mask with) times 0 is NaN.
+        inside = ug.greater(ug.pad(ug.ones_like(x, dtype="float32"), widths), 0)
+        return ug.where(inside, ug.pad(x, widths), ug.cast(ug.reshape(value, ()), _dtype(x)))
     value = np.asarray(value).reshape(-1)[0].item() if np.size(value) else 0
     return ug.pad(x, widths, mode=mode, value=value)
 
