@@ -7,6 +7,8 @@ checker runs it); a kernel here computes the same numbers with less work per cal
 - elementwise binary ops whose reference is a NumPy ufunc applied to two inputs of one
   dtype, then cast to that dtype (or bool): the ufunc alone already gives that dtype, so
   the kernel skips the wrapper and the cast (a scalar op in a loop body costs ~1 us less);
+  most of them are also a Python operator (`OPERATORS`; a kernel's `.operator`), which the
+  generated static plans write instead of a call (see `codegen`);
 - conv2d without groups: im2col (a strided window view copied once into a [C*KH*KW, OH*OW]
   matrix per sample) and one matmul per sample written straight into a contiguous NCHW
   result, instead of a tensordot whose [N, OH, OW, O] result is then transposed. BLAS sums
@@ -27,10 +29,10 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from unigraph.ops import OPS
 
-__all__ = ["KERNELS", "conv2d", "kernel"]
+__all__ = ["KERNELS", "OPERATORS", "conv2d", "kernel"]
 
 
-def _ufunc_kernel(ufunc):
+def _ufunc_kernel(ufunc, operator=None):
     asarray = np.asarray
 
     def run(x, y):
@@ -38,6 +40,7 @@ def _ufunc_kernel(ufunc):
         return asarray(ufunc(x, y))
 
     run.__name__ = ufunc.__name__
+    run.operator = operator  # the Python operator that calls `ufunc` on NumPy operands
     return run
 
 
@@ -71,7 +74,15 @@ _UFUNCS = {
     "less_equal": np.less_equal, "greater": np.greater, "greater_equal": np.greater_equal,
     "logical_and": np.logical_and, "logical_or": np.logical_or,
 }
-KERNELS = {name: _ufunc_kernel(ufunc) for name, ufunc in _UFUNCS.items()}
+# `x + y` on ndarrays or NumPy scalars is `np.add(x, y)`; on 0-d operands it is NumPy's
+# scalar math, ~10x cheaper than a ufunc call: generated plans (`codegen`) write these.
+# `&`, `|` are logical_and/or for the bool operands those records take.
+OPERATORS = {
+    "add": "+", "sub": "-", "mul": "*", "div": "/",
+    "less": "<", "less_equal": "<=", "greater": ">", "greater_equal": ">=",
+    "equal": "==", "not_equal": "!=", "logical_and": "&", "logical_or": "|",
+}
+KERNELS = {name: _ufunc_kernel(ufunc, OPERATORS.get(name)) for name, ufunc in _UFUNCS.items()}
 KERNELS["conv2d"] = conv2d
 
 

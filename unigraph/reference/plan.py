@@ -12,9 +12,9 @@ of that list). `backward` walks the steps in reverse applying the VJP rules.
 
 Speed (a static plan is also a target users run): `constant` steps are run once when the
 plan is built (their values read-only, since every run shares them), and the forward
-without recording is one generated Python function, a line per step calling its reference
-with the slots as arguments: a scalar op in a loop body costs its NumPy call, not a walk
-over step objects.
+without recording is one generated Python function (`codegen`): values are locals, `cond`
+and `while_loop` are Python `if` and `while` over their subplans' inlined code, and scalar
+arithmetic is NumPy's scalar math: a scalar op in a loop body costs a few hundred ns.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from unigraph.backend import lower_nodes
 from unigraph.errors import UnigraphError
 from unigraph.ir import Graph
 from unigraph.ops import OPS
+from unigraph.reference.codegen import generate
 from unigraph.reference.fast_kernels import kernel
 
 
@@ -172,7 +173,12 @@ class GradStep:
         self.requires = self.fn.requires_from(self.wrt)
 
     def forward(self, env, record):
-        operands = [env[i] for i in self.operands]
+        for slot, value in zip(self.outs, self.run([env[i] for i in self.operands])):
+            env[slot] = value
+        return None
+
+    def run(self, operands: list) -> list:
+        """The function's outputs, then the gradients of its `wrt` operands."""
         sub_env, sub_res = self.fn.forward(operands, True)
         outputs = self.fn.outputs_of(sub_env)
         seed = np.ones_like(outputs[self.output])
@@ -180,9 +186,7 @@ class GradStep:
                                  self.requires)
         grads = [grads[i] if grads[i] is not None else np.zeros_like(operands[i])
                  for i in self.wrt]
-        for slot, value in zip(self.outs, outputs + grads):
-            env[slot] = value
-        return None
+        return outputs + grads
 
     def backward(self, env, residual, grads, requires):
         if any(o in grads for o in self.outs):
@@ -240,11 +244,11 @@ class Plan:
                 if type(value) is np.ndarray:
                     value.flags.writeable = False  # shared by every run: never written
                 self.template[step.out] = value
-        self._run = self._generated_forward()
+        self._run = None  # the generated forward, made on the first run that needs it
 
     def _generated_forward(self):
-        """`forward(inputs, record=False)` as one generated function (see the module
-        docstring); the steps' functions are its globals."""
+        """`forward(inputs, record=False)` as one generated function calling each step in
+        turn: the fallback where `codegen.generate` cannot compile a plan (see there)."""
         scope: dict = {}
         lines = ["def run(env):"]
         for index, step in enumerate(self.steps):
@@ -281,6 +285,8 @@ class Plan:
             for slot, value in zip(self.input_slots, inputs):
                 env[slot] = value
         if not record:
+            if self._run is None:
+                self._run = generate(self) or self._generated_forward()
             return self._run(env), None
         residuals = [None if type(step) is OpStep and step.op.name == "constant"
                      else step.forward(env, True) for step in self.steps]

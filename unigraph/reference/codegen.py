@@ -1,0 +1,221 @@
+"""A static plan's forward (no recording) as one generated Python function.
+
+Every value of the plan is a local variable, and `cond` and `while_loop` nodes become
+Python `if` / `while` statements around their subplans' code, inlined (at any depth), so a
+loop iteration costs its ops' NumPy calls and nothing else: no step objects, no env lists,
+no subplan calls. A `grad` node stays one call (it records a tape).
+
+Scalar arithmetic: the binary ops whose fast kernel is a Python operator
+(`fast_kernels.OPERATORS`) are written as that operator (`a + b`, `a < b`): on 0-d operands
+NumPy answers with its scalar math, ~0.1 us where a ufunc call costs ~1 us. `x + y` on
+NumPy operands *is* `np.add(x, y)` (ndarray and NumPy scalars defer to the ufunc), so the
+numbers and dtypes are those of the kernel; the result of a 0-d operation is a NumPy scalar
+instead of a 0-d array, so such values are turned back into arrays (`np.asarray`, no copy
+for an array) before they reach any other op, and before they leave the plan.
+Two differences are handled:
+
+- integer overflow: NumPy's scalar math warns ("overflow encountered in scalar add") where
+  the array ufunc wraps silently, so an integer `+ - *` runs with NumPy's `over` error
+  state set to "ignore" for that one operation (a context variable set and reset, ~0.1 us);
+  where NumPy's private error-state variable is not found, integer arithmetic calls the
+  ufunc instead;
+- `logical_and`/`logical_or` (bool operands only, by their records) are `&` / `|`.
+
+>>> run = generate(plan)        # None if Python cannot compile it (too deeply nested loops)
+>>> env = run(plan.template.copy() with the inputs in place)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from unigraph.reference.fast_kernels import kernel
+
+try:  # NumPy >= 2: the error state is a context variable
+    from numpy._core._ufunc_config import _extobj_contextvar, _make_extobj
+except ImportError:  # pragma: no cover - another NumPy layout: integer ops call the ufunc
+    _extobj_contextvar = _make_extobj = None
+
+__all__ = ["generate"]
+
+_MAY_OVERFLOW = {"add", "sub", "mul"}
+_ignoring: dict = {}  # the caller's error state -> the same with over="ignore"
+
+
+def _ignore_overflow():
+    """The current NumPy error state with integer (and float) overflow ignored, cached per
+    state (a state is an immutable capsule, kept alive as the key)."""
+    current = _extobj_contextvar.get()
+    state = _ignoring.get(current)
+    if state is None:
+        if len(_ignoring) > 64:
+            _ignoring.clear()
+        state = _ignoring[current] = _make_extobj(over="ignore")
+    return state
+
+
+class _Writer:
+    """Writes one plan's code; nested plans are written inline with their own prefix."""
+
+    def __init__(self):
+        self.scope: dict = {"A": np.asarray}
+        self.lines: list = []
+        self.count = 0
+        self.overflow_guard = False
+        self.arrays: dict = {}  # a 0-d value's scalar name -> the name of its array form
+
+    def fresh(self, stem: str) -> str:
+        self.count += 1
+        return f"{stem}{self.count}"
+
+    def bind(self, value, stem: str) -> str:
+        """A global name for `value` (a function, a constant) in the generated code."""
+        name = self.fresh(stem)
+        self.scope[name] = value
+        return name
+
+    def emit(self, depth: int, line: str) -> None:
+        self.lines.append("    " * depth + line)
+
+    def plan(self, plan, names: dict, scalars: set, depth: int) -> list:
+        """Write `plan`'s steps; `names` maps its input slots to expressions (and receives
+        every slot it defines); returns the expressions of its outputs."""
+        from unigraph.reference.plan import CondStep, GradStep, OpStep, WhileStep
+
+        prefix = self.fresh("p") + "_"
+        for node, step in zip(plan.graph.nodes, plan.steps):
+            if type(step) is OpStep:
+                self.op(plan, node, step, names, scalars, depth, prefix)
+            elif type(step) is CondStep:
+                self.cond(step, names, scalars, depth, prefix)
+            elif type(step) is WhileStep:
+                self.while_loop(step, names, scalars, depth, prefix)
+            elif type(step) is GradStep:
+                fn = self.bind(step.run, "g")
+                outs = [f"{prefix}v{slot}" for slot in step.outs]
+                args = ", ".join(self.array(names[s], scalars) for s in step.operands)
+                self.emit(depth, f"{', '.join(outs)}, = {fn}([{args}])" if outs
+                          else f"{fn}([{args}])")
+                names.update(zip(step.outs, outs))
+            else:
+                raise TypeError(f"no code for step {type(step).__name__}")
+        return [names[slot] for slot in plan.output_slots]
+
+    def array(self, expr: str, scalars: set) -> str:
+        """`expr` as an array: what every op but the operators is given."""
+        if expr in self.arrays:
+            return self.arrays[expr]
+        return f"A({expr})" if expr in scalars else expr
+
+    def scalar_form(self, array_expr: str, scalar_expr: str, scalars: set) -> str:
+        """Register `scalar_expr` as the scalar form of the 0-d `array_expr`."""
+        self.arrays[scalar_expr] = array_expr
+        scalars.add(scalar_expr)
+        return scalar_expr
+
+    def op(self, plan, node, step, names, scalars, depth, prefix):
+        if step.op.name == "constant":
+            value = plan.template[step.out]
+            names[step.out] = self.bind(value, "c")
+            if type(value) is np.ndarray and value.ndim == 0:
+                # operators take NumPy scalars fastest (0-d array + scalar is a ufunc call)
+                names[step.out] = self.scalar_form(
+                    names[step.out], self.bind(value[()], "k"), scalars)
+            return
+        out = f"{prefix}v{step.out}"
+        names[step.out] = out
+        fast = kernel(step.op.name, step.op) if plan.fast else None
+        operator = getattr(fast, "operator", None)
+        if operator is not None:
+            kind = np.dtype(node.inputs[0].dtype).kind
+            x, y = (names[s] for s in step.ins)
+            if kind in "iu" and step.op.name in _MAY_OVERFLOW:
+                if _extobj_contextvar is None:
+                    operator = None
+                else:
+                    self.overflow_guard = True
+                    if self.lines and self.lines[-1] == "    " * depth + "RESET(t)":
+                        self.lines.pop()  # the previous line was one too: one guard for both
+                    else:
+                        self.emit(depth, "t = SET(IGNORE)")
+                    self.emit(depth, f"{out} = {x} {operator} {y}")
+                    self.emit(depth, "RESET(t)")
+            elif kind != "b" or step.op.name not in _MAY_OVERFLOW:
+                self.emit(depth, f"{out} = {x} {operator} {y}")
+            else:
+                operator = None  # bool + bool: keep the ufunc's exact rule
+            if operator is not None:
+                scalars.add(out)
+                return
+        fn = self.bind(step.fn, "f")
+        args = ", ".join(self.array(names[s], scalars) for s in step.ins)
+        self.emit(depth, f"{out} = {fn}({args})")
+
+    def cond(self, step, names, scalars, depth, prefix):
+        outs = [f"{prefix}v{slot}" for slot in step.outs]
+        self.emit(depth, f"if {names[step.pred]}:")
+        for index, branch in enumerate(step.branches):
+            if index == 1:
+                self.emit(depth, "else:")
+            start = len(self.lines)
+            inner = dict(zip(branch.input_slots, (names[s] for s in step.operands)))
+            results = self.plan(branch, inner, scalars, depth + 1)
+            for out, result in zip(outs, results):
+                self.emit(depth + 1, f"{out} = {result}")
+            if len(self.lines) == start:
+                self.emit(depth + 1, "pass")
+        names.update(zip(step.outs, outs))
+        scalars.update(outs)
+
+    def while_loop(self, step, names, scalars, depth, prefix):
+        carried = [self.fresh(f"{prefix}c") for _ in step.carried]
+        captured = [names[s] for s in step.captured]
+        for name, slot in zip(carried, step.carried):
+            self.emit(depth, f"{name} = {names[slot]}")
+        scalars.update(carried)
+        self.emit(depth, "while True:")
+        inner = dict(zip(step.cond.input_slots, carried + captured))
+        (keep_going,) = self.plan(step.cond, inner, scalars, depth + 1)
+        self.emit(depth + 1, f"if not {keep_going}:")
+        self.emit(depth + 2, "break")
+        inner = dict(zip(step.body.input_slots, carried + captured))
+        results = self.plan(step.body, inner, scalars, depth + 1)
+        if carried:
+            self.emit(depth + 1, f"{', '.join(carried)}, = {', '.join(results)},")
+        outs = [f"{prefix}v{slot}" for slot in step.outs]
+        for out, name in zip(outs, carried):
+            self.emit(depth, f"{out} = {name}")
+        names.update(zip(step.outs, outs))
+        scalars.update(outs)
+
+
+def generate(plan):
+    """`plan.forward(inputs, record=False)`'s work as one function `run(env) -> env`: `env`
+    is a fresh copy of the plan's template with the inputs in place; the returned list holds
+    every slot's value (arrays, as the steps would have left them). None when Python
+    cannot compile the code (more than 20 nested loops): the caller keeps its step loop."""
+    if len(plan.steps) != len(plan.graph.nodes):
+        return None  # a step per node is what lets the writer read each node's dtypes
+    writer = _Writer()
+    names = {slot: f"v{slot}" for slot in plan.input_slots}
+    scalars: set = set()
+    header = ["def run(env):"]
+    header += [f"    v{slot} = env[{slot}]" for slot in plan.input_slots]
+    for slot, value in zip(plan.input_slots, [*plan.graph.inputs, *plan.graph.params]):
+        if tuple(value.shape) == ():  # fed as a 0-d array: its scalar for the operators
+            header.append(f"    v{slot}s = v{slot}[()]")
+            names[slot] = writer.scalar_form(f"v{slot}", f"v{slot}s", scalars)
+    writer.plan(plan, names, scalars, 1)
+    body = writer.lines
+    if writer.overflow_guard:
+        writer.scope.update(SET=_extobj_contextvar.set, RESET=_extobj_contextvar.reset,
+                            IGNORE_OF=_ignore_overflow)
+        header.append("    IGNORE = IGNORE_OF()")
+    values = ", ".join(writer.array(names[slot], scalars) for slot in range(plan.size))
+    source = "\n".join([*header, *body, f"    return [{values}]"])
+    try:
+        code = compile(source, f"<unigraph plan of {plan.graph.name}>", "exec")
+    except (SyntaxError, RecursionError, MemoryError):
+        return None
+    exec(code, writer.scope)
+    return writer.scope["run"]
