@@ -1,7 +1,9 @@
 """ONNX importers for the layers of CNNs: Conv, ConvTranspose, MaxPool/AveragePool (pads,
-auto_pad, ceil_mode, count_include_pad; 1-D and channel-only 3-D pools as 2-D ones),
-GlobalAveragePool/GlobalMaxPool, BatchNormalization and LRN, each written with unigraph's
-ops (same contract as `unigraph.onnx.importers`, whose table spreads this one).
+auto_pad, ceil_mode, count_include_pad, dilations), GlobalAveragePool/GlobalMaxPool,
+BatchNormalization and LRN, each written with unigraph's ops (same contract as
+`unigraph.onnx.importers`, whose table spreads this one). 1-D convs and pools run as 2-D ones
+with a trailing size-1 dim; 3-D ones and dilated average pools are compositions of the 2-D
+ones (`unigraph.onnx.importers_3d`).
 """
 
 from __future__ import annotations
@@ -9,6 +11,14 @@ from __future__ import annotations
 import numpy as np
 
 import unigraph as ug
+from unigraph.onnx.importers_3d import (
+    average_pool_dilated,
+    ceil_extra,
+    conv3d,
+    conv_transpose3d_full,
+    pool3d,
+    spatial_pads,
+)
 
 
 def _dtype(value) -> str:
@@ -37,23 +47,8 @@ def _spatial(ctx, x, attrs, kernel, what: str):
     window op; strides and dilations as pairs."""
     if len(x.shape) != 4:
         ctx.refuse(f"{what} over {len(x.shape) - 2} spatial dims (unigraph has 2-D only)")
-    strides = tuple(attrs.get("strides", (1, 1)))
-    dilations = tuple(attrs.get("dilations", (1, 1)))
-    auto = attrs.get("auto_pad", "NOTSET")
-    if auto in ("SAME_UPPER", "SAME_LOWER"):
-        pads = []
-        for size, k, s, d in zip(x.shape[2:], kernel, strides, dilations):
-            if size is None:
-                ctx.refuse(f"{what} with auto_pad={auto} on an image size known only at run time")
-            total = max((-(-size // s) - 1) * s + (k - 1) * d + 1 - size, 0)
-            small, large = total // 2, total - total // 2
-            pads.append((small, large) if auto == "SAME_UPPER" else (large, small))
-        begin, end = [p[0] for p in pads], [p[1] for p in pads]
-    elif auto == "VALID":
-        begin, end = [0, 0], [0, 0]
-    else:
-        flat = list(attrs.get("pads", (0, 0, 0, 0)))
-        begin, end = flat[:2], flat[2:]
+    begin, end, strides, dilations = spatial_pads(ctx, x.shape[2:], attrs, kernel, what)
+    strides, dilations = tuple(strides), tuple(dilations)
     if begin == end:
         return x, tuple(begin), strides, dilations
     return (x, (begin, end)), None, strides, dilations
@@ -64,9 +59,25 @@ def _pad_asymmetric(x, pads, value):
     return ug.pad(x, [(0, 0), (0, 0), (begin[0], end[0]), (begin[1], end[1])], value=value)
 
 
+def _as_2d(attrs, n_pads: int) -> dict:
+    """A 1-D op's attrs for the 2-D one over (length, 1)."""
+    two = {key: list(attrs[key]) + [extra] for key, extra in (
+        ("kernel_shape", 1), ("strides", 1), ("dilations", 1), ("output_padding", 0),
+        ("output_shape", 1)) if key in attrs}
+    if "pads" in attrs:
+        two["pads"] = [attrs["pads"][0], 0, attrs["pads"][n_pads], 0]
+    return {**attrs, **two}
+
+
 def _conv(ctx, args, attrs):
     x, weight = args[0], args[1]
     bias = args[2] if len(args) > 2 else None
+    if len(x.shape) == 5:
+        return conv3d(ctx, args, attrs, _conv)
+    if len(x.shape) == 3:
+        out = _conv(ctx, [ug.expand_dims(x, -1), ug.expand_dims(weight, -1), bias],
+                    _as_2d(attrs, 1))
+        return ug.squeeze(out, -1)
     kernel = tuple(attrs.get("kernel_shape", weight.shape[2:]))
     x, padding, strides, dilations = _spatial(ctx, x, attrs, kernel, "Conv")
     if padding is None:
@@ -79,100 +90,82 @@ def _conv_transpose(ctx, args, attrs):
     """ConvTranspose as `conv_transpose2d` without padding (every contribution, size
     (H - 1) * s + (k - 1) * d + 1), then cropped by ONNX's begin/end pads, or widened with
     zeros where output_padding or output_shape asks for more; the bias added last. A 1-D
-    one runs with a trailing size-1 dim."""
+    one runs with a trailing size-1 dim; a 3-D one as `importers_3d.conv_transpose3d_full`."""
     x, weight = args[0], args[1]
     bias = args[2] if len(args) > 2 else None
     if len(x.shape) == 3:
-        one = {key: list(value) + [extra] for key, value, extra in (
-            (k, attrs[k], e) for k, e in (("kernel_shape", 1), ("strides", 1),
-                                          ("dilations", 1), ("output_padding", 0),
-                                          ("output_shape", 1)) if k in attrs)}
-        if "pads" in attrs:
-            one["pads"] = [attrs["pads"][0], 0, attrs["pads"][1], 0]
-        out = _conv_transpose(ctx, [ug.expand_dims(x, -1), ug.expand_dims(weight, -1),
-                                    bias], {**attrs, **one})
+        out = _conv_transpose(ctx, [ug.expand_dims(x, -1), ug.expand_dims(weight, -1), bias],
+                              _as_2d(attrs, 1))
         return ug.squeeze(out, -1)
-    if len(x.shape) != 4:
-        ctx.refuse(f"ConvTranspose over {len(x.shape) - 2} spatial dims (unigraph has 1-D "
-                   "and 2-D)")
+    if len(x.shape) not in (4, 5):
+        ctx.refuse(f"ConvTranspose over {len(x.shape) - 2} spatial dims (unigraph has 1-D, "
+                   "2-D and 3-D)")
+    n = len(x.shape) - 2
     kernel = tuple(attrs.get("kernel_shape", weight.shape[2:]))
-    strides = tuple(attrs.get("strides", (1, 1)))
-    dilations = tuple(attrs.get("dilations", (1, 1)))
-    extra = tuple(attrs.get("output_padding", (0, 0)))
+    strides = tuple(attrs.get("strides", (1,) * n))
+    dilations = tuple(attrs.get("dilations", (1,) * n))
+    extra = tuple(attrs.get("output_padding", (0,) * n))
     sizes = x.shape[2:]
-    full = [(n - 1) * s + (k - 1) * d + 1 for n, s, k, d in zip(sizes, strides, kernel,
-                                                                 dilations)]
+    full = [(size - 1) * s + (k - 1) * d + 1 for size, s, k, d in zip(sizes, strides, kernel,
+                                                                      dilations)]
     auto = attrs.get("auto_pad", "NOTSET")
     if "output_shape" in attrs or auto in ("SAME_UPPER", "SAME_LOWER"):
-        wanted = list(attrs.get("output_shape", [n * s for n, s in zip(sizes, strides)]))[-2:]
-        totals = [f + e - w for f, e, w in zip(full, extra, wanted)]
+        wanted = list(attrs.get("output_shape", [size * s for size, s in zip(sizes, strides)]))
+        totals = [f + e - w for f, e, w in zip(full, extra, wanted[-n:])]
         upper = auto == "SAME_UPPER"
         begin = [t // 2 if upper else t - t // 2 for t in totals]
         end = [t - t // 2 if upper else t // 2 for t in totals]
     elif auto == "VALID":
-        begin, end = [0, 0], [0, 0]
+        begin, end = [0] * n, [0] * n
     else:
-        pads = list(attrs.get("pads", (0, 0, 0, 0)))
-        begin, end = pads[:2], pads[2:]
-    out = ug.conv_transpose2d(x, weight, None, stride=strides, dilation=dilations,
-                              groups=attrs.get("group", 1))
+        pads = list(attrs.get("pads", (0,) * 2 * n))
+        begin, end = pads[:n], pads[n:]
+    groups = attrs.get("group", 1)
+    if n == 3:
+        out = conv_transpose3d_full(ctx, x, weight, strides, dilations, groups)
+    else:
+        out = ug.conv_transpose2d(x, weight, None, stride=strides, dilation=dilations,
+                                  groups=groups)
     # Output index i of ONNX's result is index i + begin of `full`, for i < full - begin
     # - end + output_padding: pad with zeros where that reaches outside, then crop.
     before = [max(-b, 0) for b in begin]
     after = [max(e - en, 0) for e, en in zip(extra, end)]
     if any(before) or any(after):
-        out = ug.pad(out, [(0, 0), (0, 0), (before[0], after[0]), (before[1], after[1])])
+        out = ug.pad(out, [(0, 0), (0, 0)] + list(zip(before, after)))
     start = [b + p for b, p in zip(begin, before)]
     stop = [s + f - b - en + e for s, f, b, en, e in zip(start, full, begin, end, extra)]
-    out = ug.slice(out, (0, 0, start[0], start[1]), (out.shape[0], out.shape[1], *stop))
+    out = ug.slice(out, (0, 0, *start), (out.shape[0], out.shape[1], *stop))
     if bias is not None:
-        out = out + ug.reshape(bias, (-1, 1, 1))
+        out = out + ug.reshape(bias, (-1,) + (1,) * n)
     return out
 
 
 def _explicit_pads(ctx, x, attrs, kernel, what):
-    """(begin, end, extra, strides) of a 2-D window op, auto_pad resolved; `extra` is what
-    ceil_mode adds after `end` so that floor division over the padded image gives ONNX's
-    ceil output size (a last window must still start inside the image or its begin pad)."""
-    if any(d != 1 for d in attrs.get("dilations", (1, 1))):
-        ctx.refuse(f"{what} with dilations")
-    x_pads, padding, strides, _ = _spatial(ctx, x, attrs, kernel, what)
+    """(begin, end, extra, strides, dilations) of a 2-D window op, auto_pad resolved; `extra`
+    is what ceil_mode adds after `end` (`importers_3d.ceil_extra`)."""
+    x_pads, padding, strides, dilations = _spatial(ctx, x, attrs, kernel, what)
     begin, end = (list(padding), list(padding)) if padding is not None else \
         (list(x_pads[1][0]), list(x_pads[1][1]))
     extra = [0, 0]
     if attrs.get("ceil_mode", 0) and attrs.get("auto_pad", "NOTSET") in ("NOTSET", "VALID"):
-        for axis, (size, k, s) in enumerate(zip(x.shape[2:], kernel, strides)):
-            padded = size + begin[axis] + end[axis]
-            count = -(-(padded - k) // s) + 1
-            if (count - 1) * s >= size + begin[axis]:
-                count -= 1
-            extra[axis] = max(0, (count - 1) * s + k - padded)
-    return begin, end, extra, strides
+        extra = ceil_extra(x.shape[2:], kernel, strides, dilations, begin, end)
+    return begin, end, extra, strides, dilations
 
 
 def _pool_in_2d(run):
-    """A 1-D or 3-D pool written as the 2-D one where that is exact: a 1-D pool gains a
-    trailing size-1 dim; a 3-D pool whose last two dims have window 1, stride 1 and no pads
-    (LocalResponseNorm as exporters write it at opset 9) runs over (depth, height * width)."""
+    """A 1-D pool as the 2-D one with a trailing size-1 dim; a 3-D pool as two 2-D ones
+    (`importers_3d.pool3d`)."""
     def pool(ctx, args, attrs):
         x = args[0]
-        rank = len(x.shape)
-        if rank == 4:
-            return run(ctx, args, attrs)
-        n = rank - 2
-        kernel = list(attrs["kernel_shape"])
-        strides = list(attrs.get("strides", [1] * n))
-        dilations = list(attrs.get("dilations", [1] * n))
-        pads = list(attrs.get("pads", [0] * 2 * n))
-        trivial = rank == 5 and kernel[1:] == strides[1:] == dilations[1:] == [1, 1] and \
-            pads[1:3] == pads[4:] == [0, 0]
-        if rank == 3 or trivial:
-            flat = dict(attrs, kernel_shape=[kernel[0], 1], strides=[strides[0], 1],
-                        dilations=[dilations[0], 1], pads=[pads[0], 0, pads[n], 0])
-            shape = tuple(x.shape)
-            out = run(ctx, [ug.reshape(x, shape[:3] + (int(np.prod(shape[3:])),))], flat)
-            return ug.reshape(out, tuple(out.shape[:3]) + shape[3:])
-        ctx.refuse(f"{ctx.node.op_type} over {n} spatial dims (unigraph pools in 2-D)")
+        if len(x.shape) == 5:
+            return pool3d(ctx, args, attrs, run)
+        if len(x.shape) == 3:
+            out = run(ctx, [ug.expand_dims(x, -1)], _as_2d(attrs, 1))
+            return ug.squeeze(out, -1)
+        if len(x.shape) != 4:
+            ctx.refuse(f"{ctx.node.op_type} over {len(x.shape) - 2} spatial dims (unigraph "
+                       "pools in 1-D, 2-D and 3-D)")
+        return run(ctx, args, attrs)
 
     return pool
 
@@ -181,12 +174,13 @@ def _max_pool(ctx, args, attrs):
     if len(ctx.node.output) > 1 and ctx.node.output[1]:
         ctx.refuse("MaxPool's Indices output")
     kernel = tuple(attrs["kernel_shape"])
-    begin, end, extra, strides = _explicit_pads(ctx, args[0], attrs, kernel, "MaxPool")
+    begin, end, extra, strides, dilations = _explicit_pads(ctx, args[0], attrs, kernel,
+                                                           "MaxPool")
     end = [e + more for e, more in zip(end, extra)]
     x, padding = args[0], tuple(begin)
     if begin != end or any(b > k // 2 for b, k in zip(begin, kernel)):
         x, padding = _pad_asymmetric(x, (begin, end), -np.inf), (0, 0)
-    return ug.max_pool2d(x, kernel, stride=strides, padding=padding)
+    return ug.max_pool2d(x, kernel, stride=strides, padding=padding, dilation=dilations)
 
 
 def _average_pool(ctx, args, attrs):
@@ -194,7 +188,9 @@ def _average_pool(ctx, args, attrs):
     inside the image, plus those in the pads with count_include_pad=1 (never those added
     for ceil_mode). The counts depend only on shapes, so they are computed at import."""
     x, kernel = args[0], tuple(attrs["kernel_shape"])
-    begin, end, extra, strides = _explicit_pads(ctx, x, attrs, kernel, "AveragePool")
+    if any(d != 1 for d in attrs.get("dilations", ())):
+        return average_pool_dilated(ctx, args, attrs)
+    begin, end, extra, strides, _ = _explicit_pads(ctx, x, attrs, kernel, "AveragePool")
     include = bool(attrs.get("count_include_pad", 0))
     if begin == end and not any(extra) and (include or not any(begin)) and all(
             b <= k // 2 for b, k in zip(begin, kernel)):
