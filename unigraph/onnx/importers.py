@@ -463,21 +463,17 @@ def _loop(ctx, args, attrs):
 
 
 def _loop_with_scans(ctx, body, limit, keep, carried, scans):
-    """A Loop whose body also emits scan outputs (stacked over iterations). Their length
-    must be known at import: a trip count known then, and a condition that stays true. The
-    first iteration is written before the loop (its scan values give the stacked shapes);
-    each later one adds its values into a zero buffer at its row (a one-hot mask, so
-    gradients flow to every row)."""
-    if limit is None or not isinstance(limit, np.ndarray):
-        ctx.refuse("Loop with scan outputs and a trip count computed at run time")
-    if keep is not None and not (isinstance(keep, np.ndarray) and bool(keep.reshape(-1)[0])):
-        ctx.refuse("Loop with scan outputs and a run-time initial condition")
-    if not _passes_condition_through(body):
-        ctx.refuse("Loop with scan outputs whose body may stop early (the scan length would "
-                   "be known only at run time)")
+    """A Loop whose body also emits scan outputs (stacked over iterations). When their
+    length is known at import (a trip count known then, at least 1, and a condition that
+    stays true), the stacked outputs have known shapes: the first iteration is written
+    before the loop (its scan values give the stacked shapes); each later one adds its
+    values into a zero buffer at its row (a one-hot mask, so gradients flow to every row).
+    Otherwise (`_loop_with_growing_scans`) they grow by a row per iteration."""
+    known_trips = isinstance(limit, np.ndarray) and int(limit.reshape(-1)[0]) >= 1
+    starts_true = keep is None or (isinstance(keep, np.ndarray) and bool(keep.reshape(-1)[0]))
+    if not (known_trips and starts_true and _passes_condition_through(body)):
+        return _loop_with_growing_scans(ctx, body, limit, keep, carried)
     trips = int(limit.reshape(-1)[0])
-    if trips < 1:
-        ctx.refuse("Loop with scan outputs and a trip count below 1")
     names = [i.name for i in body.input]
     go = ug.tensor(np.True_)
     first = [_to_tensor(v) for v in ctx.run_graph(
@@ -505,6 +501,94 @@ def _loop_with_scans(ctx, body, limit, keep, carried, scans):
     out = ug.while_loop(lambda i, *rest: i < trips, body_fn,
                         (ug.tensor(np.int64(1)), *state, *buffers))
     return list(out[1:])
+
+
+def _scan_types(ctx, body, names, carried) -> list:
+    """(shape, dtype) of each scan value of `body`, from a trace that is thrown away (so
+    nothing of it runs); refused where a shape is known only at run time."""
+    from unigraph.control_flow import trace_subgraph
+    from unigraph.ops.base import TensorSpec
+    from unigraph.tracing import current_builder
+
+    specs = [TensorSpec((), "int64"), TensorSpec((), "bool"),
+             *(TensorSpec(tuple(v.shape), str(v.dtype)) for v in carried)]
+    builder = current_builder()
+    _, outs = trace_subgraph(builder, "body", lambda *xs: [_to_tensor(v) for v in ctx.run_graph(
+        body, dict(zip(names, xs)))], specs, capture_eager=builder is None)
+    types = [(tuple(v.shape), str(v.dtype)) for v in outs[1 + len(carried):]]
+    if any(None in shape for shape, _ in types):
+        ctx.refuse("Loop with a scan output whose shape is known only at run time, and a "
+                   "scan length known only at run time")
+    return types
+
+
+def _unknown_rows(x):
+    """`x` (no rows yet) as a value whose first dim the graph leaves unknown, so that a
+    while_loop may carry it growing: a reshape to (-1, ...), typed (None, ...). The op
+    records infer known dims from known dims, so the node is written with its type."""
+    from unigraph.dispatch import symbolic, value_of
+    from unigraph.ops.base import TensorSpec
+    from unigraph.tracing import current_builder
+
+    builder = current_builder()
+    rest = tuple(x.shape[1:])
+    (out,) = builder.add_node("reshape", [value_of(builder, x)],
+                              [TensorSpec((None, *rest), str(x.dtype))], {"shape": (-1, *rest)})
+    return symbolic(builder, out)
+
+
+def _loop_with_growing_scans(ctx, body, limit, keep, carried):
+    """Scan outputs whose length is known only at run time (a trip count computed then, a
+    condition the body may turn false, a run-time initial condition, or no trip count):
+    each iteration appends a row. In a static graph a while_loop carries each stacked
+    output with its first dim unknown (None), grown by a concat; eagerly, the iterations
+    run as they come and their rows are stacked at the end."""
+    from unigraph.tracing import current_builder
+
+    names = [i.name for i in body.input]
+    types = _scan_types(ctx, body, names, carried)
+    go = ug.tensor(np.True_) if keep is None else _scalar_bool(keep)
+    bound = None if limit is None else _scalar_bool(limit)
+    if current_builder() is None:
+        return _eager_loop_with_scans(ctx, body, names, bound, go, carried, types)
+    count = len(carried)
+    buffers = [_unknown_rows(ug.zeros((0, *shape), dtype=dtype)) for shape, dtype in types]
+
+    def cond_fn(i, go, *rest):
+        return go if bound is None else ug.logical_and(go, i < bound)
+
+    def body_fn(i, go, *rest):
+        state, stacked = rest[:count], rest[count:]
+        outs = [_to_tensor(v) for v in ctx.run_graph(body, dict(zip(names, (i, go, *state))))]
+        grown = [ug.concat([buffer, ug.expand_dims(value, 0)], axis=0)
+                 for buffer, value in zip(stacked, outs[1 + count:])]
+        return (i + 1, _scalar_bool(outs[0]), *outs[1:1 + count], *grown)
+
+    out = ug.while_loop(cond_fn, body_fn, (ug.tensor(np.int64(0)), go, *carried, *buffers))
+    return list(out[2:])
+
+
+def _eager_loop_with_scans(ctx, body, names, bound, go, carried, types):
+    """The eager form of `_loop_with_growing_scans`: the condition and the trip count are
+    read each iteration, as an eager while_loop reads its condition."""
+    from unigraph.control_flow import loop_error, max_loop_iterations
+
+    limit = max_loop_iterations()
+    state, rows = list(carried), [[] for _ in types]
+    trips = None if bound is None else int(bound)
+    i = 0
+    while bool(go) and (trips is None or i < trips):
+        if limit is not None and i >= limit:
+            raise loop_error(f"{ctx.origin}: node {ctx.node.name or '(unnamed)'!r} (Loop)", limit)
+        outs = [_to_tensor(v) for v in ctx.run_graph(
+            body, dict(zip(names, (ug.tensor(np.int64(i)), go, *state))))]
+        go, state = _scalar_bool(outs[0]), outs[1:1 + len(state)]
+        for row, value in zip(rows, outs[1 + len(state):]):
+            row.append(value)
+        i += 1
+    stacked = [ug.stack(row, axis=0) if row else ug.zeros((0, *shape), dtype=dtype)
+               for row, (shape, dtype) in zip(rows, types)]
+    return [*state, *stacked]
 
 
 IMPORTERS = {
