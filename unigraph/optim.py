@@ -364,13 +364,14 @@ class Optimizer:
     @staticmethod
     def subtract(param: Parameter, delta) -> None:
         """`param <- param - delta`, the last step of every update. Eagerly, on a backend
-        whose lowering table has `sub_` (torch), the parameter's own tensor is updated in
-        place from the second step on, as native optimizers do: a training step allocates
-        no new parameter tensors. The numbers are those of `assign(param, param - delta)`.
-        In place only while the parameter alone holds that tensor: nobody has read it since
-        it was written (`.numpy()` may share its memory), no other tensor or parameter holds
-        the same object (`ug.assign(other, param)`, a cast to its own dtype) and, on the
-        backend's side, nothing views its memory; otherwise a new tensor, as before.
+        whose lowering table has `sub_` (torch, paddle), the parameter's own tensor is
+        updated in place from the second step on, as native optimizers do: a training step
+        allocates no new parameter tensors. The numbers are those of
+        `assign(param, param - delta)`. In place only while the parameter alone holds that
+        tensor: nobody has read it since it was written (`.numpy()` may share its memory),
+        no other tensor or parameter holds the same object (`ug.assign(other, param)`, a
+        cast to its own dtype) and, on the backend's side (the `sub_` lowering decides),
+        nothing views its memory or aliases it; otherwise a new tensor, as before.
 
         >>> Optimizer.subtract(param, lr * grad)
         """

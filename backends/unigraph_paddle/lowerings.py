@@ -25,6 +25,7 @@ import paddle.nn.functional as F
 from unigraph.index_checks import check_indices
 from unigraph.ops.pooling import pool_geometry
 from unigraph.printing import emit
+from unigraph_paddle.inplace import in_place_or
 
 _FLOATS = (paddle.float16, paddle.float32, paddle.float64)
 _LARGEST = {dtype: float(paddle.finfo(dtype).max) for dtype in _FLOATS}
@@ -565,6 +566,8 @@ LOWERINGS = {
     "max_pool2d": widen_half(max_pool2d),
     "avg_pool2d": avg_pool2d,
     "sparse_softmax_cross_entropy": widen_half(sparse_softmax_cross_entropy),
+    # in place when nothing else sees the parameter, for the eager optimizers (not an op record)
+    "sub_": in_place_or(paddle._C_ops.subtract_, widen_small_ints(widen_half(paddle.subtract))),
 }
 
 # The ops whose CPU float16 kernel paddlepaddle 3.3.1 lacks. tests/test_backend_paddle.py

@@ -1,0 +1,246 @@
+"""Eager optimizer updates in place (`Optimizer.subtract` through a backend's `sub_`
+lowering): taken where promised, the same numbers as the allocating path and as float64,
+and never under a value the user still holds (a `.numpy()` read, `ug.assign(other, param)`,
+a reshape, slice or transpose of the parameter, a value returned by `ug.value_and_grad`)."""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+from conftest import TARGETS
+
+import unigraph as ug
+from unigraph.config import Target
+
+# The targets whose optimizers write a parameter's own tensor from the second step on.
+IN_PLACE = {"torch:eager", "paddle:eager"}
+LR = 0.1
+
+
+class SubCounter:
+    """Replaces the current backend's `sub_` lowering (if any) by one that counts how often
+    it wrote its input (returned the very tensor it was given) and how often it made a new
+    one; `allocating=True` removes the entry, so every update takes the allocating path."""
+
+    def __init__(self, monkeypatch, allocating=False):
+        from unigraph.dispatch import current_backend
+
+        backend = current_backend()
+        backend.load()
+        self.in_place = self.new = 0
+        table = backend.lowerings
+        if table is None or "sub_" not in table:
+            return
+        if allocating:
+            monkeypatch.delitem(table, "sub_")
+            return
+        original = table["sub_"]
+
+        def counted(x, y):
+            out = original(x, y)
+            if out is x:
+                self.in_place += 1
+            else:
+                self.new += 1
+            return out
+
+        monkeypatch.setitem(table, "sub_", counted)
+
+    def take(self) -> tuple:
+        """(in place, new) since the last call."""
+        counts = (self.in_place, self.new)
+        self.in_place = self.new = 0
+        return counts
+
+
+def _data():
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((5, 3)).astype(np.float32)
+    y = rng.standard_normal((5, 2)).astype(np.float32)
+    w = rng.standard_normal((3, 2)).astype(np.float32)
+    b = rng.standard_normal((2,)).astype(np.float32)
+    return x, y, w, b
+
+
+def _reference(name, x, y, w, b, steps):
+    """float64 least squares trained by the optimizer's documented formula, by hand:
+    loss = sum((x @ w + b - y)**2) / n, dloss/dr = 2 r / n."""
+    x, y = x.astype(np.float64), y.astype(np.float64)
+    params = [w.astype(np.float64), b.astype(np.float64)]
+    slots = [dict(v=np.zeros_like(p), m=np.zeros_like(p), s=np.zeros_like(p)) for p in params]
+    for t in range(1, steps + 1):
+        r = 2 * (x @ params[0] + params[1] - y) / len(x)
+        for p, g, slot in zip(params, [x.T @ r, r.sum(0)], slots):
+            if name == "sgd":
+                update = LR * g
+            elif name == "momentum":
+                slot["v"] = 0.9 * slot["v"] + g
+                update = LR * slot["v"]
+            else:
+                slot["m"] = 0.9 * slot["m"] + 0.1 * g
+                slot["s"] = 0.999 * slot["s"] + 0.001 * g * g
+                m_hat, s_hat = slot["m"] / (1 - 0.9**t), slot["s"] / (1 - 0.999**t)
+                update = LR * m_hat / (np.sqrt(s_hat) + 1e-8)
+            p -= update
+    return params
+
+
+def _train(target, name, monkeypatch, allocating, steps):
+    x, y, w, b = _data()
+    weight, bias = ug.Parameter(w, name="w"), ug.Parameter(b, name="b")
+    make = {"sgd": lambda p: ug.optim.SGD(p, lr=LR),
+            "momentum": lambda p: ug.optim.Momentum(p, lr=LR, momentum=0.9),
+            "adam": lambda p: ug.optim.Adam(p, lr=LR)}[name]
+    optimizer = make([weight, bias])
+
+    def loss_fn():
+        r = ug.matmul(ug.tensor(x), weight) + bias - ug.tensor(y)
+        return ug.sum(r * r) / float(len(x))
+
+    @ug.function
+    def step():
+        loss, grads = ug.value_and_grad(loss_fn, wrt=optimizer.params)()
+        optimizer.step(grads)
+        return loss
+
+    t = Target.parse(target)
+    with ug.use_backend(t.backend, t.mode):
+        counter = SubCounter(monkeypatch, allocating)
+        for _ in range(steps):
+            step()
+        counts = counter.take()
+        values = [weight.numpy().copy(), bias.numpy().copy()]
+    monkeypatch.undo()
+    return values, counts
+
+
+@pytest.mark.parametrize("name", ["sgd", "momentum", "adam"])
+@pytest.mark.parametrize("target", TARGETS)
+def test_in_place_training_matches_allocating_path_and_float64(target, name, monkeypatch):
+    """Four training steps: in place on IN_PLACE targets from the second step on (both
+    parameters, every step), bit for bit the allocating path's numbers, and float64's."""
+    steps = 4
+    values, counts = _train(target, name, monkeypatch, allocating=False, steps=steps)
+    allocated, _ = _train(target, name, monkeypatch, allocating=True, steps=steps)
+    expected = (2 * (steps - 1), 0) if target in IN_PLACE else (0, 0)
+    assert counts == expected
+    for got, same, want in zip(values, allocated, _reference(name, *_data(), steps)):
+        np.testing.assert_array_equal(got, same)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def _hold_numpy(param):
+    return param.numpy()
+
+
+def _hold_assigned(param):
+    twin = ug.Parameter(np.zeros(param.shape, np.float32), name="twin")
+    ug.assign(twin, param)
+    return twin
+
+
+def _hold_reshape(param):
+    return ug.reshape(param, (6,))
+
+
+def _hold_row(param):
+    return param[1]
+
+
+def _hold_transpose(param):
+    return ug.transpose(param)
+
+
+def _hold_grad_output(param):
+    """An extra output of the differentiated function: on Paddle a view of the detached
+    leaf, which shares the parameter's memory."""
+    (_, view), _ = ug.value_and_grad(lambda: (ug.sum(param * param), ug.reshape(param, (6,))),
+                                     wrt=[param])()
+    return view
+
+
+# (how the user takes a value from the parameter, the same taken from a NumPy array)
+HOLDERS = [pytest.param(hold, same, id=hold.__name__[len("_hold_"):]) for hold, same in [
+    (_hold_numpy, lambda a: a), (_hold_assigned, lambda a: a),
+    (_hold_reshape, lambda a: a.reshape(6)), (_hold_row, lambda a: a[1]),
+    (_hold_transpose, lambda a: a.T), (_hold_grad_output, lambda a: a.reshape(6))]]
+
+
+def _as_array(held):
+    return np.array(held if isinstance(held, np.ndarray) else held.numpy())
+
+
+@pytest.mark.parametrize("hold, same", HOLDERS)
+@pytest.mark.parametrize("target", TARGETS)
+def test_values_the_user_holds_keep_their_values(target, hold, same, monkeypatch):
+    """A value taken from the parameter between steps keeps its numbers through the next
+    two steps: the first of them allocates, the second writes the new tensor in place on
+    IN_PLACE targets (nobody holds that one). After the value is dropped, updates stay in
+    place. The parameter follows the SGD formula throughout."""
+    start = np.arange(6, dtype=np.float32).reshape(2, 3) / 7
+    grads = [np.full((2, 3), k + 1, np.float32) / 8 for k in range(5)]
+    param = ug.Parameter(start, name="w")
+    optimizer = ug.optim.SGD([param], lr=LR)
+
+    @ug.function
+    def step(g):
+        optimizer.apply([g])
+
+    t = Target.parse(target)
+    with ug.use_backend(t.backend, t.mode):
+        counter = SubCounter(monkeypatch)
+        step(grads[0])
+        step(grads[1])
+        assert counter.take() == ((1, 0) if target in IN_PLACE else (0, 0))
+        held = hold(param)
+        before = _as_array(held).copy()
+        step(grads[2])
+        step(grads[3])
+        after = _as_array(held)
+        in_place_while_held, _ = counter.take()
+        del held
+        gc.collect()
+        step(grads[4])
+        counts_after = counter.take()
+        final = param.numpy().copy()
+    after_two = start.astype(np.float64) - LR * (grads[0] + grads[1])
+    np.testing.assert_array_equal(after, before)
+    np.testing.assert_allclose(before, same(after_two), rtol=1e-6)
+    np.testing.assert_allclose(final, start - LR * np.sum(grads, 0, dtype=np.float64),
+                               rtol=1e-5, atol=1e-6)
+    if target in IN_PLACE:
+        assert (in_place_while_held, counts_after) == (1, (1, 0))
+    else:
+        assert (in_place_while_held, counts_after) == (0, (0, 0))
+
+
+def test_paddle_sole_owner_sees_views_aliases_and_saved_tensors():
+    """Paddle's own sharing, one kind at a time: each makes `sole_owner` False while it
+    lives, and True again once it is gone (the counts it reads go back down)."""
+    paddle = pytest.importorskip("paddle")
+    from unigraph_paddle.inplace import sole_owner
+
+    tensor = paddle.to_tensor(np.arange(6, dtype=np.float32))
+    weight = paddle.ones([6])
+    weight.stop_gradient = False
+    sharers = {
+        "reshape": lambda: paddle.reshape(tensor, [2, 3]),
+        "slice": lambda: tensor[1:4],
+        "transpose": lambda: paddle.transpose(paddle.reshape(tensor, [2, 3]), [1, 0]),
+        "detach": lambda: tensor.detach(),
+        "saved for backward": lambda: (tensor * weight).sum(),
+        "dlpack": lambda: tensor.__dlpack__(),
+    }
+    assert sole_owner(tensor)
+    for name, share in sharers.items():
+        held = share()
+        assert not sole_owner(tensor), name
+        del held
+        assert sole_owner(tensor), name
+    copy = paddle.assign(tensor)  # a copy shares nothing
+    array = tensor.numpy()  # Paddle's numpy() copies on a CPU place
+    assert sole_owner(tensor) and sole_owner(copy)
+    paddle._C_ops.subtract_(tensor, weight.detach())
+    np.testing.assert_array_equal(array, np.arange(6, dtype=np.float32))
