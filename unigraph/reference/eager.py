@@ -46,6 +46,11 @@ class Tape:
         return [grads.get(id(leaf), np.zeros_like(leaf)) for leaf in leaves]
 
 
+def in_tape() -> bool:
+    """Whether `eager_grad` is recording (an in-place write would change a taped value)."""
+    return _tape.get() is not None
+
+
 def eager_op(op: str, inputs: list, attrs: dict, ops=None) -> np.ndarray:
     """Apply op `op` (its record in `ops`, default every registered op) to NumPy `inputs`
     with its fast kernel where there is one (`fast_kernels`); recorded on the active tape,
