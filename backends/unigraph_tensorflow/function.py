@@ -27,6 +27,11 @@ class FunctionExecutable(Executable):
     def __init__(self, tf, graph: Graph, lowerings: dict):
         super().__init__(graph)
         self._tf = tf
+        # Images stay NHWC through conv/pool/activation chains (layout.py); imported here,
+        # after paddle, like every module that imports tensorflow.
+        from unigraph_tensorflow.layout import carry_nhwc
+
+        lowerings = carry_nhwc(lowerings)
         self._lowerings = lowerings
         self._control_flow = make_control_flow(tf, lowerings, gradients="tape")
         # A variable needs some value to exist; zeros are a placeholder that run() never
@@ -56,6 +61,12 @@ class FunctionExecutable(Executable):
         for variable, value_id in self._updates:
             variable.assign(env[value_id], read_value=False)
         return [env[v.id] for v in self.graph.outputs]
+
+    @property
+    def native_outputs(self) -> list:
+        """The concrete function's output tensors and its control outputs (the updates)."""
+        graph = self.concrete.graph
+        return list(graph.outputs) + list(graph.control_outputs)
 
     def _native_spec(self, x):
         return native_spec(self._tf, x)

@@ -88,6 +88,11 @@ class SessionExecutable(Executable):
     def __init__(self, tf, graph: Graph, lowerings: dict):
         super().__init__(graph)
         self._tf = tf
+        # Images stay NHWC through conv/pool/activation chains (layout.py); imported here,
+        # after paddle, like every module that imports tensorflow.
+        from unigraph_tensorflow.layout import carry_nhwc
+
+        lowerings = carry_nhwc(lowerings)
         native = tf.Graph()
         with native.as_default():
             self._placeholders = [
@@ -142,6 +147,11 @@ class SessionExecutable(Executable):
         self._pending: dict = {}
         self._session = tf.compat.v1.Session(graph=native, config=session_config(tf))
         self._finalizer = weakref.finalize(self, self._session.close)
+
+    @property
+    def native_outputs(self) -> list:
+        """The tensors and ops one run fetches (outputs, prints, updates)."""
+        return list(self._fetches)
 
     def _native_spec(self, x):
         return native_spec(self._tf, x)
