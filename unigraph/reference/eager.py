@@ -14,7 +14,7 @@ import contextvars
 import numpy as np
 
 from unigraph.ops import OPS
-from unigraph.reference.fast_kernels import kernel
+from unigraph.reference.fast_kernels import kernel, vjp_kernel
 from unigraph.reference.plan import SECOND_ORDER, SecondOrderUnsupported
 
 _tape: contextvars.ContextVar = contextvars.ContextVar("unigraph_reference_tape", default=None)
@@ -36,11 +36,12 @@ class Tape:
         grads = {id(output): np.ones_like(output)}
         for op, attrs, inputs, out in reversed(self.records):
             g = grads.get(id(out))
-            if g is None or op.vjp is None:
+            vjp = vjp_kernel(op.name, op) or op.vjp
+            if g is None or vjp is None:
                 continue
             needs = [id(x) in self.tracked for x in inputs]
             extra = {"needs": needs} if op.partial_vjp else {}
-            for x, gx, need in zip(inputs, op.vjp(g, inputs, out, **extra, **attrs), needs):
+            for x, gx, need in zip(inputs, vjp(g, inputs, out, **extra, **attrs), needs):
                 if need and gx is not None and x.dtype.kind == "f":
                     grads[id(x)] = grads[id(x)] + gx if id(x) in grads else gx
         return [grads.get(id(leaf), np.zeros_like(leaf)) for leaf in leaves]

@@ -14,6 +14,12 @@ checker runs it); a kernel here computes the same numbers with less work per cal
   result, instead of a tensordot whose [N, OH, OW, O] result is then transposed. BLAS sums
   in another order than the reference's tensordot: equal within float rounding.
 
+- sparse_softmax_cross_entropy, forward and VJP, and mean's VJP: the reference's
+  operations without the [N, C] log-softmax matrix, the dtype-name checks and the NumPy
+  error-state context per call (the softmax-regression step is mostly small ops);
+
+`VJP_KERNELS` / `vjp_kernel` are the same for VJP rules.
+
 `kernel(name, record)` is the engine's entry: the kernel when `record` is the registered
 record of op `name` (a deliberately wrong op table in a test keeps its own references),
 else None.
@@ -27,9 +33,11 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from unigraph.index_checks import check_indices
+from unigraph.ir import FLOAT_DTYPES
 from unigraph.ops import OPS
 
-__all__ = ["KERNELS", "OPERATORS", "conv2d", "kernel"]
+__all__ = ["KERNELS", "OPERATORS", "VJP_KERNELS", "conv2d", "kernel", "vjp_kernel"]
 
 
 def _ufunc_kernel(ufunc, operator=None):
@@ -67,6 +75,57 @@ def conv2d(x, w, bias=None, *, stride, padding, dilation, groups):
     return out.reshape(n, o, oh, ow).astype(x.dtype, copy=False)
 
 
+def sparse_softmax_cross_entropy(logits, labels):
+    """The per-row loss as the reference computes it, -(shifted[n, y] - lse[n]), without
+    the [N, C] log-softmax matrix (only the picked entries are subtracted)."""
+    check_indices("sparse_softmax_cross_entropy", labels, logits.shape[1])
+    if logits.size == 0:
+        return OPS["sparse_softmax_cross_entropy"].reference(logits, labels)
+    shifted = _shifted_rows(logits)
+    lse = np.log(np.exp(shifted).sum(axis=1))
+    picked = shifted[np.arange(len(labels)), labels]
+    return (-(picked - lse)).astype(logits.dtype, copy=False)  # the reference's signed zeros
+
+
+def _shifted_rows(x):
+    """x - max(x) over axis 1, as `ops.nn._shifted` (a row with an infinite max is NaN,
+    silently); the error state is entered only where such a row exists."""
+    peak = x.max(axis=1, keepdims=True)
+    if np.isfinite(peak).all():
+        return x - peak
+    with np.errstate(invalid="ignore"):
+        return x - peak
+
+
+def sparse_softmax_cross_entropy_vjp(g, inputs, out):
+    """softmax(logits) - one_hot(labels), times g: the reference's operations in its order,
+    as method calls, and no error state entered for finite rows."""
+    logits, labels = inputs
+    if logits.size == 0 or logits.dtype.name not in FLOAT_DTYPES:
+        return OPS["sparse_softmax_cross_entropy"].vjp(g, inputs, out)
+    e = np.exp(_shifted_rows(logits))
+    d_logits = e / e.sum(axis=1, keepdims=True)
+    d_logits[np.arange(len(labels)), labels] -= 1
+    return [(d_logits * g[:, None]).astype(logits.dtype, copy=False), None]
+
+
+def mean_vjp(g, inputs, out, *, axis, keepdims):
+    """g / count spread over the reduced axes: the reference divides the broadcast g, here
+    g is divided once and then broadcast into a fresh array (the same quotients)."""
+    (x,) = inputs
+    if x.dtype.name not in FLOAT_DTYPES:
+        return [None]
+    axes = tuple(range(x.ndim)) if axis is None else tuple(axis)
+    count = 1
+    for a in axes:
+        count *= x.shape[a]
+    if not keepdims:
+        g = np.expand_dims(g, axes)
+    grad = np.empty(x.shape, x.dtype)
+    grad[...] = np.asarray(g / count).astype(x.dtype, copy=False)
+    return [grad]
+
+
 _UFUNCS = {
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
     "maximum": np.maximum, "minimum": np.minimum,
@@ -84,12 +143,23 @@ OPERATORS = {
 }
 KERNELS = {name: _ufunc_kernel(ufunc, OPERATORS.get(name)) for name, ufunc in _UFUNCS.items()}
 KERNELS["conv2d"] = conv2d
+KERNELS["sparse_softmax_cross_entropy"] = sparse_softmax_cross_entropy
+VJP_KERNELS = {"sparse_softmax_cross_entropy": sparse_softmax_cross_entropy_vjp,
+               "mean": mean_vjp}
 
 
 def kernel(name: str, record):
     """The fast kernel of op `name`, or None (no kernel, or `record` is not the registered
     record of `name`)."""
     fast = KERNELS.get(name)
+    if fast is None or OPS.get(name) is not record:
+        return None
+    return fast
+
+
+def vjp_kernel(name: str, record):
+    """The fast VJP rule of op `name`, or None (as `kernel`)."""
+    fast = VJP_KERNELS.get(name)
     if fast is None or OPS.get(name) is not record:
         return None
     return fast

@@ -28,7 +28,7 @@ from unigraph.errors import UnigraphError
 from unigraph.ir import Graph
 from unigraph.ops import OPS
 from unigraph.reference.codegen import generate
-from unigraph.reference.fast_kernels import kernel
+from unigraph.reference.fast_kernels import kernel, vjp_kernel
 
 
 class SecondOrderUnsupported(UnigraphError):
@@ -57,12 +57,13 @@ def _gather(slots: list, gradients: list) -> dict:
 
 
 class OpStep:
-    __slots__ = ("op", "fn", "attrs", "ins", "out", "outs")
+    __slots__ = ("op", "fn", "vjp", "attrs", "ins", "out", "outs")
 
     def __init__(self, record, attrs: dict, ins: list, out: int, fast: bool = False):
         self.op = record
         self.attrs = attrs
         compute = (fast and kernel(record.name, record)) or record.reference
+        self.vjp = (fast and vjp_kernel(record.name, record)) or record.vjp
         self.fn = functools.partial(compute, **attrs) if attrs else compute
         self.ins = ins
         self.out = out
@@ -74,15 +75,15 @@ class OpStep:
 
     def backward(self, env, residual, grads, requires):
         g = grads.get(self.out)
-        if g is None or self.op.vjp is None:
+        if g is None or self.vjp is None:
             return
         needs = [requires is None or slot in requires for slot in self.ins]
         if not any(needs):
             return  # nothing upstream of this op is differentiated
         inputs = [env[i] for i in self.ins]
         extra = {"needs": needs} if self.op.partial_vjp else {}
-        for slot, x, gx, need in zip(self.ins, inputs, self.op.vjp(g, inputs, env[self.out],
-                                                                   **extra, **self.attrs),
+        for slot, x, gx, need in zip(self.ins, inputs, self.vjp(g, inputs, env[self.out],
+                                                                **extra, **self.attrs),
                                      needs):
             if need and gx is not None and x.dtype.kind == "f":
                 _add(grads, slot, gx)
