@@ -245,7 +245,8 @@ class Plan:
                 if type(value) is np.ndarray:
                     value.flags.writeable = False  # shared by every run: never written
                 self.template[step.out] = value
-        self._run = None  # the generated forward, made on the first run that needs it
+        self._run = None  # the generated forward, made on the second run
+        self._ran = False
 
     def _generated_forward(self):
         """`forward(inputs, record=False)` as one generated function calling each step in
@@ -287,6 +288,14 @@ class Plan:
                 env[slot] = value
         if not record:
             if self._run is None:
+                if not self._ran:
+                    # A plan run once (a model built, loaded and run once) is not worth
+                    # generating code for: the first run walks the steps.
+                    self._ran = True
+                    for step in self.steps:
+                        if type(step) is not OpStep or step.op.name != "constant":
+                            step.forward(env, False)
+                    return env, None
                 self._run = generate(self) or self._generated_forward()
             return self._run(env), None
         residuals = [None if type(step) is OpStep and step.op.name == "constant"
