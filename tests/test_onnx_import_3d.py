@@ -244,10 +244,16 @@ def imported():
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_3d_and_dilated_nodes_agree_with_onnxruntime_and_the_reference(imported, target):
+    failures = []  # every case is checked, so one failure does not hide another
     for name, (model, inputs, want) in CASES.items():
         got = run_on(target, imported[name], *inputs)
-        close(got, onnxruntime_output(model, inputs), f"{name} on {target} vs ORT")
-        close(got, want, f"{name} on {target} vs the float64 reference")
+        for expected, what in ((onnxruntime_output(model, inputs), "ORT"),
+                               (want, "the float64 reference")):
+            try:
+                close(got, expected, f"{name} on {target} vs {what}")
+            except AssertionError as error:
+                failures.append(str(error).strip().splitlines()[:6])
+    assert not failures, "\n".join("\n".join(lines) for lines in failures)
 
 
 @pytest.mark.parametrize("target", INFERENCE_TARGETS)
@@ -385,3 +391,13 @@ def test_a_torch_exported_3d_cnn_agrees_with_torch(exported_cnn, target):
     close(run_on(target, imported, x), want, f"3-D CNN on {target} vs torch", rtol=2e-4)
     close(run_on(target, imported, x[:1]), want[:1], f"batch 1 on {target} vs torch",
           rtol=2e-4)
+
+
+def test_ug_check_passes_on_the_3d_cnn_with_gradients(exported_cnn):
+    """ug.check compares the outputs and every parameter's gradient on every target with
+    the float64 reference, within budgets derived from the conv fan-in (here the 2-D conv's
+    kd * C / groups * kh * kw, the 3-D conv's own)."""
+    imported, _, x, _ = exported_cnn
+    report = ug.check(imported, x, targets=",".join(TARGETS))
+    report.assert_ok()
+    assert all(target in str(report) for target in TARGETS)
