@@ -33,6 +33,13 @@ up rather than walk: the relative part grows linearly with the trips past
 `REFERENCE_TERMS` (Higham's deterministic n * u), times the sqrt growth of the op's own
 terms. Summing 0.1 10,000 times in float32 is off by 1e-4 relative; a loop over 3,000 trips
 by 3e-5, beyond float32's default 1e-5.
+
+A loop whose trip count the graph does not give (a bound computed at run time: an input, an
+ONNX Loop's run-time trip count, a condition on the data) accumulates just the same. For
+those, `observe(graph, feeds, params)` runs the graph once in float64 (the reference the
+checker compares with, on the checked inputs) and records how many times each such loop ran
+(the most, over every time it ran); `trip_count` then gives that. The checker calls it when
+it sets the budgets of a case (`unigraph.checking.run.prepare`).
 """
 
 from __future__ import annotations
@@ -223,12 +230,21 @@ def _bounds(value, cond, outer, node):
 
 def trip_count(node, outer: dict) -> int | None:
     """The most iterations `node`, a while_loop, can run, when its condition bounds a
-    counter that starts at a constant and its body steps by a positive constant; else None.
-    `outer` maps value ids of the enclosing graph to the nodes that produce them.
+    counter that starts at a constant and its body steps by a positive constant; else the
+    trips `observe` saw it run in the reference, if it did; else None. `outer` maps value
+    ids of the enclosing graph to the nodes that produce them.
 
     >>> trip_count(loop_node, producers)   # ug.while_loop(lambda i, s: i < 3000, ...)
     3000
     """
+    known = _graph_trip_count(node, outer)
+    if known is not None or node.op != "while_loop" or not node.outputs:
+        return known
+    return _OBSERVED.get(node.outputs[0].id)
+
+
+def _graph_trip_count(node, outer: dict) -> int | None:
+    """`trip_count` as the graph alone gives it (None when only a run can tell)."""
     if node.op != "while_loop":
         return None
     cond, body = node.subgraphs.get("cond"), node.subgraphs.get("body")
@@ -252,14 +268,81 @@ def trip_count(node, outer: dict) -> int | None:
 
 def loop_tags(node, outer: dict, body_names) -> set:
     """Tags for the ops of a while_loop's body (`body_names`, as `compare.ops_of` names
-    them) run `trip_count` times: "add@1x3000", "matmul@64x3000". Empty for a loop whose
-    trips are not known or within `REFERENCE_TERMS`."""
+    them) run `trip_count` times: "add@1x3000", "matmul@64x3000"; an op of a loop nested in
+    the body has its trips multiplied ("add@1x1000" in a loop of 3 trips: "add@1x3000").
+    Empty for a loop whose trips are not known; an op run within `REFERENCE_TERMS` trips in
+    all gets no tag."""
     trips = trip_count(node, outer)
-    if trips is None or trips <= REFERENCE_TERMS:
+    if trips is None:
         return set()
     tags = set()
     for name in body_names:
         op, count = untag(name)
-        per_trip = count // getattr(count, "trips", 1)
-        tags.add(tag(op, per_trip, trips * getattr(count, "trips", 1)))
+        inner = getattr(count, "trips", 1)
+        if trips * inner > REFERENCE_TERMS:
+            tags.add(tag(op, count // inner, trips * inner))
     return tags
+
+
+# -- trip counts seen in a run ----------------------------------------------------------------
+# A loop's first output value id -> the most trips the float64 reference ran it (value ids are
+# unique in a process, so one table serves every graph). Written by `observe`.
+_OBSERVED: dict = {}
+
+
+def _has_unknown_loop(graph) -> bool:
+    """Whether `graph` (its subgraphs included) has a while_loop with no trip count in it."""
+    producers = {v.id: n for n in graph.nodes for v in n.outputs}
+    for node in graph.nodes:
+        if node.op == "while_loop" and _graph_trip_count(node, producers) is None:
+            return True
+        if any(_has_unknown_loop(sub) for sub in node.subgraphs.values()):
+            return True
+    return False
+
+
+def observe(graph, feeds: list, params=()) -> dict:
+    """Run `graph` in float64 on `feeds` (its inputs) and `params` (its parameters' values)
+    and record, for every while_loop, the most trips it ran (nested loops included, and
+    loops inside a `grad` node), so that `trip_count` uses it where the graph does not give
+    one. Returns {loop's first output value id: trips}; nothing runs (and {} is returned)
+    when every loop's trip count is in the graph, or when the run fails (the checker's own
+    reference run reports that).
+
+    >>> observe(graph, [x, np.int64(3000)])   # while i < n: s += x, with n = 3000
+    {17: 3000}
+    """
+    if not _has_unknown_loop(graph):
+        return {}
+    from unigraph.reference.float64 import promote, upcast
+    from unigraph.reference.plan import Plan
+
+    try:
+        plan = Plan(promote(graph), fast=False)
+        env, residuals = plan.forward([upcast(x) for x in [*feeds, *params]], True)
+        found: dict = {}
+        _count_trips(plan, env, residuals, found)
+    except Exception:  # noqa: BLE001 - the checker's own reference run reports the error
+        return {}
+    _OBSERVED.update(found)
+    return found
+
+
+def _count_trips(plan, env, residuals, found: dict) -> None:
+    """Walk a recorded run of `plan` (`Plan.forward(..., record=True)`): a while step's
+    record is its list of iterations, a cond's the branch it took."""
+    from unigraph.reference.plan import CondStep, GradStep, WhileStep
+
+    value_of_slot = {slot: value_id for value_id, slot in plan.slots.items()}
+    for step, residual in zip(plan.steps, residuals):
+        if type(step) is WhileStep and step.outs:
+            key = value_of_slot.get(step.outs[0])
+            found[key] = max(found.get(key, 0), len(residual))
+            for body_env, body_residuals in residual:
+                _count_trips(step.body, body_env, body_residuals, found)
+        elif type(step) is CondStep:
+            index, branch_env, branch_residuals = residual
+            _count_trips(step.branches[index], branch_env, branch_residuals, found)
+        elif type(step) is GradStep:  # its forward keeps no record: run the function again
+            fn_env, fn_residuals = step.fn.forward([env[i] for i in step.operands], True)
+            _count_trips(step.fn, fn_env, fn_residuals, found)
