@@ -7,7 +7,9 @@ the checker runs it in float64 as the reference every target is compared with, a
 * `eager_op`, `eager_grad` (`eager`): one op at a time, and a VJP tape over a Python
   function, for eager mode;
 * `Plan`, `ReferenceExecutable` (`plan`, `executable`): a graph compiled once into steps,
-  with reverse mode over `cond`, `while_loop` and `grad`, for static mode;
+  with reverse mode over `cond`, `while_loop` and `grad`, for static mode; `codegen` turns
+  a plan's forward into one Python function (loops and branches inlined);
+* `fast_kernels`: faster NumPy kernels and VJP rules of hot ops, for the numpy targets only;
 * `float64`: the float64 reference of a graph (`values`, `outputs`, `cotangents`, `vjp`).
 
 Gradients of gradients raise `SecondOrderUnsupported`: the VJP rules are NumPy code, so
