@@ -401,3 +401,20 @@ def test_ug_check_passes_on_the_3d_cnn_with_gradients(exported_cnn):
     report = ug.check(imported, x, targets=",".join(TARGETS))
     report.assert_ok()
     assert all(target in str(report) for target in TARGETS)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_3d_conv_whose_depth_and_batch_are_symbolic_runs_for_each_size(target):
+    """The 3-D composition needs the depth at trace time: static targets trace per size."""
+    w = floats(3, 2, 2, 2, 2)
+    node = helper.make_node("Conv", ["x", "w"], ["y"], name="conv3d_1", pads=[1] * 6)
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT,
+                                                    ["batch", 2, "depth", 4, 4])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(w, "w")])
+    model = ug.onnx.load(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]))
+    for shape in ((1, 2, 3, 4, 4), (2, 2, 5, 4, 4)):
+        x = floats(*shape)
+        close(run_on(target, model, x), conv_reference(x, w, pads=[1] * 6),
+              f"depth {shape[2]} on {target}")

@@ -75,8 +75,9 @@ def _known(ctx, x, what):
     """x's shape, its batch dim possibly None; the other dims must be known."""
     shape = tuple(x.shape)
     if any(d is None for d in shape[1:]):
-        ctx.refuse(f"3-D {what} on an input of shape {shape}: channels and spatial sizes "
-                   "must be known at import (only the batch may vary)")
+        ctx.refuse(f"3-D {what} on an input of shape {shape}, whose channels or spatial "
+                   "sizes are known only at run time (give them fixed sizes in the file; "
+                   "only the batch may vary)")
     return shape
 
 
