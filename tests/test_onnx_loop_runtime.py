@@ -119,3 +119,20 @@ def test_known_trip_count_keeps_known_shapes():
     graph = ug.function(lambda x: imported(x)).trace_full(X).graph
     assert [tuple(v.shape) for v in graph.outputs] == [(3,), (4, 3), (4,)]
     _check("numpy:static", model, (X,), 4)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_gradient_through_growing_scan_outputs(target):
+    """d/dx of sum(s) + sum(rows) with 3 trips (stopped by the condition): s = x + x*(0+1+2)
+    and rows = x*0, x*1, x*2, so 1 + 3 + 3 = 7 per element (by hand)."""
+    model = ug.onnx.load(_loop_model("m", "", stop_early=True))
+
+    def gradient(x, m, stop):
+        def loss(x):
+            s, rows, _ = model(x, m, stop)
+            return ug.sum(s) + ug.sum(rows)
+
+        return ug.grad(loss)(x)
+
+    got = run_on(target, gradient, X, np.int64(10), np.int64(3))
+    np.testing.assert_allclose(got, np.full(3, 7.0), rtol=1e-6)
