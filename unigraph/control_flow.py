@@ -144,40 +144,56 @@ def cond(pred, true_fn, false_fn, *operands):
     >>> ug.cond(x > y, lambda: x + y, lambda: x - y)
     """
     frame = sys._getframe(1)
+    if type(pred) is Tensor and pred._value is None and pred.dtype == "bool" and \
+            pred.shape in _SCALAR_SHAPES:
+        return _eager_cond(pred, true_fn, false_fn, operands, frame)  # the eager fast path
     pred = _predicate(pred, "cond", frame)
     builder = current_builder()
     if isinstance(pred, Tensor) and pred.is_symbolic and builder is not None:
         return _traced_cond(builder, pred, true_fn, false_fn, operands)
     if not isinstance(pred, Tensor):  # a Python value: Python's `if`, in every mode
         return (true_fn if pred else false_fn)(*operands)
+    return _eager_cond(pred, true_fn, false_fn, operands, frame)
+
+
+_SCALAR_SHAPES = ((), (1,))  # the shapes a predicate may have
+
+
+def _eager_cond(pred, true_fn, false_fn, operands, frame):
+    """A cond on a concrete predicate: the branch taken runs (inside the `cond` region),
+    then the other is traced abstractly, once per signature, to check it would give the
+    same structure (so that code passing here passes on every static target)."""
+    taken, other = (true_fn, false_fn) if pred.__bool__() else (false_fn, true_fn)
     with region("cond", frame):
-        return _eager_cond(pred, true_fn, false_fn, operands)
-
-
-def _eager_cond(pred, true_fn, false_fn, operands):
-    taken, other = (true_fn, false_fn) if bool(pred) else (false_fn, true_fn)
-    result = taken(*operands)
+        result = taken(*operands)
     if current_builder() is None:
         _check_untaken_branch(taken, other, operands, result)
     return result
 
 
 def _closure_signature(fn) -> tuple:
-    cells = getattr(fn, "__closure__", None) or ()
-    signature = []
-    for cell in cells:
-        try:
-            content = cell.cell_contents
-        except ValueError:
-            content = None
-        signature.append(_leaf_type(content) if isinstance(content, Tensor) else type(content))
-    return (getattr(fn, "__code__", fn), tuple(signature))
+    """The code of `fn` and the type of what its closure holds (shape and dtype for a
+    tensor): what decides the structure it returns."""
+    cells = getattr(fn, "__closure__", None)
+    if not cells:
+        return getattr(fn, "__code__", fn)
+    return (fn.__code__, *[_cell_type(cell) for cell in cells])
+
+
+def _cell_type(cell):
+    try:
+        content = cell.cell_contents
+    except ValueError:  # an empty cell (a variable assigned later)
+        return None
+    if isinstance(content, Tensor):
+        return (content.shape, content.dtype)
+    return type(content)
 
 
 def _check_untaken_branch(taken, other, operands, result):
     """Trace the branch not taken, abstractly (nothing runs), and compare its result."""
     key = (_closure_signature(taken), _closure_signature(other),
-           tuple(_leaf_type(x) for x in operands if is_array_leaf(x)))
+           *[_leaf_type(x) for x in operands if is_array_leaf(x)])
     if key in _checked_branches:
         return
     specs = [TensorSpec(*_leaf_type(x)) for x in operands]
@@ -305,10 +321,14 @@ def while_loop(cond_fn, body_fn, loop_vars, maximum_iterations=None):
     """
     frame = sys._getframe(1)
     maximum_iterations = _checked_maximum(maximum_iterations, frame)
+    builder = current_builder()
+    if builder is None and type(loop_vars) is tuple and all(
+            type(x) is Tensor and x._value is None for x in loop_vars):
+        with region("while_loop", frame):  # eager tensors already: nothing to convert
+            return _eager_while(cond_fn, body_fn, loop_vars, maximum_iterations, frame)
     leaves, treedef = pytree.flatten(loop_vars, is_array_leaf)
     leaves = [x if isinstance(x, Tensor) else tensor(x) for x in leaves]
     loop_vars = pytree.unflatten(treedef, leaves)
-    builder = current_builder()
     if builder is None:
         with region("while_loop", frame):
             return _eager_while(cond_fn, body_fn, loop_vars, maximum_iterations, frame)
@@ -332,7 +352,13 @@ def _eager_while(cond_fn, body_fn, loop_vars, maximum, frame):
     limit = max_loop_iterations()
     count = 0
     while maximum is None or count < maximum:
-        if not bool(_predicate(_call(cond_fn, loop_vars), "while_loop cond_fn", frame)):
+        pred = _call(cond_fn, loop_vars)
+        if type(pred) is Tensor and pred._value is None and pred.dtype == "bool" and \
+                pred.shape in _SCALAR_SHAPES:
+            going = pred.__bool__()  # the common case: an eager bool scalar
+        else:
+            going = bool(_predicate(pred, "while_loop cond_fn", frame))
+        if not going:
             break
         if limit is not None and count >= limit:
             raise loop_error(user_frame(frame)[0], limit)

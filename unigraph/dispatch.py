@@ -10,7 +10,9 @@ import contextvars
 
 import numpy as np
 
-from unigraph.config import current_target
+from unigraph import config
+from unigraph.backend import Backend
+from unigraph.config import _context_target, current_target
 from unigraph.errors import ShapeError
 from unigraph.ops import OPS, TensorSpec
 from unigraph.plugins import _checked, get_backend
@@ -23,8 +25,9 @@ _param_leaves: contextvars.ContextVar = contextvars.ContextVar("unigraph_leaves"
 
 def current_backend():
     """The backend of the current target (a static target's eager ops run on its backend)."""
-    target = current_target()
-    # The lookups `get_backend` already checked, without its call (every eager op asks).
+    # current_target()'s precedence, inline, and the lookups `get_backend` already checked,
+    # without its call: every eager op asks.
+    target = _context_target.get() or config._global_target or current_target()
     return _checked.get((target.backend, target.mode)) or get_backend(target.backend,
                                                                       target.mode)
 
@@ -55,17 +58,100 @@ def infer(op: str, inputs: list, attrs: dict):
     return spec
 
 
+# (op, backend, input shapes and dtypes, attrs) -> _Plan: what an eager op needs beyond its
+# inputs, found once per signature (an eager loop asks the same question every step).
+_plans: dict = {}
+
+
+class _Plan:
+    """The output spec of one eager op signature (its shape inference ran once, so an
+    impossible shape is still our ShapeError, raised before the framework sees it), and the
+    lowering to call where the backend's `eager_op` is the plain table lookup."""
+
+    __slots__ = ("shape", "dtype", "lowering")
+
+    def __init__(self, spec, lowering):
+        self.shape = tuple(spec.shape)
+        self.dtype = spec.dtype
+        self.lowering = lowering
+
+
+def _direct_lowering(backend, op: str):
+    """`backend.lowerings[op]` when calling it is all `backend.eager_op` would do (the base
+    class's method, not overridden by the backend's class or patched on the object); else
+    None, and every call goes through `eager_op` (Paddle's lock, NumPy's tape)."""
+    if type(backend).eager_op is not Backend.eager_op or "eager_op" in vars(backend):
+        return None
+    if backend.lowerings is None:
+        backend.load()
+    return (backend.lowerings or {}).get(op)  # a missing op: eager_op raises BackendError
+
+
+def _plan(op: str, backend, inputs: list, attrs: dict, key) -> _Plan:
+    plan = _Plan(infer(op, inputs, attrs), _direct_lowering(backend, op))
+    if key is not None:
+        if len(_plans) > 10000:
+            _plans.clear()
+        _plans[key] = plan
+    return plan
+
+
 def apply(op: str, inputs: list, attrs: dict) -> Tensor:
     """Apply op `op` to `inputs` (Tensors, Parameters or NumPy arrays) with `attrs`."""
     builder = _builder.get()
     if builder is not None:
         return apply_symbolic(builder, op, inputs, attrs)
-    spec = infer(op, inputs, attrs)
     backend = current_backend()
+    if not attrs and 0 < len(inputs) < 3:
+        return _apply_simple(op, backend, *inputs)
+    try:
+        # Tensors and arrays both have .shape and .dtype (np.dtype hashes too).
+        key = (op, backend, *[(x.shape, x.dtype) for x in inputs], *attrs.items())
+        plan = _plans.get(key)
+    except TypeError:  # an unhashable attr (a constant's array): no plan is kept
+        key = plan = None
+    if plan is None:
+        plan = _plan(op, backend, inputs, attrs, key)
     natives = [x._native if type(x) is Tensor and x._backend is backend and x._native is not None
                else native(x, backend) for x in inputs]
-    out = backend.eager_op(op, natives, attrs)
-    return Tensor(spec.shape, spec.dtype, backend=backend, native=out)
+    lowering = plan.lowering
+    out = (lowering(*natives, **attrs) if lowering is not None
+           else backend.eager_op(op, natives, attrs))
+    return Tensor(plan.shape, plan.dtype, backend, out)
+
+
+def apply_simple(op: str, *inputs) -> Tensor:
+    """`apply(op, list(inputs), {})` for one or two inputs (the elementwise ops' fast path)."""
+    builder = _builder.get()
+    if builder is not None:
+        return apply_symbolic(builder, op, list(inputs), {})
+    backend = current_backend()
+    return _apply_simple(op, backend, *inputs)
+
+
+def _apply_simple(op: str, backend, a, b=None) -> Tensor:
+    """`apply` of a one- or two-input op without attrs (the arithmetic operators, the
+    elementwise functions): the same steps without the lists, as most of what an eager
+    program runs is these. (A flat key: it never equals a general one.)"""
+    key = (op, backend, a.shape, a.dtype) if b is None else \
+        (op, backend, a.shape, a.dtype, b.shape, b.dtype)
+    plan = _plans.get(key)
+    if plan is None:
+        plan = _plan(op, backend, [a] if b is None else [a, b], {}, key)
+    native_a = a._native if type(a) is Tensor and a._backend is backend else None
+    if native_a is None:
+        native_a = native(a, backend)
+    if b is None:
+        lowering = plan.lowering
+        out = lowering(native_a) if lowering is not None else backend.eager_op(op, [native_a], {})
+        return Tensor(plan.shape, plan.dtype, backend, out)
+    native_b = b._native if type(b) is Tensor and b._backend is backend else None
+    if native_b is None:
+        native_b = native(b, backend)
+    lowering = plan.lowering
+    out = (lowering(native_a, native_b) if lowering is not None
+           else backend.eager_op(op, [native_a, native_b], {}))
+    return Tensor(plan.shape, plan.dtype, backend, out)
 
 
 def native(x, backend):

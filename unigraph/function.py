@@ -253,7 +253,8 @@ class Function:
             args, kwargs = _unmark(pytree.unflatten(treedef,
                                                     [as_input_tensor(x) for x in leaves]))
             result = self.python_function(*args, **kwargs)
-        if type(result) is Tensor:
+        if type(result) is Tensor or (type(result) is tuple and all(
+                type(x) is Tensor for x in result)):
             return result
         # Python numbers returned become tensors, as they do from a static graph.
         leaves, treedef = pytree.flatten(result, is_array_leaf)

@@ -17,6 +17,8 @@ operators over instead of computing them itself).
 
 from __future__ import annotations
 
+import types
+
 import numpy as np
 
 from unigraph.dtypes import DEFAULT_FLOAT, DEFAULT_INT, as_dtype
@@ -163,6 +165,9 @@ class Tensor:
                 f"the truth value of a tensor of shape {list(self.shape)} is ambiguous; "
                 "reduce it first (ug.sum, ug.max) or compare elementwise"
             )
+        native = self._native
+        if native is not None and self.dtype == "bool" and _truth_in_c(type(native)):
+            return native.__bool__()  # no copy to NumPy: ~0.2 us where that costs ~1 us
         return bool(self._host().reshape(()))
 
     def __int__(self):
@@ -483,6 +488,22 @@ class _EagerStore:
 
     def get_param(self, key):
         return self.backend.to_numpy(self.native)
+
+
+_TRUTH_IN_C: dict = {}  # native tensor type -> whether its __bool__ is compiled code
+
+
+def _truth_in_c(native_type) -> bool:
+    """Whether `bool(x)` of a one-element tensor of `native_type` is the framework's own
+    compiled truth test (torch's, NumPy's): then an eager predicate is read without a copy
+    to NumPy. A `__bool__` written in Python (TF's, Paddle's) may do more work than that
+    copy (Paddle's costs ~10 us), so those tensors take the copy."""
+    known = _TRUTH_IN_C.get(native_type)
+    if known is None:
+        method = getattr(native_type, "__bool__", None)
+        known = _TRUTH_IN_C[native_type] = isinstance(
+            method, types.MethodDescriptorType | types.WrapperDescriptorType)
+    return known
 
 
 _DTYPE_NAMES: dict = {}  # np.dtype -> name: `np.dtype.name` runs Python code on each access

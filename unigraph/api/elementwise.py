@@ -10,15 +10,33 @@ from unigraph.api.operands import (
     _record_doc,
     _tensor_or_array,
     promote_for,
+    ready_dtypes,
+    weak_scalar,
 )
-from unigraph.dispatch import apply
+from unigraph.dispatch import apply, apply_simple
 from unigraph.dtypes import as_dtype
+from unigraph.tensor import Tensor
 
 
 def _binary(op: str, policy: str | None = None):
     """`ug.<op>(x, y)`: the operands promoted as the record says, then the op."""
 
+    ready = ready_dtypes(op, policy)
+
     def function(x, y):
+        # Fast paths, the same operands `promote_for` gives: two tensors of one dtype the op
+        # takes as they are, or a tensor and a Python number that keeps its dtype.
+        if type(x) is Tensor and x.dtype in ready:
+            if type(y) is Tensor and x.dtype == y.dtype:
+                return apply_simple(op, x, y)
+            if type(y) is int or type(y) is float:
+                scalar = weak_scalar(x, y)
+                if scalar is not None:
+                    return apply_simple(op, x, scalar)
+        elif type(y) is Tensor and y.dtype in ready and (type(x) is int or type(x) is float):
+            scalar = weak_scalar(y, x)
+            if scalar is not None:
+                return apply_simple(op, scalar, y)
         return apply(op, promote_for(op, x, y, policy=policy), {})
 
     function.__name__ = function.__qualname__ = op
@@ -29,7 +47,11 @@ def _binary(op: str, policy: str | None = None):
 def _unary(op: str, policy: str | None = None):
     """`ug.<op>(x)`: x promoted as the record says, then the op."""
 
+    ready = ready_dtypes(op, policy)
+
     def function(x):
+        if type(x) is Tensor and x.dtype in ready:  # nothing to promote
+            return apply_simple(op, x)
         return apply(op, promote_for(op, x, policy=policy), {})
 
     function.__name__ = function.__qualname__ = op

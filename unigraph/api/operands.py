@@ -13,6 +13,7 @@ import numpy as np
 from unigraph.dispatch import apply, current_backend
 from unigraph.dtypes import as_dtype, is_float, result_dtype
 from unigraph.errors import ShapeError
+from unigraph.ir import DTYPES
 from unigraph.ops import OPS
 from unigraph.tensor import Parameter, Tensor
 from unigraph.tracing import _builder, user_source
@@ -50,6 +51,21 @@ def promote_for(op: str, *xs, policy: str | None = None) -> list:
     if policy == "none":
         return [_tensor_or_array(x) for x in xs]
     return _promote(*xs, to_float=policy == "float")
+
+
+def ready_dtypes(op: str, policy: str | None = None) -> frozenset:
+    """The dtypes in which tensors that all have that one dtype are already `op`'s
+    operands (`promote_for` returns them unchanged, and a Python number next to one
+    follows NumPy's weak-scalar rule): the wrappers' fast path. Empty for "none" (whose
+    numbers get their own default dtypes).
+
+    >>> "int64" in ready_dtypes("add"), "int64" in ready_dtypes("sigmoid", "float")
+    (True, False)
+    """
+    policy = policy or OPS[op].promote
+    if policy == "none":
+        return frozenset()
+    return frozenset(d for d in DTYPES if policy != "float" or is_float(d))
 
 
 def _promote(*xs, to_float=False):
@@ -129,6 +145,24 @@ def _scalar(value, dtype):
         if len(_scalars) < 4096:
             _scalars[key] = scalar
     return scalar
+
+
+_KEEPS_DTYPE = {  # (tensor dtype, Python number type) pairs where the tensor's dtype wins
+    *((d, int) for d in DTYPES if d != "bool"), *((d, float) for d in DTYPES if is_float(d))}
+
+
+def weak_scalar(t, number):
+    """`number` (a Python int or float) as the operand next to tensor `t` when NumPy's weak
+    scalar rule keeps `t`'s dtype (`x + 2`, `0.5 * x` on a float x), else None: the
+    wrappers' fast path, the same result as `_promote`.
+
+    >>> weak_scalar(ug.tensor([1.0]), 2).dtype, weak_scalar(ug.tensor([1]), 0.5)
+    ('float32', None)
+    """
+    dtype = t.dtype
+    if (dtype, type(number)) not in _KEEPS_DTYPE:
+        return None
+    return _scalar(number, dtype)
 
 
 def _check_int_range(value, dtype: str) -> None:
