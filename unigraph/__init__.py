@@ -155,6 +155,10 @@ _LAZY = {
     "loop_limit": ("unigraph.control_flow", "loop_limit"),
     "set_threads": ("unigraph.threads", "set_threads"),
     "get_threads": ("unigraph.threads", "get_threads"),
+    "set_flush_denormal": ("unigraph.tuning", "set_flush_denormal"),
+    "get_flush_denormal": ("unigraph.tuning", "get_flush_denormal"),
+    "set_tuned": ("unigraph.tuning", "set_tuned"),
+    "get_tuned": ("unigraph.tuning", "get_tuned"),
     "RetraceWarning": ("unigraph.function", "RetraceWarning"),
 }
 

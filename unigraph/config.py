@@ -14,6 +14,8 @@ the file, the key and the known keys.
     mode = "static"
     max_loop_iterations = 1_000_000
     threads = 1                     # every framework's thread pools (see unigraph.threads)
+    flush_denormal = true           # flush subnormal floats (see unigraph.tuning); off
+    tuned = true                    # frameworks' speed settings left off (unigraph.tuning)
 """
 
 from __future__ import annotations
@@ -130,6 +132,10 @@ KNOWN_KEYS = {
     "mode": "the mode of the default target (eager, static, ...)",
     "max_loop_iterations": "iterations after which a loop raises (see max_loop_iterations())",
     "threads": "threads of every framework's CPU pools (see threads(), ug.set_threads)",
+    "flush_denormal": "flush subnormal floats to zero (see unigraph.tuning, "
+                      "ug.set_flush_denormal)",
+    "tuned": "turn on framework speed settings left off by default (see unigraph.tuning, "
+             "ug.set_tuned)",
 }
 DEFAULT_MAX_LOOP_ITERATIONS = 10_000_000
 _UNREAD = object()

@@ -155,6 +155,9 @@ def framework_loaded(module: str) -> None:
     """Apply the requested count to framework `module` just imported (a backend's `load`
     calls this): TensorFlow's getters do not read its environment variables, and torch's
     inter-op pool is sized only through its API."""
+    from unigraph import tuning
+
+    tuning.framework_loaded(module)  # flush_denormal / tuned, set next to the threads
     if _requested is None:
         return
     setter = {"torch": _set_torch, "tensorflow": _set_tensorflow,
@@ -175,8 +178,9 @@ def apply_configured() -> None:
     if _configured_applied:
         return
     _configured_applied = True
-    from unigraph import config
+    from unigraph import config, tuning
 
+    tuning.apply_configured()  # flush_denormal and tuned: also before any framework loads
     n = config.threads()
     if n is not None and _requested is None:
         set_threads(n)
