@@ -136,3 +136,43 @@ def test_gradient_through_growing_scan_outputs(target):
 
     got = run_on(target, gradient, X, np.int64(10), np.int64(3))
     np.testing.assert_allclose(got, np.full(3, 7.0), rtol=1e-6)
+
+
+def _nested_model():
+    """rows = Loop(m): each trip emits 4 * x * i, the 4 x from an inner Loop of 2 trips
+    doubling x (a loop inside the body whose scan length is known only at run time)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    v = helper.make_tensor_value_info
+    inner = helper.make_graph(
+        [helper.make_node("Add", ["y_in", "y_in"], ["y_out"]),
+         helper.make_node("Identity", ["c_in"], ["c_out"])], "inner",
+        [v("j", TensorProto.INT64, []), v("c_in", TensorProto.BOOL, []),
+         v("y_in", TensorProto.FLOAT, [3])],
+        [v("c_out", TensorProto.BOOL, []), v("y_out", TensorProto.FLOAT, [3])])
+    two = numpy_helper.from_array(np.asarray(2, np.int64))
+    body = helper.make_graph(
+        [helper.make_node("Constant", [], ["two"], value=two),
+         helper.make_node("Loop", ["two", "", "x"], ["four_x"], body=inner),
+         helper.make_node("Cast", ["i"], ["i_f"], to=TensorProto.FLOAT),
+         helper.make_node("Mul", ["four_x", "i_f"], ["row"]),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"])], "body",
+        [v("i", TensorProto.INT64, []), v("cond_in", TensorProto.BOOL, [])],
+        [v("cond_out", TensorProto.BOOL, []), v("row", TensorProto.FLOAT, [3])])
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["m", ""], ["rows"], body=body)], "g",
+        [v("x", TensorProto.FLOAT, [3]), v("m", TensorProto.INT64, [])],
+        [v("rows", TensorProto.FLOAT, ["n", 3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_loop_nested_in_a_growing_body(target):
+    model = _nested_model()
+    for trips in (3, 0):
+        got = run_on(target, ug.onnx.load(model), X, np.int64(trips))
+        expected = np.stack([4.0 * X * i for i in range(trips)]) if trips else np.zeros((0, 3))
+        np.testing.assert_allclose(got, expected, rtol=1e-6)
+        np.testing.assert_allclose(got, _ort(model, (X, np.int64(trips)))[0], rtol=1e-6)

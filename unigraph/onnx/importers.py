@@ -513,8 +513,12 @@ def _scan_types(ctx, body, names, carried) -> list:
     specs = [TensorSpec((), "int64"), TensorSpec((), "bool"),
              *(TensorSpec(tuple(v.shape), str(v.dtype)) for v in carried)]
     builder = current_builder()
+    # A loop nested in the body notes its line at the root; this trace is not kept.
+    lines = list(builder.root.loop_lines) if builder is not None else None
     _, outs = trace_subgraph(builder, "body", lambda *xs: [_to_tensor(v) for v in ctx.run_graph(
         body, dict(zip(names, xs)))], specs, capture_eager=builder is None)
+    if builder is not None:
+        builder.root.loop_lines[:] = lines
     types = [(tuple(v.shape), str(v.dtype)) for v in outs[1 + len(carried):]]
     if any(None in shape for shape, _ in types):
         ctx.refuse("Loop with a scan output whose shape is known only at run time, and a "
