@@ -142,6 +142,55 @@ def captured_in_inner_loop(x):
     return ug.sum(_loop(2, lambda a: _loop(2, lambda b: b * x, a), x * 1.0) + x)
 
 
+def captured_in_cond_in_nested_loop(x):
+    """A loop in a cond branch; x from outside is read in a cond inside the loop body."""
+    def then():
+        return _loop(2, lambda a: ug.cond(ug.sum(a) > 1.0, lambda: a * x, lambda: a + x),
+                     x * 1.0)
+
+    return ug.sum(ug.cond(ug.sum(x) > 0, then, lambda: x * 3.0))
+
+
+def captured_used_after(x):
+    """v = tanh(x) is read inside a loop nested in a cond branch, and again after it."""
+    v = ug.tanh(x)
+    y = ug.cond(ug.sum(x) > 0, lambda: _loop(2, lambda a: a * v, x * 1.0), lambda: x * 3.0)
+    return ug.sum(y * v) + ug.sum(v)
+
+
+def captured_two_levels(x):
+    """A loop in a cond in a loop in a cond, the innermost reading x from outside all."""
+    def then():
+        return _loop(2, lambda a: ug.cond(ug.sum(a) > 0,
+                                          lambda: _loop(2, lambda b: b * x, a),
+                                          lambda: a * x), x * 1.0)
+
+    return ug.sum(ug.cond(ug.sum(x) > 0, then, lambda: x * 3.0))
+
+
+def squares_in_nested_loop(x):
+    """A loop in a cond branch squaring its value: x**4. Its backward reads each step's
+    value (paddle:static, run with Paddle's collector off, read the next step's: [0.125,
+    30.375] where 4x**3 is [0.5, 13.5])."""
+    return ug.sum(ug.cond(ug.sum(x) > 0, lambda: _loop(2, lambda a: a * a, x * 1.0),
+                          lambda: x * 3.0))
+
+
+def squares_in_inner_loop(x):
+    """A loop in a loop body, squaring tanh of the outer value."""
+    return ug.sum(_loop(2, lambda a: _loop(2, lambda b: b * b, ug.tanh(a)), x * 1.0))
+
+
+def inner_loop_reads_outer_variable(x):
+    """The inner loop reads the outer loop's own variable a (it changes each outer step)."""
+    return ug.sum(_loop(2, lambda a: _loop(2, lambda b: b * a, x * 1.0), x * 1.0))
+
+
+def inner_loop_start_used_again(x):
+    """The inner loop starts from a * 1.0, and a is also added to its result."""
+    return ug.sum(_loop(2, lambda a: _loop(2, lambda b: b * 1.5, a * 1.0) + a, x * 1.0))
+
+
 # (loss, arguments, hand-computed (value, gradient of the first argument) or None)
 POS, NEG = np.array([0.5, 1.5]), np.array([-0.5, -1.5])
 SMALL = np.array([0.1, 0.2])
@@ -175,14 +224,27 @@ CASES = {
     "captured_in_nested_loop": (captured_in_nested_loop, (POS,), (3.5, 3 * POS**2)),
     "captured_in_inner_loop": (captured_in_inner_loop, (POS,),
                                (np.sum(POS**5 + POS), 5 * POS**4 + 1)),
+    "captured_in_cond_in_nested_loop-mul": (captured_in_cond_in_nested_loop, (POS,),
+                                            (np.sum(POS**3), 3 * POS**2)),
+    "captured_in_cond_in_nested_loop-add": (captured_in_cond_in_nested_loop, (SMALL,),
+                                            (np.sum(3 * SMALL), [3.0] * 2)),
+    "captured_used_after": (captured_used_after, (POS,), None),
+    "captured_two_levels": (captured_two_levels, (POS,), (np.sum(POS**5), 5 * POS**4)),
+    "squares_in_nested_loop": (squares_in_nested_loop, (POS,), (np.sum(POS**4), 4 * POS**3)),
+    "squares_in_inner_loop": (squares_in_inner_loop, (POS,), None),
+    "inner_loop_reads_outer_variable": (inner_loop_reads_outer_variable, (POS,), None),
+    "inner_loop_start_used_again": (inner_loop_start_used_again, (POS,),
+                                    (np.sum(3.25**2 * POS), [3.25**2] * 2)),
 }
 
 
-# paddle:static refuses these at build time, naming the loop's line: a differentiated loop
-# nested in a cond branch or a loop body that captures a value needing a gradient (Paddle
-# 3.3.1's backward gets that gradient wrong). paddle:eager runs them, and the forward runs
-# everywhere. Nested loops that capture none (while_in_cond, while_in_while, ...) compute.
-PADDLE_STATIC_REFUSES = (captured_in_nested_loop, captured_in_inner_loop)
+# paddle:static refuses these at build time, naming the inner loop's line: a
+# differentiated loop nested in another loop's body that reads a value needing a gradient
+# which changes from one outer step to the next, or starts from a value that also reaches
+# the result another way (Paddle 3.3.1's backward gets those gradients wrong). paddle:eager
+# runs them, and the forward runs everywhere. Loops nested in cond branches, and loops in
+# loops reading values the outer loop captures (the same in each of its steps), compute.
+PADDLE_STATIC_REFUSES = (inner_loop_reads_outer_variable, inner_loop_start_used_again)
 
 
 def _value_and_grad(loss):

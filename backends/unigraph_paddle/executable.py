@@ -20,7 +20,7 @@ import threading
 import numpy as np
 
 from unigraph.backend import Executable
-from unigraph_paddle.static import StaticMode, build_program, keeping_values
+from unigraph_paddle.static import StaticMode, build_program
 
 
 class PaddleExecutable(Executable):
@@ -35,10 +35,7 @@ class PaddleExecutable(Executable):
         self._paddle = paddle
         self._lowerings = lowerings
         self._place = place
-        # keeps_values: differentiated loops nested in branches or loops are built, and
-        # their Program's first run keeps Paddle's collector off (see keeping_values).
-        built = build_program(paddle, graph, lowerings, keeps_values=True)
-        self._keep_values = built.keep_values
+        built = build_program(paddle, graph, lowerings)
         self.program = built.program
         self._feed_names = built.feed_names
         self._param_names = built.param_names
@@ -90,7 +87,7 @@ class PaddleExecutable(Executable):
         direct path is unavailable); afterwards the cached interpreter becomes the runner."""
         feed = {name: self._feedable(v) for name, v in zip(self._feed_names, inputs)}
         exe = self._exe
-        with StaticMode(self._paddle), keeping_values(self._paddle, self._keep_values):
+        with StaticMode(self._paddle):
             outs = exe.run(
                 self.program, feed=dict(feed), fetch_list=self._fetch, scope=self._scope,
                 return_numpy=True,
@@ -109,12 +106,11 @@ class PaddleExecutable(Executable):
     def _run_all(self, inputs: list) -> dict:
         with self._lock:
             if self._probe is None:
-                self._probe = build_program(
-                    self._paddle, self.graph, self._lowerings, fetch_all=True, keeps_values=True
-                )
+                self._probe = build_program(self._paddle, self.graph, self._lowerings,
+                                            fetch_all=True)
             probe = self._probe
             feed = {name: self._feedable(v) for name, v in zip(probe.feed_names, inputs)}
-            with StaticMode(self._paddle), keeping_values(self._paddle, probe.keep_values):
+            with StaticMode(self._paddle):
                 outs = self._exe.run(
                     probe.program, feed=feed, fetch_list=list(probe.fetch.values()),
                     scope=self._scope, return_numpy=True,

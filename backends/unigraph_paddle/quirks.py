@@ -222,8 +222,8 @@ def _while_in_if(body_reads_x: bool):
 
 
 def _run_without_collector(build, feed):
-    """`_run_static` with Paddle's garbage collector off while the interpreter is made (as
-    `unigraph_paddle.static.keeping_values` does)."""
+    """`_run_static` with Paddle's garbage collector off while the interpreter is made
+    (FLAGS_eager_delete_tensor_gb=-1)."""
     paddle = _paddle()
     flag = "FLAGS_eager_delete_tensor_gb"
     before = paddle.get_flags([flag])
@@ -247,6 +247,38 @@ def _while_in_if_gradient_of_captured_value_is_wrong() -> bool:
     result = _run_without_collector(_while_in_if(True), {"x": x})
     # y = x**3 (x times x twice): the gradient is 3 x**2 = [0.75, 6.75].
     return not isinstance(result, Exception) and not np.allclose(result[0], 3 * x**2)
+
+
+def _while_in_while_start_used_again_is_wrong() -> bool:
+    """A while in a while body (in an `if` of its own, as unigraph builds it) starting from a
+    copy of the outer loop's variable a, which is also added to its result: twice
+    a -> 1.5 a + a, so the gradient is 2.5**2 = 6.25; Paddle gives 6.5."""
+    def build(paddle):
+        from unigraph_paddle.backward import fixed_backward
+
+        x = paddle.static.data("x", [2], "float64")
+        x.stop_gradient = False
+
+        def outer_body(k, a):
+            start, count = paddle.assign(a), paddle.full([], 0, "int64")
+            start.stop_gradient = False
+            inner = paddle.static.nn.cond(
+                paddle.full([], True, "bool"),
+                lambda: paddle.static.nn.while_loop(
+                    lambda j, b: j < 1, lambda j, b: [j + 1, b * 1.5], [count, start])[1],
+                lambda: paddle.assign(start))
+            inner.stop_gradient = False
+            return [k + 1, inner + a]
+
+        a0 = paddle.assign(x * 1.0)
+        a0.stop_gradient = False
+        y = paddle.static.nn.while_loop(lambda k, a: k < 2, outer_body,
+                                        [paddle.full([], 0, "int64"), a0])[1]
+        with fixed_backward(paddle):
+            return paddle.static.gradients([paddle.sum(y)], [x])
+
+    result = _run_static(build, {"x": np.array([0.5, 1.5])})
+    return not isinstance(result, Exception) and result[0].tolist() == [6.5, 6.5]
 
 
 def _conv_transpose_refuses_large_output_padding() -> bool:
@@ -525,22 +557,37 @@ QUIRKS = [
         behaviour="paddle:static: the backward of a while op nested in an `if` branch or a "
                   "`while` body fails at run time ('DenseTensor shouldn't be null': the "
                   "garbage collector frees the loop's inputs before the enclosing block's "
-                  "backward reads them); with the collector off it computes",
-        workaround="a Program with differentiated loops nested in branches or loops is "
-                   "built with keep_values, and its interpreter made with "
-                   "FLAGS_eager_delete_tensor_gb=-1 (static.keeping_values); other "
-                   "Programs keep the collector",
+                  "backward reads them); with the collector off it runs",
+        workaround="such a loop is built inside an always-taken `if` of its own, its "
+                   "operands (start copies, captured values) made in the enclosing block, "
+                   "which the `if` does not collect from (ProgramBuilder.in_own_block); the "
+                   "collector stays on (off, the gradients are wrong: next record)",
         pin=_while_in_if_backward_needs_values_kept,
     ),
     Quirk(
         op="while_loop", framework="paddle", versions=VERSIONS,
-        behaviour="paddle:static: the gradient of a value from outside a while loop that "
-                  "the loop's body reads is wrong when the loop is nested in an `if` branch "
-                  "or a `while` body, even with the collector off (x = [0.5, 1.5], two steps "
-                  "of a * x from x: [0.5, 9] where 3x**2 is [0.75, 6.75])",
-        workaround="refused at build time with the user's line "
-                   "(ProgramBuilder.check_nested_loop, BackendError); paddle:eager runs it",
+        behaviour="paddle:static with the garbage collector off "
+                  "(FLAGS_eager_delete_tensor_gb=-1): a while body's results keep their "
+                  "buffers from one step to the next, so the values its backward stacked "
+                  "for a step are overwritten by the next step's, and gradients are wrong "
+                  "(a loop in an `if` branch, x = [0.5, 1.5], two steps of a * x from x: "
+                  "[0.5, 9] where 3x**2 is [0.75, 6.75])",
+        workaround="the collector stays on; a differentiated loop nested in a branch or "
+                   "loop is built with ProgramBuilder.in_own_block instead",
         pin=_while_in_if_gradient_of_captured_value_is_wrong,
+    ),
+    Quirk(
+        op="while_loop", framework="paddle", versions=VERSIONS,
+        behaviour="paddle:static: the gradient through a while op nested in another while "
+                  "op's body is wrong when a value it starts from also reaches the result "
+                  "another way (a -> inner(a) + a, twice: 6.5 where 2.5**2 is 6.25), or "
+                  "when it reads the outer loop's variable (a value that changes from one "
+                  "outer step to the next)",
+        workaround="refused at build time with the inner loop's line "
+                   "(ProgramBuilder.check_loop_in_loop, BackendError); a nested loop that "
+                   "reads only values the outer loop captures computes; paddle:eager runs "
+                   "all of them",
+        pin=_while_in_while_start_used_again_is_wrong,
     ),
     Quirk(
         op="while_loop", framework="paddle", versions=VERSIONS,

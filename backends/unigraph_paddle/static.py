@@ -30,10 +30,12 @@ tests/test_fidelity_control_flow.py; each Paddle fault is a `unigraph_paddle.qui
   counted twice: each loop captures its own copy.
 * the backward of a while_loop nested in a cond branch or another while_loop fails at run
   time (the garbage collector frees the loop's inputs before the enclosing block's
-  backward reads them): such a Program is marked `keep_values` and its interpreter made
-  with the collector off (`keeping_values`); where the loop captures a value that needs a
-  gradient, Paddle's backward is wrong even so: refused at build time, with the user's
-  source line (as it is for a caller that does not pass `keeps_values`).
+  backward reads them; with the collector off, the backward reads later steps' values):
+  such a loop is built inside an always-taken `if` of its own (`in_own_block`), and a
+  loop variable its body passes through, captured values included, is yielded as a copy.
+* nested in another loop's body, that backward is still wrong where the inner loop reads
+  the outer loop's variable, or starts from a value that also reaches the result another
+  way: refused at build time, with the user's source line (`check_loop_in_loop`).
 
 Static mode is Paddle process state (`paddle.enable_static()`); this backend never flips
 it for good. `StaticMode` puts the calling thread in static mode only while it builds a
@@ -54,7 +56,6 @@ Threads (checked on paddlepaddle 3.3.1, CPU):
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import warnings
 
@@ -105,41 +106,39 @@ class ProgramBuilder:
     """Lowers one IR graph into the current Program (call inside `StaticMode` and a
     `program_guard`). The control-flow builders recurse through `lower`."""
 
-    def __init__(self, paddle, lowerings: dict, keeps_values: bool = False):
+    def __init__(self, paddle, lowerings: dict):
         self.paddle = paddle
         self.lowerings = lowerings
-        # Whether the caller runs the Program with Paddle's garbage collector off when it
-        # asks (`needs_values_kept`, see `keeping_values`): then a differentiated loop
-        # nested in a branch or loop computes, else it is refused.
-        self.keeps_values = keeps_values
-        self.needs_values_kept = False
         self.control_flow = {
             "cond": self.lower_cond,
             "while_loop": self.lower_while_loop,
             "grad": self.lower_grad,
         }
         self._graphs = []  # the graphs being lowered, outermost first
+        self._owners = []  # the node each of those graphs belongs to (None: the top level)
         self._grad_depth = 0  # how many `grad` functions are being lowered around us
         # How many cond branches and loop bodies are around us, inside the innermost `grad`.
         self._control_depth = 0
         self._producers = None  # value id -> node, for the top-level graph
 
-    def lower(self, graph, env: dict) -> list:
+    def lower(self, graph, env: dict, owner=None) -> list:
         self._graphs.append(graph)
+        self._owners.append(owner)
         try:
             return lower_nodes(graph, env, self.lowerings, self.control_flow)
         finally:
             self._graphs.pop()
+            self._owners.pop()
 
-    def lower_subgraph(self, graph, args) -> list:
-        """A closed subgraph: its inputs are bound to `args`, in order."""
-        return self.lower(graph, {v.id: a for v, a in zip(graph.inputs, args)})
+    def lower_subgraph(self, graph, args, owner) -> list:
+        """A closed subgraph of node `owner`: its inputs are bound to `args`, in order."""
+        return self.lower(graph, {v.id: a for v, a in zip(graph.inputs, args)}, owner)
 
-    def lower_block(self, graph, args) -> list:
+    def lower_block(self, graph, args, owner) -> list:
         """A cond branch or a loop's cond or body: a subgraph inside a Paddle block."""
         self._control_depth += 1
         try:
-            return self.lower_subgraph(graph, args)
+            return self.lower_subgraph(graph, args, owner)
         finally:
             self._control_depth -= 1
 
@@ -159,7 +158,7 @@ class ProgramBuilder:
             graph = node.subgraphs[name]
 
             def build():
-                results = self.lower_block(graph, operands)
+                results = self.lower_block(graph, operands, node)
                 outs = [results[i] for i in kept]
                 # A branch that hands back one of its operands unchanged breaks Paddle's
                 # backward through `cond` (3.3.1: the other outputs' gradient with respect
@@ -192,7 +191,7 @@ class ProgramBuilder:
         nested = bool(self._control_depth and self._grad_depth
                       and any(not a.stop_gradient for a in args))
         if nested:
-            self.check_nested_loop(node, args[carried:])
+            self.check_loop_in_loop(node, args[carried:])
         # Paddle's while op takes over the buffers of the values it starts from (3.3.1: a
         # later read of one fails with "Tensor holds no memory"), so it starts from copies.
         args[:carried] = [paddle.assign(a) for a in args[:carried]]
@@ -212,7 +211,7 @@ class ProgramBuilder:
                                   for a in args[carried:]]
 
         def cond(*values):
-            return self.lower_block(cond_graph, values)[0]
+            return self.lower_block(cond_graph, values, node)[0]
 
         def body(*values):
             # Captured operands are passed as loop variables the body returns unchanged,
@@ -222,39 +221,95 @@ class ProgramBuilder:
             # another slot's loop variable is copied: `optimize_update` drops a
             # pass-through variable while another slot still yields it, and the process
             # segfaults (3.3.1: `body(k, v): return k + 1, captured`).
-            outs = list(self.lower_block(body_graph, values)) + list(values[carried:])
-            # A differentiated loop nested in a branch or loop whose body yields a loop
-            # variable unchanged (`v = v`) fails in the enclosing backward ("should be in
-            # name map", 3.3.1): that result is a copy.
-            copy_own = nested
+            outs = list(self.lower_block(body_graph, values, node)) + list(values[carried:])
+            # A differentiated loop nested in a branch or loop yields a copy of each loop
+            # variable its body passes through unchanged, captured values included: each
+            # stays a real loop variable, whose gradient Paddle gets right (a pass-through
+            # failed in the enclosing backward, "should be in name map", 3.3.1).
             return [paddle.assign(o) if _is_in(o, values[:i] + values[i + 1:])
-                    or (copy_own and i < carried and o is values[i]) else o
+                    or (nested and o is values[i]) else o
                     for i, o in enumerate(outs)]
 
-        outs = paddle.static.nn.while_loop(cond, body, args)
-        return list(outs[:carried])
+        if not nested:
+            return list(paddle.static.nn.while_loop(cond, body, args)[:carried])
+        return self.in_own_block(args[:carried],
+                                 lambda: paddle.static.nn.while_loop(cond, body, args)[:carried])
 
-    def check_nested_loop(self, node, captured) -> None:
-        """A differentiated while_loop nested in a cond branch or another loop: Paddle
-        3.3.1's backward computes it only when the Program runs with its garbage collector
-        off (else it frees the loop's inputs before the enclosing block's backward reads
-        them: "DenseTensor shouldn't be null"), and never for a value the loop captures
-        that needs a gradient (wrong numbers, or "should be in name map", whether or not
-        the loop captures a copy). Refused at build time where it cannot run right."""
-        where = f" ({node.source})" if node.source else ""
-        if any(not c.stop_gradient for c in captured):
-            reason = ("its body reads a value from outside the loop that needs a gradient, "
-                      "and Paddle 3.3.1's backward gets that value's gradient wrong there. "
-                      "Use paddle:eager, or move the loop out of the branch or loop around it.")
-        elif not self.keeps_values:
-            reason = ("Paddle 3.3.1's backward frees the loop's inputs before the enclosing "
-                      "block's backward reads them. Use paddle:eager, or move the loop out "
-                      "of the branch or loop around it.")
+    def in_own_block(self, starts, loop) -> list:
+        """`loop()` (a differentiated while op nested in a branch or loop body) built inside
+        an `if` of its own that is always taken, whose operands are its `starts` and
+        captured values, made in the enclosing block.
+
+        Paddle 3.3.1's garbage collector frees a nested while op's inputs while the
+        enclosing block's backward still reads them ("DenseTensor shouldn't be null"):
+        here they belong to the enclosing block, which the `if` does not collect from.
+        (Running with the collector off instead computes wrong gradients: a while body's
+        results then reuse their buffers from one iteration to the next, and the values
+        the backward stacks for an iteration are overwritten by the next.)"""
+        paddle = self.paddle
+        always = paddle.full([], True, "bool")
+        results = paddle.static.nn.cond(always, lambda: list(loop()),
+                                        lambda: [paddle.assign(s) for s in starts])
+        results = list(results) if isinstance(results, (list, tuple)) else [results]
+        for result, start in zip(results, starts):
+            if not start.stop_gradient:  # as lower_cond: not from the then-branch alone
+                result.stop_gradient = False
+        return results
+
+    def check_loop_in_loop(self, node, captured) -> None:
+        """A differentiated while_loop nested (through branches, maybe) in another loop's
+        body: Paddle 3.3.1's backward gets the gradient wrong where the loop captures a
+        value that needs one, or where a value it starts from (or one that value is made
+        from, in the enclosing body or branch) also reaches the result another way.
+        Refused at build time, with the user's source line; paddle:eager runs it."""
+        for owner in reversed(self._owners):
+            if owner is None or owner.op == "grad":
+                return  # nested in branches only: computes (in_own_block)
+            if owner.op == "while_loop":
+                break
+        carried = node.attrs["num_carried"]
+        if any(not c.stop_gradient and not self.loop_invariant(v)
+               for c, v in zip(captured, node.inputs[carried:])):
+            why = ("its body reads a value from outside the loop that needs a gradient and "
+                   "changes from one step of the loop around it to the next")
+        elif self.shares_a_path(node):
+            why = ("a value it starts from (or one that value is made from) also reaches "
+                   "the result another way")
         else:
-            self.needs_values_kept = True
             return
-        raise BackendError(f"paddle:static cannot differentiate through a while_loop nested "
-                           f"in a cond or another while_loop{where}: {reason}")
+        where = f" ({node.source})" if node.source else ""
+        raise BackendError(
+            f"paddle:static cannot differentiate through a while_loop nested in another "
+            f"while_loop{where}: {why}, and Paddle 3.3.1's backward gets that gradient wrong "
+            f"there. Use paddle:eager, or move the loop out of the loop around it.")
+
+    def loop_invariant(self, value) -> bool:
+        """Whether `value`, read in the graph being lowered, is (through the operands of
+        the branches around it) a value the innermost enclosing loop captures: the same
+        in every step of that loop."""
+        for graph, owner in zip(reversed(self._graphs), reversed(self._owners)):
+            index = next((i for i, v in enumerate(graph.inputs) if v.id == value.id), None)
+            if index is None or owner is None:
+                return False
+            if owner.op == "while_loop":
+                return index >= owner.attrs["num_carried"]
+            if owner.op != "cond":
+                return False
+            value = owner.inputs[1 + index]  # the branch's operand (after the predicate)
+        return False
+
+    def shares_a_path(self, node) -> bool:
+        """Whether, in the graph around `node` or any graph around that up to the innermost
+        enclosing loop body, a floating value that `node` reads (or one it is made from
+        there) has another use: another node, a second operand slot, or a graph output."""
+        consumer = node
+        for graph, owner in zip(reversed(self._graphs), reversed(self._owners)):
+            if _other_uses(graph, consumer):
+                return True
+            if owner is None or owner.op != "cond":
+                return False  # the loop body around us (or the grad function) is checked
+            consumer = owner
+        return False
 
     def only_path(self, node, index, args) -> bool:
         """True when operand `index` of a top-level `grad` node reaches `fn` only as that
@@ -293,7 +348,7 @@ class ProgramBuilder:
         self._grad_depth += 1
         control_depth, self._control_depth = self._control_depth, 0
         try:
-            outs = self.lower_subgraph(node.subgraphs["fn"], leaves)
+            outs = self.lower_subgraph(node.subgraphs["fn"], leaves, node)
         finally:
             self._grad_depth -= 1
             self._control_depth = control_depth
@@ -311,47 +366,18 @@ class ProgramBuilder:
 
 
 class BuiltProgram:
-    """A Program and what running it needs: feed names, fetch values, parameter names, and
-    whether its interpreter must be made with the garbage collector off (`keeping_values`)."""
+    """A Program and what running it needs: feed names, fetch values, parameter names."""
 
-    def __init__(self, program, feed_names, fetch, param_names, keep_values=False):
+    def __init__(self, program, feed_names, fetch, param_names):
         self.program = program
         self.feed_names = feed_names
         self.fetch = fetch
         self.param_names = param_names
-        self.keep_values = keep_values
 
 
-@contextlib.contextmanager
-def keeping_values(paddle, needed: bool):
-    """Around the first `Executor.run` of a Program built with `keep_values`: its
-    interpreter is made with Paddle's garbage collector off (the flag is read when the
-    interpreter is made; later runs reuse it), so a loop's inputs live until the backward
-    of the block around it reads them. Other Programs keep the collector.
-
-    >>> with keeping_values(paddle, built.keep_values):
-    ...     exe.run(built.program, ...)
-    """
-    if not needed:
-        yield
-        return
-    flag = "FLAGS_eager_delete_tensor_gb"
-    before = paddle.get_flags([flag])
-    paddle.set_flags({flag: -1.0})
-    try:
-        yield
-    finally:
-        paddle.set_flags(before)
-
-
-
-def build_program(paddle, graph, lowerings: dict, *, fetch_all: bool = False,
-                  keeps_values: bool = False) -> BuiltProgram:
+def build_program(paddle, graph, lowerings: dict, *, fetch_all: bool = False) -> BuiltProgram:
     """Lower `graph` into a new Program. fetch_all: fetch every top-level value (keys of the
-    fetch list are value ids) and leave out the updates; else fetch `graph.outputs`.
-    keeps_values: the caller makes the first run under `keeping_values(paddle,
-    built.keep_values)`, so differentiated loops nested in branches or loops are built
-    (else refused)."""
+    fetch list are value ids) and leave out the updates; else fetch `graph.outputs`."""
     main, startup = paddle.static.Program(), paddle.static.Program()
     placeholder = paddle.nn.initializer.Constant(0.0)  # lands in `startup`, never run
     with (
@@ -378,12 +404,11 @@ def build_program(paddle, graph, lowerings: dict, *, fetch_all: bool = False,
             param.stop_gradient = True
             env[value.id] = param
             param_names.append(name)
-        builder = ProgramBuilder(paddle, lowerings, keeps_values)
+        builder = ProgramBuilder(paddle, lowerings)
         if fetch_all:
             builder.lower(graph, env)
             ids = list(dict.fromkeys(_top_level_ids(graph)))
-            return BuiltProgram(main, feed_names, {i: env[i] for i in ids}, param_names,
-                                builder.needs_values_kept)
+            return BuiltProgram(main, feed_names, {i: env[i] for i in ids}, param_names)
         in_place = plan_in_place(graph)
         absorbed = {id(node) for update in in_place.values() for node in update.nodes}
         kept = [node for node in graph.nodes if id(node) not in absorbed]
@@ -405,7 +430,7 @@ def build_program(paddle, graph, lowerings: dict, *, fetch_all: bool = False,
             paddle.assign(source, output=target)
         for update in in_place.values():  # last: every other read of the params is done
             emit_in_place(paddle, update, env)
-    return BuiltProgram(main, feed_names, outputs, param_names, builder.needs_values_kept)
+    return BuiltProgram(main, feed_names, outputs, param_names)
 
 
 def _top_level_ids(graph):
@@ -413,6 +438,44 @@ def _top_level_ids(graph):
     yield from (v.id for v in graph.params)
     for node in graph.nodes:
         yield from (v.id for v in node.outputs)
+
+
+def _other_uses(graph, consumer) -> bool:
+    """Whether a floating value `consumer` reads in `graph` (or one it is made from there)
+    is read twice by it, or reaches the graph's outputs without going through it."""
+    producers = {v.id: n for n in graph.nodes for v in n.outputs}
+    reads = [v for v in consumer.inputs if _floating(v)]
+    if len({v.id for v in reads}) < len(reads):
+        return True
+    ancestors = _floating_cone(producers, [v.id for v in reads])
+    # The values on a floating path to the outputs: a use that reaches none (a branch
+    # predicate, say) carries no gradient.
+    live = _floating_cone(producers, [v.id for v in graph.outputs if _floating(v)])
+    makers = {id(producers[i]) for i in ancestors if i in producers}
+    for other in graph.nodes:
+        if other is consumer or id(other) in makers:
+            continue
+        if (any(v.id in ancestors for v in other.inputs)
+                and any(v.id in live for v in other.outputs)):
+            return True
+    return any(v.id in ancestors for v in graph.outputs)
+
+
+def _floating_cone(producers, ids) -> set:
+    """The value ids in `ids` and every floating value they are made from."""
+    cone, stack = set(), list(ids)
+    while stack:
+        value_id = stack.pop()
+        if value_id not in cone:
+            cone.add(value_id)
+            producer = producers.get(value_id)
+            if producer is not None:
+                stack.extend(v.id for v in producer.inputs if _floating(v))
+    return cone
+
+
+def _floating(value) -> bool:
+    return value.dtype in ("float16", "bfloat16", "float32", "float64")
 
 
 def _is_in(value, values) -> bool:
