@@ -1,8 +1,8 @@
 """Issue 19 items 2 and 8: the weight gradient with subnormal values in the upstream gradient
-(torch's matmul lowering takes the orientation of torch's own Linear), and the options
-`ug.set_flush_denormal` / `ug.set_tuned`, which change per-thread CPU state and framework
-flags: those run in one subprocess per backend (like tests/test_threads.py), read back
-from the framework, and results are checked against float64 NumPy computed by hand."""
+(the case where the orientation of the weight-gradient matmul and flushing matter), and the
+options `ug.set_flush_denormal` / `ug.set_tuned`, which change per-thread CPU state and
+framework flags: those run in one subprocess per backend (like tests/test_threads.py), read
+back from the framework, and results are checked against float64 NumPy computed by hand."""
 
 import json
 import os
@@ -58,8 +58,8 @@ def weight_gradient(x, w, labels):
 @pytest.mark.parametrize("target", TARGETS)
 def test_weight_gradient_with_subnormal_upstream_gradient(target, batch_shape):
     """The weight gradient of a saturated softmax regression, where the upstream gradient
-    holds subnormals (torch now computes it as (g.T @ x).T, its Linear's kernel), equals the
-    float64 gradient derived by hand on every target; also through a 3-D input."""
+    holds subnormals, equals the float64 gradient derived by hand on every target; also
+    through a 3-D input."""
     x, w, labels = saturated_softmax_data(batch_shape)
     expected, g32 = reference_weight_gradient(x, w, labels)
     subnormal = (g32 != 0) & (np.abs(g32) < TINY)

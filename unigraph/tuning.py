@@ -4,7 +4,9 @@ default: flushing subnormal floats to zero, and a tuned mode.
 **`ug.set_flush_denormal(True)`** (or `UNIGRAPH_FLUSH_DENORMAL=1`, or `flush_denormal = true`
 in `[tool.unigraph]`): arithmetic on subnormal floats (below 1.2e-38 in float32) runs
 4-50x slower on x86 CPUs; a saturated softmax makes many of them. Flushing treats them as
-zero, which moves a result by less than the smallest normal float. Per framework:
+zero, which moves a result by less than the smallest normal float. (Measured, one thread:
+unigraph's saturated softmax-regression step on torch:eager 4.6 -> 1.1 ms, torch:static
+5.0 -> 0.8 ms; the same step with normal floats and an MLP step unchanged.) Per framework:
 
 - torch: `torch.set_flush_denormal(True)`, which sets the FTZ/DAZ bits of the calling
   thread's CPU (threads torch starts later inherit them). Those bits belong to the thread,
@@ -65,7 +67,7 @@ def set_flush_denormal(on: bool) -> None:
     module docstring for what each framework does; results stay within the reference
     tolerance (a flushed value is below 1.2e-38).
 
-    >>> ug.set_flush_denormal(True)     # a saturated softmax: 3-8x faster training on torch
+    >>> ug.set_flush_denormal(True)     # a saturated softmax: 4-6x faster steps on torch
     """
     global _flush
     _flush = _checked_flag(on, "ug.set_flush_denormal")

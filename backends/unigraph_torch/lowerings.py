@@ -89,19 +89,6 @@ def einsum(*xs, equation):
     return torch.einsum(equation, *xs)
 
 
-def matmul(a, b):
-    """torch.matmul, with the weight-gradient orientation of torch's own Linear (issue 19
-    item 2). torch's mm backward follows the layout of its second operand: for a row-major
-    b (unigraph's [in, out] weight) it computes `a.T @ g`, for a column-major one (the
-    `weight.t()` of nn.Linear's [out, in] weight) `(g.T @ a).T`, and with subnormal values
-    in g the first runs 4-8x slower. So a 2-D b that autograd differentiates goes in
-    column-major (one copy of b; no copy if it already is): the same product, torch's Linear
-    kernels. Inference and non-2-D operands are unchanged."""
-    if b.dim() == 2 and _tracks_grad(b):
-        b = b.t().contiguous().t()
-    return torch.matmul(a, b)
-
-
 # -- reductions -------------------------------------------------------------------------------
 # A node's axis is never (): the frontend returns x for axis=() (torch would read "every dim").
 
@@ -374,7 +361,7 @@ LOWERINGS = {
     "erf": torch.erf,
     "softplus": softplus,
     # linalg
-    "matmul": matmul,
+    "matmul": torch.matmul,
     "einsum": einsum,
     # reductions
     "sum": reduce_sum,
