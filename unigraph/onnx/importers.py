@@ -550,13 +550,13 @@ def _loop_with_growing_scans(ctx, body, limit, keep, carried):
     from unigraph.tracing import current_builder
 
     names = [i.name for i in body.input]
-    types = _scan_types(ctx, body, names, carried)
     go = ug.tensor(np.True_) if keep is None else _scalar_bool(keep)
     bound = None if limit is None else _scalar_bool(limit)
     if current_builder() is None:
-        return _eager_loop_with_scans(ctx, body, names, bound, go, carried, types)
+        return _eager_loop_with_scans(ctx, body, names, bound, go, carried)
     count = len(carried)
-    buffers = [_unknown_rows(ug.zeros((0, *shape), dtype=dtype)) for shape, dtype in types]
+    buffers = [_unknown_rows(ug.zeros((0, *shape), dtype=dtype))
+               for shape, dtype in _scan_types(ctx, body, names, carried)]
 
     def cond_fn(i, go, *rest):
         return go if bound is None else ug.logical_and(go, i < bound)
@@ -572,13 +572,15 @@ def _loop_with_growing_scans(ctx, body, limit, keep, carried):
     return list(out[2:])
 
 
-def _eager_loop_with_scans(ctx, body, names, bound, go, carried, types):
+def _eager_loop_with_scans(ctx, body, names, bound, go, carried):
     """The eager form of `_loop_with_growing_scans`: the condition and the trip count are
-    read each iteration, as an eager while_loop reads its condition."""
+    read each iteration, as an eager while_loop reads its condition. (A loop that runs no
+    iteration takes its empty outputs' shapes from a trace of the body.)"""
     from unigraph.control_flow import loop_error, max_loop_iterations
 
     limit = max_loop_iterations()
-    state, rows = list(carried), [[] for _ in types]
+    scans = len(body.output) - 1 - len(carried)
+    state, rows = list(carried), [[] for _ in range(scans)]
     trips = None if bound is None else int(bound)
     i = 0
     while bool(go) and (trips is None or i < trips):
@@ -590,9 +592,10 @@ def _eager_loop_with_scans(ctx, body, names, bound, go, carried, types):
         for row, value in zip(rows, outs[1 + len(state):]):
             row.append(value)
         i += 1
-    stacked = [ug.stack(row, axis=0) if row else ug.zeros((0, *shape), dtype=dtype)
-               for row, (shape, dtype) in zip(rows, types)]
-    return [*state, *stacked]
+    if i == 0:
+        types = _scan_types(ctx, body, names, carried)
+        return [*state, *(ug.zeros((0, *shape), dtype=dtype) for shape, dtype in types)]
+    return [*state, *(ug.stack(row, axis=0) for row in rows)]
 
 
 IMPORTERS = {
