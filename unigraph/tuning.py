@@ -83,7 +83,8 @@ def _flush_torch(on: bool) -> None:
 def get_flush_denormal() -> dict:
     """Whether each imported framework flushes subnormals in this thread, read back by
     computing 1e-40 * 1 in it: {"torch": ..., "tensorflow": ...}; Paddle and NumPy have no
-    switch of their own and are missing.
+    switch of their own and are missing. (That TensorFlow op fixes TensorFlow's thread
+    pools, as any first op does: call `ug.set_threads` before.)
 
     >>> ug.get_flush_denormal()
     {'torch': False, 'tensorflow': True}
@@ -118,8 +119,10 @@ def _tensorflow_onednn() -> bool | None:
     """Whether the imported TensorFlow runs oneDNN (None: TensorFlow not imported)."""
     if not hasattr(sys.modules.get("tensorflow"), "constant"):
         return None
-    from tensorflow.python.util import _pywrap_util_port
-
+    try:  # TensorFlow's own check (its tests use it); private, so guarded
+        from tensorflow.python.util import _pywrap_util_port
+    except ImportError:
+        return None
     return bool(_pywrap_util_port.IsMklEnabled())
 
 
