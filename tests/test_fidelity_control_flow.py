@@ -191,6 +191,12 @@ def inner_loop_start_used_again(x):
     return ug.sum(_loop(2, lambda a: _loop(2, lambda b: b * 1.5, a * 1.0) + a, x * 1.0))
 
 
+def inner_loop_starts_from_captured(x):
+    """The inner loop starts from x, which the outer loop captures (found by the
+    random-program tester: paddle:static's gradient was wrong)."""
+    return ug.sum(_loop(2, lambda a: ug.tanh(_loop(2, ug.tanh, x)) * a, x * 1.0))
+
+
 # (loss, arguments, hand-computed (value, gradient of the first argument) or None)
 POS, NEG = np.array([0.5, 1.5]), np.array([-0.5, -1.5])
 SMALL = np.array([0.1, 0.2])
@@ -233,6 +239,7 @@ CASES = {
     "squares_in_nested_loop": (squares_in_nested_loop, (POS,), (np.sum(POS**4), 4 * POS**3)),
     "squares_in_inner_loop": (squares_in_inner_loop, (POS,), None),
     "inner_loop_reads_outer_variable": (inner_loop_reads_outer_variable, (POS,), None),
+    "inner_loop_starts_from_captured": (inner_loop_starts_from_captured, (POS,), None),
     "inner_loop_start_used_again": (inner_loop_start_used_again, (POS,),
                                     (np.sum(3.25**2 * POS), [3.25**2] * 2)),
 }
@@ -241,10 +248,12 @@ CASES = {
 # paddle:static refuses these at build time, naming the inner loop's line: a
 # differentiated loop nested in another loop's body that reads a value needing a gradient
 # which changes from one outer step to the next, or starts from a value that also reaches
-# the result another way (Paddle 3.3.1's backward gets those gradients wrong). paddle:eager
-# runs them, and the forward runs everywhere. Loops nested in cond branches, and loops in
-# loops reading values the outer loop captures (the same in each of its steps), compute.
-PADDLE_STATIC_REFUSES = (inner_loop_reads_outer_variable, inner_loop_start_used_again)
+# the result another way or that the outer loop captures (Paddle 3.3.1's backward gets
+# those gradients wrong). paddle:eager runs them, and the forward runs everywhere. Loops
+# nested in cond branches, and loops in loops reading values the outer loop captures (the
+# same in each of its steps) without starting from them, compute.
+PADDLE_STATIC_REFUSES = (inner_loop_reads_outer_variable, inner_loop_start_used_again,
+                         inner_loop_starts_from_captured)
 
 
 def _value_and_grad(loss):

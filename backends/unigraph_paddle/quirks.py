@@ -582,7 +582,8 @@ QUIRKS = [
                   "op's body is wrong when a value it starts from also reaches the result "
                   "another way (a -> inner(a) + a, twice: 6.5 where 2.5**2 is 6.25), or "
                   "when it reads the outer loop's variable (a value that changes from one "
-                  "outer step to the next)",
+                  "outer step to the next); unigraph also refuses one starting from a value "
+                  "the outer loop captures (the random-program tester found it wrong)",
         workaround="refused at build time with the inner loop's line "
                    "(ProgramBuilder.check_loop_in_loop, BackendError); a nested loop that "
                    "reads only values the outer loop captures computes; paddle:eager runs "

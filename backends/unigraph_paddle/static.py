@@ -34,8 +34,9 @@ tests/test_fidelity_control_flow.py; each Paddle fault is a `unigraph_paddle.qui
   such a loop is built inside an always-taken `if` of its own (`in_own_block`), and a
   loop variable its body passes through, captured values included, is yielded as a copy.
 * nested in another loop's body, that backward is still wrong where the inner loop reads
-  the outer loop's variable, or starts from a value that also reaches the result another
-  way: refused at build time, with the user's source line (`check_loop_in_loop`).
+  the outer loop's variable, or starts from a value that the outer loop captures or that
+  also reaches the result another way: refused at build time, with the user's source line
+  (`check_loop_in_loop`).
 
 Static mode is Paddle process state (`paddle.enable_static()`); this backend never flips
 it for good. `StaticMode` puts the calling thread in static mode only while it builds a
@@ -259,8 +260,9 @@ class ProgramBuilder:
     def check_loop_in_loop(self, node, captured) -> None:
         """A differentiated while_loop nested (through branches, maybe) in another loop's
         body: Paddle 3.3.1's backward gets the gradient wrong where the loop captures a
-        value that needs one, or where a value it starts from (or one that value is made
-        from, in the enclosing body or branch) also reaches the result another way.
+        value that needs one and changes from one outer step to the next, or where a
+        value it starts from (or one that value is made from, in the enclosing body or
+        branch) is one the outer loop captures or also reaches the result another way.
         Refused at build time, with the user's source line; paddle:eager runs it."""
         for owner in reversed(self._owners):
             if owner is None or owner.op == "grad":
@@ -272,6 +274,9 @@ class ProgramBuilder:
                for c, v in zip(captured, node.inputs[carried:])):
             why = ("its body reads a value from outside the loop that needs a gradient and "
                    "changes from one step of the loop around it to the next")
+        elif self.starts_from_captured(node):
+            why = ("a value it starts from is (or is made from) a value the loop around it "
+                   "captures")
         elif self.shares_a_path(node):
             why = ("a value it starts from (or one that value is made from) also reaches "
                    "the result another way")
@@ -297,6 +302,16 @@ class ProgramBuilder:
                 return False
             value = owner.inputs[1 + index]  # the branch's operand (after the predicate)
         return False
+
+    def starts_from_captured(self, node) -> bool:
+        """Whether a floating value `node` starts a loop variable from is, or is made from
+        (in the graph around it), a value the enclosing loop captures: Paddle 3.3.1's
+        backward of the inner loop gets that gradient wrong too."""
+        graph = self._graphs[-1]
+        producers = {v.id: n for n in graph.nodes for v in n.outputs}
+        starts = [v.id for v in node.inputs[:node.attrs["num_carried"]] if _floating(v)]
+        cone = _floating_cone(producers, starts)
+        return any(v.id in cone and self.loop_invariant(v) for v in graph.inputs)
 
     def shares_a_path(self, node) -> bool:
         """Whether, in the graph around `node` or any graph around that up to the innermost
