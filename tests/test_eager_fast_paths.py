@@ -30,7 +30,8 @@ def test_elementwise_fast_paths_agree_with_numpy(target):
     def f(x, y, n):
         # twice each: the second call of a signature runs from its cached plan
         return (x + y, x + y, y - x, x * 2, 2 * x, x - 0.5, 1.5 / x, ug.exp(x), ug.exp(x),
-                -x, n + 1, 3 - n, n * 0.5, x + n[:1].astype("float32"), x > y, n < 0)
+                -x, n + 1, 3 - n, n * 0.5, x + n[:1].astype("float32"), x > y, n < 0, x @ y,
+                x @ y)
 
     out = run_on(target, f, X, Y, N)
     x, y, n = X.astype(np.float64), Y.astype(np.float64), N
@@ -38,7 +39,8 @@ def test_elementwise_fast_paths_agree_with_numpy(target):
             (2 * x, "float32"), (x - 0.5, "float32"), (1.5 / x, "float32"),
             (np.exp(x), "float32"), (np.exp(x), "float32"), (-x, "float32"),
             (n + 1, "int64"), (3 - n, "int64"), (n * 0.5, "float64"),  # a float widens ints
-            (x + 3.0, "float32"), (x > y, "bool"), (n < 0, "bool")]
+            (x + 3.0, "float32"), (x > y, "bool"), (n < 0, "bool"), (x @ y, "float32"),
+            (x @ y, "float32")]
     assert len(out) == len(want)
     for got, (value, dtype) in zip(out, want):
         _close(got, value, dtype)

@@ -7,12 +7,18 @@ from unigraph.api.operands import (
     _docs_from_records,
     _record_doc,
     promote_for,
+    ready_dtypes,
 )
-from unigraph.dispatch import apply
+from unigraph.dispatch import apply, apply_simple
+from unigraph.tensor import Tensor
+
+_READY = ready_dtypes("matmul")
 
 
 def matmul(a, b):
     """Matrix product; batch dimensions broadcast (`a @ b`)."""
+    if type(a) is Tensor and type(b) is Tensor and a.dtype == b.dtype and a.dtype in _READY:
+        return apply_simple("matmul", a, b)  # nothing to promote
     return apply("matmul", promote_for("matmul", a, b), {})
 
 
