@@ -4,7 +4,9 @@ Our layout is NCHW, but TF's CPU Conv2D/MaxPool/AvgPool kernels take only NHWC, 
 conv/pool pays a transpose in and one out (a copy of the activation each way, roughly the cost
 of one elementwise op on it). In a graph, an activation right after a conv or pool is applied
 on the NHWC side of that transpose (`before_nchw_transpose`), so Grappler fuses
-conv + bias + activation and cancels the transpose pairs between consecutive convs.
+conv + bias + activation and cancels the transpose pairs between consecutive convs. The graph
+modes go further: `layout.py` calls the NHWC cores (`conv2d_nhwc` ...) directly and keeps
+whole conv/pool/elementwise chains NHWC.
 
 This module imports tensorflow: the backend imports it only from `TensorFlowBackend.load`,
 after paddle (see `unigraph.backend.import_framework`).

@@ -18,8 +18,10 @@ transposes sink through the ops it understands and cancel:
 So conv -> bias -> relu -> pool -> conv -> ... -> flatten costs one transpose in and one
 out. Gradients need nothing more: `ug.grad` nodes differentiate the lowered graph with TF's
 own autodiff (`tf.compat.v1.gradients` or a tape), which goes through the NHWC ops and the
-boundary transposes as built. Values are the ones of the NCHW lowering for every carried op
-but the reductions, whose sums run in another order (within the reduction tolerances).
+boundary transposes as built. Forward values are bit for bit those of the NCHW lowering
+for every carried op but the reductions, whose sums run in another order; so do the
+gradients of broadcast operands (a per-channel scale's gradient sums over N, H, W). Both stay
+within the reduction tolerances (measured: 4e-6 relative on a 4-conv stack's gradients).
 
 Carried ops (`CARRIED`): conv2d, max_pool2d, avg_pool2d (image operand only; weights and
 biases as the record has them); the elementwise unary ops in `UNARY` (activations, casts,
