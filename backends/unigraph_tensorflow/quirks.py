@@ -168,6 +168,12 @@ def _pair_quirk(name: str) -> Quirk:
     )
 
 
+def _function_drops_adding_zero() -> bool:
+    tf = _tf()
+    out = tf.function(lambda z: z + tf.constant(0.0))(tf.constant([-0.0]))
+    return bool(np.signbit(out.numpy())[0])  # -0.0 + 0.0 is +0.0
+
+
 QUIRKS = [
     Quirk(
         op="conv2d", framework="tensorflow", versions=VERSIONS,
@@ -270,5 +276,13 @@ QUIRKS = [
         workaround="the filter dilated with zeros (images.dilate_filter), then a transposed "
                    "conv without dilations",
         pin=_conv_transpose_refuses_dilation,
+    ),
+    Quirk(
+        op="add", framework="tensorflow", versions=VERSIONS,
+        behaviour="in a tf.function, Grappler rewrites x + 0.0 (a constant zero) to x, so "
+                  "-0.0 + 0.0 gives -0.0 where IEEE arithmetic gives +0.0",
+        workaround="not routed around: only the sign of a zero result differs, on "
+                   "tensorflow:function (tests/test_eager_fast_paths.py pins it)",
+        pin=_function_drops_adding_zero,
     ),
 ]

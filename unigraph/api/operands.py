@@ -6,6 +6,7 @@ wrapper's docstring taken from its op record.
 from __future__ import annotations
 
 import builtins
+import math
 import sys
 
 import numpy as np
@@ -125,7 +126,8 @@ def _to_dtype(x, dtype):
     return np.asarray(x, dtype=dtype)
 
 
-# (type, value, dtype, backend) -> eager Tensor: `x + 2` in a loop converts 2 only once.
+# (type, value, sign, dtype, backend) -> eager Tensor: `x + 2` in a loop converts 2 only
+# once. The sign keeps 0.0 and -0.0 apart (they are equal as keys, not as operands).
 _scalars: dict = {}
 
 
@@ -136,7 +138,8 @@ def _scalar(value, dtype):
         _check_int_range(value, dtype)
         return np.asarray(value, dtype=dtype)  # becomes a constant node
     backend = current_backend()
-    key = (type(value), value, dtype, backend.name)
+    sign = math.copysign(1.0, value) if isinstance(value, (float, np.floating)) else 1.0
+    key = (type(value), value, sign, dtype, backend.name)
     scalar = _scalars.get(key)
     if scalar is None:
         _check_int_range(value, dtype)
