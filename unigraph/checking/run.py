@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from unigraph import pytree
+from unigraph.checking import accumulation
 from unigraph.checking import compare as cmp
 from unigraph.config import Target, use_backend
 from unigraph.dtypes import is_float
@@ -334,6 +335,8 @@ def prepare(fn_or_module, inputs: tuple, dtype: str = "float32", grads: bool = T
         graph, graph_params, out_treedef, case.randoms = traced
         case.graph, case.graph_params = graph, list(graph_params)
         case.output_names = names = output_names(out_treedef)
+        # A loop whose trip count only a run tells: counted in a float64 run (budgets).
+        accumulation.observe(graph, *case.feeds("forward"))
         defaults = [cmp.value_budget(v.dtype, dtype, cmp.cone_ops(graph, [v.id]))
                     for v in graph.outputs]
         case.output_budgets = [cmp.override(budget, out_name, rtol, atol)
@@ -365,19 +368,20 @@ def _prepare_grads(case: Case, value_and_grad, signature_of, rtol, atol) -> None
     arg_names = argument_names(signature_of, len(case.inputs))
     names = [f"grad({arg_names[i]})" for i in positions]
     names += [f"grad({p.name or f'param{k}'})" for k, p in enumerate(params)]
+    case.grad_graph_params = list(grad_params)
+    case.grad_randoms = grad_randoms
+    case.add_params(grad_params)
+    accumulation.observe(grad_graph, *case.feeds("gradient"))
     # Every op of the forward pass has its VJP in the backward pass: the widest budget.
     op_names = cmp.ops_of(grad_graph)
     dtypes = [case.inputs[i].dtype.name for i in positions] + [p.dtype for p in params]
     case.grad_function = grad_fn
     case.grad_graph = grad_graph
-    case.grad_graph_params = list(grad_params)
-    case.grad_randoms = grad_randoms
     case.grad_names = names
     case.grad_dtypes = dtypes
     defaults = [cmp.value_budget(d, case.dtype, op_names) for d in dtypes]
     case.grad_budgets = [cmp.override(b, n, rtol, atol) for b, n in zip(defaults, names)]
     case.default_budgets.update(zip(names, defaults))
-    case.add_params(grad_params)
 
 
 # -- running -----------------------------------------------------------------------------
