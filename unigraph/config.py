@@ -285,25 +285,9 @@ def max_loop_iterations() -> int:
 
 
 def _read_max_loop_iterations() -> int:
-    env = "UNIGRAPH_MAX_LOOP_ITERATIONS"
-    if env in os.environ:
-        raw = os.environ[env].strip()
-        try:
-            value = int(raw)
-        except ValueError:
-            value = None
-        if value is None or value < 1:
-            raise ConfigError(f"the environment variable {env}={raw!r} is not a positive "
-                              f"integer; set e.g. {env}=1000000, or unset it for the default "
-                              f"{DEFAULT_MAX_LOOP_ITERATIONS}")
-        return value
-    value, path = _file_value("max_loop_iterations")
-    if value is None:
-        return DEFAULT_MAX_LOOP_ITERATIONS
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{path}: max_loop_iterations = {value!r} is not a positive "
-                          "integer; write e.g. max_loop_iterations = 1_000_000")
-    return value
+    value = _positive_int("max_loop_iterations", "UNIGRAPH_MAX_LOOP_ITERATIONS", 1000000,
+                          f"unset it for the default {DEFAULT_MAX_LOOP_ITERATIONS}")
+    return DEFAULT_MAX_LOOP_ITERATIONS if value is None else value
 
 
 def threads() -> int | None:
@@ -315,20 +299,29 @@ def threads() -> int | None:
     >>> ug.config.threads()
     1
     """
-    env = "UNIGRAPH_THREADS"
-    if env in os.environ and os.environ[env].strip():
-        raw = os.environ[env].strip()
-        if not raw.isdigit() or int(raw) < 1:
+    return _positive_int("threads", "UNIGRAPH_THREADS", 1,
+                         "unset it to keep each framework's default")
+
+
+def _positive_int(key: str, env: str, example: int, unset: str) -> int | None:
+    """A positive integer setting: `env` in the environment (an empty value counts as unset),
+    else `key` in the config file, else None. Bad values name where they came from."""
+    raw = os.environ.get(env, "").strip()
+    if raw:
+        try:
+            number = int(raw)
+        except ValueError:
+            number = 0
+        if number < 1:
             raise ConfigError(f"the environment variable {env}={raw!r} is not a positive "
-                              f"integer; set e.g. {env}=1, or unset it to keep each "
-                              "framework's default")
-        return int(raw)
-    value, path = _file_value("threads")
+                              f"integer; set e.g. {env}={example}, or {unset}")
+        return number
+    value, path = _file_value(key)
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{path}: threads = {value!r} is not a positive integer; write "
-                          "e.g. threads = 1")
+        raise ConfigError(f"{path}: {key} = {value!r} is not a positive integer; write "
+                          f"e.g. {key} = {example:_}")
     return value
 
 
