@@ -65,30 +65,32 @@ _plans: dict = {}
 
 class _Plan:
     """The output spec of one eager op signature (its shape inference ran once, so an
-    impossible shape is still our ShapeError, raised before the framework sees it), and the
-    lowering to call where the backend's `eager_op` is the plain table lookup."""
+    impossible shape is still our ShapeError, raised before the framework sees it), and
+    whether the backend's lowering table may be called directly (its `eager_op` is the plain
+    table lookup). The lowering itself is looked up at each call, so a table entry replaced
+    later (a plugin, a test's monkeypatch) is the one that runs."""
 
-    __slots__ = ("shape", "dtype", "lowering")
+    __slots__ = ("shape", "dtype", "direct")
 
-    def __init__(self, spec, lowering):
+    def __init__(self, spec, direct):
         self.shape = tuple(spec.shape)
         self.dtype = spec.dtype
-        self.lowering = lowering
+        self.direct = direct
 
 
-def _direct_lowering(backend, op: str):
-    """`backend.lowerings[op]` when calling it is all `backend.eager_op` would do (the base
+def _direct(backend, op: str) -> bool:
+    """Whether calling `backend.lowerings[op]` is all `backend.eager_op` would do (the base
     class's method, not overridden by the backend's class or patched on the object); else
-    None, and every call goes through `eager_op` (Paddle's lock, NumPy's tape)."""
+    every call goes through `eager_op` (Paddle's lock, NumPy's tape)."""
     if type(backend).eager_op is not Backend.eager_op or "eager_op" in vars(backend):
-        return None
+        return False
     if backend.lowerings is None:
         backend.load()
-    return (backend.lowerings or {}).get(op)  # a missing op: eager_op raises BackendError
+    return op in (backend.lowerings or {})  # a missing op: eager_op raises BackendError
 
 
 def _plan(op: str, backend, inputs: list, attrs: dict, key) -> _Plan:
-    plan = _Plan(infer(op, inputs, attrs), _direct_lowering(backend, op))
+    plan = _Plan(infer(op, inputs, attrs), _direct(backend, op))
     if key is not None:
         if len(_plans) > 10000:
             _plans.clear()
@@ -114,8 +116,7 @@ def apply(op: str, inputs: list, attrs: dict) -> Tensor:
         plan = _plan(op, backend, inputs, attrs, key)
     natives = [x._native if type(x) is Tensor and x._backend is backend and x._native is not None
                else native(x, backend) for x in inputs]
-    lowering = plan.lowering
-    out = (lowering(*natives, **attrs) if lowering is not None
+    out = (backend.lowerings[op](*natives, **attrs) if plan.direct
            else backend.eager_op(op, natives, attrs))
     return Tensor(plan.shape, plan.dtype, backend, out)
 
@@ -142,14 +143,13 @@ def _apply_simple(op: str, backend, a, b=None) -> Tensor:
     if native_a is None:
         native_a = native(a, backend)
     if b is None:
-        lowering = plan.lowering
-        out = lowering(native_a) if lowering is not None else backend.eager_op(op, [native_a], {})
+        out = (backend.lowerings[op](native_a) if plan.direct
+               else backend.eager_op(op, [native_a], {}))
         return Tensor(plan.shape, plan.dtype, backend, out)
     native_b = b._native if type(b) is Tensor and b._backend is backend else None
     if native_b is None:
         native_b = native(b, backend)
-    lowering = plan.lowering
-    out = (lowering(native_a, native_b) if lowering is not None
+    out = (backend.lowerings[op](native_a, native_b) if plan.direct
            else backend.eager_op(op, [native_a, native_b], {}))
     return Tensor(plan.shape, plan.dtype, backend, out)
 
