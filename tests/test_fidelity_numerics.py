@@ -252,3 +252,30 @@ def test_softmax_family_over_an_empty_axis(target):
     out = run_on(target, ug.function(both), x)
     assert [o.shape for o in out] == [(0, 3), (0, 3)]
     assert run_on(target, ug.function(ug.grad(loss)), x).shape == (0, 3)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("target", TARGETS)
+def test_softmax_keeps_tiny_probabilities_and_zero_for_minus_inf(target, dtype):
+    """softmax([0, -80, -inf]) is [1, e**-80, 0] to relative precision (e**-80 is a normal
+    float32): Paddle's F.softmax floors x - max at -64, giving 1.2e-28 for both."""
+    x = np.array([[0.0, -80.0, -INF], [-80.0, 0.0, 0.0]], dtype)
+    t = Target.parse(target)
+    with ug.use_backend(t.backend, t.mode):
+        got = ug.function(lambda x: ug.softmax(x, axis=-1))(x).numpy().astype(np.float64)
+    tiny = np.exp(-80.0)
+    want = np.array([[1.0, tiny, 0.0], [tiny / 2, 0.5, 0.5]]) / [[1.0 + tiny], [1.0 + tiny / 2]]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=0, err_msg=f"{target} {dtype}")
+    assert got[0, 2] == 0.0
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("target", TARGETS)
+def test_exp_of_minus_inf_and_very_negative_is_zero(target, dtype):
+    """exp underflows to exactly 0 (Paddle's float64 exp stops at 5.6e-309)."""
+    x = np.array([-INF, -800.0, -1e6, 0.0, -80.0], dtype)
+    t = Target.parse(target)
+    with ug.use_backend(t.backend, t.mode):
+        got = ug.function(ug.exp)(x).numpy().astype(np.float64)
+    assert list(got[:3]) == [0.0, 0.0, 0.0], (target, dtype, got)
+    np.testing.assert_allclose(got[3:], np.exp([0.0, -80.0]), rtol=1e-6, atol=0)

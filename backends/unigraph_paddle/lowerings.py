@@ -337,9 +337,24 @@ def relu(x):
     return paddle.where(paddle.isnan(x), _nan_like(x), F.relu(x))
 
 
+def exp(x):
+    # float64 paddle.exp never goes below 5.56e-309 (3.3.1: exp(-inf) is 5.6e-309, not 0).
+    # Below -745.2 even the smallest subnormal rounds to 0, so the result is 0 there; between
+    # -745.2 and -708.4 (subnormal results) the floor stays, off by under 1e-308. A mask
+    # multiplied in, not a `where`, so a NaN cotangent still reaches those elements.
+    if x.dtype == paddle.float64:
+        return paddle.multiply(paddle.exp(x), paddle.cast(x >= -745.2, x.dtype))
+    return paddle.exp(x)
+
+
 def softmax(x, *, axis):
-    # Paddle's softmax already subtracts the max: [1000, 0] -> [1, 0]; a row with +inf is NaN.
-    return F.softmax(x, axis=axis)
+    # F.softmax floors x - max at -64 (3.3.1: softmax([0, -80]) gives 1.2e-28 for e**-80 and
+    # a -inf gives 1.2e-28, not 0): composed as the record says, exp(x - max) / sum, the max
+    # detached as in log_softmax. A row holding +inf is NaN (inf - inf), as the record says.
+    if x.shape[axis] == 0:  # paddle.max refuses an empty axis; the result is empty anyway
+        return x
+    exps = exp(paddle.subtract(x, paddle.max(x, axis=axis, keepdim=True).detach()))
+    return paddle.divide(exps, paddle.sum(exps, axis=axis, keepdim=True))
 
 
 def log_softmax(x, *, axis):
@@ -504,7 +519,7 @@ LOWERINGS = {
     "logical_not": paddle.logical_not,
     "neg": widen_small_ints(paddle.neg),
     "abs": widen_small_ints(widen_half(paddle.abs)),
-    "exp": paddle.exp,
+    "exp": exp,
     "log": paddle.log,
     "sqrt": widen_half(paddle.sqrt),
     # x decides, after the bool cond

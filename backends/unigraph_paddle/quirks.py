@@ -44,6 +44,21 @@ def _static_merges_signed_zero_constants() -> bool:
     return not np.signbit(got[1][0])  # -0.0 + -0.0 is -0.0
 
 
+def _softmax_floors_at_minus_64() -> bool:
+    import paddle.nn.functional as F
+
+    paddle = _paddle()
+    got = F.softmax(paddle.to_tensor(np.array([0.0, -80.0, -np.inf]))).numpy()
+    return bool(abs(got[1] - np.exp(-64.0)) < 1e-30 and got[2] == got[1])
+
+
+def _float64_exp_stops_above_zero() -> bool:
+    paddle = _paddle()
+    # Its vectorised kernel: 16 elements (a 2-element tensor gives 0).
+    got = paddle.exp(paddle.to_tensor(np.array([-np.inf, -800.0] * 8))).numpy()
+    return bool(np.all((got > 5e-309) & (got < 6e-309)))
+
+
 def _no_small_int_kernels() -> bool:
     paddle = _paddle()
     cases = [(paddle.maximum, "int16", 2), (paddle.multiply, "uint8", 2),
@@ -772,5 +787,22 @@ QUIRKS = [
         workaround="not routed around: only the sign of a zero result differs, on "
                    "paddle:static (tests/test_eager_fast_paths.py pins it)",
         pin=_static_merges_signed_zero_constants,
+    ),
+    Quirk(
+        op="softmax", framework="paddle", versions=VERSIONS,
+        behaviour="F.softmax floors x - max at -64: softmax([0, -80, -inf]) gives 1.2e-28 "
+                  "for e**-80 (1.8e-35) and for the -inf (0), float32 and float64",
+        workaround="composed as the record says: exp(x - max) / sum, the max detached "
+                   "(lowerings.softmax)",
+        pin=_softmax_floors_at_minus_64,
+    ),
+    Quirk(
+        op="exp", framework="paddle", versions=VERSIONS,
+        behaviour="float64 paddle.exp never goes below 5.56e-309: exp(-inf) and exp(-800) "
+                  "are 5.6e-309, not 0",
+        workaround="0 below -745.2, where even the smallest subnormal rounds to 0 "
+                   "(lowerings.exp); between -745.2 and -708.4 the floor stays (off by "
+                   "under 1e-308)",
+        pin=_float64_exp_stops_above_zero,
     ),
 ]
