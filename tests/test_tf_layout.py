@@ -63,9 +63,9 @@ def branches(x, w, b):
 
 
 def _conv_ref(x, w, b=None):
-    """3x3, stride 1, padding 1."""
+    """Stride 1, padding 1 (w's kernel size, 3x3 in the CNN)."""
     windows = np.lib.stride_tricks.sliding_window_view(
-        np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1))), (3, 3), axis=(2, 3))
+        np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1))), w.shape[2:], axis=(2, 3))
     out = np.einsum("nchwij,ocij->nohw", windows, w)
     return out if b is None else out + b.reshape(1, -1, 1, 1)
 
@@ -152,6 +152,76 @@ def test_transposes_of_a_conv_output_compose(target):
     h = _conv_ref(*_float64([x, w, b]))
     _close(pooled, _pool_ref(np.maximum(h, 0) * row, np.max), f"pooled on {target}")
     _close(nhwc, h.transpose(0, 2, 3, 1), f"nhwc on {target}")
+
+
+# -- images whose C, H and W are equal (the pass once took their transpose for a reshape) --
+
+
+def _max_pool_ref(x, kernel, stride, padding=(0, 0)):
+    (ph, pw), (sh, sw) = padding, stride
+    padded = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=-np.inf)
+    windows = np.lib.stride_tricks.sliding_window_view(padded, kernel, axis=(2, 3))
+    return windows[:, :, ::sh, ::sw].max(axis=(4, 5))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_pool_of_a_padded_cube_image_matches_float64(target):
+    # The second pool reads a [1, 6, 6, 6] image that is no view: it must be transposed to
+    # NHWC (a reshape gave -FLT_MAX, a window of -inf padding, on the TF graph targets).
+    x = np.random.default_rng(0).standard_normal((1, 2, 5, 20)).astype(np.float32)
+
+    def program(x):
+        y = ug.max_pool2d(x, (3, 1), stride=(2, 1), padding=(1, 0))   # [1, 2, 3, 20]
+        y = ug.pad(ug.reshape(y, (1, 6, 5, 4)), [(0, 0), (0, 0), (0, 1), (1, 1)],
+                   value=-np.inf)                                      # [1, 6, 6, 6]
+        return ug.max_pool2d(y, (2, 3), stride=(2, 1))
+
+    got = run_on(target, ug.function(program), x)
+    y = _max_pool_ref(x.astype(np.float64), (3, 1), (2, 1), (1, 0)).reshape(1, 6, 5, 4)
+    y = np.pad(y, ((0, 0), (0, 0), (0, 1), (1, 1)), constant_values=-np.inf)
+    _close(got, _max_pool_ref(y, (2, 3), (2, 1)), f"pool on {target}")
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_conv_of_a_reshaped_cube_image_matches_float64(target):
+    # Depth padding, a transpose and reshape, slices and a concat, then a conv of the
+    # [4, 4, 4, 4] result (the shape of a causal conv's decode step in the ONNX node tests).
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 2, 3, 4, 4)).astype(np.float32)
+    w = rng.standard_normal((3, 4, 2, 2)).astype(np.float32)
+
+    def program(x, w):
+        y = ug.pad(x, [(0, 0), (0, 0), (1, 1), (0, 0), (0, 0)])
+        y = ug.reshape(ug.transpose(y, (0, 2, 1, 3, 4)), (5, 2, 4, 4))
+        y = ug.concat([ug.slice(y, (0, 0, 0, 0), (4, 2, 4, 4)),
+                       ug.slice(y, (1, 0, 0, 0), (5, 2, 4, 4))], axis=1)   # [4, 4, 4, 4]
+        return ug.conv2d(y, w, None, stride=(1, 1), padding=(1, 1), dilation=(1, 1), groups=1)
+
+    got = run_on(target, ug.function(program), x, w)
+    x64, w64 = _float64([x, w])
+    y = np.pad(x64, ((0, 0), (0, 0), (1, 1), (0, 0), (0, 0)))
+    y = y.transpose(0, 2, 1, 3, 4).reshape(5, 2, 4, 4)
+    y = np.concatenate([y[0:4], y[1:5]], axis=1)
+    _close(got, _conv_ref(y, w64), f"conv on {target}")
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_cube_operands_of_a_conv_output_match_float64(target):
+    # A conv's [1, 4, 4, 4] output (a view) plus a full [1, 4, 4, 4] operand (transposed),
+    # a [4, 1, 1] and a [1, 4, 4] one (both reshaped: only size-1 axes move).
+    rng = np.random.default_rng(3)
+    x, w, full, per_channel, per_pixel = (
+        rng.standard_normal(shape).astype(np.float32)
+        for shape in [(1, 2, 4, 4), (4, 2, 3, 3), (1, 4, 4, 4), (4, 1, 1), (1, 4, 4)])
+
+    def program(x, w, full, per_channel, per_pixel):
+        h = ug.conv2d(x, w, padding=1)
+        return ug.relu(h * full + per_channel - per_pixel)
+
+    got = run_on(target, ug.function(program), x, w, full, per_channel, per_pixel)
+    x64, w64, full64, c64, p64 = _float64([x, w, full, per_channel, per_pixel])
+    want = np.maximum(_conv_ref(x64, w64) * full64 + c64 - p64, 0)
+    _close(got, want, f"sum on {target}")
 
 
 # -- the TF graph itself -------------------------------------------------------------------------

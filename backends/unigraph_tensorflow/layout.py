@@ -116,7 +116,10 @@ def to_nhwc(x):
         return x
     dims = (1,) * (4 - rank) + tuple(x.shape)
     moved = tuple(dims[axis] for axis in TO_NHWC)
-    if None not in dims and [d for d in dims if d != 1] == [d for d in moved if d != 1]:
+    # A reshape only when the axes of size > 1 keep their order: comparing their sizes
+    # would take a [1, 6, 6, 6] image (C == H == W) for one and scramble it.
+    kept = [axis for axis in TO_NHWC if dims[axis] != 1]
+    if None not in dims and kept == sorted(kept):
         return raw.Reshape(tensor=x, shape=moved)
     if rank < 4:
         x = raw.Reshape(tensor=x, shape=tf.concat([[1] * (4 - rank), tf.shape(x)], 0))
