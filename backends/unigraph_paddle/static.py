@@ -57,6 +57,7 @@ Threads (checked on paddlepaddle 3.3.1, CPU):
 
 from __future__ import annotations
 
+import gc
 import threading
 import warnings
 
@@ -83,7 +84,7 @@ class StaticMode:
     dygraph mode.
     """
 
-    __slots__ = ("_local", "_switch", "_saved")
+    __slots__ = ("_local", "_switch", "_saved", "_collecting")
 
     def __init__(self, paddle):
         self._local = paddle.base.framework.global_var.__dict__
@@ -91,6 +92,12 @@ class StaticMode:
 
     def __enter__(self):
         _BUILD_LOCK.acquire()
+        # No automatic garbage collection meanwhile: collecting an earlier function's
+        # Program (kept in a reference cycle) while Paddle builds another one segfaults
+        # Paddle 3.3.1 (seen in MultiplyOp::Vjp, after some dozens of nested-loop gradient
+        # Programs built in one process). Collection resumes on exit.
+        self._collecting = gc.isenabled()
+        gc.disable()
         self._saved = self._local["_dygraph_tracer_"]
         self._local["_dygraph_tracer_"] = None
         self._switch(None)
@@ -99,6 +106,8 @@ class StaticMode:
     def __exit__(self, *exc):
         self._local["_dygraph_tracer_"] = self._saved
         self._switch(self._saved)
+        if self._collecting:
+            gc.enable()
         _BUILD_LOCK.release()
         return False
 
