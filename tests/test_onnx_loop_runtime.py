@@ -176,3 +176,14 @@ def test_loop_nested_in_a_growing_body(target):
         expected = np.stack([4.0 * X * i for i in range(trips)]) if trips else np.zeros((0, 3))
         np.testing.assert_allclose(got, expected, rtol=1e-6)
         np.testing.assert_allclose(got, _ort(model, (X, np.int64(trips)))[0], rtol=1e-6)
+
+
+def test_check_with_gradients_of_outputs_whose_length_a_run_tells():
+    """ug.check draws the weights of its gradient check with the shapes this run's outputs
+    have (a scan output of a run-time trip count has a None length in the graph)."""
+    model = ug.onnx.load(_loop_model("m", "", stop_early=True))
+    report = ug.check(model, X, np.int64(10), np.int64(3), targets=",".join(TARGETS))
+    report.assert_ok()
+    for target in TARGETS:
+        kinds = [c.kind for c in report[target].comparisons]
+        assert "grad" in kinds, (target, kinds)
