@@ -914,3 +914,28 @@ CLOSURE_CASES = [
 def test_closures_in_tensor_control_flow(target, program, x, want):
     want = tuple(map(np.array, want)) if isinstance(want, tuple) else np.array(want)
     assert_same(run_on(target, ug.function(program), np.array(x, f32)), want)
+
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_converted_function_and_its_compiled_code_are_freed(target):
+    """The conversion cache must not keep a dropped function alive (a WeakKeyDictionary
+    did: the converted code's globals refer back to the function), or every compiled
+    executable of it stays (on paddle:static, each with its interpreter's threads)."""
+    import gc
+    import weakref
+
+    from conftest import run_on
+
+    from unigraph.testing.random_programs.model import forget, load
+
+    # A module-level function, as a script writes it: the converted code's globals are the
+    # module's names, which hold the function.
+    namespace = load("import unigraph as ug\n\n\n@ug.function\ndef program(x):\n"
+                     "    if x > 0:\n        return x\n    return -x\n")
+    assert float(np.asarray(run_on(target, namespace["program"], np.float32(-2.0)))) == 2.0
+    alive = weakref.ref(namespace["program"])
+    forget(namespace)
+    del namespace
+    gc.collect()
+    assert alive() is None

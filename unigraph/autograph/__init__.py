@@ -25,7 +25,6 @@ import ast
 import inspect
 import types
 import warnings
-import weakref
 
 from unigraph.autograph import runtime
 
@@ -50,7 +49,14 @@ class Conversion:
         self.converted = converted
 
 
-_conversions: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# A function's conversion is kept on the function itself, as (function, Conversion): a
+# WeakKeyDictionary would never let go, because the converted code's globals hold the
+# function (through the module's names), so each entry kept its own key alive, and with it
+# every compiled executable of the `ug.function` wrapping it (on paddle:static, each with
+# its interpreter's threads). On the function, it is an ordinary cycle the collector frees.
+# The function is stored too: `functools.wraps` copies `__dict__` onto a wrapper, which
+# must not take the wrapped function's conversion for its own.
+_CONVERSION = "__unigraph_conversion__"
 
 
 def convert(fn) -> Conversion:
@@ -65,11 +71,12 @@ def convert(fn) -> Conversion:
                           inner.converted)
     reason = _unconvertible(fn)
     if reason is None:
-        conversion = _conversions.get(fn)
-        if conversion is not None:
-            return conversion
+        cached = fn.__dict__.get(_CONVERSION)
+        if cached is not None and cached[0] is fn:
+            return cached[1]
         try:
-            conversion = _conversions[fn] = _convert(fn)
+            conversion = _convert(fn)
+            fn.__dict__[_CONVERSION] = (fn, conversion)
             return conversion
         except Exception as error:  # noqa: BLE001 (a function that cannot be converted still runs)
             reason = f"{type(error).__name__}: {error}"
