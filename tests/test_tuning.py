@@ -175,8 +175,8 @@ def test_bad_values_are_refused_in_user_terms(monkeypatch):
         ug.set_flush_denormal("yes")
     with pytest.raises(ValueError, match="ug.set_tuned"):
         ug.set_tuned(1)
-    from unigraph import tuning
+    from unigraph import config
 
     monkeypatch.setenv("UNIGRAPH_TUNED", "maybe")
     with pytest.raises(ConfigError, match="UNIGRAPH_TUNED='maybe'"):
-        tuning._configured_flag("tuned", "UNIGRAPH_TUNED")
+        config.tuned()

@@ -303,6 +303,36 @@ def threads() -> int | None:
                          "unset it to keep each framework's default")
 
 
+def flush_denormal() -> bool | None:
+    """`UNIGRAPH_FLUSH_DENORMAL` ("1"/"0"), else `flush_denormal` in the config file, else
+    None; applied by `unigraph.tuning` when the first target is chosen."""
+    return _flag("flush_denormal", "UNIGRAPH_FLUSH_DENORMAL")
+
+
+def tuned() -> bool | None:
+    """`UNIGRAPH_TUNED` ("1"/"0"), else `tuned` in the config file, else None; applied by
+    `unigraph.tuning` when the first target is chosen."""
+    return _flag("tuned", "UNIGRAPH_TUNED")
+
+
+def _flag(key: str, env: str) -> bool | None:
+    """A true/false setting: `env` in the environment ("1"/"0", "true"/"false"; an empty
+    value counts as unset), else `key` in the config file, else None."""
+    raw = os.environ.get(env, "").strip().lower()
+    if raw:
+        if raw not in ("1", "0", "true", "false"):
+            raise ConfigError(f"the environment variable {env}={raw!r} is not 1 or 0; set "
+                              f"{env}=1 to turn it on, or unset it")
+        return raw in ("1", "true")
+    value, path = _file_value(key)
+    if value is None:
+        return None
+    if not isinstance(value, bool):
+        raise ConfigError(f"{path}: {key} = {value!r} is not true or false; write "
+                          f"{key} = true")
+    return value
+
+
 def _positive_int(key: str, env: str, example: int, unset: str) -> int | None:
     """A positive integer setting: `env` in the environment (an empty value counts as unset),
     else `key` in the config file, else None. Bad values name where they came from."""

@@ -46,7 +46,6 @@ __all__ = ["TuningError", "get_flush_denormal", "get_tuned", "set_flush_denormal
 
 _flush: bool | None = None  # the last set_flush_denormal (or configured value); None: never
 _tuned: bool | None = None
-_configured_applied = False
 TF_ONEDNN = "TF_ENABLE_ONEDNN_OPTS"
 
 
@@ -168,36 +167,15 @@ def framework_loaded(module: str) -> None:
         _flush_torch(_flush)
 
 
-def _configured_flag(key: str, env: str) -> bool | None:
-    """`env` in the environment ("1"/"0", "true"/"false"), else `key` in the config file."""
-    from unigraph import config
-
-    raw = os.environ.get(env, "").strip().lower()
-    if raw:
-        if raw not in ("1", "0", "true", "false"):
-            raise ConfigError(f"the environment variable {env}={raw!r} is not 1 or 0; set "
-                              f"{env}=1 to turn it on, or unset it")
-        return raw in ("1", "true")
-    value, path = config._file_value(key)
-    if value is None:
-        return None
-    if not isinstance(value, bool):
-        raise ConfigError(f"{path}: {key} = {value!r} is not true or false; write "
-                          f"{key} = true")
-    return value
-
-
 def apply_configured() -> None:
     """Apply `UNIGRAPH_FLUSH_DENORMAL` / `UNIGRAPH_TUNED` or the config file's
-    `flush_denormal` / `tuned`, once (a no-op without them). Called when the first target
-    is chosen, before any framework is imported."""
-    global _configured_applied
-    if _configured_applied:
-        return
-    _configured_applied = True
-    flush = _configured_flag("flush_denormal", "UNIGRAPH_FLUSH_DENORMAL")
+    `flush_denormal` / `tuned` (a no-op without them). Called when the first target
+    is chosen (by `threads.apply_configured`, once), before any framework is imported."""
+    from unigraph import config
+
+    flush = config.flush_denormal()
     if flush is not None and _flush is None:
         set_flush_denormal(flush)
-    tuned = _configured_flag("tuned", "UNIGRAPH_TUNED")
+    tuned = config.tuned()
     if tuned is not None and _tuned is None:
         set_tuned(tuned)
