@@ -323,6 +323,27 @@ def test_empty_cond_results_keep_shape_and_dtype(x, target):
         np.testing.assert_allclose(y, x * (2.0 if x is POS else 3.0), rtol=1e-6)
 
 
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("source", ["cond", "constant"])
+def test_gradient_through_a_matmul_of_an_empty_value(source, target):
+    """An empty value, from a `cond` or a constant, multiplied by a weight: the weight's
+    gradient is zeros and the empty input's is empty (Paddle's matmul_grad raised "Required
+    tensor shall not be nullptr" on such a value, eager and static: found by the random
+    tester, seed 2027)."""
+
+    def loss(x, z, w):
+        empty = (ug.cond(ug.sum(x) > 0, lambda: z * 2.0, lambda: ug.tanh(z)) if source == "cond"
+                 else ug.zeros((0, 1, 3, 3)))
+        return ug.sum(ug.tanh(empty)) + ug.sum(ug.matmul(empty, w)) + ug.sum(x) + ug.sum(z)
+
+    fn = ug.function(ug.grad(loss, argnums=(0, 1, 2)))
+    x, w = np.array([0.5, 1.5], np.float32), np.array([[1.5], [0.5], [-0.5]], np.float32)
+    dx, dz, dw = run_on(target, fn, x, EMPTY.astype(np.float32), w)
+    np.testing.assert_array_equal(dx, np.ones(2, np.float32))
+    assert (dz.shape, dw.shape) == (EMPTY.shape, (3, 1))
+    np.testing.assert_array_equal(dw, np.zeros((3, 1), np.float32))
+
+
 def _empty_cond_graph() -> Graph:
     """cond(p, x * 2, -x) over x of shape (None, 0): a zero-size result whose other dim is
     known only when the graph runs."""

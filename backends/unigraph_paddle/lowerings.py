@@ -155,6 +155,12 @@ def softplus(x):
 
 
 def matmul(a, b):
+    # Paddle's matmul_grad fails on a zero-size operand that has no memory (a constant, or
+    # what paddle:static's `cond` makes of an empty result): "Required tensor shall not be
+    # nullptr". With a zero-size operand the product is all zeros and every gradient is
+    # zero (or empty), so the product is zeros of its shape, with no backward.
+    if 0 in a.shape or 0 in b.shape:
+        return paddle.zeros_like(paddle.matmul(a, b))
     # Paddle's matmul_grad fails when both operands have batch dims but different ranks
     # ([2, 1, 3, 4] @ [3, 4, 2]); leading size-1 dims make the ranks equal.
     extra = a.ndim - b.ndim

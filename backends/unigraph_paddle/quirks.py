@@ -432,6 +432,16 @@ def _matmul_grad_fails_on_batch_ranks() -> bool:
     return False
 
 
+def _matmul_grad_fails_on_empty_constant() -> bool:
+    paddle = _paddle()
+    a = _leaf(paddle, np.ones((3, 1)))
+    try:
+        paddle.grad([paddle.matmul(paddle.zeros([0, 2, 3], "float64"), a).sum()], [a])
+    except ValueError as error:
+        return "shall not be nullptr" in str(error)
+    return False
+
+
 def _argmax_skips_nan() -> bool:
     paddle = _paddle()
     x = paddle.to_tensor([1.0, float("nan"), 2.0])
@@ -690,6 +700,14 @@ QUIRKS = [
                   "to 2')",
         workaround="the operand of lower rank gets leading size-1 dims first",
         pin=_matmul_grad_fails_on_batch_ranks,
+    ),
+    Quirk(
+        op="matmul", framework="paddle", versions=VERSIONS,
+        behaviour="matmul_grad fails on a zero-size operand with no memory (a constant, an "
+                  "empty `if` result): 'Required tensor shall not be nullptr', eager and static",
+        workaround="with a zero-size operand the product is made as zeros of its shape "
+                   "(every gradient is zero or empty)",
+        pin=_matmul_grad_fails_on_empty_constant,
     ),
     Quirk(
         op="argmax", framework="paddle", versions=VERSIONS,
