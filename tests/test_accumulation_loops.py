@@ -8,10 +8,9 @@ a bug: float32's default budget is 1e-5); with the trips counted it is within bu
 a target that computes a different sum is still far outside it."""
 
 import numpy as np
-import onnx
 import pytest
 from conftest import TARGETS, run_on
-from onnx import TensorProto, helper, numpy_helper
+from onnx_loops import running_sum
 
 import unigraph as ug
 import unigraph.onnx
@@ -20,29 +19,6 @@ from unigraph.checking import accumulation, compare
 
 TRIPS = 3000
 X = np.array([0.1, 0.37, 1.3], np.float32)
-
-
-def running_sum(trips: int, term="Identity") -> onnx.ModelProto:
-    """y = term(x) added `trips` times to zeros, by an ONNX Loop with a constant trip
-    count."""
-    body = helper.make_graph(
-        [helper.make_node(term, ["x"], ["t"], name="term"),
-         helper.make_node("Add", ["acc", "t"], ["acc_out"], name="accumulate"),
-         helper.make_node("Identity", ["go"], ["go_out"], name="keep_going")],
-        "body", [helper.make_tensor_value_info("i", TensorProto.INT64, []),
-                 helper.make_tensor_value_info("go", TensorProto.BOOL, []),
-                 helper.make_tensor_value_info("acc", TensorProto.FLOAT, [3])],
-        [helper.make_tensor_value_info("go_out", TensorProto.BOOL, []),
-         helper.make_tensor_value_info("acc_out", TensorProto.FLOAT, [3])])
-    graph = helper.make_graph(
-        [helper.make_node("Loop", ["M", "", "zero"], ["y"], name="running_sum", body=body)],
-        "loop", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])],
-        [numpy_helper.from_array(np.array(trips, np.int64), "M"),
-         numpy_helper.from_array(np.zeros(3, np.float32), "zero")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    onnx.checker.check_model(model, full_check=True)
-    return model
 
 
 def trips_of(fn, *args):

@@ -7,9 +7,9 @@ the budgets then grow with them, as for a constant trip count
 every target; a sum one trip short is still outside it."""
 
 import numpy as np
+import onnx_loops
 import pytest
 from conftest import TARGETS, run_on
-from onnx import TensorProto, helper, numpy_helper
 
 import unigraph as ug
 import unigraph.onnx
@@ -29,23 +29,7 @@ def running_sum(x, n):
 
 def onnx_running_sum():
     """The same sum as an ONNX Loop whose trip count M is a graph input."""
-    body = helper.make_graph(
-        [helper.make_node("Add", ["acc", "x"], ["acc_out"], name="accumulate"),
-         helper.make_node("Identity", ["go"], ["go_out"], name="keep_going")],
-        "body", [helper.make_tensor_value_info("i", TensorProto.INT64, []),
-                 helper.make_tensor_value_info("go", TensorProto.BOOL, []),
-                 helper.make_tensor_value_info("acc", TensorProto.FLOAT, [3])],
-        [helper.make_tensor_value_info("go_out", TensorProto.BOOL, []),
-         helper.make_tensor_value_info("acc_out", TensorProto.FLOAT, [3])])
-    graph = helper.make_graph(
-        [helper.make_node("Loop", ["M", "", "zero"], ["y"], name="running_sum", body=body)],
-        "loop", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3]),
-                 helper.make_tensor_value_info("M", TensorProto.INT64, [])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])],
-        [numpy_helper.from_array(np.zeros(3, np.float32), "zero")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    return ug.onnx.load(model)
+    return ug.onnx.load(onnx_loops.running_sum(None))
 
 
 def loops_of(graph) -> list:
