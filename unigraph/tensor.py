@@ -416,22 +416,30 @@ class Parameter(Tensor):
     backend from that value.
 
     `trainable=False` excludes it from optimizers; `lr_scale` multiplies the learning rate
-    for this parameter only (Paddle's `ParamAttr(learning_rate=...)`).
+    for this parameter only (Paddle's `ParamAttr(learning_rate=...)`). `order` is a hint for
+    how a backend stores a 2-D value: "C" (row-major, the default) or "F" (column-major,
+    what torch's Linear keeps: its [out, in] weight, used as `weight.t()`). Values and shape
+    never change; a backend that honours the hint (torch) then runs the kernels of the
+    framework's own layers, the others ignore it. `ug.nn.Linear` sets "F" on its weight.
 
     Where the newest value lives: a parameter written by a training step on some backend
     keeps its value there (`_home`) until someone reads it; `version` counts writes so that
     every other store knows when to reload.
     """
 
-    __slots__ = ("name", "trainable", "lr_scale", "version", "_home", "_natives")
+    __slots__ = ("name", "trainable", "lr_scale", "order", "version", "_home", "_natives")
 
-    def __init__(self, data, name="", trainable=True, lr_scale=1.0, dtype=None):
+    def __init__(self, data, name="", trainable=True, lr_scale=1.0, dtype=None, order="C"):
         # NumPy's default dtypes (float64 for Python floats), always a private copy.
         array = as_array(data, dtype, what="ug.Parameter", python_defaults=False)
         super().__init__(array.shape, array.dtype.name, array=array)
         self.name = name
         self.trainable = trainable
         self.lr_scale = float(lr_scale)
+        if order not in ("C", "F"):
+            raise ValueError(f"ug.Parameter: order must be 'C' (row-major) or 'F' "
+                             f"(column-major), got {order!r}")
+        self.order = order
         self.version = 0
         self._home = None  # (store, key) holding a newer value than _array, or None
         self._natives: dict = {}  # backend name -> (version, native) for eager use
@@ -448,6 +456,8 @@ class Parameter(Tensor):
         if entry is not None and entry[0] == self.version:
             return entry[1]
         native = backend.to_native(self._host())
+        if self.order != "C":
+            native = _stored(backend, native, self.order)
         self._natives[backend.name] = (self.version, native)
         return native
 
@@ -471,12 +481,21 @@ class Parameter(Tensor):
         self._home = (store, key)
 
     def _written_eager(self, backend, native) -> None:
+        if self.order != "C":  # an assigned value keeps the storage order (no copy if it has)
+            native = _stored(backend, native, self.order)
         self.version += 1
         self._natives = {backend.name: (self.version, native)}
         self._home = (_EagerStore(backend, native), None)
 
     def __repr__(self):
         return f"Parameter({self.name!r}, shape={list(self.shape)}, dtype={self.dtype})"
+
+
+def _stored(backend, native, order: str):
+    """`native` laid out as a parameter with storage-order hint `order` is kept, by the
+    backend's `param_layout(native, order)`; a backend without one ignores the hint."""
+    layout = getattr(backend, "param_layout", None)
+    return native if layout is None else layout(native, order)
 
 
 class _EagerStore:

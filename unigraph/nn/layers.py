@@ -42,7 +42,9 @@ class Linear(Module):
     """y = act(x @ weight + bias), weight [in_features, out_features], bias [out_features].
 
     Defaults: Xavier-uniform weight, zero bias (Keras' and Paddle's defaults). `lr_scale`
-    multiplies the learning rate of both (Paddle's `ParamAttr(learning_rate=...)`).
+    multiplies the learning rate of both (Paddle's `ParamAttr(learning_rate=...)`). The
+    weight carries the storage hint `order="F"`: torch keeps it column-major, as its own
+    Linear keeps `weight.t()`, so it runs the same kernels (the values stay [in, out]).
 
     >>> fc = ug.nn.Linear(784, 10, act="relu")
     """
@@ -57,7 +59,7 @@ class Linear(Module):
         self.weight = Parameter(
             weight_init((self.in_features, self.out_features), dtype,
                         fan_in=self.in_features, fan_out=self.out_features),
-            lr_scale=lr_scale,
+            lr_scale=lr_scale, order="F",
         )
         self.bias = None
         if bias:
