@@ -103,9 +103,9 @@ def apply(op: str, inputs: list, attrs: dict) -> Tensor:
     builder = _builder.get()
     if builder is not None:
         return apply_symbolic(builder, op, inputs, attrs)
-    backend = current_backend()
     if not attrs and 0 < len(inputs) < 3:
-        return _apply_simple(op, backend, *inputs)
+        return apply_simple(op, *inputs)
+    backend = current_backend()
     try:
         # Tensors and arrays both have .shape and .dtype (np.dtype hashes too).
         key = (op, backend, *[(x.shape, x.dtype) for x in inputs], *attrs.items())
@@ -121,19 +121,17 @@ def apply(op: str, inputs: list, attrs: dict) -> Tensor:
     return Tensor(plan.shape, plan.dtype, backend, out)
 
 
-def apply_simple(op: str, *inputs) -> Tensor:
-    """`apply(op, list(inputs), {})` for one or two inputs (the elementwise ops' fast path)."""
+def apply_simple(op: str, a, b=None) -> Tensor:
+    """`apply(op, [a] or [a, b], {})`: one- or two-input ops without attrs (the arithmetic
+    operators, the elementwise functions), the same steps without the lists, as most of what
+    an eager program runs is these. (A flat key: it never equals a general one.)"""
     builder = _builder.get()
     if builder is not None:
-        return apply_symbolic(builder, op, list(inputs), {})
-    backend = current_backend()
-    return _apply_simple(op, backend, *inputs)
-
-
-def _apply_simple(op: str, backend, a, b=None) -> Tensor:
-    """`apply` of a one- or two-input op without attrs (the arithmetic operators, the
-    elementwise functions): the same steps without the lists, as most of what an eager
-    program runs is these. (A flat key: it never equals a general one.)"""
+        return apply_symbolic(builder, op, [a] if b is None else [a, b], {})
+    # current_backend(), inline: this is every eager operator's path.
+    target = _context_target.get() or config._global_target or current_target()
+    backend = _checked.get((target.backend, target.mode)) or get_backend(target.backend,
+                                                                         target.mode)
     key = (op, backend, a.shape, a.dtype) if b is None else \
         (op, backend, a.shape, a.dtype, b.shape, b.dtype)
     plan = _plans.get(key)

@@ -15,15 +15,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from unigraph import pytree, random
-from unigraph.config import Target, current_target
+from unigraph import config, pytree, random
+from unigraph.config import Target, _context_target, current_target
 from unigraph.dispatch import symbolic, value_of
 from unigraph.errors import ShapeError, TracingError
 from unigraph.ir import Graph, check_dtype
-from unigraph.plugins import get_backend
+from unigraph.plugins import _checked, get_backend
 from unigraph.tensor import Parameter, Tensor, tensor
 from unigraph.tracing import (
     GraphBuilder,
+    _builder,
     _in_function,
     current_builder,
     current_region,
@@ -118,6 +119,11 @@ class Compiled:
     state: list = field(default_factory=list)  # (read, value): Python state the trace read
     loop_lines: list = field(default_factory=list)  # (line, limit) of each guarded loop
     key: tuple = ()  # its key in Function._cache
+    # How the outputs come back: "leaf" (one tensor), "tuple" (a flat tuple of tensors), or
+    # None (any other tree: pytree.unflatten).
+    out_shape: str | None = None
+    # (shape, dtype) of each output when none has an unknown dim, else None (see _wrap).
+    out_types: list | None = None
 
 
 @dataclass
@@ -157,6 +163,15 @@ class Function:
         self._last_signature: dict = {}  # target -> description of the latest trace
         self._warned = False
         self._lock = threading.Lock()
+        # The common static call, positional tensors or NumPy arrays of a signature seen
+        # before: (target, (type, shape, dtype) of each argument) -> its Compiled entry,
+        # found without flattening or building the general key (see `_fast_key`). Only for
+        # functions without static arguments or input_spec (those need the general path);
+        # emptied whenever the cache changes, and the entry's Python state is still checked
+        # on every call.
+        self._fast: dict = {}
+        self._fast_ok = not (self._static_positions or self._static_names
+                             or self.input_spec is not None)
 
     def _static_arguments(self, argnums, argnames) -> tuple[frozenset, frozenset]:
         argnums = (argnums,) if isinstance(argnums, int) else tuple(argnums or ())
@@ -225,12 +240,31 @@ class Function:
         return self if instance is None else functools.partial(self, instance)
 
     def __call__(self, *args, **kwargs):
-        if current_builder() is not None:
+        if _builder.get() is not None:
             return self._call_inline(args, kwargs)
-        target = current_target()
-        backend = get_backend(target.backend, target.mode)
+        target = _context_target.get() or config._global_target or current_target()
+        backend = _checked.get((target.backend, target.mode)) or get_backend(target.backend,
+                                                                            target.mode)
         if target.mode == "eager":
+            if not kwargs and self._fast_ok and self._conversion is not None and all(
+                    type(a) is Tensor for a in args):
+                return self._run_eager_tensors(args)
             return self._call_eager(args, kwargs)
+        if not kwargs and self._fast_ok:
+            key = _fast_key(target, args)
+            compiled = self._fast.get(key) if key is not None else None
+            if compiled is not None and (not compiled.state or _matching((compiled,))):
+                if len(self._cache) > 1:
+                    with contextlib.suppress(KeyError):  # another thread may have evicted it
+                        self._cache.move_to_end(compiled.key)
+                return self._run(compiled, backend, args)
+            result = self._call_static(target, backend, args, kwargs)
+            if key is not None:
+                # The entry that call used (found or just compiled): next time, directly.
+                compiled = _matching(self._variants.get(self._general_key(target, args)))
+                if compiled is not None:
+                    self._fast[key] = compiled
+            return result
         return self._call_static(target, backend, args, kwargs)
 
     # -- eager and inline -----------------------------------------------------------------
@@ -240,6 +274,16 @@ class Function:
             return self._run_eager(args, kwargs)
         finally:
             _in_function.reset(token)
+
+    def _run_eager_tensors(self, args):
+        """`_call_eager` of the common call: positional tensors, nothing to check or
+        convert (no static arguments, no input_spec), the function already converted."""
+        token = _in_function.set(True)
+        try:
+            result = self._conversion.function(*args)
+        finally:
+            _in_function.reset(token)
+        return _eager_result(result)
 
     def _run_eager(self, args, kwargs):
         if self.input_spec is not None:
@@ -253,12 +297,7 @@ class Function:
             args, kwargs = _unmark(pytree.unflatten(treedef,
                                                     [as_input_tensor(x) for x in leaves]))
             result = self.python_function(*args, **kwargs)
-        if type(result) is Tensor or (type(result) is tuple and all(
-                type(x) is Tensor for x in result)):
-            return result
-        # Python numbers returned become tensors, as they do from a static graph.
-        leaves, treedef = pytree.flatten(result, is_array_leaf)
-        return pytree.unflatten(treedef, [as_input_tensor(x) for x in leaves])
+        return _eager_result(result)
 
     def _call_inline(self, args, kwargs):
         """A call inside a trace: the function's ops join the graph being traced."""
@@ -355,10 +394,12 @@ class Function:
             leaves, treedef = pytree.flatten((args, kwargs), is_array_leaf)
             types = self._leaf_types(args, leaves)
             key = (target, treedef, types)
-        elif not kwargs and not self._static_positions and all(type(a) is Tensor for a in args):
-            # The common call, positional tensors only: keyed without flattening.
+        elif not kwargs and not self._static_positions and all(
+                type(a) is Tensor or type(a) is np.ndarray for a in args):
+            # The common call, positional tensors or arrays: keyed without flattening (one
+            # key, and so one graph, for a tensor and an array of one type).
             leaves, treedef = args, None
-            key = (target, *[(a.shape, a.dtype) for a in args])
+            key = (target, *[leaf_spec(a) for a in args])
         else:
             if self._static_positions or self._static_names:
                 args, kwargs = self._mark_static(args, kwargs)
@@ -378,8 +419,17 @@ class Function:
                 self._cache.move_to_end(compiled.key)
         return self._run(compiled, backend, leaves)
 
+    def _general_key(self, target, args) -> tuple:
+        """`_call_static`'s cache key of a call with positional arguments only, no static
+        arguments and no input_spec."""
+        if all(type(a) is Tensor or type(a) is np.ndarray for a in args):
+            return (target, *[leaf_spec(a) for a in args])
+        leaves, treedef = pytree.flatten((args, {}), is_array_leaf)
+        return (target, treedef, tuple(leaf_spec(x) for x in leaves))
+
     def _store(self, key, compiled: Compiled) -> None:
         """Cache `compiled`, keeping at most MAX_CACHED graphs (least recently used go)."""
+        self._fast = {}  # rebuilt by the next calls: never an entry the cache dropped
         compiled.key = (key, tuple(value for _, value in compiled.state))
         self._cache[compiled.key] = compiled
         self._variants.setdefault(key, []).append(compiled)
@@ -445,10 +495,15 @@ class Function:
         updated = [graph.params.index(param) for param, _ in graph.updates]
         randoms = [(v.shape, v.dtype) for v in traced.random_inputs]
         params = traced.params
+        out_treedef = traced.out_treedef
+        out_shape = ("leaf" if out_treedef == ("*",) else
+                     "tuple" if out_treedef[0] == "tuple" and all(
+                         x == ("*",) for x in out_treedef[1]) else None)
         return Compiled(traced.graph, executable, params, [-1] * len(params),
-                        traced.out_treedef, updated, randoms,
+                        out_treedef, updated, randoms,
                         [(read, value) for read, value, _ in traced.state.values()],
-                        traced.loop_lines if traced.loop_flag is not None else [])
+                        traced.loop_lines if traced.loop_flag is not None else [],
+                        out_shape=out_shape, out_types=_known_types(traced.graph.outputs))
 
     def _count_trace(self, target, treedef, leaves, state: dict) -> None:
         """Count traces per target; past RETRACE_WARNING, warn once, saying what changed."""
@@ -474,16 +529,21 @@ class Function:
 
     def _run(self, compiled: Compiled, backend, leaves):
         executable = compiled.executable
-        for index, param in enumerate(compiled.params):
-            if compiled.loaded[index] != param.version:
-                executable.set_param(index, param._host())  # set_param copies
-                compiled.loaded[index] = param.version
-        feeds = [x.native_for(backend) if isinstance(x, Tensor) and x._backend is backend
+        if compiled.params:
+            for index, param in enumerate(compiled.params):
+                if compiled.loaded[index] != param.version:
+                    executable.set_param(index, param._host())  # set_param copies
+                    compiled.loaded[index] = param.version
+        # An array the call's key already typed is fed as it is (its dtype is the input's);
+        # a Tensor of this backend as its native; anything else as an array of its type.
+        feeds = [x if type(x) is np.ndarray
+                 else x.native_for(backend) if isinstance(x, Tensor) and x._backend is backend
                  else np.asarray(x._host() if isinstance(x, Tensor) else x,
                                  dtype=leaf_spec(x)[1])
                  for x in leaves]
-        rng = random.generator()
-        feeds.extend(rng.random(shape).astype(dtype) for shape, dtype in compiled.randoms)
+        if compiled.randoms:
+            rng = random.generator()
+            feeds.extend(rng.random(shape).astype(dtype) for shape, dtype in compiled.randoms)
         outputs = executable.run(feeds)
         if compiled.loop_lines:
             outputs = list(outputs)
@@ -492,8 +552,17 @@ class Function:
             param = compiled.params[index]
             param._written_by(executable, index)
             compiled.loaded[index] = param.version
-        wrapped = [_wrap(backend, value, out)
-                   for value, out in zip(compiled.graph.outputs, outputs)]
+        if compiled.out_types is None:
+            wrapped = [_wrap(backend, value, out)
+                       for value, out in zip(compiled.graph.outputs, outputs)]
+        else:  # every output's shape is known: no per-output checks
+            wrapped = [Tensor(shape, dtype, backend, None, out) if type(out) is np.ndarray
+                       else Tensor(shape, dtype, backend, out)
+                       for (shape, dtype), out in zip(compiled.out_types, outputs)]
+        if compiled.out_shape == "leaf":
+            return wrapped[0]
+        if compiled.out_shape == "tuple":
+            return tuple(wrapped)
         return pytree.unflatten(compiled.out_treedef, wrapped)
 
 
@@ -532,6 +601,28 @@ def _unmark(call: tuple) -> tuple[tuple, dict]:
             {k: v.value if isinstance(v, StaticArgument) else v for k, v in kwargs.items()})
 
 
+def _eager_result(result):
+    """An eager function's result, with Python numbers returned made tensors, as they are
+    from a static graph."""
+    if type(result) is Tensor or (type(result) is tuple and all(
+            type(x) is Tensor for x in result)):
+        return result
+    leaves, treedef = pytree.flatten(result, is_array_leaf)
+    return pytree.unflatten(treedef, [as_input_tensor(x) for x in leaves])
+
+
+def _fast_key(target, args):
+    """The fast-path key of a call with positional arguments (see `Function._fast`), or
+    None when an argument is not a Tensor or NumPy array (a Python number, a tuple)."""
+    key = [target]
+    for a in args:
+        kind = type(a)
+        if kind is not Tensor and kind is not np.ndarray:
+            return None
+        key.append((kind, a.shape, a.dtype))
+    return tuple(key)
+
+
 def _matching(entries):
     """The entry whose recorded Python state still holds, if any."""
     for compiled in entries or ():
@@ -547,6 +638,12 @@ def _check_loop_flag(backend, flag, loop_lines) -> None:
     if number:
         line, limit = loop_lines[number - 1]
         raise loop_error(line, limit)
+
+
+def _known_types(values) -> list | None:
+    """[(shape, dtype)] of `values`, or None when a dim is unknown (fixed by each run)."""
+    types = [(tuple(v.shape), v.dtype) for v in values]
+    return None if any(None in shape for shape, _ in types) else types
 
 
 def _wrap(backend, value, out) -> Tensor:
