@@ -23,6 +23,8 @@ from unigraph.ops.base import TensorSpec
 from unigraph.tensor import Tensor, tensor
 from unigraph.tracing import (
     GraphBuilder,
+    _builder,
+    _region,
     current_builder,
     note_state,
     region,
@@ -164,9 +166,12 @@ def _eager_cond(pred, true_fn, false_fn, operands, frame):
     then the other is traced abstractly, once per signature, to check it would give the
     same structure (so that code passing here passes on every static target)."""
     taken, other = (true_fn, false_fn) if pred.__bool__() else (false_fn, true_fn)
-    with region("cond", frame):
+    token = _region.set(("cond", frame))  # `region("cond", frame)`, without its object
+    try:
         result = taken(*operands)
-    if current_builder() is None:
+    finally:
+        _region.reset(token)
+    if _builder.get() is None:
         _check_untaken_branch(taken, other, operands, result)
     return result
 

@@ -346,6 +346,15 @@ def compile_graph(graph: Graph, column_major_params=frozenset()) -> tuple:
     return scope["run"], scope["every_value"], source
 
 
+def _quick_specs(graph: Graph) -> list:
+    """(torch dtype, shape) of each input of `graph`, for TorchExecutable.check_inputs'
+    quick pass; empty (no quick pass) when an input has an unknown dim or a dtype torch
+    lacks, or when the graph has no inputs."""
+    if not all(None not in v.shape and v.dtype in TORCH_DTYPES for v in graph.inputs):
+        return []
+    return [(TORCH_DTYPES[v.dtype], tuple(v.shape)) for v in graph.inputs]
+
+
 class TorchExecutable(Executable):
     """A compiled graph; parameters live in `self.params` as torch tensors between runs.
 
@@ -363,6 +372,21 @@ class TorchExecutable(Executable):
         self._compiled_run, self._every_value, self.source = compile_graph(
             graph, self.column_major_params)
         self.params: list = [None] * len(graph.params)
+
+    def check_inputs(self, inputs) -> list:
+        # The common torch:static run, torch tensors of the graph's exact types, in one pass
+        # (a @ug.function call feeds its tensors' natives); anything else, and every
+        # refusal with its wording, is the base's.
+        specs = self.__dict__.get("_torch_specs")
+        if specs is None:
+            specs = self._torch_specs = _quick_specs(self.graph)
+        if specs and len(inputs) == len(specs):
+            for x, (dtype, shape) in zip(inputs, specs):
+                if type(x) is not torch.Tensor or x.dtype is not dtype or x.shape != shape:
+                    break
+            else:
+                return inputs if type(inputs) is list else list(inputs)
+        return super().check_inputs(inputs)
 
     def _native_spec(self, x):
         if isinstance(x, torch.Tensor):
