@@ -54,6 +54,12 @@ def _start() -> dict:
     return {name: np.array(value, np.float64) for name, value in Net().state_dict().items()}
 
 
+def _reference_forward(w: dict, x) -> np.ndarray:
+    x = x.astype(np.float64)
+    h1 = np.tanh(x @ w["fc1.weight"] + w["fc1.bias"])
+    return np.tanh(h1 @ w["fc1.weight"] + w["fc2.bias"]) @ w["out.weight"] + w["out.bias"]
+
+
 def _reference_grads(w: dict, x, target) -> dict:
     """Gradients of mean((net(x) - target)^2), derived by hand, in float64."""
     x, target = x.astype(np.float64), target.astype(np.float64)
@@ -207,10 +213,7 @@ def test_state_dict_round_trip(target):
                                          twin.fc1.weight), (4, 4))
     expected = _reference_training("sgd", 2)
     _check_weights(twin, expected)
-    w = expected
-    h2 = np.tanh(np.tanh(x @ w["fc1.weight"] + w["fc1.bias"]) @ w["fc1.weight"] + w["fc2.bias"])
-    np.testing.assert_allclose(out, h2 @ w["out.weight"] + w["out.bias"], rtol=RTOL,
-                               atol=ATOL)
+    np.testing.assert_allclose(out, _reference_forward(expected, x), rtol=RTOL, atol=ATOL)
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -273,6 +276,24 @@ def test_torch_eager_update_is_in_place_and_column_major(target):
         if t.mode == "eager":
             assert after.data_ptr() == address  # written in place
     _check_weights(net, _reference_training("sgd", 2))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_weight_trained_on_torch_runs_on_every_target(target):
+    """A weight written by torch:eager training reads back from its column-major tensor (a
+    Fortran-ordered NumPy view); every target then computes with the same values."""
+    x, target_values = _data()
+    with ug.use_backend("torch", "eager"):
+        ug.manual_seed(0)
+        net = Net()
+        step = _trainer(net, OPTIMIZERS["sgd"](net.parameters()))
+        for _ in range(2):
+            step(x, target_values)
+    t = Target.parse(target)
+    with ug.use_backend(t.backend, t.mode):
+        out = ug.function(lambda x: net(x))(x).numpy()
+    expected = _reference_forward(_reference_training("sgd", 2), x)
+    np.testing.assert_allclose(out, expected, rtol=RTOL, atol=ATOL)
 
 
 def test_order_is_checked():
