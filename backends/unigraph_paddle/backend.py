@@ -101,6 +101,8 @@ class PaddleBackend(Backend):
         # The constructor's documented "original usage": (value, place, persistable,
         # zero_copy, name, stop_gradient); zero_copy=False copies the array.
         self._tensor = paddle.Tensor
+        self._partial_grad = paddle.base.core.eager.run_partial_grad
+        self._run_backward = paddle.base.core.eager.run_backward
         self._paddle = paddle  # last: other threads take a set _paddle as "loaded"
 
     # -- eager --------------------------------------------------------------------------
@@ -168,15 +170,35 @@ class PaddleBackend(Backend):
         wanted = [i for i, leaf in enumerate(leaves) if not leaf.stop_gradient]
         grads = [None] * len(leaves)
         if wanted and not target.stop_gradient:
-            found = paddle.grad(
-                [target], [leaves[i] for i in wanted], create_graph=nested, allow_unused=True
-            )
+            if nested:
+                # paddle.grad's own checks cost ~50 us a call; these arguments are its own.
+                found = self._partial_grad([target], [leaves[i] for i in wanted], [], True,
+                                           True, True, True, [], None)
+            else:
+                found = self._backward([target], [leaves[i] for i in wanted])
             for i, g in zip(wanted, found):
                 grads[i] = g
         grads = [paddle.zeros_like(leaf) if g is None else g for g, leaf in zip(grads, leaves)]
         if not nested:
             outputs = [o.detach() if isinstance(o, paddle.Tensor) else o for o in outputs]
         return outputs, grads
+
+    def _backward(self, targets: list, leaves: list) -> list:
+        """The gradients of `targets` with respect to `leaves` (None where unused), by
+        Paddle's `backward()` into each leaf's `.grad` (what `loss.backward()` runs).
+
+        At the outermost `eager_grad` the leaves are the only tensors that require a
+        gradient (every other tensor comes from `to_native` or from ops on such tensors,
+        with stop_gradient set), so `backward()` writes no other tensor's `.grad`; it is
+        `paddle.grad`'s answer with less work: Paddle's partial-gradient engine
+        (`run_partial_grad`) first copies and prunes the graph, ~2x the time per node
+        (softmax regression's step: ~0.2 ms of ~0.7)."""
+        self._run_backward(targets, [], False, None)
+        grads = [leaf.grad for leaf in leaves]
+        for g in grads:
+            if g is not None:
+                g.stop_gradient = True  # `.grad` requires one; paddle.grad's results do not
+        return grads
 
     # -- documentation ------------------------------------------------------------------
     def quirks(self) -> list:

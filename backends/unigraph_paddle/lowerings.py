@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import paddle
 import paddle.nn.functional as F
+from paddle import _C_ops
 
 from unigraph.index_checks import check_indices
 from unigraph.ops.pooling import pool_geometry
@@ -101,11 +102,6 @@ def _is_float(x) -> bool:
 
 def _axes(axis):
     return None if axis is None else list(axis)
-
-
-def _nan_like(x):
-    # full_like has no gradient path to x: where it is selected, x gets 0.
-    return paddle.full_like(x, float("nan"))
 
 
 # -- elementwise ------------------------------------------------------------------------------
@@ -255,21 +251,25 @@ def broadcast_to(x, *, shape):
     return paddle.broadcast_to(x, list(shape))
 
 
-def _checked_indices(op, indices, size, axis=None):
-    """`indices`, refused with unigraph's error when one lies outside [0, size). Eager:
-    checked at once. Static (no Assert op that can print a value): each negative index i
-    becomes i - size, which Paddle's gather refuses (it would wrap i), printing the
-    value; `unigraph.index_checks.translate_run_error` reads it."""
-    if paddle.in_dynamic_mode():
-        if indices.size and bool(paddle.any((indices < 0) | (indices >= size))):
-            check_indices(op, indices.numpy(), int(size), axis)  # builds the message
+def _checked_indices(op, indices, x, x_axis, axis=None):
+    """`indices` into axis `x_axis` of `x`, refused with unigraph's error when one lies
+    outside [0, size). Eager: checked at once, by the smallest and largest index (two
+    reductions, ~8 us; `paddle.any` of comparisons and `bool()` cost ~40). Static (no
+    Assert op that can print a value): each negative index i becomes i - size, which
+    Paddle's gather refuses (it would wrap i), printing the value;
+    `unigraph.index_checks.translate_run_error` reads it."""
+    if type(indices) is _EAGER_TENSOR:
+        size = x.shape[x_axis]
+        if 0 not in indices.shape and (_C_ops.min(indices, [], False).item() < 0
+                                       or _C_ops.max(indices, [], False).item() >= size):
+            check_indices(op, indices.numpy(), size, axis)  # builds the message
         return indices
-    size = paddle.cast(size, indices.dtype)
+    size = paddle.cast(paddle.shape(x)[x_axis], indices.dtype)
     return paddle.where(indices < 0, indices - size, indices)
 
 
 def take(x, indices, *, axis):
-    indices = _checked_indices("take", indices, paddle.shape(x)[axis], axis)
+    indices = _checked_indices("take", indices, x, axis, axis)
     # paddle.gather takes a 1-D index; gather the flat indices, then restore their shape.
     flat = paddle.reshape(indices, [-1])
     gathered = paddle.gather(x, flat, axis=axis)
@@ -339,8 +339,13 @@ def constant(*, value):
 
 
 def relu(x):
-    # F.relu(NaN) is 0; the record keeps NaN (with gradient 0 there, as F.relu gives).
-    return paddle.where(paddle.isnan(x), _nan_like(x), F.relu(x))
+    # F.relu(NaN) is 0; the record keeps NaN, with gradient 0 there, as F.relu gives.
+    if type(x) is _EAGER_TENSOR:
+        # The NaN is x's own, detached: no full-size tensor of NaNs to fill (1.5x faster).
+        # Not in a Program: there these ops gave 0 for a NaN of a constant x (3.3.1; the
+        # alias, a share_data_ op, is not kept apart from relu's buffer).
+        return _C_ops.where(_C_ops.isnan(x), x.detach(), _C_ops.relu(x))
+    return paddle.where(paddle.isnan(x), paddle.full_like(x, float("nan")), F.relu(x))
 
 
 def exp(x):
@@ -363,30 +368,62 @@ def softmax(x, *, axis):
     return paddle.divide(exps, paddle.sum(exps, axis=axis, keepdim=True))
 
 
+def _shifted_and_log_total(x, axis):
+    """(x - max, log(sum(exp(x - max)))) along `axis`, the sum kept as a size-1 axis.
+    The max is a constant shift (no gradient of its own: the terms cancel), so it is
+    detached rather than differentiated to ~1e-16. `_C_ops` (the kernels the `paddle.*`
+    functions call, in dygraph and in a Program alike) skip ~3-15 us of Python checks per
+    op, which is most of an eager op's cost at these sizes."""
+    shifted = _C_ops.subtract(x, _C_ops.max(x, [axis], True).detach())
+    return shifted, _C_ops.log(_C_ops.sum(_C_ops.exp(shifted), [axis], None, True))
+
+
 def log_softmax(x, *, axis):
     # F.log_softmax saturates (3.3.1: [1000, 0] -> [0, -64]): composed as the record says,
-    # (x - max) - log(sum(exp(x - max))). The max is a constant shift (no gradient of its
-    # own: the terms cancel), so it is detached rather than differentiated to ~1e-16.
+    # (x - max) - log(sum(exp(x - max))).
     if x.shape[axis] == 0:  # paddle.max refuses an empty axis; the result is empty anyway
         return x
-    shifted = paddle.subtract(x, paddle.max(x, axis=axis, keepdim=True).detach())
-    total = paddle.sum(paddle.exp(shifted), axis=axis, keepdim=True)
-    return paddle.subtract(shifted, paddle.log(total))
+    shifted, log_total = _shifted_and_log_total(x, axis)
+    return _C_ops.subtract(shifted, log_total)
 
 
 def sparse_softmax_cross_entropy(logits, labels):
-    # F.cross_entropy saturates like F.log_softmax ([[1000, 0]], [1] -> 64, not 1000).
-    labels = _checked_indices("sparse_softmax_cross_entropy", labels, paddle.shape(logits)[-1])
-    log_p = log_softmax(logits, axis=-1)
-    picked = paddle.take_along_axis(log_p, paddle.unsqueeze(labels, -1), axis=-1)
-    return paddle.neg(paddle.squeeze(picked, axis=[-1]))
+    # F.cross_entropy saturates like F.log_softmax ([[1000, 0]], [1] -> 64, not 1000):
+    # composed as -log_softmax(logits)[label], written log_total - shifted[label], which
+    # rounds the same (a - b is -(b - a) exactly) and picks before subtracting: one
+    # [N, C] op fewer, forward and backward, and no negation.
+    classes = len(logits.shape) - 1
+    labels = _checked_indices("sparse_softmax_cross_entropy", labels, logits, classes)
+    if logits.shape[classes] == 0:  # no class: every label is refused above; empty result
+        return paddle.neg(paddle.squeeze(paddle.take_along_axis(
+            logits, paddle.unsqueeze(labels, -1), axis=-1), axis=[-1]))
+    shifted, log_total = _shifted_and_log_total(logits, classes)
+    picked = _C_ops.take_along_axis(shifted, _C_ops.unsqueeze(labels, [classes]), classes)
+    return _C_ops.squeeze(_C_ops.subtract(log_total, picked), [classes])
+
+
+def _add_channel_bias(out, bias):
+    """out [N, C, H, W] + bias [C], added as [N, C, H * W] + [C, 1]: the same sums, but
+    Paddle's CPU add broadcasting a [1, C, 1, 1] (what F.conv2d adds) runs ~3x slower
+    (3.3.1, a 64x16x32x32 result: 5.8 ms against 1.8). Sizes unknown until the run (other
+    than the batch) or zero keep the 4-D form."""
+    n, c, h, w = out.shape
+    if min(c, h, w) <= 0 or n == 0:
+        return _C_ops.add(out, _C_ops.reshape(bias, [1, -1, 1, 1]))
+    rows = _C_ops.reshape(out, [-1, c, h * w])
+    return _C_ops.reshape(_C_ops.add(rows, _C_ops.reshape(bias, [c, 1])), [-1, c, h, w])
 
 
 def conv2d(x, w, bias=None, *, stride, padding, dilation, groups):
-    return F.conv2d(
-        x, w, bias=bias, stride=list(stride), padding=list(padding),
-        dilation=list(dilation), groups=groups,
-    )
+    channels, filters = x.shape[1], w.shape[0]
+    if channels == groups and channels != 1 and filters % channels == 0:
+        # F.conv2d's depthwise kernel
+        out = F.conv2d(x, w, stride=list(stride), padding=list(padding),
+                       dilation=list(dilation), groups=groups)
+    else:  # what F.conv2d runs, without its ~10 us of Python checks
+        out = _C_ops.conv2d(x, w, list(stride), list(padding), "EXPLICIT", list(dilation),
+                            groups, "NCHW")
+    return out if bias is None else _add_channel_bias(out, bias)
 
 
 def conv_transpose2d(x, w, bias=None, *, stride, padding, output_padding, dilation, groups):
