@@ -31,6 +31,8 @@ def _extra(name):
         return [((inf_row, np.array([1, 0, 2])), {}),
                 ((np.array([[3.0], [-2.0]]), np.array([0, 0])), {}),  # one class: loss 0
                 ((np.zeros((0, 4)), np.zeros(0, np.int64)), {})]
+    if name != "mean":
+        return []
     x = np.arange(24.0).reshape(2, 3, 4) / 7
     return [((x,), {"axis": (0, 2), "keepdims": False}), ((x,), {"axis": (1,), "keepdims": True}),
             ((x,), {"axis": None, "keepdims": False}), ((x[0, 0, :1],), {"axis": None,

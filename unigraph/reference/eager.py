@@ -44,7 +44,10 @@ class Tape:
             for x, gx, need in zip(inputs, vjp(g, inputs, out, **extra, **attrs), needs):
                 if need and gx is not None and x.dtype.kind == "f":
                     grads[id(x)] = grads[id(x)] + gx if id(x) in grads else gx
-        return [grads.get(id(leaf), np.zeros_like(leaf)) for leaf in leaves]
+        # zeros only for a leaf no gradient reached (a default argument would build
+        # them for every leaf)
+        return [grads[id(leaf)] if id(leaf) in grads else np.zeros_like(leaf)
+                for leaf in leaves]
 
 
 def in_tape() -> bool:

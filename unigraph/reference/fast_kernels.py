@@ -16,7 +16,13 @@ checker runs it); a kernel here computes the same numbers with less work per cal
 
 - sparse_softmax_cross_entropy, forward and VJP, and mean's VJP: the reference's
   operations without the [N, C] log-softmax matrix, the dtype-name checks and the NumPy
-  error-state context per call (the softmax-regression step is mostly small ops);
+  error-state context per call (the softmax-regression step is mostly small ops); the
+  forward keeps its exponentials for the VJP of the same call (`_softmax_memo`), so a
+  training step computes them once, as hand-written NumPy does;
+- mean's forward, and the VJPs of matmul (2-D), add, sub and relu on operands of one float
+  dtype: the same NumPy calls as the records' rules without the generic wrapper
+  (`grad_for`'s dtype checks, casts and reshapes), which costs more than the arithmetic on
+  a training step's bias vectors;
 
 `VJP_KERNELS` / `vjp_kernel` are the same for VJP rules.
 
@@ -30,12 +36,15 @@ array(3.)
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from unigraph.index_checks import check_indices
 from unigraph.ir import FLOAT_DTYPES
 from unigraph.ops import OPS
+from unigraph.ops._util import unbroadcast
 
 __all__ = ["KERNELS", "OPERATORS", "VJP_KERNELS", "conv2d", "kernel", "vjp_kernel"]
 
@@ -75,16 +84,34 @@ def conv2d(x, w, bias=None, *, stride, padding, dilation, groups):
     return out.reshape(n, o, oh, ow).astype(x.dtype, copy=False)
 
 
+# dtype.name is a Python property (~1 us); a set of dtype objects answers in ~0.1 us.
+_FLOATS = frozenset(np.dtype(name) for name in FLOAT_DTYPES)
+_FAST_FLOATS = frozenset((np.dtype(np.float32), np.dtype(np.float64)))
+
+# The cross-entropy forward's exponentials and row sums, kept for the VJP of the same call:
+# one entry per thread, (loss, logits, labels, exp, row sums), taken (and cleared) by the
+# VJP when it is handed that very loss array for those very logits and labels. The engine
+# never writes an array it has handed on, so identity means the same numbers; any other
+# call recomputes. At most one [N, C] array per thread stays alive between calls.
+_softmax_memo = threading.local()
+
+
 def sparse_softmax_cross_entropy(logits, labels):
     """The per-row loss as the reference computes it, -(shifted[n, y] - lse[n]), without
     the [N, C] log-softmax matrix (only the picked entries are subtracted)."""
-    check_indices("sparse_softmax_cross_entropy", labels, logits.shape[1])
     if logits.size == 0:
+        check_indices("sparse_softmax_cross_entropy", labels, logits.shape[1])
         return OPS["sparse_softmax_cross_entropy"].reference(logits, labels)
+    if labels.min() < 0 or labels.max() >= logits.shape[1]:  # two reductions: the common case
+        check_indices("sparse_softmax_cross_entropy", labels, logits.shape[1])
     shifted = _shifted_rows(logits)
-    lse = np.log(np.exp(shifted).sum(axis=1))
+    exp = np.exp(shifted)
+    total = exp.sum(axis=1)
+    lse = np.log(total)
     picked = shifted[np.arange(len(labels)), labels]
-    return (-(picked - lse)).astype(logits.dtype, copy=False)  # the reference's signed zeros
+    loss = (-(picked - lse)).astype(logits.dtype, copy=False)  # the reference's signed zeros
+    _softmax_memo.entry = (loss, logits, labels, exp, total)
+    return loss
 
 
 def _shifted_rows(x):
@@ -101,11 +128,20 @@ def sparse_softmax_cross_entropy_vjp(g, inputs, out):
     """softmax(logits) - one_hot(labels), times g: the reference's operations in its order,
     as method calls, and no error state entered for finite rows."""
     logits, labels = inputs
-    if logits.size == 0 or logits.dtype.name not in FLOAT_DTYPES:
+    if logits.size == 0 or logits.dtype not in _FLOATS:
         return OPS["sparse_softmax_cross_entropy"].vjp(g, inputs, out)
-    e = np.exp(_shifted_rows(logits))
-    d_logits = e / e.sum(axis=1, keepdims=True)
+    entry = getattr(_softmax_memo, "entry", None)
+    if entry is not None and entry[0] is out and entry[1] is logits and entry[2] is labels:
+        _softmax_memo.entry = None
+        # The forward's exp is referenced by nothing else now: divide into its buffer.
+        e, total = entry[3], entry[4]
+        d_logits = np.divide(e, total[:, None], out=e)
+    else:
+        e = np.exp(_shifted_rows(logits))
+        d_logits = e / e.sum(axis=1, keepdims=True)
     d_logits[np.arange(len(labels)), labels] -= 1
+    if g.dtype == d_logits.dtype:
+        return [np.multiply(d_logits, g[:, None], out=d_logits), None]
     return [(d_logits * g[:, None]).astype(logits.dtype, copy=False), None]
 
 
@@ -113,17 +149,76 @@ def mean_vjp(g, inputs, out, *, axis, keepdims):
     """g / count spread over the reduced axes: the reference divides the broadcast g, here
     g is divided once and then broadcast into a fresh array (the same quotients)."""
     (x,) = inputs
-    if x.dtype.name not in FLOAT_DTYPES:
+    if x.dtype not in _FLOATS:
         return [None]
     axes = tuple(range(x.ndim)) if axis is None else tuple(axis)
     count = 1
     for a in axes:
         count *= x.shape[a]
-    if not keepdims:
-        g = np.expand_dims(g, axes)
+    if not keepdims and axis is not None:
+        g = np.expand_dims(g, axes)  # a mean over all axes has a 0-d g: it broadcasts as is
     grad = np.empty(x.shape, x.dtype)
     grad[...] = np.asarray(g / count).astype(x.dtype, copy=False)
     return [grad]
+
+
+def mean(x, *, axis, keepdims):
+    """np.mean's own steps for float32/float64 (`numpy/_core/_methods.py:_mean`): the sum,
+    then a division by the count as an intp, in place when the sum is an array; without
+    np.mean's Python layers (~5 us). float16 (summed in float32) and empty means (a
+    warning and NaN) go to the reference."""
+    if x.dtype not in _FAST_FLOATS or x.size == 0:
+        return OPS["mean"].reference(x, axis=axis, keepdims=keepdims)
+    count = 1
+    for a in (range(x.ndim) if axis is None else axis):
+        count *= x.shape[a]
+    total = np.add.reduce(x, axis=axis, keepdims=keepdims)
+    if type(total) is np.ndarray:
+        return np.true_divide(total, np.intp(count), out=total, casting="unsafe")
+    return np.asarray(x.dtype.type(total / np.intp(count)))
+
+
+def _same_float(g, *arrays) -> bool:
+    """Whether g and every array share one float dtype (the fast VJPs' precondition)."""
+    dtype = g.dtype
+    if dtype not in _FLOATS:
+        return False
+    for array in arrays:
+        if array.dtype != dtype:
+            return False
+    return True
+
+
+def matmul_vjp(g, inputs, out, needs=(True, True)):
+    """g @ b.T and a.T @ g for 2-D operands of g's dtype (the record's products, no
+    unbroadcasting to do); batched or mixed cases go to the record."""
+    a, b = inputs
+    if a.ndim != 2 or b.ndim != 2 or not _same_float(g, a, b):
+        return OPS["matmul"].vjp(g, inputs, out, needs=needs)
+    return [g @ b.T if needs[0] else None, a.T @ g if needs[1] else None]
+
+
+def add_vjp(g, inputs, out):
+    """g, summed over the dims broadcasting stretched (a bias's gradient: one sum)."""
+    x, y = inputs
+    if not _same_float(g, x, y):
+        return OPS["add"].vjp(g, inputs, out)
+    return [np.asarray(unbroadcast(g, x.shape)), np.asarray(unbroadcast(g, y.shape))]
+
+
+def sub_vjp(g, inputs, out):
+    x, y = inputs
+    if not _same_float(g, x, y):
+        return OPS["sub"].vjp(g, inputs, out)
+    return [np.asarray(unbroadcast(g, x.shape)), np.asarray(unbroadcast(-g, y.shape))]
+
+
+def relu_vjp(g, inputs, out):
+    """g * (x > 0), the record's product (a NaN cotangent at x <= 0 stays NaN)."""
+    (x,) = inputs
+    if not _same_float(g, x) or g.shape != x.shape:
+        return OPS["relu"].vjp(g, inputs, out)
+    return [np.multiply(g, x > 0)]
 
 
 _UFUNCS = {
@@ -144,8 +239,10 @@ OPERATORS = {
 KERNELS = {name: _ufunc_kernel(ufunc, OPERATORS.get(name)) for name, ufunc in _UFUNCS.items()}
 KERNELS["conv2d"] = conv2d
 KERNELS["sparse_softmax_cross_entropy"] = sparse_softmax_cross_entropy
+KERNELS["mean"] = mean
 VJP_KERNELS = {"sparse_softmax_cross_entropy": sparse_softmax_cross_entropy_vjp,
-               "mean": mean_vjp}
+               "mean": mean_vjp, "matmul": matmul_vjp, "add": add_vjp, "sub": sub_vjp,
+               "relu": relu_vjp}
 
 
 def kernel(name: str, record):
