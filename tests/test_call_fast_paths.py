@@ -136,3 +136,54 @@ def test_eager_tensor_loop_with_a_list_body_and_maximum_iterations(target):
     got_x, got_n = run_on(target, halve, x, np.asarray(5, np.int64))
     np.testing.assert_array_equal(got_x, x.astype(np.float64) / 8)  # 3 iterations
     assert got_n.dtype == np.int64 and int(got_n) == 2
+
+
+def _nested():
+    @ug.function
+    def nested(i, total):
+        def outer_body(i, total):
+            j, total = ug.while_loop(lambda j, t: j < 5, lambda j, t: (j + 1, t + j),
+                                     (ug.zeros((), "int64"), total))
+            return i + 1, total
+
+        return ug.while_loop(lambda i, t: i < 3, outer_body, (i, total))
+
+    return nested
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_loop_guards_of_plain_nested_and_bounded_loops(target):
+    # torch:static keeps a plain loop's guard as a Python int; a nested loop (which reports
+    # through the counter) and maximum_iterations keep the tensor guard: every kind must
+    # still count right and still stop at the limit, on every target.
+    nested = _nested()
+    zero = np.asarray(0, np.int64)
+    for _ in range(2):
+        i, total = run_on(target, nested, zero, zero)
+        assert (int(i), int(total)) == (3, 30)  # 3 x (0 + 1 + 2 + 3 + 4), by hand
+    with loop_limit(4), pytest.raises(ControlFlowError, match=r"ran more than 4 iterations"):
+        run_on(target, nested, zero, zero)  # the inner loop runs 5 times
+    counter = _counter()
+    with loop_limit(10):  # exactly 10 iterations: within the limit
+        a, b = run_on(target, counter, np.asarray(0, np.int64), np.asarray(10, np.int64))
+    assert (int(a), int(b)) == (20, 20)
+    with loop_limit(9), pytest.raises(ControlFlowError, match=r"ran more than 9 iterations"):
+        run_on(target, counter, np.asarray(0, np.int64), np.asarray(10, np.int64))
+
+
+def test_torch_static_keeps_a_plain_loop_guard_in_python():
+    pytest.importorskip("torch")
+    if "torch:static" not in TARGETS:
+        pytest.skip("torch:static is not loaded")
+    counter, nested = _counter(), _nested()
+    zero, ten = np.asarray(0, np.int64), np.asarray(10, np.int64)
+    run_on("torch:static", counter, zero, ten)
+    run_on("torch:static", nested, zero, zero)
+    (plain,) = counter._cache.values()
+    (outer,) = nested._cache.values()
+    assert "counter_tensor(" in plain.executable.source
+    assert "op_less_equal" not in plain.executable.source.split("def every_value")[0]
+    run_source = outer.executable.source.split("def every_value")[0]
+    # The inner loop is plain: a Python int; the outer one, which the inner one reports
+    # through, keeps its tensor guard.
+    assert run_source.count("counter_tensor(") == 1 and "op_less_equal" in run_source

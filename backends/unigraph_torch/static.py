@@ -39,6 +39,7 @@ from unigraph.backend import Executable, lower_nodes
 from unigraph.errors import BackendError
 from unigraph.ir import Graph
 from unigraph_torch.gradients import gradients, leaf
+from unigraph_torch.loop_guard import counter_tensor, find_guard
 from unigraph_torch.lowerings import LOWERINGS, TORCH_DTYPES
 
 # torch dtype -> NumPy dtype, to check native feeds against the graph's inputs.
@@ -121,6 +122,7 @@ class _SourceWriter:
             "gradients": gradients,
             "no_grad": torch.no_grad,
             "enable_grad": torch.enable_grad,
+            "counter_tensor": counter_tensor,
         }
         self.table = _OpTable(self)
         self.control_flow = {"cond": self.cond, "while_loop": self.while_loop, "grad": self.grad}
@@ -185,6 +187,9 @@ class _SourceWriter:
         return outs
 
     def while_loop(self, node, args: list) -> list:
+        guard = find_guard(node, [self.scope.get(name) for name in args])
+        if guard is not None:
+            return self.guarded_while(node, args, guard)
         carried_count = node.attrs["num_carried"]
         captured = args[carried_count:]
         state = [self.fresh() for _ in range(carried_count)]
@@ -196,6 +201,25 @@ class _SourceWriter:
         self.emit("    break")
         self.assign(state, self.inline(node.subgraphs["body"], state + captured))
         self.depth -= 1
+        return state
+
+    def guarded_while(self, node, args: list, guard) -> list:
+        """`while_loop` with its iteration counter a Python int (see `loop_guard`)."""
+        count = node.attrs["num_carried"]
+        captured = args[count:]
+        state = [self.fresh() for _ in range(count)]
+        counter = state[-1]
+        self.assign(state[:-1], args[:count - 1])
+        self.emit(f"{counter} = 0")
+        self.emit("while True:")
+        self.depth += 1
+        (keep_going,) = self.inline(guard.cond, state + captured)
+        self.emit(f"if not ({keep_going} and {counter} <= {guard.limit}):")
+        self.emit("    break")
+        self.assign(state[:-1], self.inline(guard.body, state + captured))
+        self.emit(f"{counter} += 1")
+        self.depth -= 1
+        self.emit(f"{counter} = counter_tensor({counter})")
         return state
 
     def grad(self, node, args: list) -> list:
