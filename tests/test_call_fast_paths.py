@@ -187,3 +187,15 @@ def test_torch_static_keeps_a_plain_loop_guard_in_python():
     # The inner loop is plain: a Python int; the outer one, which the inner one reports
     # through, keeps its tensor guard.
     assert run_source.count("counter_tensor(") == 1 and "op_less_equal" in run_source
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_byte_swapped_array_is_converted_on_every_call(target):
+    add_or_sub = _add_or_sub()
+    x = np.array([1.0, 2.0], np.float32)
+    swapped = x.astype(">f4")  # the same values, big-endian: its dtype's name is float32
+    y = np.array([0.5, 0.25], np.float32)
+    for first, second in ((x, y), (swapped, y), (swapped, y), (x, y)):
+        got = run_on(target, add_or_sub, first, second)
+        assert got.dtype == np.float32
+        np.testing.assert_array_equal(got, [1.5, 2.25])  # sum(x) > sum(y): x + y

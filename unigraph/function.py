@@ -534,9 +534,10 @@ class Function:
                 if compiled.loaded[index] != param.version:
                     executable.set_param(index, param._host())  # set_param copies
                     compiled.loaded[index] = param.version
-        # An array the call's key already typed is fed as it is (its dtype is the input's);
-        # a Tensor of this backend as its native; anything else as an array of its type.
-        feeds = [x if type(x) is np.ndarray
+        # An array the call's key already typed is fed as it is (its dtype is the input's;
+        # a byte-swapped one is converted); a Tensor of this backend as its native;
+        # anything else as an array of its type.
+        feeds = [x if type(x) is np.ndarray and x.dtype.isnative
                  else x.native_for(backend) if isinstance(x, Tensor) and x._backend is backend
                  else np.asarray(x._host() if isinstance(x, Tensor) else x,
                                  dtype=leaf_spec(x)[1])

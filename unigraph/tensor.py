@@ -572,6 +572,8 @@ def as_array(data, dtype=None, what="ug.tensor", python_defaults=True) -> np.nda
     if isinstance(data, np.ndarray | np.generic):
         if data.dtype.kind not in "biuf":
             raise _conversion_error(data, what)
+        if dtype is None and not data.dtype.isnative:  # byte-swapped: the kernels take native
+            dtype = data.dtype.newbyteorder("=")
         array = np.array(data, dtype=dtype, copy=True)  # copy in: the caller keeps its array
     else:
         try:
