@@ -108,7 +108,7 @@ def sparse_softmax_cross_entropy(logits, labels):
     exp = np.exp(shifted)
     total = exp.sum(axis=1)
     lse = np.log(total)
-    picked = shifted[np.arange(len(labels)), labels]
+    picked = shifted[_rows(len(labels)), labels]
     loss = (-(picked - lse)).astype(logits.dtype, copy=False)  # the reference's signed zeros
     _softmax_memo.entry = (loss, logits, labels, exp, total)
     return loss
@@ -139,7 +139,7 @@ def sparse_softmax_cross_entropy_vjp(g, inputs, out):
     else:
         e = np.exp(_shifted_rows(logits))
         d_logits = e / e.sum(axis=1, keepdims=True)
-    d_logits[np.arange(len(labels)), labels] -= 1
+    d_logits[_rows(len(labels)), labels] -= 1
     if g.dtype == d_logits.dtype:
         return [np.multiply(d_logits, g[:, None], out=d_logits), None]
     return [(d_logits * g[:, None]).astype(logits.dtype, copy=False), None]
@@ -176,6 +176,26 @@ def mean(x, *, axis, keepdims):
     if type(total) is np.ndarray:
         return np.true_divide(total, np.intp(count), out=total, casting="unsafe")
     return np.asarray(x.dtype.type(total / np.intp(count)))
+
+
+def relu(x):
+    """max(x, 0) for floats: the ufunc keeps x's dtype (0 is a weak Python int), so the
+    record's cast is a no-op; NaN stays NaN."""
+    return np.asarray(np.maximum(x, 0))
+
+
+_ROWS: dict = {}
+
+
+def _rows(count: int) -> np.ndarray:
+    """np.arange(count), read-only and kept per count: the row index of the label picks."""
+    rows = _ROWS.get(count)
+    if rows is None:
+        if len(_ROWS) > 64:
+            _ROWS.clear()
+        rows = _ROWS[count] = np.arange(count)
+        rows.flags.writeable = False
+    return rows
 
 
 def _same_float(g, *arrays) -> bool:
@@ -240,6 +260,10 @@ KERNELS = {name: _ufunc_kernel(ufunc, OPERATORS.get(name)) for name, ufunc in _U
 KERNELS["conv2d"] = conv2d
 KERNELS["sparse_softmax_cross_entropy"] = sparse_softmax_cross_entropy
 KERNELS["mean"] = mean
+KERNELS["relu"] = relu
+# matmul's operands have one dtype (the record's rule), which np.matmul keeps: the
+# record's cast is a no-op
+KERNELS["matmul"] = np.matmul
 VJP_KERNELS = {"sparse_softmax_cross_entropy": sparse_softmax_cross_entropy_vjp,
                "mean": mean_vjp, "matmul": matmul_vjp, "add": add_vjp, "sub": sub_vjp,
                "relu": relu_vjp}
