@@ -422,6 +422,8 @@ class Parameter(Tensor):
     never change; a backend that honours the hint (torch) then runs the kernels of the
     framework's own layers, the others ignore it. `ug.nn.Linear` sets "F" on its weight.
 
+    >>> w = ug.Parameter(np.zeros((784, 10), np.float32), lr_scale=0.1, order="F")
+
     Where the newest value lives: a parameter written by a training step on some backend
     keeps its value there (`_home`) until someone reads it; `version` counts writes so that
     every other store knows when to reload.
