@@ -349,12 +349,16 @@ def relu(x):
 
 
 def exp(x):
-    # float64 paddle.exp never goes below 5.56e-309 (3.3.1: exp(-inf) is 5.6e-309, not 0).
-    # Below -745.2 even the smallest subnormal rounds to 0, so the result is 0 there; between
-    # -745.2 and -708.4 (subnormal results) the floor stays, off by under 1e-308. A mask
-    # multiplied in, not a `where`, so a NaN cotangent still reaches those elements.
-    if x.dtype == paddle.float64:
-        return paddle.multiply(paddle.exp(x), paddle.cast(x >= -745.2, x.dtype))
+    # Paddle's vectorised exp (8 elements or more) never goes below its floor (3.3.1:
+    # float64 5.56e-309, float32 2.94e-39; exp(-inf) is that, not 0). Below -745.2
+    # (float64) or -103.98 (float32) even the smallest subnormal rounds to 0, so the result
+    # is 0 there; above that, down to -708.4 / -88.72 (subnormal results), the floor stays,
+    # off by under 1e-308 / 3e-39. A mask multiplied in, not a `where`, so a NaN cotangent
+    # still reaches those elements.
+    dtype = x.dtype
+    if dtype == paddle.float64 or dtype == paddle.float32:
+        bound = -745.2 if dtype == paddle.float64 else -103.98
+        return _C_ops.multiply(_C_ops.exp(x), _C_ops.cast(x >= bound, dtype))
     return paddle.exp(x)
 
 
@@ -375,7 +379,7 @@ def _shifted_and_log_total(x, axis):
     functions call, in dygraph and in a Program alike) skip ~3-15 us of Python checks per
     op, which is most of an eager op's cost at these sizes."""
     shifted = _C_ops.subtract(x, _C_ops.max(x, [axis], True).detach())
-    return shifted, _C_ops.log(_C_ops.sum(_C_ops.exp(shifted), [axis], None, True))
+    return shifted, _C_ops.log(_C_ops.sum(exp(shifted), [axis], None, True))
 
 
 def log_softmax(x, *, axis):

@@ -52,6 +52,13 @@ def _softmax_floors_at_minus_64() -> bool:
     return bool(abs(got[1] - np.exp(-64.0)) < 1e-30 and got[2] == got[1])
 
 
+def _float32_exp_stops_above_zero() -> bool:
+    paddle = _paddle()
+    # Its vectorised kernel: 8 elements or more (7 give 0 and 3.8e-44).
+    got = paddle.exp(paddle.to_tensor(np.array([-np.inf, -100.0] * 4, np.float32))).numpy()
+    return bool(np.all((got > 2.9e-39) & (got < 3e-39)))
+
+
 def _float64_exp_stops_above_zero() -> bool:
     paddle = _paddle()
     # Its vectorised kernel: 16 elements (a 2-element tensor gives 0).
@@ -822,5 +829,15 @@ QUIRKS = [
                    "(lowerings.exp); between -745.2 and -708.4 the floor stays (off by "
                    "under 1e-308)",
         pin=_float64_exp_stops_above_zero,
+    ),
+    Quirk(
+        op="exp", framework="paddle", versions=VERSIONS,
+        behaviour="float32 paddle.exp of 8 elements or more never goes below 2.94e-39 "
+                  "(a subnormal): exp(-inf) and exp(-100) are 2.9e-39, not 0 and 3.7e-44, so "
+                  "a -inf logit got a gradient of 3.7e-40 in softmax and cross-entropy",
+        workaround="0 below -103.98, where even the smallest subnormal rounds to 0 "
+                   "(lowerings.exp, also in log_softmax and cross-entropy); between -103.98 "
+                   "and -88.72 the floor stays (off by under 3e-39)",
+        pin=_float32_exp_stops_above_zero,
     ),
 ]
