@@ -17,6 +17,9 @@ from unigraph.ir import Graph
 def make_control_flow(tf, lowerings: dict, gradients: str) -> dict:
     """{op: builder(node, args) -> outputs} for `lower_nodes`; `gradients` is "graph"
     (tf.compat.v1.gradients) or "tape" (tf.GradientTape)."""
+    # Here, not at the top: backend.py imports this module before tensorflow may be imported.
+    from unigraph_tensorflow.taping import differentiating
+
     control_flow: dict = {}
 
     def lower_subgraph(graph: Graph, args: list) -> list:
@@ -55,7 +58,8 @@ def make_control_flow(tf, lowerings: dict, gradients: str) -> dict:
 
     def lower_grad_graph(node, args):
         leaves = leaves_of(args)
-        outs = lower_subgraph(node.subgraphs["fn"], leaves)
+        with differentiating():  # forward-only routes (NCHW convs) stay out
+            outs = lower_subgraph(node.subgraphs["fn"], leaves)
         wrt = [leaves[i] for i in node.attrs["wrt"]]
         floats = floating(wrt)
         grads = tf.compat.v1.gradients(outs[node.attrs["output"]], floats,
@@ -68,7 +72,8 @@ def make_control_flow(tf, lowerings: dict, gradients: str) -> dict:
             wrt = [leaves[i] for i in node.attrs["wrt"]]
             floats = floating(wrt)
             tape.watch(floats)
-            outs = lower_subgraph(node.subgraphs["fn"], leaves)
+            with differentiating():  # forward-only routes (NCHW convs) stay out
+                outs = lower_subgraph(node.subgraphs["fn"], leaves)
         grads = tape.gradient(outs[node.attrs["output"]], floats,
                               unconnected_gradients=tf.UnconnectedGradients.ZERO) if floats else []
         return outs + per_leaf(tf, wrt, grads)

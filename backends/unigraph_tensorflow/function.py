@@ -27,11 +27,11 @@ class FunctionExecutable(Executable):
     def __init__(self, tf, graph: Graph, lowerings: dict):
         super().__init__(graph)
         self._tf = tf
-        # Images stay NHWC through conv/pool/activation chains (layout.py); imported here,
-        # after paddle, like every module that imports tensorflow.
-        from unigraph_tensorflow.layout import carry_nhwc
+        # Images stay NHWC through conv/pool/activation chains, or convs run NCHW where TF
+        # can (layout.py); imported here, after paddle, like every module importing tensorflow.
+        from unigraph_tensorflow.layout import carry_nhwc, takes_nchw_convs
 
-        lowerings = carry_nhwc(lowerings)
+        lowerings = carry_nhwc(lowerings, takes_nchw_convs(graph))  # before the build: eager
         self._lowerings = lowerings
         self._control_flow = make_control_flow(tf, lowerings, gradients="tape")
         # A variable needs some value to exist; zeros are a placeholder that run() never

@@ -38,13 +38,16 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from unigraph_tensorflow import nchw_conv
 from unigraph_tensorflow.images import (
+    TO_HWIO,
     TO_NCHW,
     TO_NHWC,
     avg_pool2d_nhwc,
     conv2d_nhwc,
     max_pool2d_nhwc,
 )
+from unigraph_tensorflow.taping import inside_gradient
 
 raw = tf.raw_ops
 
@@ -64,17 +67,20 @@ IMAGE_OPS = {"conv2d": conv2d_nhwc, "max_pool2d": max_pool2d_nhwc,
 CARRIED = frozenset(UNARY | BINARY | REDUCTIONS | set(IMAGE_OPS) | {"transpose"})
 
 
-def carry_nhwc(lowerings: dict) -> dict:
+def carry_nhwc(lowerings: dict, nchw_convs: bool = False) -> dict:
     """The graph lowering table `lowerings` with the layout pass on every op in `CARRIED`
     (a new table; `lowerings` is unchanged). Each graph-mode executable builds its own,
     once, and hands it to `lower_nodes` and to its control flow (so branches, loop bodies
-    and `ug.grad` functions get the pass too).
+    and `ug.grad` functions get the pass too). `nchw_convs` (see `takes_nchw_convs`): a
+    forward conv of an NCHW image runs on TF's NCHW kernels, with no transpose at all.
 
-    >>> table = carry_nhwc(GRAPH_LOWERINGS)   # then lower_nodes(graph, env, table, ...)
+    >>> table = carry_nhwc(GRAPH_LOWERINGS, takes_nchw_convs(graph))
     """
     carried = dict(lowerings)
     for name, native in IMAGE_OPS.items():
         carried[name] = image_op(native)
+    if nchw_convs:
+        carried["conv2d"] = nchw_or_carried(carried["conv2d"])
     for name in UNARY & lowerings.keys():
         carried[name] = unary(lowerings[name])
     for name in BINARY & lowerings.keys():
@@ -83,6 +89,38 @@ def carry_nhwc(lowerings: dict) -> dict:
         carried[name] = reduction(lowerings[name])
     carried["transpose"] = transpose(lowerings["transpose"])
     return carried
+
+
+POOLS = frozenset({"max_pool2d", "avg_pool2d"})
+
+
+def takes_nchw_convs(graph) -> bool:
+    """Whether the graph's forward convs should run on TF's NCHW kernels (`nchw_conv`): where
+    this TF has them, and the graph has no pool, whose NHWC-only kernel would then transpose
+    the conv's wider result instead of the conv's input. Ask before building (it may probe
+    the kernels, eagerly)."""
+    pending = [graph]
+    while pending:
+        for node in pending.pop().nodes:
+            if node.op in POOLS:
+                return False
+            pending.extend(node.subgraphs.values())
+    return nchw_conv.supported()
+
+
+def nchw_or_carried(carried_conv):
+    """conv2d on NCHW kernels when its image is NCHW (not the view of an NHWC value, which
+    the carried conv reads as it is) and no gradient goes through it; else `carried_conv`."""
+
+    def lowering(x, w, bias=None, **attrs):
+        if (nhwc_of_view(x) is None and not inside_gradient()
+                and nchw_conv.usable(x, w, **attrs)):
+            filter_hwio = raw.Transpose(x=w, perm=TO_HWIO)
+            return nchw_conv.conv2d_nchw(x, filter_hwio, bias, stride=attrs["stride"],
+                                         padding=attrs["padding"])
+        return carried_conv(x, w, bias, **attrs)
+
+    return lowering
 
 
 # -- views ------------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ import tensorflow as tf
 
 from unigraph.index_checks import MARKER, check_indices
 from unigraph.printing import emit
-from unigraph_tensorflow import images
+from unigraph_tensorflow import images, nchw_conv
 from unigraph_tensorflow.taping import may_be_differentiated
 
 raw = tf.raw_ops
@@ -387,7 +387,7 @@ LOWERINGS = {
     "tanh": unary(raw.Tanh),
     "softmax": softmax,
     "log_softmax": log_softmax,
-    "conv2d": images.conv2d,
+    "conv2d": nchw_conv.conv2d,  # eager: NCHW oneDNN kernels where TF has them
     "conv_transpose2d": images.conv_transpose2d,
     "max_pool2d": images.max_pool2d,
     "avg_pool2d": images.avg_pool2d,

@@ -6,6 +6,9 @@ only ops run under unigraph's own GradientTape (`TensorFlowBackend.eager_grad`) 
 
     with differentiating():
         ...                       # eager ops here build their custom gradients
+
+A graph's `grad` nodes lower their function inside `differentiating()` too, so a lowering can
+tell the ops a gradient goes through from forward-only ones (`inside_gradient`).
 """
 
 from __future__ import annotations
@@ -26,6 +29,12 @@ def differentiating():
         yield
     finally:
         _state.depth -= 1
+
+
+def inside_gradient() -> bool:
+    """True while lowering ops that a gradient is taken of: under unigraph's eager tape, or in
+    the function of a graph's `grad` node (`control_flow.py` marks both)."""
+    return getattr(_state, "depth", 0) > 0
 
 
 def may_be_differentiated() -> bool:

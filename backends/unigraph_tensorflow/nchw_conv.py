@@ -1,0 +1,117 @@
+"""conv2d straight on NCHW images, where TensorFlow's oneDNN kernels take that layout.
+
+TF's own CPU Conv2D takes NHWC only, so `images.conv2d` transposes the image in, the filter
+to HWIO and the result back: three Transposes around two ops, and TF's Transpose is slow on
+small images (a [1, 3, 32, 32] image costs several times a Relu over the whole result). With
+oneDNN (TF's default on x86 CPUs with AVX-512, or `ug.set_tuned(True)`) Conv2D and BiasAdd run
+NCHW directly, and in a graph Grappler fuses them with a following Relu into one
+`_FusedConv2D`, as it does for an idiomatic NHWC user's conv. The values are bit for bit the
+NHWC route's (the same oneDNN kernels; checked by tests/test_tensorflow_nchw_conv.py).
+
+Only for forward convs: oneDNN's Conv2DBackpropInput refuses NCHW when eager ("only supports
+NHWC"), so a conv that may be differentiated keeps the NHWC route. Also only float32, groups
+1, dilation 1 and a batch known to be non-empty; and only where `supported()` found the
+kernels, once per process (TF without oneDNN has no NCHW Conv2D on CPU).
+
+This module imports tensorflow: `lowerings.py` and `layout.py` import it, after paddle.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+import tensorflow as tf
+
+from unigraph_tensorflow import images
+from unigraph_tensorflow.taping import may_be_differentiated
+
+raw = tf.raw_ops
+
+
+def usable(x, w, *, stride, padding, dilation, groups) -> bool:
+    """Whether this conv is one the NCHW kernels take (the probe covers these)."""
+    batch = x.shape[0]
+    return (x.dtype == tf.float32 and w.dtype == tf.float32 and groups == 1
+            and tuple(dilation) == (1, 1) and batch is not None and batch > 0
+            and x.shape.rank == 4)
+
+
+def conv2d_nchw(x, f, bias, *, stride, padding):
+    """Conv2D (+ BiasAdd) of the NCHW image `x` by the HWIO filter `f`, NCHW out."""
+    (sh, sw), (ph, pw) = stride, padding
+    out = raw.Conv2D(input=x, filter=f, strides=(1, 1, sh, sw), padding="EXPLICIT",
+                     explicit_paddings=(0, 0, 0, 0, ph, ph, pw, pw), data_format="NCHW")
+    if bias is not None:
+        out = raw.BiasAdd(value=out, bias=bias, data_format="NCHW")
+    return out
+
+
+_probed: list = []  # [bool] once `supported()` has run
+
+
+def supported() -> bool:
+    """Whether this process's TF runs NCHW Conv2D and BiasAdd on CPU, eagerly and in a
+    graph, with the values a hand computation gives. Probed once, from an eager context (a
+    lowering asks only when eager; the graph executables ask before they build); asked
+    first while a graph is being built, it says no and probes later."""
+    if not _probed:
+        if not tf.executing_eagerly():
+            return False
+        _probed.append(_probe())
+    return _probed[0]
+
+
+def _probe() -> bool:
+    x = np.arange(18, dtype=np.float32).reshape(1, 2, 3, 3)
+    f = np.ones((3, 3, 2, 1), np.float32)
+    bias = np.full((1,), 0.5, np.float32)
+    # Each output is the sum of its zero-padded 3x3 window over both channels, plus 0.5.
+    padded = np.pad(x[0].sum(axis=0), 1)
+    expected = np.array([[[[padded[i:i + 3, j:j + 3].sum() + 0.5 for j in range(3)]
+                           for i in range(3)]]], np.float32)
+    try:
+        eager = conv2d_nchw(tf.constant(x), tf.constant(f), tf.constant(bias), stride=(1, 1),
+                            padding=(1, 1)).numpy()
+        graph = tf.Graph()
+        with graph.as_default():
+            image = tf.compat.v1.placeholder(tf.float32, x.shape)
+            out = conv2d_nchw(image, f, bias, stride=(1, 1), padding=(1, 1))
+        with tf.compat.v1.Session(graph=graph) as session:
+            built = session.run(out, {image: x})
+    except (tf.errors.OpError, ValueError):  # no NCHW kernel: TF without oneDNN
+        return False
+    return np.array_equal(eager, expected) and np.array_equal(built, expected)
+
+
+# id(weight) -> (weak reference to the weight, its HWIO filter): an eager conv layer's weight
+# is the same tensor call after call, so its filter is transposed once, not at every call.
+_filters: dict = {}
+
+
+def eager_filter(w):
+    """The HWIO filter of the eager weight `w`, transposed once per weight tensor."""
+    key = id(w)
+    held = _filters.get(key)
+    if held is not None and held[0]() is w:
+        return held[1]
+    f = raw.Transpose(x=w, perm=images.TO_HWIO)
+    try:
+        ref = weakref.ref(w, lambda _, key=key: _filters.pop(key, None))
+    except TypeError:  # not weakly referable: no caching
+        return f
+    _filters[key] = (ref, f)
+    return f
+
+
+def conv2d(x, w, bias=None, **attrs):
+    """The eager conv2d lowering: NCHW kernels for a forward conv they take, else the NHWC
+    route of `images.conv2d` (graphs, gradients, other dtypes, grouped or dilated convs).
+
+    >>> y = conv2d(x, w, b, stride=(1, 1), padding=(1, 1), dilation=(1, 1), groups=1)
+    """
+    if (tf.executing_eagerly() and not may_be_differentiated() and usable(x, w, **attrs)
+            and supported()):
+        return conv2d_nchw(x, eager_filter(w), bias, stride=attrs["stride"],
+                           padding=attrs["padding"])
+    return images.conv2d(x, w, bias, **attrs)
