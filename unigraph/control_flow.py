@@ -182,17 +182,16 @@ def _closure_signature(fn) -> tuple:
     cells = getattr(fn, "__closure__", None)
     if not cells:
         return getattr(fn, "__code__", fn)
-    return (fn.__code__, *[_cell_type(cell) for cell in cells])
-
-
-def _cell_type(cell):
-    try:
-        content = cell.cell_contents
-    except ValueError:  # an empty cell (a variable assigned later)
-        return None
-    if isinstance(content, Tensor):
-        return (content.shape, content.dtype)
-    return type(content)
+    signature = [fn.__code__]
+    for cell in cells:  # one loop, no call per cell: every eager cond asks, twice
+        try:
+            content = cell.cell_contents
+        except ValueError:  # an empty cell (a variable assigned later)
+            signature.append(None)
+            continue
+        signature.append((content.shape, content.dtype) if isinstance(content, Tensor)
+                         else type(content))
+    return tuple(signature)
 
 
 def _check_untaken_branch(taken, other, operands, result):
