@@ -79,6 +79,29 @@ def test_forward_convs_match_float64(target):
                                atol=1e-5)
 
 
+@ug.function
+def convs_in_control_flow(x, w, b, w3, b3, p):
+    # A conv in each branch of a cond and in a loop body: TF builds those as functions
+    # (If, While), whose bodies must get the NCHW kernels too.
+    branch = ug.cond(p > 0, lambda: ug.relu(ug.conv2d(x, w, b, padding=1)),
+                     lambda: ug.conv2d(x, -w, b, padding=1))
+    looped = ug.while_loop(lambda i, y: i < 2,
+                           lambda i, y: (i + 1, ug.conv2d(y, w3, b3, padding=1)), (0, x))[1]
+    return branch, looped
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_convs_in_a_cond_and_a_loop_match_float64(target):
+    x, w, b = _inputs(size=6)
+    w3, b3 = w[:3] * 0.5, b[:3]
+    once = _conv_reference(_conv_reference(x, w3, b3, 1, 1), w3, b3, 1, 1)
+    for p, branch in ((1.0, np.maximum(_conv_reference(x, w, b, 1, 1), 0)),
+                      (-1.0, _conv_reference(x, -w, b, 1, 1))):
+        got = run_on(target, convs_in_control_flow, x, w, b, w3, b3, np.float32(p))
+        np.testing.assert_allclose(got[0], branch, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(got[1], once, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("target", TARGETS)
 def test_conv_read_by_a_pool_matches_float64(target):
     x, w, b = _inputs(size=8)
