@@ -261,7 +261,7 @@ class Function:
             result = self._call_static(target, backend, args, kwargs)
             if key is not None:
                 # The entry that call used (found or just compiled): next time, directly.
-                compiled = _matching(self._variants.get(self._general_key(target, args)))
+                compiled = _matching(self._variants.get(_flat_key(target, args)))
                 if compiled is not None:
                     self._fast[key] = compiled
             return result
@@ -399,7 +399,7 @@ class Function:
             # The common call, positional tensors or arrays: keyed without flattening (one
             # key, and so one graph, for a tensor and an array of one type).
             leaves, treedef = args, None
-            key = (target, *[leaf_spec(a) for a in args])
+            key = _flat_key(target, args)
         else:
             if self._static_positions or self._static_names:
                 args, kwargs = self._mark_static(args, kwargs)
@@ -418,14 +418,6 @@ class Function:
             with contextlib.suppress(KeyError):  # another thread may have evicted it
                 self._cache.move_to_end(compiled.key)
         return self._run(compiled, backend, leaves)
-
-    def _general_key(self, target, args) -> tuple:
-        """`_call_static`'s cache key of a call with positional arguments only, no static
-        arguments and no input_spec."""
-        if all(type(a) is Tensor or type(a) is np.ndarray for a in args):
-            return (target, *[leaf_spec(a) for a in args])
-        leaves, treedef = pytree.flatten((args, {}), is_array_leaf)
-        return (target, treedef, tuple(leaf_spec(x) for x in leaves))
 
     def _store(self, key, compiled: Compiled) -> None:
         """Cache `compiled`, keeping at most MAX_CACHED graphs (least recently used go)."""
@@ -610,6 +602,12 @@ def _eager_result(result):
         return result
     leaves, treedef = pytree.flatten(result, is_array_leaf)
     return pytree.unflatten(treedef, [as_input_tensor(x) for x in leaves])
+
+
+def _flat_key(target, args) -> tuple:
+    """The cache key of a call with positional tensors or NumPy arrays only (no static
+    arguments, no input_spec): each argument's (shape, dtype name)."""
+    return (target, *[leaf_spec(a) for a in args])
 
 
 def _fast_key(target, args):
