@@ -157,6 +157,12 @@ def test_training_matches_float64_reference(target, kind):
             _assert_column_major(_stored(step, net.fc1.weight), (4, 4))
             _assert_column_major(_stored(step, net.out.weight), (4, 3))
             assert tuple(_stored(step, net.out.bias).shape) == (3,)
+            # The optimizer's slots in the weight's layout: compiled steps choose it from
+            # the update; eager ones follow the slot Parameter's own order hint.
+            for slot_name in {"momentum": ("velocity",), "adam": ("m", "v")}.get(kind, ()):
+                slot = opt.state(net.out.weight, slot_name)
+                if t.mode == "static" or slot.order == "F":
+                    _assert_column_major(_stored(step, slot), (4, 3))
         _check_weights(net, _reference_training(kind, 3))
 
 

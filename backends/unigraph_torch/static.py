@@ -316,6 +316,32 @@ def matmul_weights(graph: Graph) -> set:
     return found
 
 
+def update_slots(graph: Graph, weights: set) -> set:
+    """The indices of the params shaped like a weight at `weights` whose value the weight's
+    update reads through ordinary ops (an optimizer's velocity, Adam's m and v). Stored in
+    the weight's layout, the update's elementwise ops read one layout: a column-major weight
+    with a row-major velocity made a Momentum step 14-17% slower than both row-major."""
+    index_of = {value.id: index for index, value in enumerate(graph.params)}
+    producer = {out.id: node for node in graph.nodes for out in node.outputs}
+    found: set = set()
+    for param, new in graph.updates:
+        if index_of[param.id] not in weights:
+            continue
+        stack, seen = [new], set()
+        while stack:
+            value = stack.pop()
+            if value.id in seen:
+                continue
+            seen.add(value.id)
+            node = producer.get(value.id)
+            if value.id in index_of:
+                if tuple(value.shape) == tuple(param.shape):
+                    found.add(index_of[value.id])
+            elif node is not None and not node.subgraphs:  # not into gradients or branches
+                stack.extend(node.inputs)
+    return found
+
+
 def compile_graph(graph: Graph, column_major_params=frozenset()) -> tuple:
     """Build the two functions of `graph`: run(P, *inputs) -> outputs, applying the
     updates to the parameter list P, and every_value(P, *inputs) -> {value id: tensor}.
@@ -391,8 +417,10 @@ class TorchExecutable(Executable):
 
     def __init__(self, graph: Graph):
         super().__init__(graph)
-        # Stored column-major: the weights of matmuls, as torch's Linear keeps its own.
-        self.column_major_params = matmul_weights(graph)
+        # Stored column-major: the weights of matmuls, as torch's Linear keeps its own, and
+        # their optimizer slots.
+        weights = matmul_weights(graph)
+        self.column_major_params = weights | update_slots(graph, weights)
         self._compiled_run, self._every_value, self.source = compile_graph(
             graph, self.column_major_params)
         self.params: list = [None] * len(graph.params)
