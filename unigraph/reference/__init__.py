@@ -8,7 +8,8 @@ the checker runs it in float64 as the reference every target is compared with, a
   function, for eager mode;
 * `Plan`, `ReferenceExecutable` (`plan`, `executable`): a graph compiled once into steps,
   with reverse mode over `cond`, `while_loop` and `grad`, for static mode; `codegen` turns
-  a plan's forward into one Python function (loops and branches inlined);
+  a plan's forward into one Python function (loops and branches inlined), `grad_codegen`
+  a `grad` node over plain ops (a training step's gradient) into another;
 * `fast_kernels`: faster NumPy kernels and VJP rules of hot ops, for the numpy targets only;
 * `float64`: the float64 reference of a graph (`values`, `outputs`, `cotangents`, `vjp`).
 

@@ -29,6 +29,7 @@ from unigraph.ir import Graph
 from unigraph.ops import OPS
 from unigraph.reference.codegen import generate
 from unigraph.reference.fast_kernels import kernel, vjp_kernel
+from unigraph.reference.grad_codegen import generate as generate_grad
 
 
 class SecondOrderUnsupported(UnigraphError):
@@ -163,7 +164,8 @@ class WhileStep:
 
 
 class GradStep:
-    __slots__ = ("fn", "operands", "ins", "wrt", "output", "outs", "requires")
+    __slots__ = ("fn", "operands", "ins", "wrt", "output", "outs", "requires", "generated",
+                 "runs")
 
     def __init__(self, node, ins: list, outs: list, ops, fast):
         self.fn = Plan(node.subgraphs["fn"], ops, fast)
@@ -172,6 +174,10 @@ class GradStep:
         self.output = node.attrs["output"]
         self.outs = outs
         self.requires = self.fn.requires_from(self.wrt)
+        # From the second run on, the run as one generated function (`grad_codegen`, the
+        # same calls without the step walk), where it can make one.
+        self.generated = None
+        self.runs = 0
 
     def forward(self, env, record):
         for slot, value in zip(self.outs, self.run([env[i] for i in self.operands])):
@@ -180,6 +186,13 @@ class GradStep:
 
     def run(self, operands: list) -> list:
         """The function's outputs, then the gradients of its `wrt` operands."""
+        if self.generated is not None:
+            return self.generated(operands)
+        self.runs += 1
+        if self.runs == 2 and self.fn.fast:
+            self.generated = generate_grad(self)
+            if self.generated is not None:
+                return self.generated(operands)
         sub_env, sub_res = self.fn.forward(operands, True)
         outputs = self.fn.outputs_of(sub_env)
         seed = np.ones_like(outputs[self.output])
