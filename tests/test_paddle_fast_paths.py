@@ -199,3 +199,52 @@ def test_paddle_conv2d_lowering_is_f_conv2d_bit_for_bit(batch):
         results.append([out.numpy()] + [g.numpy() for g in grads])
     for want, got in zip(*results):
         np.testing.assert_array_equal(got, want)
+
+
+def test_paddle_static_runs_on_the_calling_thread_and_restores_the_flag():
+    """paddle:static runs its interpreter serially, on the calling thread (whose FTZ/DAZ
+    flags then apply to the kernels: 1e-40 * 1 flushes to 0), and leaves Paddle's
+    process-wide flag as it found it, also with two threads running at once."""
+    import threading
+
+    torch = pytest.importorskip("torch")  # sets this thread's FTZ/DAZ bits; in the venv
+    paddle = _paddle_backend().load()
+    flag = "FLAGS_new_executor_serial_run"
+    assert paddle.get_flags([flag])[flag] is False
+
+    @ug.function
+    def times_one(x):
+        return x * 1.0
+
+    tiny = np.full(16, 1e-40, np.float32)
+    with ug.use_backend("paddle", "static"):
+        np.testing.assert_array_equal(times_one(tiny).numpy(), tiny)
+        torch.set_flush_denormal(True)
+        try:
+            flushed = times_one(tiny).numpy()
+        finally:
+            torch.set_flush_denormal(False)
+        np.testing.assert_array_equal(flushed, np.zeros(16, np.float32))
+        assert paddle.get_flags([flag])[flag] is False
+
+        @ug.function
+        def counter(a, b):
+            return ug.while_loop(lambda a, b: a < b, lambda a, b: (a + 2, b + 1), (a, b))
+
+        results, errors = [], []
+
+        def run(fn, args, want):
+            try:
+                for _ in range(30):
+                    results.append([np.asarray(o.numpy()) for o in fn(*args)] == want)
+            except Exception as error:  # noqa: BLE001 - reported below
+                errors.append(error)
+
+        threads = [threading.Thread(target=run, args=(counter, (0, 10), [20, 20])),
+                   threading.Thread(target=run, args=(counter, (1, 7), [13, 13]))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert not errors and len(results) == 60 and all(results)
+    assert paddle.get_flags([flag])[flag] is False

@@ -15,12 +15,45 @@ otherwise what `Executor.run` does.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 
 import numpy as np
 
 from unigraph.backend import Executable
 from unigraph_paddle.static import StaticMode, build_program
+
+_SERIAL = "FLAGS_new_executor_serial_run"
+_SERIAL_LOCK = threading.Lock()
+_SERIAL_RUNS = 0  # runs of ours in flight, in every thread
+_SERIAL_BEFORE = False  # the flag's value before the first of them
+
+
+@contextlib.contextmanager
+def _serial(flags):
+    """Meanwhile Paddle's interpreter runs its ops on the calling thread (a few us to set
+    and restore; the user's own Programs keep Paddle's default outside our runs).
+
+    By default (3.3.1) it hands every op to a worker thread of its own and waits for it:
+    with one thread per framework that is overhead (a 5-op-per-step while loop took 2.2x
+    the CPU time), and the kernels run outside the thread whose floating-point flags the
+    caller set (FTZ/DAZ: `ug.set_flush_denormal`). Paddle reads the flag when it builds an
+    interpreter and on every run, so every run of ours sets it; the flag is process-wide,
+    so it is restored only when the last of the runs in flight (several threads may run
+    Executables at once) ends."""
+    global _SERIAL_RUNS, _SERIAL_BEFORE
+    with _SERIAL_LOCK:
+        if _SERIAL_RUNS == 0:
+            _SERIAL_BEFORE = flags[_SERIAL]
+            flags[_SERIAL] = True
+        _SERIAL_RUNS += 1
+    try:
+        yield
+    finally:
+        with _SERIAL_LOCK:
+            _SERIAL_RUNS -= 1
+            if _SERIAL_RUNS == 0:
+                flags[_SERIAL] = _SERIAL_BEFORE
 
 
 class PaddleExecutable(Executable):
@@ -48,6 +81,7 @@ class PaddleExecutable(Executable):
         self._scope = paddle.static.Scope()
         self._exe = paddle.static.Executor(place)
         self._core = paddle.base.core
+        self._flags = paddle.base.core.globals()
         self._runner = None  # the compiled interpreter, from the first run on
         self._direct = True  # False: this Paddle lacks the internals; use Executor.run
         self._probe = None  # the run_all Program, built on first use
@@ -76,7 +110,8 @@ class PaddleExecutable(Executable):
                     tensor = core.DenseTensor()
                     tensor.set(value, place)
                     core.set_feed_variable(scope, tensor, name, 0)
-                tensors = runner.run(self._feed_names, False)._move_to_list()
+                with _serial(self._flags):
+                    tensors = runner.run(self._feed_names, False)._move_to_list()
                 outs = [np.array(t) for t in tensors]  # copies, made before the next run
         if self._order is not None:
             outs = [outs[i] for i in self._order]
@@ -87,7 +122,7 @@ class PaddleExecutable(Executable):
         direct path is unavailable); afterwards the cached interpreter becomes the runner."""
         feed = {name: self._feedable(v) for name, v in zip(self._feed_names, inputs)}
         exe = self._exe
-        with StaticMode(self._paddle):
+        with StaticMode(self._paddle), _serial(self._flags):
             outs = exe.run(
                 self.program, feed=dict(feed), fetch_list=self._fetch, scope=self._scope,
                 return_numpy=True,
