@@ -145,7 +145,7 @@ class PaddleExecutable(Executable):
                                             fetch_all=True)
             probe = self._probe
             feed = {name: self._feedable(v) for name, v in zip(probe.feed_names, inputs)}
-            with StaticMode(self._paddle):
+            with StaticMode(self._paddle), _serial(self._flags):
                 outs = self._exe.run(
                     probe.program, feed=feed, fetch_list=list(probe.fetch.values()),
                     scope=self._scope, return_numpy=True,
