@@ -272,6 +272,12 @@ class Backend:
     def is_native(self, obj) -> bool:
         raise NotImplementedError
 
+    def param_layout(self, native, order: str):
+        """`native`, a parameter's value, in the memory layout of storage-order hint `order`
+        ("C" row-major, "F" column-major: `ug.Parameter(order=...)`). A hint: a backend whose
+        kernels do not care keeps `native` as it is (this default)."""
+        return native
+
     # The flat lowering table, op name -> native function (STYLE rule 2); set by `load()`.
     lowerings: dict | None = None
 

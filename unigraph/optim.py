@@ -153,8 +153,10 @@ class Optimizer:
         if key not in self._state:
             index = self._index(param)
             name = f"{type(self).__name__.lower()}.{param.name or index}.{slot}"
-            self._state[key] = Parameter(self._initial(param, slot), name=name,
-                                         trainable=False)
+            initial = self._initial(param, slot)
+            # A slot shaped like its parameter is stored like it (an update reads both).
+            order = param.order if initial.shape == tuple(param.shape) else "C"
+            self._state[key] = Parameter(initial, name=name, trainable=False, order=order)
         return self._state[key]
 
     def _index(self, param) -> int:

@@ -495,9 +495,8 @@ class Parameter(Tensor):
 
 def _stored(backend, native, order: str):
     """`native` laid out as a parameter with storage-order hint `order` is kept, by the
-    backend's `param_layout(native, order)`; a backend without one ignores the hint."""
-    layout = getattr(backend, "param_layout", None)
-    return native if layout is None else layout(native, order)
+    backend's `param_layout(native, order)` (the default keeps it as it is)."""
+    return backend.param_layout(native, order)
 
 
 class _EagerStore:

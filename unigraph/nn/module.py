@@ -379,7 +379,7 @@ class Module:
             if dtype is not None and array.dtype.kind == "f":
                 array = array.astype(dtype)
             memo[id(param)] = Parameter(array, name=param.name, trainable=param.trainable,
-                                        lr_scale=param.lr_scale)
+                                        lr_scale=param.lr_scale, order=param.order)
         return copy.deepcopy(self, memo)
 
     # -- calling --------------------------------------------------------------------------
