@@ -199,3 +199,29 @@ def test_a_byte_swapped_array_is_converted_on_every_call(target):
         got = run_on(target, add_or_sub, first, second)
         assert got.dtype == np.float32
         np.testing.assert_array_equal(got, [1.5, 2.25])  # sum(x) > sum(y): x + y
+
+
+def test_parameter_names_of_plain_functions_match_their_signature():
+    """The code-object shortcut gives what inspect.signature gives: positional-only,
+    keyword-only and defaulted names, never *args/**kwargs or locals."""
+    import functools
+    import inspect
+
+    from unigraph.function import parameter_names
+
+    def every_kind(a, b=1, /, c=2, *args, d, e=3, **kw):
+        local = a
+        return local
+
+    def plain(x, y):
+        return x
+
+    @functools.wraps(plain)
+    def wrapped(*args):
+        return plain(*args)
+
+    for fn in (every_kind, plain, wrapped, lambda: 0, lambda x, *rest: x,
+               functools.partial(plain, 1)):
+        expected = [p.name for p in inspect.signature(fn).parameters.values()
+                    if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        assert parameter_names(fn) == expected, fn
