@@ -126,22 +126,6 @@ def _as_tensor(x):
     return x if isinstance(x, Tensor) else tensor(x)
 
 
-def _check_labels(labels, classes: int, logits_shape) -> None:
-    """Eager only: integer labels must lie in [0, classes)."""
-    values = np.asarray(labels.numpy() if isinstance(labels, Tensor) else labels)
-    if values.size == 0:
-        return
-    bad = np.flatnonzero((values < 0) | (values >= classes))
-    if bad.size:
-        first = int(bad[0])
-        raise ValueError(
-            f"cross_entropy: labels must lie in [0, {classes}) for logits of shape "
-            f"{list(logits_shape)}, but labels[{first}] = {values[first]} ({bad.size} of "
-            f"{values.size} labels out of range; their values run from {values.min()} to "
-            f"{values.max()})"
-        )
-
-
 def cross_entropy(logits, labels, reduction="mean"):
     """Softmax cross-entropy of `logits` [N, C] (unnormalised scores, not probabilities).
 
@@ -151,11 +135,9 @@ def cross_entropy(logits, labels, reduction="mean"):
 
     then the mean over n (`reduction="sum"`: the sum; `"none"`: the [N] losses).
 
-    Integer labels must lie in [0, C). Eagerly that is checked and a bad label raises a
-    ValueError naming it. Inside a static graph the labels' values are not known while
-    tracing, so it cannot be checked there: an out-of-range label then gives whatever the
-    backend does (an error on some, garbage on others). Check your data, or run one eager
-    step first.
+    Integer labels must lie in [0, C): a bad label raises `ug.IndexOutOfRangeError` naming
+    it, the target and your line, on every target, eager or static (the op
+    `sparse_softmax_cross_entropy` checks; on a static target when the graph runs).
 
     >>> F.cross_entropy(ug.tensor([[2.0, 0.5]]), np.array([0]))
     """
@@ -173,9 +155,6 @@ def cross_entropy(logits, labels, reduction="mean"):
             )
         losses = -api.sum(labels * api.log_softmax(logits, axis=1), axis=1)
         return _reduce(losses, reduction, "cross_entropy")
-    labels_is_symbolic = isinstance(labels, Tensor) and labels.is_symbolic
-    if not labels_is_symbolic:
-        _check_labels(labels, logits.shape[1], logits.shape)
     losses = api.sparse_softmax_cross_entropy(logits, labels)
     return _reduce(losses, reduction, "cross_entropy")
 
