@@ -13,7 +13,8 @@ unigraph's saturated softmax-regression step on torch:eager 4.6 -> 1.1 ms, torch
   not to torch: NumPy and Paddle ops run in that thread flush too while it is on;
 - TensorFlow: flushes subnormals in its own kernels always (eager, `tf.function` and
   Session runs; it has no switch to keep them), so the option changes nothing there;
-- Paddle (3.3.1): no switch for dygraph or a static Program (only Paddle Inference flushes);
+- Paddle (3.3.1): no switch of its own (only Paddle Inference flushes); its dygraph ops
+  and unigraph's static Programs run on the calling thread, so torch's bits apply;
 - NumPy: no switch (NumPy keeps IEEE subnormals).
 
 **`ug.set_tuned(True)`** (or `UNIGRAPH_TUNED=1`, or `tuned = true`): what a framework leaves
