@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import TARGETS, run_on
+from tf_graphs import graph_ops
 
 import unigraph as ug
 
@@ -145,23 +146,6 @@ def _tf_modules():
     return images, nchw_conv
 
 
-def _graph_ops(target, fn, *args) -> list:
-    """The ops one run of `fn`'s TF graph executes (what its fetches depend on)."""
-    from unigraph.plugins import get_backend
-
-    executable = get_backend("tensorflow").compile(ug.function(fn).trace(*args),
-                                                   target.split(":")[1])
-    pending = [getattr(out, "op", out) for out in executable.native_outputs]
-    seen = {}
-    while pending:
-        op = pending.pop()
-        if op.name not in seen:
-            seen[op.name] = op
-            pending.extend(tensor.op for tensor in op.inputs)
-            pending.extend(op.control_inputs)
-    return list(seen.values())
-
-
 def test_the_probe_matches_the_kernels_this_tensorflow_has():
     """supported() says whether NCHW Conv2D runs here; where it says yes, it does, and where
     it says no, TF refuses it (TF without oneDNN)."""
@@ -191,7 +175,7 @@ def test_a_forward_conv_runs_nchw_where_tensorflow_can(target, monkeypatch):
         run_on(target, conv_relu, x, w, b)
         assert len(nhwc_calls) == (0 if nchw_conv.supported() else 1)
         return
-    ops = _graph_ops(target, conv_relu, x, w, b)
+    ops = graph_ops(target, conv_relu, x, w, b)
     (conv,) = [op for op in ops if op.type == "Conv2D"]
     transposes = [op for op in ops if op.type == "Transpose"]
     if nchw_conv.supported():
@@ -224,7 +208,7 @@ def test_a_differentiated_or_pooled_conv_keeps_the_nhwc_route(target):
         return
     for fn in (ug.grad(loss, argnums=(1,)), conv_pool):
         # (the weight's gradient needs no forward Conv2D: its Conv2DBackpropFilter is run)
-        formats = {op.get_attr("data_format") for op in _graph_ops(target, fn, x, w, b)
+        formats = {op.get_attr("data_format") for op in graph_ops(target, fn, x, w, b)
                    if op.type.startswith("Conv2D")}
         assert formats == {b"NHWC"}
 

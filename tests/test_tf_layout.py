@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import TARGETS, run_on
+from tf_graphs import graph_ops
 
 import unigraph as ug
 
@@ -231,20 +232,9 @@ def _activation_transposes(target, fn, *args) -> list:
     """The Transpose ops between NCHW and NHWC that one run of `fn`'s TF graph executes
     (those its fetches depend on: a Session and a function body run no others); weight
     transposes to HWIO are not counted."""
-    from unigraph.plugins import get_backend
-
-    executable = get_backend("tensorflow").compile(ug.function(fn).trace(*args),
-                                                   target.split(":")[1])
-    pending = [getattr(out, "op", out) for out in executable.native_outputs]
-    seen = {}
-    while pending:
-        op = pending.pop()
-        if op.name not in seen:
-            seen[op.name] = op
-            pending.extend(tensor.op for tensor in op.inputs)
-            pending.extend(op.control_inputs)
     layouts = {(0, 2, 3, 1), (0, 3, 1, 2)}
-    return [op for op in seen.values() if op.type == "Transpose" and _perm(op) in layouts]
+    return [op for op in graph_ops(target, fn, *args)
+            if op.type == "Transpose" and _perm(op) in layouts]
 
 
 def _perm(op):

@@ -353,17 +353,19 @@ def _checked_maximum(maximum, frame):
     )
 
 
+def _going(pred, frame) -> bool:
+    """Whether an eager while_loop goes on: `pred`, cond_fn's result, as a Python bool."""
+    if type(pred) is Tensor and pred._value is None and pred.dtype == "bool" and \
+            pred.shape in _SCALAR_SHAPES:
+        return pred.__bool__()  # the common case: an eager bool scalar
+    return bool(_predicate(pred, "while_loop cond_fn", frame))
+
+
 def _eager_while(cond_fn, body_fn, loop_vars, maximum, frame):
     limit = max_loop_iterations()
     count = 0
     while maximum is None or count < maximum:
-        pred = _call(cond_fn, loop_vars)
-        if type(pred) is Tensor and pred._value is None and pred.dtype == "bool" and \
-                pred.shape in _SCALAR_SHAPES:
-            going = pred.__bool__()  # the common case: an eager bool scalar
-        else:
-            going = bool(_predicate(pred, "while_loop cond_fn", frame))
-        if not going:
+        if not _going(_call(cond_fn, loop_vars), frame):
             break
         if limit is not None and count >= limit:
             raise loop_error(user_frame(frame)[0], limit)
@@ -388,13 +390,7 @@ def _eager_while_tensors(cond_fn, body_fn, loop_vars: tuple, maximum, frame):
     size = len(types)
     count = 0
     while maximum is None or count < maximum:
-        pred = cond_fn(*loop_vars)
-        if type(pred) is Tensor and pred._value is None and pred.dtype == "bool" and \
-                pred.shape in _SCALAR_SHAPES:
-            going = pred.__bool__()  # the common case: an eager bool scalar
-        else:
-            going = bool(_predicate(pred, "while_loop cond_fn", frame))
-        if not going:
+        if not _going(cond_fn(*loop_vars), frame):
             break
         if limit is not None and count >= limit:
             raise loop_error(user_frame(frame)[0], limit)
