@@ -128,10 +128,7 @@ def apply_simple(op: str, a, b=None) -> Tensor:
     builder = _builder.get()
     if builder is not None:
         return apply_symbolic(builder, op, [a] if b is None else [a, b], {})
-    # current_backend(), inline: this is every eager operator's path.
-    target = _context_target.get() or config._global_target or current_target()
-    backend = _checked.get((target.backend, target.mode)) or get_backend(target.backend,
-                                                                         target.mode)
+    backend = current_backend()
     key = (op, backend, a.shape, a.dtype) if b is None else \
         (op, backend, a.shape, a.dtype, b.shape, b.dtype)
     plan = _plans.get(key)

@@ -16,12 +16,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from unigraph import config, pytree, random
-from unigraph.config import Target, _context_target, current_target
-from unigraph.dispatch import symbolic, value_of
+from unigraph import pytree, random
+from unigraph.config import Target, current_target
+from unigraph.dispatch import current_backend, symbolic, value_of
 from unigraph.errors import ShapeError, TracingError
 from unigraph.ir import Graph, check_dtype
-from unigraph.plugins import _checked, get_backend
 from unigraph.tensor import Parameter, Tensor, tensor
 from unigraph.tracing import (
     GraphBuilder,
@@ -243,9 +242,7 @@ class Function:
     def __call__(self, *args, **kwargs):
         if _builder.get() is not None:
             return self._call_inline(args, kwargs)
-        target = _context_target.get() or config._global_target or current_target()
-        backend = _checked.get((target.backend, target.mode)) or get_backend(target.backend,
-                                                                            target.mode)
+        target, backend = current_target(), current_backend()
         if target.mode == "eager":
             if not kwargs and self._fast_ok and self._conversion is not None and all(
                     type(a) is Tensor for a in args):

@@ -459,7 +459,7 @@ class Parameter(Tensor):
             return entry[1]
         native = backend.to_native(self._host())
         if self.order != "C":
-            native = _stored(backend, native, self.order)
+            native = backend.param_layout(native, self.order)
         self._natives[backend.name] = (self.version, native)
         return native
 
@@ -484,19 +484,13 @@ class Parameter(Tensor):
 
     def _written_eager(self, backend, native) -> None:
         if self.order != "C":  # an assigned value keeps the storage order (no copy if it has)
-            native = _stored(backend, native, self.order)
+            native = backend.param_layout(native, self.order)
         self.version += 1
         self._natives = {backend.name: (self.version, native)}
         self._home = (_EagerStore(backend, native), None)
 
     def __repr__(self):
         return f"Parameter({self.name!r}, shape={list(self.shape)}, dtype={self.dtype})"
-
-
-def _stored(backend, native, order: str):
-    """`native` laid out as a parameter with storage-order hint `order` is kept, by the
-    backend's `param_layout(native, order)` (the default keeps it as it is)."""
-    return backend.param_layout(native, order)
 
 
 class _EagerStore:
