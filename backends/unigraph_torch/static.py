@@ -424,14 +424,13 @@ class TorchExecutable(Executable):
         self._compiled_run, self._every_value, self.source = compile_graph(
             graph, self.column_major_params)
         self.params: list = [None] * len(graph.params)
+        self._torch_specs = _quick_specs(graph)  # for check_inputs' quick pass
 
     def check_inputs(self, inputs) -> list:
         # The common torch:static run, torch tensors of the graph's exact types, in one pass
         # (a @ug.function call feeds its tensors' natives); anything else, and every
         # refusal with its wording, is the base's.
-        specs = self.__dict__.get("_torch_specs")
-        if specs is None:
-            specs = self._torch_specs = _quick_specs(self.graph)
+        specs = self._torch_specs
         if specs and len(inputs) == len(specs):
             for x, (dtype, shape) in zip(inputs, specs):
                 if type(x) is not torch.Tensor or x.dtype is not dtype or x.shape != shape:
