@@ -10,6 +10,15 @@ weight is `[in, out]` (`x @ W`), a conv weight `[out, in / groups, kh, kw]`.
 
 >>> w = ug.init.xavier_normal()((64, 10))           # float32 [64, 10]
 >>> conv = ug.nn.Conv2D(3, 2, 3, weight_init=ug.init.kaiming_uniform())
+
+Initial values drawn on first read (`parameter`): a layer's weights are usually replaced by
+`load_state_dict` before anyone reads them, so the layers draw them only when first read
+(a value, a run, `state_dict()`), with the numbers they would have had if drawn at once.
+The layer still takes its stretch of the generator's stream when it is built: every later
+draw (other layers, dropout masks, `ug.random`) gives the same numbers whether earlier
+layers were loaded, read, or never touched. Constant and uniform initializers (the
+defaults) defer; normal ones (whose draw takes a varying part of the stream) and custom
+ones draw at once, as before.
 """
 
 from __future__ import annotations
@@ -20,10 +29,11 @@ import numpy as np
 
 from unigraph.dtypes import as_dtype
 from unigraph.random import generator
+from unigraph.tensor import Parameter
 
 __all__ = [
-    "Initializer", "constant", "fans", "kaiming_normal", "kaiming_uniform", "normal", "ones",
-    "uniform", "xavier_normal", "xavier_uniform", "zeros",
+    "InitialValue", "Initializer", "constant", "fans", "kaiming_normal", "kaiming_uniform",
+    "normal", "ones", "parameter", "uniform", "xavier_normal", "xavier_uniform", "zeros",
 ]
 
 
@@ -72,6 +82,12 @@ class Initializer:
     def draw(self, shape, fan_in, fan_out) -> np.ndarray:
         raise NotImplementedError
 
+    def words(self, shape) -> int | None:
+        """How many 64-bit words of the generator's stream a draw of `shape` takes, when
+        that is known without drawing; None (this default) when it is not, and then
+        `parameter` draws at once."""
+        return None
+
     def __repr__(self):
         fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())
         return f"{type(self).__name__}({fields})"
@@ -84,6 +100,9 @@ class Constant(Initializer):
     def draw(self, shape, fan_in, fan_out):
         return np.full(shape, self.value)
 
+    def words(self, shape):
+        return 0 if type(self).draw is Constant.draw else None  # a subclass's own draw: unknown
+
 
 class Normal(Initializer):
     def __init__(self, mean=0.0, std=1.0):
@@ -93,7 +112,16 @@ class Normal(Initializer):
         return generator().normal(self.mean, self.std, shape)
 
 
-class Uniform(Initializer):
+class _UniformDraws:
+    """A mixin for initializers that draw with `Generator.uniform`: NumPy's PCG64 makes each
+    float64 uniform from one 64-bit word, so a draw of n entries takes n words."""
+
+    def words(self, shape):
+        # Only for the draws written here: a subclass's own `draw` may draw otherwise.
+        return math.prod(shape) if type(self).draw in _UNIFORM_DRAWS else None
+
+
+class Uniform(_UniformDraws, Initializer):
     def __init__(self, low=-1.0, high=1.0):
         if not low < high:
             raise ValueError(f"uniform: low ({low}) must be below high ({high})")
@@ -112,7 +140,7 @@ class XavierNormal(Initializer):
         return generator().normal(0.0, std, shape)
 
 
-class XavierUniform(Initializer):
+class XavierUniform(_UniformDraws, Initializer):
     def __init__(self, gain=1.0):
         self.gain = float(gain)
 
@@ -139,10 +167,90 @@ class KaimingNormal(_Kaiming):
         return generator().normal(0.0, self._std(fan_in, fan_out), shape)
 
 
-class KaimingUniform(_Kaiming):
+class KaimingUniform(_UniformDraws, _Kaiming):
     def draw(self, shape, fan_in, fan_out):
         bound = math.sqrt(3.0) * self._std(fan_in, fan_out)
         return generator().uniform(-bound, bound, shape)
+
+
+_UNIFORM_DRAWS = (Uniform.draw, XavierUniform.draw, KaimingUniform.draw)
+
+
+class InitialValue:
+    """A parameter's initial value, drawn when first read: `initializer`'s draw of `shape`
+    from the generator as it stood when the value was made (its `state`). Making it moves
+    that generator past the words the draw takes (`Initializer.words`), so the rest of the
+    stream is what it would be had the draw been made then. Held as the parameter's home
+    (`Parameter._home`, where the newest value lives until read): `load_state_dict` or
+    `set_value` replace it unread, and then nothing is ever drawn.
+
+    >>> value = InitialValue(ug.init.xavier_uniform(), (64, 10), "float32", 64, 10)
+    >>> value.get_param(None).shape
+    (64, 10)
+    """
+
+    __slots__ = ("initializer", "shape", "dtype", "fan_in", "fan_out", "state")
+
+    def __init__(self, initializer: Initializer, shape, dtype, fan_in, fan_out):
+        self.initializer, self.shape, self.dtype = initializer, shape, dtype
+        self.fan_in, self.fan_out = fan_in, fan_out
+        self.state = None
+        words = initializer.words(shape)
+        if words:
+            bits = generator().bit_generator
+            self.state = bits.state
+            bits.advance(words)
+            # advance() drops PCG64's buffered 32-bit half-word; a float64 draw keeps it
+            if self.state["has_uint32"]:
+                moved = bits.state
+                moved["has_uint32"], moved["uinteger"] = (self.state["has_uint32"],
+                                                          self.state["uinteger"])
+                bits.state = moved
+
+    def get_param(self, key) -> np.ndarray:
+        """The value (drawn now, from the saved state: the same numbers every time)."""
+        from unigraph import random
+
+        if self.state is None:
+            return self.initializer(self.shape, self.dtype, self.fan_in, self.fan_out)
+        bits = np.random.PCG64(0)  # (a seed: no call for OS entropy) then the saved state
+        bits.state = self.state
+        with random.drawing_from(np.random.Generator(bits)):
+            return self.initializer(self.shape, self.dtype, self.fan_in, self.fan_out)
+
+
+def _deferrable(initializer, shape) -> bool:
+    """Whether `initializer`'s draw of `shape` can wait: its stream use is known, and the
+    generator is NumPy's default PCG64 (whose `advance` skips exactly that many words)."""
+    words = initializer.words(shape)
+    if words is None:
+        return False
+    return words == 0 or type(generator().bit_generator) is np.random.PCG64
+
+
+def parameter(initializer: Initializer, shape, dtype="float32", fan_in=None, fan_out=None,
+              **options) -> Parameter:
+    """A `ug.Parameter` of `shape` initialised by `initializer`: drawn when first read where
+    the initializer allows (see the module docstring), else now; `options` are the
+    Parameter's (`lr_scale`, `order`, `trainable`, `name`). The layers make their weights so.
+
+    >>> w = ug.init.parameter(ug.init.xavier_uniform(), (784, 10), order="F")
+    >>> w.numpy().shape        # drawn here, the numbers of xavier_uniform()((784, 10))
+    (784, 10)
+    """
+    shape = tuple(int(d) for d in shape)
+    dtype = as_dtype(dtype)
+    default_in, default_out = fans(shape)
+    fan_in = default_in if fan_in is None else int(fan_in)
+    fan_out = default_out if fan_out is None else int(fan_out)
+    if not _deferrable(initializer, shape):
+        return Parameter(initializer(shape, dtype, fan_in, fan_out), **options)
+    value = InitialValue(initializer, shape, dtype, fan_in, fan_out)
+    # The placeholder only gives the shape and dtype; the home answers every read.
+    param = Parameter(np.empty(shape, dtype), **options)
+    param._array = None
+    param._home = (value, None)
+    return param
 
 
 def zeros() -> Initializer:

@@ -126,6 +126,22 @@ def seeded(seed: int):
         _context_generator.reset(token)
 
 
+@contextlib.contextmanager
+def drawing_from(rng: np.random.Generator):
+    """Draw from `rng` inside the block (the caller's generator is back afterwards). For
+    unigraph's own use: `ug.init` draws a deferred initial value from the generator state
+    saved when the value was made; users seed with `seeded`.
+
+    >>> with drawing_from(np.random.default_rng(3)):
+    ...     w = ug.init.uniform()((2,))
+    """
+    token = _context_generator.set(rng)
+    try:
+        yield
+    finally:
+        _context_generator.reset(token)
+
+
 def uniform(shape, dtype="float32", *, low=0.0, high=1.0):
     """A tensor of uniform [low, high) draws from unigraph's generator (fresh on every run).
 

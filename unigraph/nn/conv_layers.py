@@ -15,7 +15,6 @@ from unigraph.errors import ShapeError
 from unigraph.nn import functional_layers as F
 from unigraph.nn.functional import activation
 from unigraph.nn.module import Module
-from unigraph.tensor import Parameter
 
 __all__ = ["AdaptiveAvgPool2D", "AvgPool1D", "Conv1D", "ConvTranspose2D", "MaxPool1D"]
 
@@ -29,14 +28,13 @@ def _pair(value, name: str) -> tuple:
 
 def _weight_and_bias(module, shape, fans, bias, weight_init, bias_init, lr_scale, dtype):
     fan_in, fan_out = fans
-    weight_init = weight_init or initializers.xavier_uniform()
-    module.weight = Parameter(weight_init(shape, dtype, fan_in=fan_in, fan_out=fan_out),
-                              lr_scale=lr_scale)
+    module.weight = initializers.parameter(weight_init or initializers.xavier_uniform(),
+                                           shape, dtype, fan_in, fan_out, lr_scale=lr_scale)
     module.bias = None
     if bias:
-        bias_init = bias_init or initializers.zeros()
-        module.bias = Parameter(bias_init((module.out_channels,), dtype, fan_in=fan_in,
-                                          fan_out=fan_out), lr_scale=lr_scale)
+        module.bias = initializers.parameter(bias_init or initializers.zeros(),
+                                             (module.out_channels,), dtype, fan_in, fan_out,
+                                             lr_scale=lr_scale)
 
 
 def _check_groups(name, in_channels, out_channels, groups):

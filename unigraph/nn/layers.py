@@ -55,20 +55,15 @@ class Linear(Module):
         self.in_features, self.out_features = int(in_features), int(out_features)
         self.act = act
         self._act = F.activation(act)
-        weight_init = weight_init or initializers.xavier_uniform()
-        self.weight = Parameter(
-            weight_init((self.in_features, self.out_features), dtype,
-                        fan_in=self.in_features, fan_out=self.out_features),
-            lr_scale=lr_scale, order="F",
-        )
+        # Drawn when first read (ug.init.parameter): a loaded layer never draws.
+        self.weight = initializers.parameter(
+            weight_init or initializers.xavier_uniform(), (self.in_features, self.out_features),
+            dtype, self.in_features, self.out_features, lr_scale=lr_scale, order="F")
         self.bias = None
         if bias:
-            bias_init = bias_init or initializers.zeros()
-            self.bias = Parameter(
-                bias_init((self.out_features,), dtype, fan_in=self.in_features,
-                          fan_out=self.out_features),
-                lr_scale=lr_scale,
-            )
+            self.bias = initializers.parameter(
+                bias_init or initializers.zeros(), (self.out_features,), dtype,
+                self.in_features, self.out_features, lr_scale=lr_scale)
 
     def forward(self, x):
         shape = tuple(x.shape) if hasattr(x, "shape") else np.shape(x)
@@ -115,16 +110,13 @@ class Conv2D(Module):
         self._act = F.activation(act)
         shape = (self.out_channels, self.in_channels // self.groups, *self.kernel_size)
         fan_in, fan_out = initializers.fans(shape)
-        weight_init = weight_init or initializers.xavier_uniform()
-        self.weight = Parameter(weight_init(shape, dtype, fan_in=fan_in, fan_out=fan_out),
-                                lr_scale=lr_scale)
+        self.weight = initializers.parameter(weight_init or initializers.xavier_uniform(),
+                                             shape, dtype, fan_in, fan_out, lr_scale=lr_scale)
         self.bias = None
         if bias:
-            bias_init = bias_init or initializers.zeros()
-            self.bias = Parameter(
-                bias_init((self.out_channels,), dtype, fan_in=fan_in, fan_out=fan_out),
-                lr_scale=lr_scale,
-            )
+            self.bias = initializers.parameter(bias_init or initializers.zeros(),
+                                               (self.out_channels,), dtype, fan_in, fan_out,
+                                               lr_scale=lr_scale)
 
     def forward(self, x):
         shape = tuple(x.shape) if hasattr(x, "shape") else np.shape(x)
