@@ -238,11 +238,13 @@ def parameter(initializer: Initializer, shape, dtype="float32", fan_in=None, fan
     >>> w.numpy().shape        # drawn here, the numbers of xavier_uniform()((784, 10))
     (784, 10)
     """
-    shape = tuple(int(d) for d in shape)
+    shape = tuple(map(int, shape))
     dtype = as_dtype(dtype)
-    default_in, default_out = fans(shape)
-    fan_in = default_in if fan_in is None else int(fan_in)
-    fan_out = default_out if fan_out is None else int(fan_out)
+    if fan_in is None or fan_out is None:
+        default_in, default_out = fans(shape)
+        fan_in = default_in if fan_in is None else fan_in
+        fan_out = default_out if fan_out is None else fan_out
+    fan_in, fan_out = int(fan_in), int(fan_out)
     if not _deferrable(initializer, shape):
         return Parameter(initializer(shape, dtype, fan_in, fan_out), **options)
     value = InitialValue(initializer, shape, dtype, fan_in, fan_out)

@@ -165,10 +165,18 @@ class Module:
 
     # -- registration ---------------------------------------------------------------------
     def __setattr__(self, name, value):
-        if "_parameters" not in self.__dict__:
+        own = self.__dict__
+        if "_parameters" not in own:
             raise AttributeError(
                 f"{type(self).__name__}: call super().__init__() before assigning attributes"
             )
+        if not isinstance(value, _REGISTERED) and not (
+                name in own["_parameters"] or name in own["_buffers"]
+                or name in own["_modules"] or name in own["_containers"]):
+            # A plain attribute (a size, a flag) that replaces nothing registered: the
+            # common case, ~6 per layer built.
+            object.__setattr__(self, name, value)
+            return
         for table in (self._parameters, self._buffers, self._modules, self._containers):
             table.pop(name, None)
         if isinstance(value, Parameter):
@@ -441,6 +449,10 @@ class Module:
         if print_fn is not None:
             print_fn(table)
         return table
+
+
+# What an attribute assignment may register (see Module.__setattr__).
+_REGISTERED = (Parameter, Module, list, tuple, dict)
 
 
 def _is_shape(value) -> bool:
