@@ -30,6 +30,10 @@ _LOAD_LOCK = threading.Lock()
 # its state is process-wide: every eager call of every PaddleBackend holds this lock.
 # Reentrant: `eager_grad` runs the user's function, whose ops take it again.
 EAGER_LOCK = threading.RLock()
+# How many `eager_grad` functions the current thread is running in (`.value`, 0 when unset).
+# From 2 on, the gradient being taken keeps its graph (create_graph) to be differentiated
+# again: the lowerings then avoid Paddle ops that have no second derivative.
+GRAD_DEPTH = threading.local()
 
 
 def quiet_paddle() -> None:
@@ -66,7 +70,7 @@ class PaddleBackend(Backend):
     def __init__(self):
         self._paddle = None
         self._place = None
-        self._grad_depth = threading.local()
+        self._grad_depth = GRAD_DEPTH
 
     # -- loading ------------------------------------------------------------------------
     def load(self):

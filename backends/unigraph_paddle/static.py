@@ -382,11 +382,30 @@ class ProgramBuilder:
         target = outs[output]
         if differentiable and not target.stop_gradient:
             with fixed_backward(paddle):
-                found = paddle.static.gradients([target], [xs[i] for i in differentiable])
+                try:
+                    found = paddle.static.gradients([target], [xs[i] for i in differentiable])
+                except ValueError as error:
+                    raise _no_second_order(error, node) from None
             for i, g in zip(differentiable, found):
                 grads[i] = g
         grads = [paddle.zeros_like(x) if g is None else g for g, x in zip(grads, xs)]
         return list(outs) + grads
+
+
+def _no_second_order(error: ValueError, node) -> Exception:
+    """Paddle 3.3.1's Program backward refuses to differentiate a gradient op that has no
+    gradient of its own (exp_grad, take_along_axis_grad, ...: "op 'pd_op.exp_grad' has no
+    grad op"): unigraph's error, with the grad's line and the way out. Other errors as
+    they are."""
+    text = str(error)
+    if "has no grad op" not in text:
+        return error
+    op = text.split("'")[1] if text.count("'") >= 2 else "an op"
+    where = f" ({node.source})" if node.source else ""
+    return BackendError(
+        f"paddle:static cannot take this gradient of a gradient (second order){where}: "
+        f"Paddle 3.3.1's Program backward has no gradient for {op}. Use paddle:eager, "
+        "torch or tensorflow for higher-order derivatives through it.")
 
 
 class BuiltProgram:

@@ -1,0 +1,207 @@
+"""paddle:eager's faster kernels (issue 19) keep every answer: cross-entropy through
+Paddle's fused kernel where it floors nothing (composed elsewhere, and under a nested
+gradient, which the fused kernel cannot differentiate twice), relu without its NaN guard
+where the input holds no NaN, and a 0-d float times a tensor by Paddle's `scale` kernel.
+
+Results are checked on all 9 targets against float64 NumPy or hand-computed values; which
+Paddle kernel ran, on paddle:eager."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import TARGETS, run_on
+
+import unigraph as ug
+import unigraph.nn.functional as F
+from unigraph.errors import UnigraphError
+
+# Ordinary rows, one confidently right (loss ~5e-5) and one confidently wrong: the fused
+# kernel's range. Their largest spread (x - max) is -13.
+ORDINARY = np.array([[0.3, -1.2, 2.0, 0.7, -0.1],
+                     [10.0, 0.0, -0.5, 1.0, 0.25],
+                     [-3.0, 2.5, 0.0, -1.0, 1.5],
+                     [0.0, 0.0, 0.0, 0.0, 0.0]], np.float32)
+# Row 1 is 62 below its max (the fused kernel would still be exact: -64 is its floor), row
+# 2 is 70 below (floored there); one NaN row and one +inf row (NaN, as the record says).
+EDGES = np.array([[0.5, -62.0, 1.0, 0.0, 0.0],
+                  [1.0, 0.0, -70.0, 0.5, 0.0],
+                  [0.0, np.nan, 1.0, 0.0, 0.0],
+                  [0.0, np.inf, 1.0, 0.0, 0.0]], np.float32)
+
+
+def _reference(logits, labels):
+    """Per-row losses and the gradient of their mean, float64."""
+    x = logits.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        shifted = x - x.max(axis=1, keepdims=True)
+        total = np.exp(shifted).sum(axis=1, keepdims=True)
+        losses = np.log(total)[:, 0] - shifted[np.arange(len(x)), labels]
+        grad = (np.exp(shifted) / total - np.eye(x.shape[1])[labels]) / len(x)
+    return losses, grad
+
+
+def _losses_and_grad(logits, labels):
+    losses = ug.sparse_softmax_cross_entropy(logits, labels)
+    grad = ug.grad(lambda z: ug.mean(ug.sparse_softmax_cross_entropy(z, labels)))(logits)
+    return losses, grad
+
+
+@pytest.mark.parametrize("labels_dtype", [np.int64, np.int32])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("target", TARGETS)
+def test_cross_entropy_on_ordinary_logits(target, dtype, labels_dtype):
+    labels = np.array([2, 1, 4, 3], labels_dtype)
+    losses, grad = run_on(target, ug.function(_losses_and_grad), ORDINARY.astype(dtype),
+                          labels)
+    want_losses, want_grad = _reference(ORDINARY, labels)
+    # One rounding of the probability: ~6e-8 in float32 (the 5e-5 loss of row 1).
+    atol = 1e-7 if dtype == np.float32 else 1e-15
+    np.testing.assert_allclose(losses, want_losses, rtol=1e-6, atol=atol)
+    np.testing.assert_allclose(grad, want_grad, rtol=1e-5, atol=atol)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_cross_entropy_near_and_past_the_fused_floor(target):
+    labels = np.array([1, 2, 0, 1], np.int64)
+    losses, grad = run_on(target, ug.function(_losses_and_grad), EDGES, labels)
+    want_losses, want_grad = _reference(EDGES, labels)
+    np.testing.assert_allclose(losses[:2], want_losses[:2], rtol=1e-6)  # 62.x and 70.x
+    assert np.isnan(losses[2:]).all()
+    # Relative, entry by entry: e**-62 / 4 and e**-70 / 4 must be themselves, not floored.
+    np.testing.assert_allclose(grad[:2], want_grad[:2], rtol=2e-5, atol=0)
+    assert np.isnan(grad[2:]).all()
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_second_derivative_of_cross_entropy(target):
+    """d/dz sum(r * grad(mean loss)(z)) = (p * r - p * (p . r)) / N per row (the softmax
+    Jacobian times r), float64 by hand."""
+    labels = np.array([2, 1, 4, 3], np.int64)
+    r = np.linspace(-1.0, 1.0, ORDINARY.size).reshape(ORDINARY.shape).astype(np.float32)
+
+    def mean_loss(z):
+        return ug.mean(F.cross_entropy(z, labels))
+
+    @ug.function
+    def second(z):
+        return ug.grad(lambda v: ug.sum(ug.grad(mean_loss)(v) * r))(z)
+
+    if target.startswith("numpy:"):  # documented: its VJP rules are not differentiable ops
+        with pytest.raises(UnigraphError, match="second order"):
+            run_on(target, second, ORDINARY)
+        return
+    if target == "paddle:static":  # Paddle's Program backward: exp_grad has no gradient
+        with pytest.raises(UnigraphError, match=r"second order\) \(.*test_paddle_eager_"):
+            run_on(target, second, ORDINARY)
+        return
+    x = ORDINARY.astype(np.float64)
+    p = np.exp(x - x.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    want = (p * r - p * (p * r).sum(axis=1, keepdims=True)) / len(x)
+    np.testing.assert_allclose(run_on(target, second, ORDINARY), want, rtol=1e-4, atol=1e-7)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_relu_without_nan_and_with_an_infinite_sum(target):
+    # Row 0 sums to a finite value, row 1 to +inf (float32 overflow), no NaN anywhere.
+    x = np.array([[-1.5, 0.0, 2.5, -0.0], [3e38, 3e38, -1.0, 1.0]], np.float32)
+
+    @ug.function
+    def relu_and_grad(x):
+        return ug.relu(x), ug.grad(lambda v: ug.sum(ug.relu(v) * 2.0))(x)
+
+    for rows in (x[:1], x):
+        value, grad = run_on(target, relu_and_grad, rows)
+        np.testing.assert_array_equal(value, np.maximum(rows, 0))
+        np.testing.assert_array_equal(grad, np.where(rows > 0, 2.0, 0.0))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("target", TARGETS)
+def test_scalar_times_tensor_is_the_exact_product(target, dtype):
+    tiny = np.finfo(dtype).tiny
+    x = np.array([1.5, -0.0, 0.0, np.nan, np.inf, -np.inf, tiny / 4, 3.0, -7.25e-3], dtype)
+
+    @ug.function
+    def products(s, x):
+        return s * x, x * s
+
+    for s in (0.1, -0.5, -0.0, 1e-30):
+        scalar = np.asarray(s, dtype)
+        with np.errstate(invalid="ignore"):
+            want = scalar * x
+        for got in run_on(target, products, scalar, x):
+            assert got.dtype == dtype
+            np.testing.assert_array_equal(got, want)
+            np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_gradient_of_a_scalar_factor(target):
+    x = np.array([1.0, -2.0, 4.5], np.float32)
+
+    @ug.function
+    def grads(s, x):
+        return ug.grad(lambda s, x: ug.sum(s * x), argnums=(0, 1))(s, x)
+
+    ds, dx = run_on(target, grads, np.float32(0.5), x)
+    np.testing.assert_allclose(ds, x.sum())
+    np.testing.assert_allclose(dx, [0.5, 0.5, 0.5])
+
+
+# -- Paddle mechanisms -----------------------------------------------------------------------
+class _Spy:
+    """Stands in for `paddle._C_ops` in the lowerings module, counting the calls by name."""
+
+    def __init__(self, ops, names):
+        self._ops, self.calls = ops, {name: 0 for name in names}
+
+    def __getattr__(self, name):
+        op = getattr(self._ops, name)
+        if name not in self.calls:
+            return op
+
+        def counted(*args):
+            self.calls[name] += 1
+            return op(*args)
+
+        return counted
+
+
+@pytest.fixture
+def spy(monkeypatch):
+    import unigraph_paddle.lowerings as lowerings
+
+    spy = _Spy(lowerings._C_ops, ("cross_entropy_with_softmax", "log", "scale", "relu",
+                                  "isnan"))
+    monkeypatch.setattr(lowerings, "_C_ops", spy)
+    return spy
+
+
+def test_paddle_eager_kernels_taken(spy):
+    labels = np.array([2, 1, 4, 3])
+    with ug.use_backend("paddle", "eager"):
+        ug.grad(lambda z: ug.mean(ug.sparse_softmax_cross_entropy(z, labels)))(
+            ug.tensor(ORDINARY))
+        assert (spy.calls["cross_entropy_with_softmax"], spy.calls["log"]) == (1, 0)
+        ug.sparse_softmax_cross_entropy(ug.tensor(EDGES[:2]), labels[:2])
+        assert (spy.calls["cross_entropy_with_softmax"], spy.calls["log"]) == (2, 1)
+        ug.relu(ug.tensor(ORDINARY))
+        assert (spy.calls["relu"], spy.calls["isnan"]) == (1, 0)
+        ug.relu(ug.tensor(EDGES))
+        assert (spy.calls["relu"], spy.calls["isnan"]) == (2, 1)
+        ug.tensor(np.float32(0.5)) * ug.tensor(ORDINARY)
+        assert spy.calls["scale"] == 1
+
+
+def test_paddle_eager_nested_gradient_composes_cross_entropy(spy):
+    labels = np.array([2, 1, 4, 3])
+
+    def mean_loss(z):
+        return ug.mean(ug.sparse_softmax_cross_entropy(z, labels))
+
+    with ug.use_backend("paddle", "eager"):
+        ug.grad(lambda v: ug.sum(ug.grad(mean_loss)(v)))(ug.tensor(ORDINARY))
+    assert spy.calls["cross_entropy_with_softmax"] == 0
+    assert spy.calls["log"] == 1
