@@ -66,9 +66,11 @@ class ReferenceExecutable(Executable):
         self.params = [None] * len(graph.params)
         index = {v.id: i for i, v in enumerate(graph.params)}
         self.updates = [(index[p.id], self.plan.slots[v.id]) for p, v in graph.updates]
+        # what a run reads besides the outputs: other values may be dropped once dead
+        self.keep = frozenset(slot for _, slot in self.updates)
 
     def _run(self, feeds):
-        env, _ = self.plan.forward(feeds + self.params, False)
+        env, _ = self.plan.forward(feeds + self.params, False, self.keep)
         for index, slot in self.updates:
             self.params[index] = _frozen(_owned(env[slot], feeds))
         outputs = self.plan.outputs_of(env)
