@@ -222,11 +222,12 @@ def constant(*, value):
 
 def relu(x):
     out = torch.relu(x)
-    if not _tracks_grad(x):
+    if not _tracks_grad(x) or not torch.isnan(out.sum()):
         return out
     # torch.relu's backward passes the gradient through a NaN (a quirk): the op's gradient
     # is 1 only where x > 0, so multiply by that mask. The value stays relu's, NaN included
-    # (NaN * 0 is NaN); no data-dependent branch, and cheaper than a torch.where here.
+    # (NaN * 0 is NaN). Only with a NaN present (one sum of the output, >= 0 or NaN, says
+    # so): the mask costs three kernels, 3x relu's own forward and backward.
     return out * (x > 0)
 
 

@@ -55,8 +55,8 @@ QUIRKS = [
         op="relu", framework="torch", versions=VERSIONS,
         behaviour="torch.relu's backward passes the gradient through a NaN input "
                   "(relu'(NaN) = 1)",
-        workaround="under autograd, relu(x) * (x > 0): the same value, gradient 1 only where "
-                   "x > 0",
+        workaround="under autograd and with a NaN in x (one sum of the output says), "
+                   "relu(x) * (x > 0): the same value, gradient 1 only where x > 0",
         pin=_relu_passes_gradient_through_nan,
     ),
     _pair_quirk("maximum"),

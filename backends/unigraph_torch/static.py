@@ -38,6 +38,7 @@ import torch
 from unigraph.backend import Executable, lower_nodes
 from unigraph.errors import BackendError
 from unigraph.ir import Graph
+from unigraph_torch import fusions
 from unigraph_torch.gradients import gradients, leaf
 from unigraph_torch.loop_guard import counter_tensor, find_guard
 from unigraph_torch.lowerings import LOWERINGS, TORCH_DTYPES
@@ -109,8 +110,12 @@ class _OpTable:
 
 
 class _SourceWriter:
-    def __init__(self):
-        self.lines: list = []
+    def __init__(self, fused: dict | None = None):
+        self.lines: list = []  # run's
+        self.all_lines: list = []  # every_value's: the same, with no fused calls
+        self.fused = fused or {}  # id(node) -> role (see `fusions.plan`)
+        self.deferred: dict = {}  # a deferred producer's output id -> its operands' names
+        self.fused_updates: dict = {}  # a fused update's value id -> (param, scale, grad)
         self.depth = 1  # indentation level
         self.grad_depth = 0  # how many `grad` regions enclose the current line
         self.names = itertools.count()
@@ -123,13 +128,23 @@ class _SourceWriter:
             "no_grad": torch.no_grad,
             "enable_grad": torch.enable_grad,
             "counter_tensor": counter_tensor,
+            "op_addmm": fusions.addmm,
+            "op_cross_entropy_mean": fusions.cross_entropy_mean,
+            "op_sgd_update": fusions.sgd_update,
         }
         self.table = _OpTable(self)
         self.control_flow = {"cond": self.cond, "while_loop": self.while_loop, "grad": self.grad}
+        for op in ("matmul", "add", "sparse_softmax_cross_entropy", "mean", "mul", "sub"):
+            self.control_flow[op] = self.fusable
 
     # -- helpers --------------------------------------------------------------------------
-    def emit(self, line: str) -> None:
-        self.lines.append("    " * self.depth + line)
+    def emit(self, line: str, run: bool = True, every: bool = True) -> None:
+        """Add `line` to run's source and/or every_value's."""
+        line = "    " * self.depth + line
+        if run:
+            self.lines.append(line)
+        if every:
+            self.all_lines.append(line)
 
     def fresh(self, prefix: str = "t") -> str:
         return f"{prefix}{next(self.names)}"
@@ -161,7 +176,8 @@ class _SourceWriter:
         return lower_nodes(graph, env, self.table, self.control_flow)
 
     # -- ordinary ops ---------------------------------------------------------------------
-    def call(self, op: str, args: tuple, attrs: dict) -> str:
+    def call(self, op: str, args: tuple, attrs: dict, run: bool = True) -> str:
+        """Emit one op record's lowering; `run=False`: in every_value's source only."""
         if op == "constant":
             # Converted once, here: the value is a global that the run only reads.
             return self.bind(LOWERINGS["constant"](**attrs))
@@ -169,11 +185,38 @@ class _SourceWriter:
         function = f"op_{op}"
         self.scope[function] = LOWERINGS[op]
         if op == "cast":  # look the torch dtype up now rather than on every run
-            self.emit(f"{out} = {args[0]}.to({self.bind(TORCH_DTYPES[attrs['dtype']], 'dtype')})")
+            dtype = self.bind(TORCH_DTYPES[attrs["dtype"]], "dtype")
+            self.emit(f"{out} = {args[0]}.to({dtype})", run)
             return out
         arguments = list(args) + [f"{key}={self.attr(v)}" for key, v in attrs.items()]
-        self.emit(f"{out} = {function}({', '.join(arguments)})")
+        self.emit(f"{out} = {function}({', '.join(arguments)})", run)
         return out
+
+    def fusable(self, node, args: list) -> list:
+        """A node that `fusions.plan` may have given a role: a deferred producer is emitted
+        in every_value only, its consumer makes the fused call in run."""
+        role = self.fused.get(id(node))
+        if role is None:
+            return [self.call(node.op, args, node.attrs)]
+        if role[0] in ("defer", "update"):
+            out = self.call(node.op, args, node.attrs, run=False)
+            if node.op == "mul":  # the update's product: (scale, grad), as `plan` chose
+                self.deferred[node.outputs[0].id] = \
+                    args if node.inputs[0].shape == () else args[::-1]
+            elif node.op == "sub":  # the update: (param, scale, grad), for run's end
+                scale, grad = self.deferred[node.inputs[1].id]
+                self.fused_updates[node.outputs[0].id] = (args[0], scale, grad)
+            else:
+                self.deferred[node.outputs[0].id] = args
+            return [out]
+        out = self.call(node.op, args, node.attrs, run=False)
+        operands = self.deferred[role[1]]
+        if role[0] == "addmm":
+            fused = f"op_addmm({args[role[2]]}, {operands[0]}, {operands[1]})"
+        else:
+            fused = f"op_cross_entropy_mean({operands[0]}, {operands[1]})"
+        self.emit(f"{out} = {fused}", every=False)
+        return [out]
 
     # -- control flow ---------------------------------------------------------------------
     def cond(self, node, args: list) -> list:
@@ -347,7 +390,7 @@ def compile_graph(graph: Graph, column_major_params=frozenset()) -> tuple:
     updates to the parameter list P, and every_value(P, *inputs) -> {value id: tensor}.
     The updates of the params at `column_major_params` keep that layout.
     Returns (run, every_value, source)."""
-    writer = _SourceWriter()
+    writer = _SourceWriter(fusions.plan(graph))
     arguments = [f"a{i}" for i in range(len(graph.inputs))]
     env = {}
     for value, argument in zip(graph.inputs, arguments):
@@ -364,16 +407,23 @@ def compile_graph(graph: Graph, column_major_params=frozenset()) -> tuple:
     writer.depth = 1
 
     input_ids = {value.id for value in graph.inputs}
-    updates = []
+    updates, fused_updates = [], []
+    kept = set(outputs)
     for param, new in graph.updates:
         index = next(i for i, p in enumerate(graph.params) if p is param)
-        # Fed inputs may share memory with the caller's arrays: a parameter must not.
-        source = env[new.id] + (".clone()" if new.id in input_ids else "")
+        if new.id in writer.fused_updates:  # after the plain writes: see `fusions`
+            kept.update(writer.fused_updates[new.id])
+            source = f"op_sgd_update({', '.join(writer.fused_updates[new.id])})"
+        else:
+            kept.add(env[new.id])
+            # Fed inputs may share memory with the caller's arrays: a parameter must not.
+            source = env[new.id] + (".clone()" if new.id in input_ids else "")
         if index in column_major_params:  # an assigned value may come in another layout
             source = f"column_major({source})"
-        updates.append(f"    P[{index}] = {source}")
+        written = fused_updates if new.id in writer.fused_updates else updates
+        written.append(f"    P[{index}] = {source}")
+    updates += fused_updates
     returned = "".join(name + ", " for name in outputs)
-    kept = set(outputs) | {env[new.id] for _, new in graph.updates}
     body = writer.lines
     if guarded:  # the statements inside `with no_grad():`, after the feeds and params
         start = len(graph.inputs) + len(graph.params) + 1
@@ -385,7 +435,7 @@ def compile_graph(graph: Graph, column_major_params=frozenset()) -> tuple:
         [f"def run{header}", *body, *updates, f"    return ({returned})"]
     )
     everything = ", ".join(f"{value_id}: {name}" for value_id, name in env.items())
-    all_source = "\n".join([f"def every_value{header}", *writer.lines,
+    all_source = "\n".join([f"def every_value{header}", *writer.all_lines,
                             f"    return {{{everything}}}"])
     source = run_source + "\n\n\n" + all_source + "\n"
 

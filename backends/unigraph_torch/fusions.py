@@ -1,0 +1,175 @@
+"""torch:static's fused calls: where two op records in a row are ONE torch call in the code a
+torch user writes, the generated `run` makes that call, as torch's own modules do.
+
+- `add(matmul(x, w), b)`, x and w 2-D, b 1-D: `torch.addmm(b, x, w)`, as `nn.Linear`;
+- `mean(sparse_softmax_cross_entropy(z, y))`: `F.cross_entropy(z, y)` (reduction mean);
+- a parameter's update `p - s * g`, s a scalar: `p.addcmul_(s, g, value=-1)` in place, as
+  `torch.optim.SGD`'s `p.add_(g, alpha=-lr)`.
+
+Each removes a kernel and a temporary (the update also the new parameter tensor: an MLP
+step 0.9x). The fused call rounds once where the records round twice (a BLAS `beta = 1`
+accumulation, one fused multiply-add, one division of the loss sum): results move by an ulp,
+within every op's budget. `every_value` (the checker's value of each node) runs the records
+unfused, so a disagreement is still pinned to its node.
+
+`plan(graph)` decides, once per compile; `_SourceWriter` emits. A producer (the matmul, the
+cross-entropy, the update's `mul` and `sub`) is emitted only in `every_value`; its consumer
+then makes the fused call in `run` with the producer's operands. The update moves after every
+node (with the other parameter writes), so a run that raises leaves the parameter as it was.
+
+    >>> fused = plan(graph)
+    >>> fused[id(add_node)]            # ("addmm", matmul's output id, bias position)
+"""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+import torch.nn.functional as F
+
+from unigraph.ir import Graph
+from unigraph_torch.lowerings import _check_indices
+
+_FLOATS = ("float32", "float64")
+
+
+def _uses(graph: Graph, top: bool) -> dict:
+    """value id -> how many times `graph`'s nodes, outputs (and, at the top, updates) read it."""
+    counts: dict = {}
+    reads = [v for node in graph.nodes for v in node.inputs] + list(graph.outputs)
+    if top:
+        reads += [new for _, new in graph.updates]
+    for value in reads:
+        counts[value.id] = counts.get(value.id, 0) + 1
+    return counts
+
+
+def _addmm(node, producer, uses) -> tuple | None:
+    """("addmm", matmul output id, bias position) when `node` adds a 1-D bias to a 2-D
+    matmul read only here."""
+    for position in (1, 0):
+        product, bias = node.inputs[1 - position], node.inputs[position]
+        matmul = producer.get(product.id)
+        if matmul is None or matmul.op != "matmul" or uses.get(product.id) != 1:
+            continue
+        x, w = matmul.inputs
+        dtypes = {x.dtype, w.dtype, bias.dtype, node.outputs[0].dtype}
+        if len(x.shape) == 2 and len(w.shape) == 2 and len(dtypes) == 1 and \
+                dtypes <= set(_FLOATS) and w.shape[1] is not None and \
+                tuple(bias.shape) == (w.shape[1],):
+            return ("addmm", product.id, position)
+    return None
+
+
+def _cross_entropy_mean(node, producer, uses) -> tuple | None:
+    """("cross_entropy_mean", loss id) when `node` is the mean over a batch of per-sample
+    cross-entropies read only here."""
+    (losses,) = node.inputs
+    entropy = producer.get(losses.id)
+    if entropy is None or entropy.op != "sparse_softmax_cross_entropy" or \
+            uses.get(losses.id) != 1 or node.attrs.get("keepdims"):
+        return None
+    logits, labels = entropy.inputs
+    axis = node.attrs.get("axis")
+    if len(logits.shape) == 2 and len(labels.shape) == 1 and logits.dtype in _FLOATS and \
+            logits.shape[0] != 0 and (axis is None or tuple(axis) == (0,)):
+        return ("cross_entropy_mean", losses.id)
+    return None
+
+
+def _updates(graph: Graph, producer: dict, uses: dict, roles: dict) -> None:
+    """Roles for the updates `p - s * g`: ("update",) on the `sub` and the `mul`. Only where
+    nothing else reads the new value or the product, p is no output and no other update's
+    value, and s and g are not parameters updated in place (the writes come last, one after
+    another)."""
+    outputs = {value.id for value in graph.outputs}
+    news = {new.id for _, new in graph.updates}
+    found = []
+    for param, new in graph.updates:
+        sub = producer.get(new.id)
+        if sub is None or sub.op != "sub" or sub.inputs[0] is not param or \
+                uses.get(new.id) != 1 or param.id in outputs or param.id in news:
+            continue
+        product = sub.inputs[1]
+        mul = producer.get(product.id)
+        if mul is None or mul.op != "mul" or uses.get(product.id) != 1:
+            continue
+        scale, grad = mul.inputs if mul.inputs[0].shape == () else mul.inputs[::-1]
+        types = {param.dtype, new.dtype, scale.dtype, grad.dtype}
+        if scale.shape == () and tuple(grad.shape) == tuple(param.shape) == \
+                tuple(new.shape) and len(types) == 1 and types <= set(_FLOATS):
+            found.append((sub, mul, scale, grad))
+    written = {sub.inputs[0].id for sub, _, _, _ in found}
+    for sub, mul, scale, grad in found:
+        if scale.id not in written and grad.id not in written:
+            roles[id(sub)] = roles[id(mul)] = ("update",)
+
+
+def plan(graph: Graph, top: bool = True, roles: dict | None = None) -> dict:
+    """{id(node): role} for the nodes of `graph` and its subgraphs that run fused:
+    ("defer",) for a producer, ("addmm", ...) / ("cross_entropy_mean", ...) for its
+    consumer, ("update",) for both nodes of a fused parameter update (top level only)."""
+    roles = {} if roles is None else roles
+    uses = _uses(graph, top)
+    producer = {out.id: node for node in graph.nodes for out in node.outputs}
+    for node in graph.nodes:
+        role = None
+        if node.op == "add":
+            role = _addmm(node, producer, uses)
+        elif node.op == "mean":
+            role = _cross_entropy_mean(node, producer, uses)
+        if role is not None:
+            roles[id(node)] = role
+            roles[id(producer[role[1]])] = ("defer",)
+        for subgraph in node.subgraphs.values():
+            plan(subgraph, False, roles)
+    if top:
+        _updates(graph, producer, uses, roles)
+    return roles
+
+
+# -- the fused calls (globals of the generated code) --------------------------------------
+
+
+def addmm(bias, x, w):
+    return torch.addmm(bias, x, w)
+
+
+def cross_entropy_mean(logits, labels):
+    # The op's label check first: F.cross_entropy would skip a label of -100 (its
+    # ignore_index) and divide by the count of the others.
+    _check_indices("sparse_softmax_cross_entropy", labels, logits.shape[-1])
+    return F.cross_entropy(logits, labels.long())
+
+
+def _references_when_free() -> int:
+    """sys.getrefcount of a parameter inside `sgd_update` when only the parameter list and
+    the generated function's local hold it, measured on a probe run through the same
+    generated line (the count depends on how the interpreter passes arguments)."""
+    seen = []
+
+    def record(param, scale, grad):
+        seen.append(sys.getrefcount(param))
+        return param
+
+    scope = {"op_sgd_update": record, "column_major": lambda x: x}
+    exec("def run(P):\n    p0 = P[0]\n    P[0] = column_major(op_sgd_update(p0, None, None))\n",
+         scope)
+    scope["run"]([torch.zeros(1)])
+    return seen[0]
+
+
+_FREE = _references_when_free()
+
+
+def sgd_update(param, scale, grad):
+    """`param - scale * grad` as one kernel, written into `param` when nothing else holds it
+    or its memory (no other name or container, no view: the caller's tensors and earlier
+    outputs keep their numbers), else a new tensor from the same kernel."""
+    if sys.getrefcount(param) <= _FREE and not (
+            param.requires_grad or scale.requires_grad or grad.requires_grad) and \
+            torch._C._storage_Use_Count(param.untyped_storage()._cdata) == 2:
+        # 2: this tensor's own reference plus the temporary storage object asked about.
+        return param.addcmul_(scale, grad, value=-1)
+    return torch.addcmul(param, scale, grad, value=-1)

@@ -1,0 +1,259 @@
+"""torch:static's fused calls (`unigraph_torch.fusions`): Linear as `torch.addmm`, a mean
+cross-entropy as one `F.cross_entropy`, an SGD update as one in-place `addcmul_`, and relu's
+NaN mask only with a NaN present.
+
+On all 9 targets: an MLP trained by SGD gives a float64 NumPy reference's losses and weights
+(gradients derived by hand); a value the user still holds (a parameter returned through a
+cond, a transpose of it) keeps its numbers over later steps; a step that fails (a label out
+of range) leaves the parameters as they were; relu'(NaN) is 0 in a trained layer. On
+torch:static: which calls the generated code makes, that the update writes the parameter's
+own tensor only while nothing else holds it, and that the checker's per-node values are
+still the unfused ones."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import TARGETS
+
+import unigraph as ug
+from unigraph.config import Target
+
+F = ug.nn.functional
+LR = 0.5
+# float32 against float64 over three steps of a small net: a few ulps per op.
+RTOL, ATOL = 1e-4, 1e-6
+
+
+def _data():
+    rng = np.random.default_rng(19)
+    x = rng.standard_normal((8, 5)).astype(np.float32)
+    y = rng.integers(0, 3, 8).astype(np.int64)
+    return x, y
+
+
+def _mlp():
+    ug.manual_seed(0)
+    return ug.nn.Sequential(ug.nn.Linear(5, 4, act="relu"), ug.nn.Linear(4, 3))
+
+
+def _step(model, output=None):
+    """An SGD step returning the loss (and `output(model)`, read before the update)."""
+    optimizer = ug.optim.SGD(model.parameters(), lr=LR)
+
+    @ug.function
+    def step(x, y):
+        loss, grads = ug.value_and_grad(lambda: F.cross_entropy(model(x), y),
+                                        wrt=optimizer.params)()
+        extra = None if output is None else output(model, x)
+        optimizer.apply(grads)
+        return loss if extra is None else (loss, extra)
+
+    return step
+
+
+def _reference_step(w: dict, x, y) -> float:
+    """One float64 SGD step of the MLP on `w` (updated in place); returns the loss."""
+    x = x.astype(np.float64)
+    h = x @ w["0.weight"] + w["0.bias"]
+    r = np.maximum(h, 0)
+    z = r @ w["1.weight"] + w["1.bias"]
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    p = e / e.sum(axis=1, keepdims=True)
+    n = len(y)
+    loss = -np.mean(np.log(p[np.arange(n), y]))
+    dz = p.copy()
+    dz[np.arange(n), y] -= 1
+    dz /= n
+    dh = (dz @ w["1.weight"].T) * (h > 0)
+    grads = {"1.weight": r.T @ dz, "1.bias": dz.sum(0), "0.weight": x.T @ dh,
+             "0.bias": dh.sum(0)}
+    for name, grad in grads.items():
+        w[name] -= LR * grad
+    return loss
+
+
+def _weights(model) -> dict:
+    return {name: np.array(value, np.float64) for name, value in model.state_dict().items()}
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_sgd_steps_of_an_mlp_match_float64(target):
+    x, y = _data()
+    t = Target.parse(target)
+    with ug.use_backend(t.backend, t.mode):
+        model = _mlp()
+        expected = _weights(model)
+        step = _step(model)
+        losses = [float(step(x, y).numpy()) for _ in range(3)]
+        got = _weights(model)
+    want = [_reference_step(expected, x, y) for _ in range(3)]
+    np.testing.assert_allclose(losses, want, rtol=RTOL, atol=ATOL)
+    for name in expected:
+        np.testing.assert_allclose(got[name], expected[name], rtol=RTOL, atol=ATOL,
+                                   err_msg=name)
+
+
+def _transposed(model, x):
+    return ug.transpose(model[0].weight)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_held_transpose_of_a_parameter_keeps_its_numbers(target):
+    x, y = _data()
+    t = Target.parse(target)
+    with ug.use_backend(t.backend, t.mode):
+        model = _mlp()
+        expected = _weights(model)
+        step = _step(model, _transposed)
+        held = [step(x, y)[1] for _ in range(3)]
+        values = [np.array(h.numpy(), np.float64) for h in held]
+    for index, value in enumerate(values):
+        # the weight this step read, before its update
+        np.testing.assert_allclose(value, expected["0.weight"].T, rtol=RTOL, atol=ATOL,
+                                   err_msg=f"step {index}")
+        _reference_step(expected, x, y)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_failed_step_leaves_the_parameters_as_they_were(target):
+    x, y = _data()
+    bad = y.copy()
+    bad[3] = 7  # 3 classes
+    t = Target.parse(target)
+    with ug.use_backend(t.backend, t.mode):
+        model = _mlp()
+        step = _step(model)
+        step(x, y)
+        before = _weights(model)
+        with pytest.raises(ug.IndexOutOfRangeError):
+            step(x, bad)
+        after = _weights(model)
+        step(x, y)  # and training goes on from there
+        final = _weights(model)
+    expected = {name: value.copy() for name, value in before.items()}
+    _reference_step(expected, x, y)
+    for name in before:
+        np.testing.assert_array_equal(after[name], before[name], err_msg=name)
+        np.testing.assert_allclose(final[name], expected[name], rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_relu_gradient_at_nan_is_zero_in_a_trained_layer(target):
+    # A NaN weight makes a column of h = x @ w NaN: relu'(NaN) = 0, so that column gets no
+    # gradient (torch's own relu would pass it: [1.5, 1.0] there).
+    x = np.array([[1.0, -2.0], [0.5, 3.0]], np.float32)
+    w = np.array([[np.nan, -1.0], [1.0, 1.0]], np.float32)
+
+    def grads(x, w):
+        return ug.grad(lambda w: ug.sum(ug.relu(ug.matmul(x, w))))(w)
+
+    # h = [[NaN, -3], [NaN, 2.5]]: relu' = [[0, 0], [0, 1]]; dw = x.T @ relu'.
+    want = np.array([[0.0, 0.5], [0.0, 3.0]])
+    np.testing.assert_array_equal(run_grad(target, grads, x, w), want)
+
+
+def run_grad(target, fn, *args):
+    t = Target.parse(target)
+    with ug.use_backend(t.backend, t.mode):
+        return np.asarray(ug.function(fn)(*args).numpy(), np.float64)
+
+
+# -- torch:static's generated code --------------------------------------------------------
+
+
+def _executable(step):
+    return next(iter(step._cache.values())).executable
+
+
+def test_the_generated_run_makes_the_fused_calls():
+    x, y = _data()
+    with ug.use_backend("torch", "static"):
+        step = _step(_mlp())
+        step(x, y)
+        executable = _executable(step)
+    run_source, every_source = executable.source.split("\n\n\n")
+    for call in ("op_addmm(", "op_cross_entropy_mean(", "op_sgd_update("):
+        assert call in run_source and call not in every_source, call
+    for call in ("op_matmul(", "op_sparse_softmax_cross_entropy(", "op_mean(", "op_sub("):
+        assert call in every_source and call not in run_source, call
+    # The checker's values are every node's, the fused ones' included.
+    graph = executable.graph
+    values = executable.run_all([x, y])
+    matmuls = [n.outputs[0].id for n in _nodes(graph) if n.op == "matmul"]
+    assert matmuls and all(i in values for i in matmuls if i in _top_ids(graph))
+
+
+def _nodes(graph):
+    for node in graph.nodes:
+        yield node
+        for sub in node.subgraphs.values():
+            yield from _nodes(sub)
+
+
+def _top_ids(graph):
+    return {out.id for node in graph.nodes for out in node.outputs}
+
+
+def test_the_update_writes_the_parameter_only_while_nothing_else_holds_it():
+    import weakref
+
+    import torch
+
+    x, y = _data()
+    with ug.use_backend("torch", "static"):
+        model = _mlp()
+        step = _step(model)
+        step(x, y)
+        executable = _executable(step)
+        index = next(i for i, p in enumerate(executable.graph.params)
+                     if tuple(p.shape) == (5, 4))
+        stored = weakref.ref(executable.params[index])  # a weak reference holds nothing
+        step(x, y)
+        assert executable.params[index] is stored()  # written in place
+        view = stored().t()  # someone else holds its memory: a new tensor, the view unchanged
+        kept = view.clone()
+        step(x, y)
+        assert executable.params[index] is not stored()
+        assert torch.equal(view, kept)
+        held = executable.params[index]  # so does a second reference to the tensor
+        kept = held.clone()
+        step(x, y)
+        assert executable.params[index] is not held and torch.equal(held, kept)
+        del view, held
+        stored = weakref.ref(executable.params[index])
+        step(x, y)
+        assert executable.params[index] is stored()
+        assert executable.params[index].stride() == (1, 5)  # still column-major
+
+
+def test_relu_masks_only_with_a_nan_present():
+    import torch
+    from unigraph_torch.lowerings import relu
+
+    x = torch.tensor([-1.0, 0.0, 2.0], requires_grad=True)
+    assert type(relu(x).grad_fn).__name__ == "ReluBackward0"
+    x = torch.tensor([-1.0, float("nan"), 2.0], requires_grad=True)
+    out = relu(x)
+    out.sum().backward()
+    assert torch.isnan(out[1]) and x.grad.tolist() == [0.0, 0.0, 1.0]
+
+
+def test_a_parameter_returned_through_a_cond_keeps_its_numbers():
+    # In the generated code the cond's result is one more name for the parameter's tensor
+    # (`t1, = p0,`), not a view: the update must see it and make a new tensor.
+    def through_cond(model, x):
+        weight = model[0].weight
+        return ug.cond(ug.sum(x) > -1e30, lambda: weight, lambda: weight * 2)
+
+    x, y = _data()
+    with ug.use_backend("torch", "static"):
+        model = _mlp()
+        expected = _weights(model)
+        step = _step(model, through_cond)
+        held = [step(x, y)[1] for _ in range(3)]
+        values = [np.array(h.numpy(), np.float64) for h in held]
+    for index, value in enumerate(values):
+        np.testing.assert_allclose(value, expected["0.weight"], rtol=RTOL, atol=ATOL,
+                                   err_msg=f"step {index}")
+        _reference_step(expected, x, y)
