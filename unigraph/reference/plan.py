@@ -216,15 +216,22 @@ class _StepTable:
 
     def __init__(self, plan: Plan):
         self.plan = plan
+        self.lowerings: dict = {}  # op name -> its lowering (made once per plan)
 
     def __getitem__(self, name: str):
+        lower = self.lowerings.get(name)
+        if lower is not None:
+            return lower
         record = self.plan.ops[name]  # KeyError: lower_nodes names the unknown op
+        plan = self.plan
 
         def lower(*ins, **attrs):
-            out = self.plan.new_slots(1)[0]
-            self.plan.steps.append(OpStep(record, attrs, list(ins), out, self.plan.fast))
+            out = plan.size
+            plan.size += 1
+            plan.steps.append(OpStep(record, attrs, list(ins), out, plan.fast))
             return out
 
+        self.lowerings[name] = lower
         return lower
 
 
