@@ -118,7 +118,8 @@ class Executable:
         # A private copy (the caller keeps its array); order="C", not ascontiguousarray,
         # which would turn a 0-d array into a 1-d one.
         array = np.array(array, dtype=value.dtype, copy=True, order="C")
-        if not _shape_fits(array.shape, tuple(value.shape)):
+        # (the exact shape first: a model's load sets every parameter once)
+        if array.shape != value.shape and not _shape_fits(array.shape, tuple(value.shape)):
             raise BackendError(
                 f"{self.target}: parameter {_param_name(value, index)} of graph "
                 f"{self.graph.name!r} is {_type_text(value.dtype, value.shape)}; set_param got "
