@@ -8,14 +8,16 @@ append_backward, torch.autograd inside the compiled callable, or the NumPy VJP r
 
 from __future__ import annotations
 
-from unigraph import pytree
+import numpy as np
+
+from unigraph import config, pytree
 from unigraph.dispatch import _param_leaves, current_backend, native, symbolic, value_of
 from unigraph.dtypes import is_float
 from unigraph.errors import UnigraphError
 from unigraph.function import Function, as_input_tensor, is_array_leaf
 from unigraph.ops.base import TensorSpec
 from unigraph.tensor import Parameter, Tensor
-from unigraph.tracing import GraphBuilder, current_builder, region
+from unigraph.tracing import GraphBuilder, _builder, _in_function, current_builder, region
 
 
 def _positions(argnums, count: int) -> tuple:
@@ -26,8 +28,10 @@ def _positions(argnums, count: int) -> tuple:
     return positions
 
 
-def _scalar_of(result, fn) -> Tensor:
-    leaves, _ = pytree.flatten(result, is_array_leaf)
+def _scalar_of(result, fn, leaves=None) -> Tensor:
+    """The floating scalar `fn` returned (`leaves`: `result` flattened, if done already)."""
+    if leaves is None:
+        leaves, _ = pytree.flatten(result, is_array_leaf)
     first = leaves[0] if leaves else None
     if not isinstance(first, Tensor) or first.shape not in ((), (1,)) or not is_float(first.dtype):
         got = f"{first.dtype}{list(first.shape)}" if isinstance(first, Tensor) else repr(first)
@@ -71,7 +75,30 @@ def value_and_grad(fn, argnums=0, wrt=None):
         return value, grads[0] if isinstance(argnums, int) else tuple(grads)
 
     differentiated.__name__ = f"value_and_grad({getattr(fn, '__name__', 'fn')})"
-    return Function(differentiated, autograph=False)
+    return _Transformed(differentiated)
+
+
+class _Transformed(Function):
+    """The Function `ug.grad` / `ug.value_and_grad` return. An eager training step makes a
+    new one every step (`ug.value_and_grad(lambda: loss(model(x), y), wrt=...)()`), so the
+    eager call with tensors only goes straight to the function: what `Function.__call__`
+    does there (convert arguments, make Python numbers in the result tensors) has nothing
+    to do for tensors in and tensors out. Every other call takes `Function.__call__`."""
+
+    def __init__(self, fn):
+        super().__init__(fn, autograph=False)
+
+    def __call__(self, *args, **kwargs):
+        if (kwargs or _builder.get() is not None
+                or (config._context_target.get() or config._global_target
+                    or config.current_target()).mode != "eager"
+                or not all(type(a) is Tensor for a in args)):
+            return Function.__call__(self, *args, **kwargs)
+        token = _in_function.set(True)  # as inside any @ug.function body run eagerly
+        try:
+            return self.fn(*args)
+        finally:
+            _in_function.reset(token)
 
 
 def grad(fn, argnums=0, wrt=None):
@@ -85,7 +112,7 @@ def grad(fn, argnums=0, wrt=None):
         return both(*args)[1]
 
     gradient.__name__ = f"grad({getattr(fn, '__name__', 'fn')})"
-    return Function(gradient, autograph=False)
+    return _Transformed(gradient)
 
 
 def _eager(fn, args, positions, params):
@@ -98,26 +125,36 @@ def _eager(fn, args, positions, params):
         call_args = list(args)
         for p, leaf in zip(positions, leaves):
             call_args[p] = Tensor(args[p].shape, args[p].dtype, backend=backend, native=leaf)
-        overrides = dict(_param_leaves.get() or {})
-        overrides.update({id(p): leaf for p, leaf in zip(params, leaves[len(positions):])})
+        outer = _param_leaves.get()
+        overrides = dict(outer) if outer else {}
+        for p, leaf in zip(params, leaves[len(positions):]):
+            overrides[id(p)] = leaf
         token = _param_leaves.set(overrides)
         try:
             with region("grad"):  # ug.assign is refused here, as in a static graph
                 result = fn(*call_args)
         finally:
             _param_leaves.reset(token)
-        scalar = _scalar_of(result, fn)
-        out_leaves, treedef = pytree.flatten(result, is_array_leaf)
+        if type(result) is Tensor:  # the usual loss: one leaf, nothing to walk
+            out_leaves, treedef = [result], None
+            scalar = _scalar_of(result, fn, out_leaves)
+        else:
+            out_leaves, treedef = pytree.flatten(result, is_array_leaf)
+            scalar = _scalar_of(result, fn, out_leaves)
+            # A Python number or array returned beside the loss: the tensor a static grad
+            # node gives (a constant of NumPy's dtype: 2.5 is float64, 3 is int64).
+            out_leaves = [x if isinstance(x, Tensor) else as_input_tensor(np.asarray(x))
+                          for x in out_leaves]
         out_holder["treedef"], out_holder["leaves"] = treedef, out_leaves
         return [native(scalar, backend)] + [native(x, backend) for x in out_leaves]
 
     outputs, grads = backend.eager_grad(run, watched)
-    values = [Tensor(x.shape, x.dtype, backend=backend, native=o)
+    values = [Tensor(x.shape, x.dtype, backend, o)
               for x, o in zip(out_holder["leaves"], outputs[1:])]
-    value = pytree.unflatten(out_holder["treedef"], values)
+    treedef = out_holder["treedef"]
+    value = values[0] if treedef is None else pytree.unflatten(treedef, values)
     targets = [args[p] for p in positions] + params
-    return value, [Tensor(t.shape, t.dtype, backend=backend, native=g)
-                   for t, g in zip(targets, grads)]
+    return value, [Tensor(t.shape, t.dtype, backend, g) for t, g in zip(targets, grads)]
 
 
 def _traced(builder, fn, args, positions, params):

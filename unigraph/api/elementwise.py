@@ -15,7 +15,11 @@ from unigraph.api.operands import (
 )
 from unigraph.dispatch import apply, apply_simple
 from unigraph.dtypes import as_dtype
-from unigraph.tensor import Tensor
+from unigraph.tensor import Parameter, Tensor
+
+# The operand types of the wrappers' fast paths: a Parameter (a layer's weight, the
+# optimizers' learning rate) is read as it is, like a Tensor (never a WeakTensor).
+_PLAIN = (Tensor, Parameter)
 
 
 def _binary(op: str, policy: str | None = None):
@@ -26,14 +30,14 @@ def _binary(op: str, policy: str | None = None):
     def function(x, y):
         # Fast paths, the same operands `promote_for` gives: two tensors of one dtype the op
         # takes as they are, or a tensor and a Python number that keeps its dtype.
-        if type(x) is Tensor and x.dtype in ready:
-            if type(y) is Tensor and x.dtype == y.dtype:
+        if type(x) in _PLAIN and x.dtype in ready:
+            if type(y) in _PLAIN and x.dtype == y.dtype:
                 return apply_simple(op, x, y)
             if type(y) is int or type(y) is float:
                 scalar = weak_scalar(x, y)
                 if scalar is not None:
                     return apply_simple(op, x, scalar)
-        elif type(y) is Tensor and y.dtype in ready and (type(x) is int or type(x) is float):
+        elif type(y) in _PLAIN and y.dtype in ready and (type(x) is int or type(x) is float):
             scalar = weak_scalar(y, x)
             if scalar is not None:
                 return apply_simple(op, scalar, y)
@@ -50,7 +54,7 @@ def _unary(op: str, policy: str | None = None):
     ready = ready_dtypes(op, policy)
 
     def function(x):
-        if type(x) is Tensor and x.dtype in ready:  # nothing to promote
+        if type(x) in _PLAIN and x.dtype in ready:  # nothing to promote
             return apply_simple(op, x)
         return apply(op, promote_for(op, x, policy=policy), {})
 

@@ -10,15 +10,17 @@ from unigraph.api.operands import (
     ready_dtypes,
 )
 from unigraph.dispatch import apply, apply_simple
-from unigraph.tensor import Tensor
+from unigraph.tensor import Parameter, Tensor
 
 _READY = ready_dtypes("matmul")
+_PLAIN = (Tensor, Parameter)  # never a WeakTensor: it promotes like a Python number
 
 
 def matmul(a, b):
     """Matrix product; batch dimensions broadcast (`a @ b`)."""
-    if type(a) is Tensor and type(b) is Tensor and a.dtype == b.dtype and a.dtype in _READY:
-        return apply_simple("matmul", a, b)  # nothing to promote
+    # Nothing to promote (a layer's weight is a Parameter: the same fast path).
+    if type(a) in _PLAIN and type(b) in _PLAIN and a.dtype == b.dtype and a.dtype in _READY:
+        return apply_simple("matmul", a, b)
     return apply("matmul", promote_for("matmul", a, b), {})
 
 

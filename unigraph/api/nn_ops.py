@@ -4,7 +4,9 @@ activations composed of elementwise records (gelu, silu, leaky_relu, elu, selu).
 
 from __future__ import annotations
 
-from unigraph.api.elementwise import erf, exp, minimum, sigmoid, tanh, where
+import numpy as np
+
+from unigraph.api.elementwise import cast, erf, exp, minimum, sigmoid, tanh, where
 from unigraph.api.operands import (
     _axis,
     _docs_from_records,
@@ -12,7 +14,13 @@ from unigraph.api.operands import (
     _promote,
     _tensor_or_array,
 )
-from unigraph.dispatch import apply
+from unigraph.dispatch import apply, apply_simple
+from unigraph.tensor import Tensor
+
+_FLOATS = frozenset({"float16", "float32", "float64"})
+_WIDE_INTS = frozenset({"int32", "int64"})
+_NARROW_INTS = frozenset({"int8", "uint8", "int16", np.dtype("int8"), np.dtype("uint8"),
+                          np.dtype("int16")})
 
 
 def softmax(x, axis=-1):
@@ -82,8 +90,14 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_in
 
 def sparse_softmax_cross_entropy(logits, labels):
     """Per-example `-log softmax(logits)[label]`; logits [N, C], integer labels [N]."""
+    if (type(logits) is Tensor and logits.dtype in _FLOATS and type(labels) is Tensor
+            and labels.dtype in _WIDE_INTS):
+        return apply_simple("sparse_softmax_cross_entropy", logits, labels)  # as they are
     (a,) = _promote(logits, to_float=True)
-    return apply("sparse_softmax_cross_entropy", [a, _tensor_or_array(labels)], {})
+    labels = _tensor_or_array(labels)
+    if labels.dtype in _NARROW_INTS:  # class ids as int64 (exact): TF and Paddle take no less
+        labels = cast(labels, "int64")
+    return apply("sparse_softmax_cross_entropy", [a, labels], {})
 
 
 def gelu(x, approximate="none"):

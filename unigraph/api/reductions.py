@@ -14,12 +14,15 @@ from unigraph.api.operands import (
     _promote,
     _record_doc,
     promote_for,
+    ready_dtypes,
     unchanged,
 )
 from unigraph.api.shapes import reshape
 from unigraph.dispatch import apply
 from unigraph.dtypes import is_float
-from unigraph.tensor import Tensor
+from unigraph.tensor import Parameter, Tensor
+
+_PLAIN = (Tensor, Parameter)  # never a WeakTensor: it promotes like a Python number
 
 
 def _reduction(op: str):
@@ -27,7 +30,11 @@ def _reduction(op: str):
     and checked; `axis=()` reduces nothing and returns x itself (no node: a record never
     sees an empty axis tuple, so no backend has to read one)."""
 
+    ready = ready_dtypes(op)
+
     def function(x, axis=None, keepdims=False):
+        if axis is None and type(x) in _PLAIN and x.dtype in ready:  # `loss.mean()`: as is
+            return apply(op, [x], {"axis": None, "keepdims": bool(keepdims)})
         (a,) = promote_for(op, x)
         ndim = len(np.shape(a)) if not isinstance(a, Tensor) else a.ndim
         axes = _axes(axis, ndim, op)

@@ -112,6 +112,9 @@ def dropout(x, p=0.5, training=True):
     return x * keep * (1.0 / (1.0 - p))
 
 
+_INT_DTYPES = frozenset({"int8", "uint8", "int16", "int32", "int64"})
+
+
 def _reduce(losses, reduction: str, where: str):
     if reduction == "mean":
         return api.mean(losses)
@@ -142,8 +145,11 @@ def cross_entropy(logits, labels, reduction="mean"):
     >>> F.cross_entropy(ug.tensor([[2.0, 0.5]]), np.array([0]))
     """
     logits = _as_tensor(logits)
-    if logits.ndim != 2:
+    if len(logits.shape) != 2:
         raise ShapeError(f"cross_entropy: logits must be [N, C], got shape {list(logits.shape)}")
+    if type(labels) is Tensor and labels.dtype in _INT_DTYPES:  # the usual call: class ids
+        return _reduce(api.sparse_softmax_cross_entropy(logits, labels), reduction,
+                       "cross_entropy")
     labels_dtype = labels.dtype if isinstance(labels, Tensor) else np.asarray(labels).dtype.name
     if is_float(labels_dtype):
         labels_shape = tuple(labels.shape) if isinstance(labels, Tensor) else \
