@@ -205,3 +205,37 @@ def test_paddle_eager_nested_gradient_composes_cross_entropy(spy):
         ug.grad(lambda v: ug.sum(ug.grad(mean_loss)(v)))(ug.tensor(ORDINARY))
     assert spy.calls["cross_entropy_with_softmax"] == 0
     assert spy.calls["log"] == 1
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div", "less", "equal"])
+def test_paddle_eager_direct_kernels_and_the_widened_dtypes(op):
+    """The eager entries call the `_C_ops` kernel for float32/64 and int32/64 (bit for bit
+    the `paddle.*` function's answer) and widen float16 and int8 as before (NumPy's
+    numbers: one rounding, wrapping)."""
+    import paddle
+    from unigraph_paddle.lowerings import LOWERINGS
+
+    _paddle_backend_loaded()
+    fn = LOWERINGS[op]
+    numpy_op = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
+                "less": np.less, "equal": np.equal}[op]
+    native = {"add": paddle.add, "sub": paddle.subtract, "mul": paddle.multiply,
+              "div": paddle.divide, "less": paddle.less_than, "equal": paddle.equal}[op]
+    x = np.array([1.5, -2.25, 100.0, 3.0], np.float32)
+    y = np.array([0.5, 3.0, 120.0, 3.0], np.float32)
+    for dtype in (np.float32, np.float64, np.int32, np.int64, np.float16, np.int8):
+        if op == "div" and np.dtype(dtype).kind == "i":
+            continue  # the frontend divides ints as floats
+        a, b = x.astype(dtype), y.astype(dtype)
+        got = fn(paddle.to_tensor(a), paddle.to_tensor(b)).numpy()
+        with np.errstate(over="ignore"):
+            np.testing.assert_array_equal(got, numpy_op(a, b))
+        if dtype not in (np.float16, np.int8):
+            want = native(paddle.to_tensor(a), paddle.to_tensor(b)).numpy()
+            np.testing.assert_array_equal(got, want)
+
+
+def _paddle_backend_loaded():
+    from unigraph.plugins import backends
+
+    backends()["paddle"].load()

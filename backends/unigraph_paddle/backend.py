@@ -34,6 +34,7 @@ EAGER_LOCK = threading.RLock()
 # From 2 on, the gradient being taken keeps its graph (create_graph) to be differentiated
 # again: the lowerings then avoid Paddle ops that have no second derivative.
 GRAD_DEPTH = threading.local()
+_NO_LOWERINGS: dict = {}  # `lowerings` before `load()`
 
 
 def quiet_paddle() -> None:
@@ -111,8 +112,13 @@ class PaddleBackend(Backend):
 
     # -- eager --------------------------------------------------------------------------
     def eager_op(self, op: str, inputs: list, attrs: dict):
+        # Backend.eager_op's table lookup inlined (one Python call less on every eager op);
+        # its own path (loading, the missing-op error) where the lookup fails.
         with EAGER_LOCK:
-            return Backend.eager_op(self, op, inputs, attrs)
+            lowering = (self.lowerings or _NO_LOWERINGS).get(op)
+            if lowering is None:
+                return Backend.eager_op(self, op, inputs, attrs)
+            return lowering(*inputs, **attrs)
 
     def to_native(self, array):
         with EAGER_LOCK:

@@ -100,6 +100,36 @@ def widen_small_ints(fn=None, *, dtype_input: int = 0):
     return lowered
 
 
+_F32, _F64, _I32, _I64 = paddle.float32, paddle.float64, paddle.int32, paddle.int64
+
+
+def eager_direct(c_op, general, *, any_dtype: bool = False):
+    """A lowering that calls `c_op` (a `_C_ops` kernel) on two eager Tensors of one dtype
+    that needs no widening (float32, float64, int32, int64; any dtype with `any_dtype`),
+    and `general` otherwise (a Program, float16, small ints, mixed dtypes). The `paddle.*`
+    function calls that same kernel in dygraph after ~2 us of Python (its decorator, the
+    mode test, our widening wrappers): most of a scalar op's cost (the counter's loop).
+    `general`'s float16 marks are kept (CPU_HALF_MISSING, the GPU table).
+
+    >>> "add": eager_direct(_C_ops.add, widen_small_ints(widen_half(paddle.add)))
+    """
+
+    def lowered(x, y):
+        if type(x) is _EAGER_TENSOR and type(y) is _EAGER_TENSOR:
+            dtype = x.dtype
+            # Identity tests: eager dtypes are the interned objects.
+            if dtype is y.dtype and (any_dtype or dtype is _F32 or dtype is _F64
+                                     or dtype is _I64 or dtype is _I32):
+                return c_op(x, y)
+        return general(x, y)
+
+    lowered.__name__ = getattr(general, "__name__", "lowered")
+    if getattr(general, "widens_half", False):
+        lowered.widens_half = True
+        lowered.__wrapped__ = eager_direct(c_op, general.__wrapped__, any_dtype=any_dtype)
+    return lowered
+
+
 def _is_float(x) -> bool:
     return x.dtype in _FLOATS
 
@@ -145,18 +175,19 @@ maximum = _nan_if_either(paddle.maximum)
 minimum = _nan_if_either(paddle.minimum)
 
 
-def multiply(x, y):
-    """x * y. Eagerly, a 0-d float times a tensor of its dtype, neither needing a gradient
-    (an optimizer's lr * g), runs Paddle's `scale` kernel: the same products, ~5x faster
-    than its broadcasting multiply (3.3.1, 784x256 float32: 22 us against 105). The bias
-    is -0.0, the identity of IEEE addition (a -0.0 product stays -0.0)."""
-    if type(x) is _EAGER_TENSOR and type(y) is _EAGER_TENSOR and x.ndim != y.ndim:
+def eager_multiply(x, y):
+    """x * y on two eager Tensors of one dtype (`eager_direct`'s kernel for "mul"). A 0-d
+    float times a tensor, neither needing a gradient (an optimizer's lr * g), runs Paddle's
+    `scale` kernel: the same products, ~5x faster than its broadcasting multiply (3.3.1,
+    784x256 float32: 22 us against 105). The bias is -0.0, the identity of IEEE addition
+    (a -0.0 product stays -0.0)."""
+    if x.ndim != y.ndim:
         scalar, tensor = (x, y) if x.ndim == 0 else (y, x)
         dtype = scalar.dtype
-        if (scalar.ndim == 0 and tensor.dtype is dtype and (dtype is _SINGLE or dtype is _DOUBLE)
+        if (scalar.ndim == 0 and (dtype is _SINGLE or dtype is _DOUBLE)
                 and scalar.stop_gradient and tensor.stop_gradient):
             return _C_ops.scale(tensor, scalar, -0.0, True)
-    return paddle.multiply(x, y)
+    return _C_ops.multiply(x, y)
 
 
 def softplus(x):
@@ -597,19 +628,20 @@ def avg_pool2d(x, *, kernel, stride, padding, ceil_mode=False, count_include_pad
 
 LOWERINGS = {
     # elementwise
-    "add": widen_small_ints(widen_half(paddle.add)),
-    "sub": widen_small_ints(widen_half(paddle.subtract)),
-    "mul": widen_small_ints(widen_half(multiply)),
-    "div": widen_half(paddle.divide),
+    "add": eager_direct(_C_ops.add, widen_small_ints(widen_half(paddle.add))),
+    "sub": eager_direct(_C_ops.subtract, widen_small_ints(widen_half(paddle.subtract))),
+    "mul": eager_direct(eager_multiply, widen_small_ints(widen_half(paddle.multiply))),
+    "div": eager_direct(_C_ops.divide, widen_half(paddle.divide)),
     "pow": widen_half(paddle.pow),
     "maximum": widen_small_ints(widen_half(maximum)),
     "minimum": widen_small_ints(widen_half(minimum)),
-    "equal": paddle.equal,
-    "not_equal": paddle.not_equal,
-    "less": paddle.less_than,
-    "less_equal": paddle.less_equal,
-    "greater": paddle.greater_than,
-    "greater_equal": paddle.greater_equal,
+    "equal": eager_direct(_C_ops.equal, paddle.equal, any_dtype=True),
+    "not_equal": eager_direct(_C_ops.not_equal, paddle.not_equal, any_dtype=True),
+    "less": eager_direct(_C_ops.less_than, paddle.less_than, any_dtype=True),
+    "less_equal": eager_direct(_C_ops.less_equal, paddle.less_equal, any_dtype=True),
+    "greater": eager_direct(_C_ops.greater_than, paddle.greater_than, any_dtype=True),
+    "greater_equal": eager_direct(_C_ops.greater_equal, paddle.greater_equal,
+                                  any_dtype=True),
     "logical_and": paddle.logical_and,
     "logical_or": paddle.logical_or,
     "logical_not": paddle.logical_not,
