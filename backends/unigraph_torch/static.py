@@ -476,6 +476,26 @@ class TorchExecutable(Executable):
         self.params: list = [None] * len(graph.params)
         self._torch_specs = _quick_specs(graph)  # for check_inputs' quick pass
 
+    def run(self, inputs: list) -> list:
+        # The common torch:static run, torch tensors of the graph's exact types and every
+        # parameter set, straight to the compiled function: the base's checks would pass and
+        # its copies apply to NumPy feeds only (~1.3 us of a 2 us cond). Anything else, and
+        # every refusal, is the base's.
+        specs = self._torch_specs
+        if specs and not self.unset and len(inputs) == len(specs):
+            for x, (dtype, shape) in zip(inputs, specs):
+                if type(x) is not torch.Tensor or x.dtype is not dtype or x.shape != shape:
+                    break
+            else:
+                try:
+                    return list(self._compiled_run(self.params, *inputs))
+                except Exception as error:
+                    found = self._translated(error)
+                    if found is None:
+                        raise
+                    raise found from None
+        return super().run(inputs)
+
     def check_inputs(self, inputs) -> list:
         # The common torch:static run, torch tensors of the graph's exact types, in one pass
         # (a @ug.function call feeds its tensors' natives); anything else, and every
