@@ -21,6 +21,13 @@ Two differences are handled:
   ufunc instead;
 - `logical_and`/`logical_or` (bool operands only, by their records) are `&` / `|`.
 
+Written into a dead operand (`generate(plan, keep)`, when the caller reads only the outputs
+and `keep`): a top-level elementwise binary op whose operand is an intermediate array of
+the result's shape and dtype, made by a top-level elementwise op or matmul (a fresh array)
+and read by nothing else, writes its result into that operand (`ufunc(x, y, out=x)`: the
+same numbers), as hand-written NumPy's `w -= lr * g` does: an SGD update then allocates one
+array per parameter instead of two. Such an operand's slot is None in the returned list.
+
 >>> run = generate(plan)        # None if Python cannot compile it (too deeply nested loops)
 >>> env = run(plan.template.copy() with the inputs in place)
 """
@@ -57,7 +64,10 @@ def _ignore_overflow():
 class _Writer:
     """Writes one plan's code; nested plans are written inline with their own prefix."""
 
-    def __init__(self):
+    def __init__(self, reusable=frozenset()):
+        self.reusable = reusable  # top-level slots an op may write its result into
+        self.clobbered: set = set()  # those written into: None in the returned list
+        self.root = None  # the plan being generated (its top level may reuse)
         self.scope: dict = {"A": np.asarray}
         self.lines: list = []
         self.count = 0
@@ -126,6 +136,8 @@ class _Writer:
         names[step.out] = out
         fast = kernel(step.op.name, step.op) if plan.fast else None
         operator = getattr(fast, "operator", None)
+        if operator is not None and self.reused_operand(plan, node, step, depth) is not None:
+            operator = None  # written into its dead operand below
         if operator is not None:
             kind = np.dtype(node.inputs[0].dtype).kind
             x, y = (names[s] for s in step.ins)
@@ -147,9 +159,32 @@ class _Writer:
             if operator is not None:
                 scalars.add(out)
                 return
+        target = self.reused_operand(plan, node, step, depth)
+        if target is not None:
+            ufunc = self.bind(_UFUNCS[step.op.name], "u")
+            x, y = (names[s] for s in step.ins)
+            self.emit(depth, f"{out} = {ufunc}({x}, {y}, out={names[target]})")
+            self.clobbered.add(target)
+            scalars.discard(out)
+            return
         fn = self.bind(step.fn, "f")
         args = ", ".join(self.array(names[s], scalars) for s in step.ins)
         self.emit(depth, f"{out} = {fn}({args})")
+
+    def reused_operand(self, plan, node, step, depth):
+        """The operand slot this top-level elementwise op may write its result into, or
+        None (see the module docstring)."""
+        if (plan is not self.root or depth != 1 or step.op.name not in _UFUNCS
+                or not plan.fast or kernel(step.op.name, step.op) is None):
+            return None
+        result = node.outputs[0]
+        if any(value.dtype != result.dtype for value in node.inputs):
+            return None
+        for slot, value in zip(step.ins, node.inputs):
+            if (slot in self.reusable and slot not in self.clobbered
+                    and tuple(value.shape) == tuple(result.shape)):
+                return slot
+        return None
 
     def cond(self, step, names, scalars, depth, prefix):
         outs = [f"{prefix}v{slot}" for slot in step.outs]
@@ -189,14 +224,45 @@ class _Writer:
         scalars.update(outs)
 
 
-def generate(plan):
+# Elementwise binary kernels that may write into a dead operand, and the top-level ops
+# whose results are fresh arrays such an op may write into.
+_UFUNCS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
+           "maximum": np.maximum, "minimum": np.minimum}
+_FRESH = {*_UFUNCS, "matmul"}
+
+
+def _reusable(plan, keep) -> frozenset:
+    """Top-level slots made by an op of `_FRESH` with a fast kernel, of a known non-0-d
+    shape (so an ndarray, never a NumPy scalar), read by exactly one top-level step and
+    neither an output nor in `keep`."""
+    reads: dict = {}
+    for step in plan.steps:
+        for slot in step.ins:
+            reads[slot] = reads.get(slot, 0) + 1
+    kept = {*plan.output_slots, *keep}
+    found = set()
+    for node, step in zip(plan.graph.nodes, plan.steps):
+        name = getattr(getattr(step, "op", None), "name", None)
+        if name not in _FRESH or not plan.fast or kernel(name, step.op) is None:
+            continue
+        shape = tuple(node.outputs[0].shape)
+        if (shape and None not in shape and reads.get(step.out) == 1
+                and step.out not in kept):
+            found.add(step.out)
+    return frozenset(found)
+
+
+def generate(plan, keep=None):
     """`plan.forward(inputs, record=False)`'s work as one function `run(env) -> env`: `env`
     is a fresh copy of the plan's template with the inputs in place; the returned list holds
-    every slot's value (arrays, as the steps would have left them). None when Python
-    cannot compile the code (more than 20 nested loops): the caller keeps its step loop."""
+    every slot's value (arrays, as the steps would have left them); with `keep` (a
+    frozenset of slots) only the outputs and those are read, and an op may write into a
+    dead operand (its slot None). None when Python cannot compile the code (more than 20
+    nested loops): the caller keeps its step loop."""
     if len(plan.steps) != len(plan.graph.nodes):
         return None  # a step per node is what lets the writer read each node's dtypes
-    writer = _Writer()
+    writer = _Writer(_reusable(plan, keep) if keep is not None else frozenset())
+    writer.root = plan
     names = {slot: f"v{slot}" for slot in plan.input_slots}
     scalars: set = set()
     header = ["def run(env):"]
@@ -211,7 +277,8 @@ def generate(plan):
         writer.scope.update(SET=_extobj_contextvar.set, RESET=_extobj_contextvar.reset,
                             IGNORE_OF=_ignore_overflow)
         header.append("    IGNORE = IGNORE_OF()")
-    values = ", ".join(writer.array(names[slot], scalars) for slot in range(plan.size))
+    values = ", ".join("None" if slot in writer.clobbered else writer.array(names[slot], scalars)
+                       for slot in range(plan.size))
     source = "\n".join([*header, *body, f"    return [{values}]"])
     try:
         code = compile(source, f"<unigraph plan of {plan.graph.name}>", "exec")

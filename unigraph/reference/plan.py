@@ -265,7 +265,7 @@ class Plan:
                 if type(value) is np.ndarray:
                     value.flags.writeable = False  # shared by every run: never written
                 self.template[step.out] = value
-        self._run = None  # the generated forward, made on the second run
+        self._runs: dict = {}  # keep -> the generated forward, made on the second run
         self._ran = False
         self._dead: dict = {}  # keep -> per step, the slots dead after it (_walk_dropping)
 
@@ -310,7 +310,8 @@ class Plan:
             for slot, value in zip(self.input_slots, inputs):
                 env[slot] = value
         if not record:
-            if self._run is None:
+            run = self._runs.get(keep)
+            if run is None:
                 if not self._ran:
                     # A plan run once (a model built, loaded and run once) is not worth
                     # generating code for: the first run walks the steps.
@@ -322,8 +323,8 @@ class Plan:
                     else:
                         self._walk_dropping(env, keep)
                     return env, None
-                self._run = generate(self) or self._generated_forward()
-            return self._run(env), None
+                run = self._runs[keep] = generate(self, keep) or self._generated_forward()
+            return run(env), None
         residuals = [None if type(step) is OpStep and step.op.name == "constant"
                      else step.forward(env, True) for step in self.steps]
         return env, residuals
