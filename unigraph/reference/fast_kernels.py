@@ -102,7 +102,7 @@ def sparse_softmax_cross_entropy(logits, labels):
     if logits.size == 0:
         check_indices("sparse_softmax_cross_entropy", labels, logits.shape[1])
         return OPS["sparse_softmax_cross_entropy"].reference(logits, labels)
-    if labels.min() < 0 or labels.max() >= logits.shape[1]:  # two reductions: the common case
+    if _out_of_range(labels, logits.shape[1]):
         check_indices("sparse_softmax_cross_entropy", labels, logits.shape[1])
     shifted = _shifted_rows(logits)
     exp = np.exp(shifted)
@@ -112,6 +112,19 @@ def sparse_softmax_cross_entropy(logits, labels):
     loss = (-(picked - lse)).astype(logits.dtype, copy=False)  # the reference's signed zeros
     _softmax_memo.entry = (loss, logits, labels, exp, total)
     return loss
+
+
+# int64/int32 labels seen as unsigned: a negative label is then >= 2**31, so one max
+# finds both kinds of out-of-range label
+_UNSIGNED = {np.dtype(np.int64): np.dtype(np.uint64), np.dtype(np.int32): np.dtype(np.uint32)}
+
+
+def _out_of_range(labels, count: int) -> bool:
+    """Whether a label lies outside [0, count): one reduction where two would be."""
+    unsigned = _UNSIGNED.get(labels.dtype)
+    if unsigned is not None:
+        return bool(labels.view(unsigned).max() >= count)
+    return bool(labels.min() < 0 or labels.max() >= count)
 
 
 def _shifted_rows(x):
