@@ -40,6 +40,35 @@ def counter_tensor(count: int) -> torch.Tensor:
     return torch.tensor(count, dtype=torch.int64)
 
 
+# After a top-level loop its counter stays a Python int too: the graph reads it only to make
+# the loop's flag (`cast(counter > limit, int64)`, times the loop's number, the maximum over
+# loops), which the run returns as a NumPy scalar (its fetch), so the 2-trip counter no
+# longer pays 4 torch calls (~5 us) after its loop. The ops below, on Python ints and int
+# constants, are Python expressions; any other use makes the int a tensor first.
+HOST_EXPRESSIONS = {
+    "greater": "({} > {})", "less": "({} < {})", "greater_equal": "({} >= {})",
+    "less_equal": "({} <= {})", "equal": "({} == {})", "not_equal": "({} != {})",
+    "add": "({} + {})", "sub": "({} - {})", "mul": "({} * {})", "neg": "(-{})",
+    "maximum": "max({}, {})", "minimum": "min({}, {})",
+}
+HOST_CASTS = {"int64": "int({})", "bool": "bool({})"}
+_COMPARISONS = {"greater", "less", "greater_equal", "less_equal", "equal", "not_equal"}
+
+
+def host_dtype(op: str, attrs: dict, dtypes: list) -> str | None:
+    """The dtype of `op` on Python scalars of `dtypes`, or None when it has no Python
+    expression here (then the scalars become tensors)."""
+    if op == "cast":
+        return attrs["dtype"] if attrs["dtype"] in HOST_CASTS else None
+    if op not in HOST_EXPRESSIONS or any(d != "int64" for d in dtypes):
+        return None
+    return "bool" if op in _COMPARISONS else "int64"
+
+
+def scalar_tensor(value, dtype: torch.dtype) -> torch.Tensor:
+    return torch.tensor(value, dtype=dtype)
+
+
 def _int_constant(value):
     """The value of an int64 scalar torch constant, else None."""
     if isinstance(value, torch.Tensor) and value.dim() == 0 and value.dtype == torch.int64:

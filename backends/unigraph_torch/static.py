@@ -40,7 +40,14 @@ from unigraph.errors import BackendError
 from unigraph.ir import Graph
 from unigraph_torch import fusions
 from unigraph_torch.gradients import gradients, leaf
-from unigraph_torch.loop_guard import counter_tensor, find_guard
+from unigraph_torch.loop_guard import (
+    HOST_CASTS,
+    HOST_EXPRESSIONS,
+    counter_tensor,
+    find_guard,
+    host_dtype,
+    scalar_tensor,
+)
 from unigraph_torch.lowerings import LOWERINGS, TORCH_DTYPES
 
 # torch dtype -> NumPy dtype, to check native feeds against the graph's inputs.
@@ -116,6 +123,8 @@ class _SourceWriter:
         self.fused = fused or {}  # id(node) -> role (see `fusions.plan`)
         self.deferred: dict = {}  # a deferred producer's output id -> its operands' names
         self.fused_updates: dict = {}  # a fused update's value id -> (param, scale, grad)
+        self.host: dict = {}  # name -> dtype of the run's Python scalars (see loop_guard)
+        self.level = 0  # how many subgraphs enclose the current line
         self.depth = 1  # indentation level
         self.grad_depth = 0  # how many `grad` regions enclose the current line
         self.names = itertools.count()
@@ -128,6 +137,8 @@ class _SourceWriter:
             "no_grad": torch.no_grad,
             "enable_grad": torch.enable_grad,
             "counter_tensor": counter_tensor,
+            "scalar_tensor": scalar_tensor,
+            "np": np,
             "op_addmm": fusions.addmm,
             "op_cross_entropy_mean": fusions.cross_entropy_mean,
             "op_sgd_update": fusions.sgd_update,
@@ -160,8 +171,46 @@ class _SourceWriter:
             value = value.item()
         return repr(value) if _is_literal(value) else self.bind(value)
 
+    def tensors(self, names: list) -> list:
+        """`names`, each Python scalar of run's (see `self.host`) replaced by a new name
+        holding it as a tensor (in every_value it is one already)."""
+        if not self.host or not any(name in self.host for name in names):
+            return list(names)
+        out = []
+        for name in names:
+            if name in self.host:
+                tensor = self.fresh()
+                dtype = self.bind(TORCH_DTYPES[self.host[name]], "dtype")
+                self.emit(f"{tensor} = scalar_tensor({name}, {dtype})", every=False)
+                self.emit(f"{tensor} = {name}", run=False)
+                name = tensor
+            out.append(name)
+        return out
+
+    def host_call(self, op: str, args: list, attrs: dict):
+        """(Python expression, dtype) of `op` on run's Python scalars and int constants, or
+        None."""
+        values, dtypes = [], []
+        for name in args:
+            constant = self.scope.get(name)
+            if name in self.host:
+                values.append(name)
+                dtypes.append(self.host[name])
+            elif isinstance(constant, torch.Tensor) and constant.dim() == 0 and \
+                    constant.dtype == torch.int64:
+                values.append(repr(int(constant)))
+                dtypes.append("int64")
+            else:
+                return None
+        dtype = host_dtype(op, attrs, dtypes)
+        if dtype is None:
+            return None
+        template = HOST_CASTS[dtype] if op == "cast" else HOST_EXPRESSIONS[op]
+        return template.format(*values), dtype
+
     def assign(self, targets: list, sources: list) -> None:
         """targets = sources, all at once (a loop state may swap its own variables)."""
+        sources = self.tensors(sources)
         if targets:
             self.emit(f"{', '.join(targets)}, = {', '.join(sources)},")
         else:
@@ -173,7 +222,11 @@ class _SourceWriter:
         if graph.params:
             raise BackendError(f"subgraph {graph.name!r} has parameters; subgraphs must be closed")
         env = {value.id: name for value, name in zip(graph.inputs, operands)}
-        return lower_nodes(graph, env, self.table, self.control_flow)
+        self.level += 1
+        try:
+            return lower_nodes(graph, env, self.table, self.control_flow)
+        finally:
+            self.level -= 1
 
     # -- ordinary ops ---------------------------------------------------------------------
     def call(self, op: str, args: tuple, attrs: dict, run: bool = True) -> str:
@@ -181,6 +234,15 @@ class _SourceWriter:
         if op == "constant":
             # Converted once, here: the value is a global that the run only reads.
             return self.bind(LOWERINGS["constant"](**attrs))
+        if run and self.host and any(name in self.host for name in args):
+            host = self.host_call(op, args, attrs)
+            if host is None:
+                args = self.tensors(args)
+            else:
+                out = self.call(op, args, attrs, run=False)
+                self.emit(f"{out} = {host[0]}", every=False)
+                self.host[out] = host[1]
+                return out
         out = self.fresh()
         function = f"op_{op}"
         self.scope[function] = LOWERINGS[op]
@@ -220,7 +282,7 @@ class _SourceWriter:
 
     # -- control flow ---------------------------------------------------------------------
     def cond(self, node, args: list) -> list:
-        pred, operands = args[0], args[1:]
+        pred, operands = args[0], self.tensors(args[1:])
         outs = [self.fresh() for _ in node.outputs]
         for keyword, branch in (("if", "then"), ("else", "else")):
             self.emit(f"if {pred}:" if keyword == "if" else "else:")
@@ -230,44 +292,41 @@ class _SourceWriter:
         return outs
 
     def while_loop(self, node, args: list) -> list:
+        """A Python `while`; a loop whose iteration guard `loop_guard.find_guard` recognises
+        keeps its counter as a Python int (after a top-level loop, too: see `self.host`)."""
+        args = self.tensors(args)
         guard = find_guard(node, [self.scope.get(name) for name in args])
-        if guard is not None:
-            return self.guarded_while(node, args, guard)
-        carried_count = node.attrs["num_carried"]
-        captured = args[carried_count:]
-        state = [self.fresh() for _ in range(carried_count)]
-        self.assign(state, args[:carried_count])
-        self.emit("while True:")
-        self.depth += 1
-        (keep_going,) = self.inline(node.subgraphs["cond"], state + captured)[:1]
-        self.emit(f"if not {keep_going}:")
-        self.emit("    break")
-        self.assign(state, self.inline(node.subgraphs["body"], state + captured))
-        self.depth -= 1
-        return state
-
-    def guarded_while(self, node, args: list, guard) -> list:
-        """`while_loop` with its iteration counter a Python int (see `loop_guard`)."""
         count = node.attrs["num_carried"]
         captured = args[count:]
         state = [self.fresh() for _ in range(count)]
-        counter = state[-1]
-        self.assign(state[:-1], args[:count - 1])
-        self.emit(f"{counter} = 0")
+        carried = state[:-1] if guard else state
+        cond, body = (guard.cond, guard.body) if guard else \
+            (node.subgraphs["cond"], node.subgraphs["body"])
+        self.assign(carried, args[:len(carried)])
+        if guard:
+            self.emit(f"{state[-1]} = 0")
         self.emit("while True:")
         self.depth += 1
-        (keep_going,) = self.inline(guard.cond, state + captured)
-        self.emit(f"if not ({keep_going} and {counter} <= {guard.limit}):")
+        (keep_going,) = self.inline(cond, state + captured)[:1]
+        if guard:
+            keep_going = f"({keep_going} and {state[-1]} <= {guard.limit})"
+        self.emit(f"if not {keep_going}:")
         self.emit("    break")
-        self.assign(state[:-1], self.inline(guard.body, state + captured))
-        self.emit(f"{counter} += 1")
+        self.assign(carried, self.inline(body, state + captured))
+        if guard:
+            self.emit(f"{state[-1]} += 1")
         self.depth -= 1
-        self.emit(f"{counter} = counter_tensor({counter})")
+        if guard and self.level == 0:
+            self.emit(f"{state[-1]} = counter_tensor({state[-1]})", run=False)
+            self.host[state[-1]] = "int64"
+        elif guard:
+            self.emit(f"{state[-1]} = counter_tensor({state[-1]})")
         return state
 
     def grad(self, node, args: list) -> list:
         wrt, output = node.attrs["wrt"], node.attrs["output"]
         nested = self.grad_depth > 0
+        args = self.tensors(args)
         self.emit("with enable_grad():")
         self.depth += 1
         operands = list(args)
@@ -405,6 +464,13 @@ def compile_graph(graph: Graph, column_major_params=frozenset()) -> tuple:
         writer.depth += 1
     outputs = lower_nodes(graph, env, writer.table, writer.control_flow)
     writer.depth = 1
+    # A Python scalar of run's (see `_SourceWriter.host`) is returned as a NumPy scalar
+    # (the run's fetch), and written to a parameter as a tensor.
+    news = dict(zip([new.id for _, new in graph.updates],
+                    writer.tensors([env[new.id] for _, new in graph.updates])))
+    returned = "".join(
+        (f"np.asarray({name}, {writer.bind(np.dtype(writer.host[name]), 'dtype')})"
+         if name in writer.host else name) + ", " for name in outputs)
 
     input_ids = {value.id for value in graph.inputs}
     updates, fused_updates = [], []
@@ -415,15 +481,14 @@ def compile_graph(graph: Graph, column_major_params=frozenset()) -> tuple:
             kept.update(writer.fused_updates[new.id])
             source = f"op_sgd_update({', '.join(writer.fused_updates[new.id])})"
         else:
-            kept.add(env[new.id])
+            kept.add(news[new.id])
             # Fed inputs may share memory with the caller's arrays: a parameter must not.
-            source = env[new.id] + (".clone()" if new.id in input_ids else "")
+            source = news[new.id] + (".clone()" if new.id in input_ids else "")
         if index in column_major_params:  # an assigned value may come in another layout
             source = f"column_major({source})"
         written = fused_updates if new.id in writer.fused_updates else updates
         written.append(f"    P[{index}] = {source}")
     updates += fused_updates
-    returned = "".join(name + ", " for name in outputs)
     body = writer.lines
     if guarded:  # the statements inside `with no_grad():`, after the feeds and params
         start = len(graph.inputs) + len(graph.params) + 1
