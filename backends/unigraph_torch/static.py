@@ -5,7 +5,10 @@ table (bound as globals `op_<name>`), and `exec`s it. Nothing walks the IR per c
 Control flow becomes Python's own: `cond` an `if`, `while_loop` a `while`, both inlined
 (subgraphs are closed, so their inputs are just the node's operands renamed). A `grad` node
 runs its function under `torch.enable_grad()` on leaves made from the operands and calls
-`torch.autograd.grad`; everything else then runs under `torch.no_grad()`.
+`torch.autograd.grad`; everything else then runs under `torch.no_grad()`. Where torch's own
+modules make one call for two records (Linear's addmm, an SGD update in place), `run` makes
+it too (`unigraph_torch.fusions`); a top-level loop's counter stays a Python int
+(`loop_guard`). `every_value`, the checker's view, runs every record as it is.
 
     def run(P, a0, a1):
         i0 = feed(a0)
