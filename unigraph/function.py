@@ -152,8 +152,11 @@ class Function:
         # The argument names that messages use; an exporter wrapping a Module's call sets
         # them from `forward`'s signature.
         self.argument_names = parameter_names(fn)
-        self._static_positions, self._static_names = self._static_arguments(
-            static_argnums, static_argnames)
+        # (No static arguments, the usual case, checks nothing: eager training makes a
+        # ug.value_and_grad Function every step.)
+        none = static_argnums == () and static_argnames == ()  # (0 is argument 0: not none)
+        self._static_positions, self._static_names = (frozenset(), frozenset()) if none else \
+            self._static_arguments(static_argnums, static_argnames)
         self.input_spec = input_specs(input_spec)
         # (call key, Python state values) -> Compiled, least recently used first; and
         # call key -> its Compiled entries (one per state, e.g. training and eval).
