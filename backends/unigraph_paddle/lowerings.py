@@ -313,7 +313,11 @@ def _checked_indices(op, indices, x, x_axis, axis=None):
                                        or _C_ops.max(indices, [], False).item() >= size):
             check_indices(op, indices.numpy(), size, axis)  # builds the message
         return indices
-    size = paddle.cast(paddle.shape(x)[x_axis], indices.dtype)
+    known = x.shape[x_axis]  # -1: unknown until the run
+    if known >= 0:  # one `full` op, where reading the shape at run time costs five
+        size = paddle.full([], known, indices.dtype)
+    else:
+        size = paddle.cast(paddle.shape(x)[x_axis], indices.dtype)
     return paddle.where(indices < 0, indices - size, indices)
 
 
