@@ -60,15 +60,21 @@ def _gather(slots: list, gradients: list) -> dict:
 class OpStep:
     __slots__ = ("op", "fn", "vjp", "attrs", "ins", "out", "outs")
 
-    def __init__(self, record, attrs: dict, ins: list, out: int, fast: bool = False):
+    def __init__(self, record, attrs: dict, ins: list, out: int, fast: bool = False,
+                 rules=None):
         self.op = record
         self.attrs = attrs
-        compute = (fast and kernel(record.name, record)) or record.reference
-        self.vjp = (fast and vjp_kernel(record.name, record)) or record.vjp
+        compute, self.vjp = rules or OpStep.rules(record, fast)
         self.fn = functools.partial(compute, **attrs) if attrs else compute
         self.ins = ins
         self.out = out
         self.outs = [out]
+
+    @staticmethod
+    def rules(record, fast: bool) -> tuple:
+        """(compute, vjp) of `record`: its fast kernels where `fast` and they exist."""
+        return ((fast and kernel(record.name, record)) or record.reference,
+                (fast and vjp_kernel(record.name, record)) or record.vjp)
 
     def forward(self, env, record):
         env[self.out] = self.fn(*[env[i] for i in self.ins])
@@ -224,11 +230,12 @@ class _StepTable:
             return lower
         record = self.plan.ops[name]  # KeyError: lower_nodes names the unknown op
         plan = self.plan
+        rules = OpStep.rules(record, plan.fast)
 
         def lower(*ins, **attrs):
             out = plan.size
             plan.size += 1
-            plan.steps.append(OpStep(record, attrs, list(ins), out, plan.fast))
+            plan.steps.append(OpStep(record, attrs, list(ins), out, plan.fast, rules))
             return out
 
         self.lowerings[name] = lower
