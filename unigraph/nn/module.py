@@ -22,6 +22,7 @@ import contextvars
 import copy
 import functools
 import numbers
+import types
 
 import numpy as np
 
@@ -123,6 +124,25 @@ def _contained(name: str, value):
     elif isinstance(value, dict):
         for key, item in value.items():
             yield from _contained(f"{name}.{key}", item)
+
+
+# Kept on a forward function (as autograph keeps its conversion, an ordinary cycle the
+# collector frees): (the function, its conversion's function). A traced model calls every
+# layer's forward, and autograph's own lookup builds a bound Conversion each time.
+_CONVERTED = "__unigraph_module_forward__"
+
+
+def _converted(forward):
+    """`autograph.convert(forward).function`, looked up once per function for a bound
+    method."""
+    function = getattr(forward, "__func__", None)
+    if type(function) is not types.FunctionType:
+        return autograph.convert(forward).function
+    cached = function.__dict__.get(_CONVERTED)
+    if cached is None or cached[0] is not function:  # (functools.wraps copies __dict__)
+        cached = (function, autograph.convert(function).function)
+        function.__dict__[_CONVERTED] = cached
+    return types.MethodType(cached[1], forward.__self__)
 
 
 def _read_training(module) -> bool:
@@ -398,7 +418,7 @@ class Module:
         forward = self.forward
         if current_builder() is not None:
             # Traced: Python control flow in forward() becomes cond/while_loop (cached).
-            forward = autograph.convert(forward).function
+            forward = _converted(forward)
         recorder = _summary_rows.get()
         if recorder is None:
             return forward(*args, **kwargs)
