@@ -191,11 +191,12 @@ class InitialValue:
 
     __slots__ = ("initializer", "shape", "dtype", "fan_in", "fan_out", "state")
 
-    def __init__(self, initializer: Initializer, shape, dtype, fan_in, fan_out):
+    def __init__(self, initializer: Initializer, shape, dtype, fan_in, fan_out, words=None):
         self.initializer, self.shape, self.dtype = initializer, shape, dtype
         self.fan_in, self.fan_out = fan_in, fan_out
         self.state = None
-        words = initializer.words(shape)
+        if words is None:
+            words = initializer.words(shape)
         if words:
             bits = generator().bit_generator
             self.state = bits.state
@@ -219,13 +220,14 @@ class InitialValue:
             return self.initializer(self.shape, self.dtype, self.fan_in, self.fan_out)
 
 
-def _deferrable(initializer, shape) -> bool:
-    """Whether `initializer`'s draw of `shape` can wait: its stream use is known, and the
-    generator is NumPy's default PCG64 (whose `advance` skips exactly that many words)."""
+def _deferred_words(initializer, shape) -> int | None:
+    """The words `initializer`'s draw of `shape` takes when that draw can wait: its stream
+    use is known, and the generator is NumPy's default PCG64 (whose `advance` skips exactly
+    that many words); else None."""
     words = initializer.words(shape)
-    if words is None:
-        return False
-    return words == 0 or type(generator().bit_generator) is np.random.PCG64
+    if words is None or (words and type(generator().bit_generator) is not np.random.PCG64):
+        return None
+    return words
 
 
 def parameter(initializer: Initializer, shape, dtype="float32", fan_in=None, fan_out=None,
@@ -245,9 +247,10 @@ def parameter(initializer: Initializer, shape, dtype="float32", fan_in=None, fan
         fan_in = default_in if fan_in is None else fan_in
         fan_out = default_out if fan_out is None else fan_out
     fan_in, fan_out = int(fan_in), int(fan_out)
-    if not _deferrable(initializer, shape):
+    words = _deferred_words(initializer, shape)
+    if words is None:
         return Parameter(initializer(shape, dtype, fan_in, fan_out), **options)
-    value = InitialValue(initializer, shape, dtype, fan_in, fan_out)
+    value = InitialValue(initializer, shape, dtype, fan_in, fan_out, words)
     # The placeholder only gives the shape and dtype; the home answers every read.
     param = Parameter(np.empty(shape, dtype), **options)
     param._array = None
