@@ -138,3 +138,18 @@ def test_the_generated_run_writes_into_dead_operands_only_when_asked():
     want = _elementwise64(x, y)
     for slot, other in zip(plan.output_slots, want):
         np.testing.assert_allclose(in_place[slot], other, rtol=1e-5, atol=1e-6)
+
+
+def test_a_module_function_says_why_it_is_not_converted_only_when_asked(monkeypatch):
+    """ug.function(model) calls the model as it is; the note saying so (which holds the
+    model's repr, long for a deep model) is made by source(), not by every first call."""
+    model = ug.nn.Sequential(ug.nn.Linear(2, 2))
+    reprs = []
+    original = ug.nn.Sequential.__repr__
+    monkeypatch.setattr(ug.nn.Sequential, "__repr__",
+                        lambda self: reprs.append(1) or original(self))
+    fn = ug.function(model)
+    x = np.ones((1, 2), np.float32)
+    np.testing.assert_allclose(fn(x).numpy(), model(ug.tensor(x)).numpy())
+    assert reprs == []
+    assert fn.source().startswith("# not converted: Sequential is not a Python function")
