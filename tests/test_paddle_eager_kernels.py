@@ -14,6 +14,7 @@ from conftest import TARGETS, run_on
 
 import unigraph as ug
 import unigraph.nn.functional as F
+from unigraph.config import Target
 from unigraph.errors import UnigraphError
 
 # Ordinary rows, one confidently right (loss ~5e-5) and one confidently wrong: the fused
@@ -239,3 +240,52 @@ def _paddle_backend_loaded():
     from unigraph.plugins import backends
 
     backends()["paddle"].load()
+
+
+# -- SGD steps round as mul then sub ---------------------------------------------------------
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("target", TARGETS)
+def test_sgd_step_rounds_as_mul_then_sub(target, dtype):
+    """p - lr * g rounded twice, as the IR says, bit for bit, for a parameter of 64
+    elements and one of 100 (Paddle's sgd_ kernel rounds as an FMA unless the size is a
+    multiple of 8: paddle:static then scales and subtracts)."""
+    rng = np.random.default_rng(11)
+    starts = [rng.standard_normal(n).astype(dtype) for n in (64, 100)]
+    grads = [rng.standard_normal(n).astype(dtype) for n in (64, 100)]
+    params = [ug.Parameter(p.copy(), name=f"p{i}") for i, p in enumerate(starts)]
+    optimizer = ug.optim.SGD(params, lr=0.37)
+
+    @ug.function
+    def step(g0, g1):
+        optimizer.apply([g0, g1])
+        return g0
+
+    t = Target.parse(target)
+    with ug.use_backend(t.backend, t.mode):
+        step(*grads)
+        got = [p.numpy() for p in params]
+    lr = np.asarray(0.37, np.float64).astype(dtype)
+    for value, p, g in zip(got, starts, grads):
+        np.testing.assert_array_equal(value, p - lr * g)
+
+
+@pytest.mark.parametrize("size, dtype, op", [(64, "float32", "pd_op.sgd_"),
+                                              (100, "float32", "pd_op.scale"),
+                                              (64, "float64", "pd_op.scale")])
+def test_paddle_static_sgd_update_ops(size, dtype, op):
+    params = [ug.Parameter(np.zeros(size, dtype), name="p")]
+    optimizer = ug.optim.SGD(params, lr=0.5)
+
+    @ug.function
+    def step(g):
+        optimizer.apply([g])
+        return g
+
+    graph = step.trace(np.ones(size, dtype))
+    from unigraph.plugins import backends
+
+    executable = backends()["paddle"].compile(graph, "static")
+    names = [o.name() for o in executable.program.global_block().ops]
+    assert op in names
+    # One multiply: the scalar lr times its scale; none of the parameter's size.
+    assert names.count("pd_op.multiply") == 1 and "pd_op.assign_out_" not in names
