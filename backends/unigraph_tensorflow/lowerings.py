@@ -30,6 +30,7 @@ import tensorflow as tf
 from unigraph.index_checks import MARKER, check_indices
 from unigraph.printing import emit
 from unigraph_tensorflow import images, nchw_conv
+from unigraph_tensorflow.int_operands import int_operand
 from unigraph_tensorflow.taping import may_be_differentiated
 
 raw = tf.raw_ops
@@ -168,7 +169,7 @@ def reduction(op):
             axis = tuple(range(len(x.shape)))
         if not axis:
             return x  # axis None of a 0-d x (a node's axis is never (): the frontend)
-        return op(input=x, axis=axis, keep_dims=keepdims)
+        return op(input=x, axis=int_operand(axis), keep_dims=keepdims)
 
     return lowering
 
@@ -189,11 +190,11 @@ def argmax(x, *, axis, keepdims):
 
 
 def reshape(x, *, shape):
-    return tf.reshape(x, shape)
+    return raw.Reshape(tensor=x, shape=int_operand(shape))
 
 
 def transpose(x, *, perm):
-    return raw.Transpose(x=x, perm=perm) if perm else x
+    return raw.Transpose(x=x, perm=int_operand(perm)) if perm else x
 
 
 def concat(*xs, axis):
@@ -296,7 +297,7 @@ def softmax(x, *, axis):
     # [0, nan]; the op record's exp(x - max) / sum(...) is NaN throughout such a row (and
     # over a row of -inf). Adding max - max (0 where the max is finite, else NaN) makes it
     # so, and adds exactly 0 (value and gradient) everywhere else.
-    peak = raw.Max(input=x, axis=(axis,), keep_dims=True)
+    peak = raw.Max(input=x, axis=int_operand((axis,)), keep_dims=True)
     out = raw.Softmax(logits=x) if axis == len(x.shape) - 1 else tf.nn.softmax(x, axis=axis)
     return raw.AddV2(x=out, y=raw.Sub(x=peak, y=peak))
 
@@ -307,7 +308,19 @@ def log_softmax(x, *, axis):
     return tf.nn.log_softmax(x, axis=axis)
 
 
+_XENT_EAGER_DTYPES = ({tf.float32, tf.float64}, {tf.int32, tf.int64})
+
+
 def sparse_softmax_cross_entropy(logits, labels):
+    if (tf.executing_eagerly() and logits.dtype in _XENT_EAGER_DTYPES[0]
+            and labels.dtype in _XENT_EAGER_DTYPES[1]):
+        # Eagerly the class count is static and the labels are on the host: checked here,
+        # then TF's op itself. tf.nn's wrapper (shape checks, a Shape op, a name scope) and
+        # tf.shape(logits)[-1] cost ~60 us a call; the record's [N, C] logits and int labels
+        # are what the op takes. The gradient is the op's own, as through the wrapper.
+        if labels.shape.num_elements():
+            check_indices("sparse_softmax_cross_entropy", labels.numpy(), logits.shape[-1])
+        return raw.SparseSoftmaxCrossEntropyWithLogits(features=logits, labels=labels)[0]
     labels = _checked_indices("sparse_softmax_cross_entropy", labels, tf.shape(logits)[-1])
     return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
 
