@@ -37,6 +37,7 @@ import sys
 import numpy as np
 
 from unigraph import api
+from unigraph.api.operands import weak_scalar
 from unigraph.function import assign
 from unigraph.tensor import Parameter, Tensor, _EagerStore
 from unigraph.tracing import _builder, current_region
@@ -366,34 +367,81 @@ class Optimizer:
     @staticmethod
     def subtract(param: Parameter, delta) -> None:
         """`param <- param - delta`, the last step of every update. Eagerly, on a backend
-        whose lowering table has `sub_` (torch, paddle), the parameter's own tensor is
-        updated in place from the second step on, as native optimizers do: a training step
-        allocates no new parameter tensors. The numbers are those of
-        `assign(param, param - delta)`. In place only while the parameter alone holds that
-        tensor: nobody has read it since it was written (`.numpy()` may share its memory),
-        no other tensor or parameter holds the same object (`ug.assign(other, param)`, a
-        cast to its own dtype) and, on the backend's side (the `sub_` lowering decides),
-        nothing views its memory or aliases it; otherwise a new tensor, as before.
+        whose lowering table has `sub_` (numpy, torch, paddle), the parameter's own tensor
+        is updated in place from the second step on, as native optimizers do: a training
+        step allocates no new parameter tensors. The numbers are those of
+        `assign(param, param - delta)`. When it is written in place: see `write`.
 
         >>> Optimizer.subtract(param, lr * grad)
         """
-        if _builder.get() is None and current_region() is None and type(delta) is Tensor:
-            from unigraph.dispatch import current_backend
+        Optimizer.write(param, ("sub", delta))
 
-            home, backend = param._home, current_backend()
-            own = param._natives.get(backend.name)  # (version, native): `is`, never `==`
-            if ("sub_" in (backend.lowerings or ()) and home is not None
-                    and type(home[0]) is _EagerStore and home[0].backend is backend
-                    and delta._backend is backend and delta._native is not None
-                    and own is not None
-                    and own[0] == param.version and own[1] is home[0].native
-                    and (delta.shape, delta.dtype) == (param.shape, param.dtype)
-                    # 3: the (version, native) entry, the eager store, getrefcount's argument
-                    and sys.getrefcount(own[1]) == 3):
-                updated = backend.eager_op("sub_", [home[0].native, delta._native], {})
-                param._written_eager(backend, updated)
-                return
-        assign(param, param - delta)
+    @staticmethod
+    def write(holder: Parameter, *steps) -> Tensor:
+        """`holder <- holder op1 operand1 op2 operand2 ...` for steps `(op, operand)`, op
+        "sub", "add" or "mul" (left to right, each rounded as that op), on an optimizer's
+        parameter or state slot; an operand is a tensor of the holder's shape and dtype or a
+        Python number. Returns what reads the new value: the holder eagerly, the new tensor
+        while tracing (one graph update, which takes effect after the step).
+
+        Eagerly, on a backend whose lowering table has `<op>_` (torch and paddle: `sub_`,
+        `add_`, `mul_`; numpy: `sub_`), each step writes the holder's own tensor in place
+        from the second step of training on, as native optimizers do with parameters,
+        momentum buffers and Adam's moments; the numbers are those of
+        `assign(holder, holder op operand)` (the same kernel). In place only while the
+        holder alone holds that tensor: nobody has read it since it was written
+        (`.numpy()` and `state_dict()` may share its memory), no other tensor or parameter
+        holds the same object (`ug.assign(other, param)`, a cast to its own dtype) and, on
+        the backend's side (the lowering decides), nothing views its memory or aliases it;
+        otherwise a new tensor.
+
+        >>> velocity = Optimizer.write(velocity, ("mul", 0.9), ("add", grad))
+        """
+        if _builder.get() is None:
+            if current_region() is None:
+                for op, operand in steps:
+                    if not _written_in_place(holder, _IN_PLACE[op], operand):
+                        assign(holder, _BINARY[op](holder, operand))
+                return holder
+        new = holder
+        for op, operand in steps:
+            new = _BINARY[op](new, operand)
+        assign(holder, new)
+        return new
+
+
+def _written_in_place(holder: Parameter, lowered: str, *operands) -> bool:
+    """Eagerly: `holder <- lowered(holder, *operands)` through the backend's in-place
+    lowering `lowered` where `Optimizer.write` says it is safe (True), else nothing done
+    (False). Operands: tensors of the holder's dtype and shape (or scalars), or numbers."""
+    from unigraph.dispatch import current_backend
+
+    backend = current_backend()
+    if lowered not in (backend.lowerings or ()):
+        return False
+    home = holder._home
+    own = holder._natives.get(backend.name)  # (version, native): `is`, never `==`
+    if not (home is not None and type(home[0]) is _EagerStore and home[0].backend is backend
+            and own is not None and own[0] == holder.version and own[1] is home[0].native
+            # 3: the (version, native) entry, the eager store, getrefcount's argument
+            and sys.getrefcount(own[1]) == 3):
+        return False
+    natives = [home[0].native]
+    for operand in operands:
+        if type(operand) is float or type(operand) is int:
+            operand = weak_scalar(holder, operand)  # the operand `holder op number` uses
+        if not (type(operand) is Tensor and operand._backend is backend
+                and operand.dtype == holder.dtype
+                and (operand.shape == holder.shape or operand.shape == ())):
+            return False
+        natives.append(operand.native_for(backend))  # (a fed array: converted once)
+    holder._written_eager(backend, backend.eager_op(lowered, natives, {}))
+    return True
+
+
+# The in-place lowering of each update op (not op records: `Optimizer.write`'s table).
+_IN_PLACE = {"sub": "sub_", "add": "add_", "mul": "mul_"}
+_BINARY = {"sub": api.sub, "add": api.add, "mul": api.mul}
 
 
 class SGD(Optimizer):
@@ -408,6 +456,8 @@ class SGD(Optimizer):
         super().__init__(params, lr, weight_decay)
 
     def update(self, param, grad, lr):
+        # Not one fused kernel (torch's sub_(g, alpha=lr), Paddle's sgd_): both round
+        # p - lr * g as an FMA (Paddle's in the elements past the last 8), not as mul, sub.
         self.subtract(param, lr * grad)
 
 
@@ -435,9 +485,9 @@ class Momentum(Optimizer):
                 "nesterov": self.nesterov}
 
     def update(self, param, grad, lr):
-        velocity = self.state(param, "velocity")
-        new_velocity = velocity * self.momentum + grad
-        assign(velocity, new_velocity)
+        # In place eagerly (see `write`): v.mul_(mu).add_(g), as torch.optim does.
+        new_velocity = self.write(self.state(param, "velocity"), ("mul", self.momentum),
+                                  ("add", grad))
         step = grad + new_velocity * self.momentum if self.nesterov else new_velocity
         self.subtract(param, lr * step)
 
@@ -483,13 +533,12 @@ class Adam(Optimizer):
         m, v, step = (self.state(param, slot) for slot in self.slots)
         b1, b2 = self.beta1, self.beta2
         t = step + 1.0
-        new_m = m * b1 + grad * (1.0 - b1)
-        new_v = v * b2 + grad * grad * (1.0 - b2)
+        # The moments in place eagerly (see `write`), each rounded as m * b1 + g * (1 - b1).
+        new_m = self.write(m, ("mul", b1), ("add", grad * (1.0 - b1)))
+        new_v = self.write(v, ("mul", b2), ("add", grad * grad * (1.0 - b2)))
         correction1 = api.cast(1.0 - api.pow(b1, t), param.dtype)
         correction2 = api.cast(1.0 - api.pow(b2, t), param.dtype)
         m_hat = new_m / correction1
         v_hat = new_v / correction2
-        assign(m, new_m)
-        assign(v, new_v)
         assign(step, t)
         self.subtract(param, lr * m_hat / (api.sqrt(v_hat) + self.eps))

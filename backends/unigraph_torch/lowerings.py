@@ -314,11 +314,28 @@ def sub_(param, delta):
     record: `unigraph.optim` looks it up by name. With a view or a second holder of the
     storage (a tensor sliced or reshaped from the parameter), a new tensor, as `torch.sub`."""
     with torch.no_grad():
-        # 2: the tensor's own reference plus the temporary storage object asked about.
-        if not param.requires_grad and torch._C._storage_Use_Count(
-                param.untyped_storage()._cdata) == 2:
-            return param.sub_(delta)
-        return torch.sub(param, delta)
+        return param.sub_(delta) if _sole_holder(param) else torch.sub(param, delta)
+
+
+def _sole_holder(x) -> bool:
+    """Whether autograd does not track `x` and no other tensor (a view, a slice, a reshape)
+    holds its storage: then an in-place op on it changes no value anyone else sees."""
+    # 2: the tensor's own reference plus the temporary storage object asked about.
+    return not x.requires_grad and torch._C._storage_Use_Count(
+        x.untyped_storage()._cdata) == 2
+
+
+def add_(x, y):
+    """`x + y`, written into `x` when nothing else holds its memory (see `sub_`): the eager
+    optimizers' state updates (a momentum buffer, Adam's moments). Not an op record."""
+    with torch.no_grad():
+        return x.add_(y) if _sole_holder(x) else torch.add(x, y)
+
+
+def mul_(x, y):
+    """`x * y`, written into `x` when nothing else holds its memory (see `add_`)."""
+    with torch.no_grad():
+        return x.mul_(y) if _sole_holder(x) else torch.mul(x, y)
 
 
 LOWERINGS = {
@@ -402,4 +419,6 @@ LOWERINGS = {
     "sparse_softmax_cross_entropy": sparse_softmax_cross_entropy,
     # in place, for the eager optimizers (not an op record)
     "sub_": sub_,
+    "add_": add_,
+    "mul_": mul_,
 }
