@@ -1,8 +1,9 @@
 """The workloads as a PaddlePaddle user writes them:
 
 * `eager` (paddle:eager): dygraph with `paddle.nn.Linear` / `nn.Conv2D` layers loaded with
-  `set_state_dict`, `F.cross_entropy`, `loss.backward()`, `paddle.optimizer.SGD` (`step()`,
-  `clear_grad()`), inference under `paddle.no_grad()`;
+  `set_state_dict`, `F.cross_entropy`, `loss.backward()`, `paddle.optimizer.SGD` (`Momentum`,
+  `Adam` in `mlp_momentum`, `mlp_adam`; `step()`, `clear_grad()`), inference under
+  `paddle.no_grad()`;
 * `static` (paddle:static): a `paddle.static.Program` built under `program_guard` with the
   same `paddle.nn` layers, their weights given by `ParamAttr(initializer=Assign(...))`,
   `SGD(lr).minimize(loss)`, a long-lived `Executor`, one `exe.run` per call.
@@ -52,9 +53,19 @@ def _eager_conv(data):
     return run
 
 
-def _eager_train_step(model, data, lr):
+# The optimizer of each MLP workload, as ug.optim's formulas: Paddle's Momentum is
+# v = mu v + g, p -= lr v; its Adam adds eps * sqrt(1 - beta2**t) to sqrt(v) with lr scaled
+# by sqrt(1 - beta2**t) / (1 - beta1**t), which is eps added to sqrt(v_hat).
+_OPTIMIZERS = {
+    "mlp_step": (0.1, paddle.optimizer.SGD, {}),
+    "mlp_momentum": (0.1, paddle.optimizer.Momentum, {"momentum": 0.9}),
+    "mlp_adam": (1e-3, paddle.optimizer.Adam, {"epsilon": 1e-8}),
+}
+
+
+def _eager_train_step(model, data, lr, optimizer=paddle.optimizer.SGD, options=None):
     x, y = paddle.to_tensor(data["x"]), paddle.to_tensor(data["y"])
-    optimizer = paddle.optimizer.SGD(learning_rate=lr, parameters=model.parameters())
+    optimizer = optimizer(learning_rate=lr, parameters=model.parameters(), **(options or {}))
 
     def run():
         loss = F.cross_entropy(model(x), y)
@@ -71,11 +82,15 @@ def _eager_softmax(data):
     return _eager_train_step(model, data, 0.5)
 
 
-def _eager_mlp(data):
-    model = nn.Sequential(nn.Linear(*data["w1"].shape), nn.ReLU(), nn.Linear(*data["w2"].shape))
-    _loaded(model, {"0.weight": data["w1"], "0.bias": data["b1"],
-                    "2.weight": data["w2"], "2.bias": data["b2"]})
-    return _eager_train_step(model, data, 0.1)
+def _eager_mlp(name):
+    def build(data):
+        model = nn.Sequential(nn.Linear(*data["w1"].shape), nn.ReLU(),
+                              nn.Linear(*data["w2"].shape))
+        _loaded(model, {"0.weight": data["w1"], "0.bias": data["b1"],
+                        "2.weight": data["w2"], "2.bias": data["b2"]})
+        return _eager_train_step(model, data, *_OPTIMIZERS[name])
+
+    return build
 
 
 def _eager_build(data):
@@ -101,11 +116,11 @@ def _linear(weight, bias):
     return nn.Linear(*weight.shape, weight_attr=_assigned(weight), bias_attr=_assigned(bias))
 
 
-def _static_step(data, logits_of, lr):
+def _static_step(data, logits_of, lr, optimizer=paddle.optimizer.SGD, options=None):
     def build():
         x, y = _data("x", data["x"]), _data("y", data["y"])
         loss = F.cross_entropy(logits_of(x), y)
-        paddle.optimizer.SGD(learning_rate=lr).minimize(loss)
+        optimizer(learning_rate=lr, **(options or {})).minimize(loss)
         return [loss], {"x": data["x"], "y": data["y"]}
 
     run = _program(build)
@@ -116,12 +131,15 @@ def _static_softmax(data):
     return _static_step(data, lambda x: _linear(data["w"], data["b"])(x), 0.5)
 
 
-def _static_mlp(data):
-    def logits_of(x):
-        hidden = F.relu(_linear(data["w1"], data["b1"])(x))
-        return _linear(data["w2"], data["b2"])(hidden)
+def _static_mlp(name):
+    def build(data):
+        def logits_of(x):
+            hidden = F.relu(_linear(data["w1"], data["b1"])(x))
+            return _linear(data["w2"], data["b2"])(hidden)
 
-    return _static_step(data, logits_of, 0.1)
+        return _static_step(data, logits_of, *_OPTIMIZERS[name])
+
+    return build
 
 
 def _static_build(data):
@@ -143,7 +161,7 @@ _EAGER = {
     "conv_n64": _eager_conv,
     "softmax_step": _eager_softmax,
     "softmax_saturated": _eager_softmax,
-    "mlp_step": _eager_mlp,
+    **{name: _eager_mlp(name) for name in _OPTIMIZERS},
     "build100": _eager_build,
 }
 _STATIC = {
@@ -153,7 +171,7 @@ _STATIC = {
     "conv_n64": _HAND[("conv2d", "static")],
     "softmax_step": _static_softmax,
     "softmax_saturated": _static_softmax,
-    "mlp_step": _static_mlp,
+    **{name: _static_mlp(name) for name in _OPTIMIZERS},
     "build100": _static_build,
 }
 BUILDERS = {

@@ -1,5 +1,5 @@
 """The workloads as a PyTorch user writes them: `nn.Linear` / `nn.Conv2d` modules,
-`F.cross_entropy`, `torch.optim.SGD` (in-place updates), inference under `torch.no_grad()`.
+`F.cross_entropy`, `torch.optim.SGD` / `Adam` (in-place updates), inference under `torch.no_grad()`.
 
 This is the baseline of `torch:eager` and also of `torch:static`: a torch user runs eager
 module code (no `torch.compile`), so that is what unigraph's compiled torch callable must
@@ -33,9 +33,9 @@ def conv(data):
     return run
 
 
-def _train_step(model, data, lr):
+def _train_step(model, data, lr, optimizer=torch.optim.SGD, **options):
     x, y = torch.from_numpy(data["x"]), torch.from_numpy(data["y"])
-    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    optimizer = optimizer(model.parameters(), lr=lr, **options)
 
     def run():
         optimizer.zero_grad()
@@ -52,11 +52,25 @@ def softmax_step(data):
     return _train_step(model, data, 0.5)
 
 
-def mlp_step(data):
+def _mlp(data):
     model = nn.Sequential(nn.Linear(*data["w1"].shape), nn.ReLU(), nn.Linear(*data["w2"].shape))
-    _load(model, {"0.weight": data["w1"].T, "0.bias": data["b1"],
-                  "2.weight": data["w2"].T, "2.bias": data["b2"]})
-    return _train_step(model, data, 0.1)
+    return _load(model, {"0.weight": data["w1"].T, "0.bias": data["b1"],
+                         "2.weight": data["w2"].T, "2.bias": data["b2"]})
+
+
+def mlp_step(data):
+    return _train_step(_mlp(data), data, 0.1)
+
+
+def mlp_momentum(data):
+    # torch's buffer convention (buf = mu * buf + g, p -= lr * buf, dampening 0) is
+    # ug.optim.Momentum's formula.
+    return _train_step(_mlp(data), data, 0.1, torch.optim.SGD, momentum=0.9)
+
+
+def mlp_adam(data):
+    # torch's Adam: eps added to sqrt(v_hat), as ug.optim.Adam (rounded in another order).
+    return _train_step(_mlp(data), data, 1e-3, torch.optim.Adam)
 
 
 def build(data):
@@ -86,6 +100,8 @@ _EAGER = {
     "softmax_step": softmax_step,
     "softmax_saturated": softmax_step,
     "mlp_step": mlp_step,
+    "mlp_momentum": mlp_momentum,
+    "mlp_adam": mlp_adam,
     "build100": build,
 }
 BUILDERS = {(name, mode): build for name, build in _EAGER.items() for mode in ("eager", "static")}

@@ -43,11 +43,15 @@ WORKLOADS = {
                  "the same step on [0,1) inputs from saturated weights: ~12% of the gradient "
                  "entries are subnormal (issue 19 item 2)"),
         Workload("mlp_step", "compute", "one SGD step (lr 0.1): 784->256 relu->10, batch 128"),
+        Workload("mlp_momentum", "compute",
+                 "the same MLP step with Momentum (lr 0.1, momentum 0.9)"),
+        Workload("mlp_adam", "compute", "the same MLP step with Adam (lr 1e-3)"),
         Workload("build100", "build", "build 100 Linear(64,64)+relu layers, load the weights, "
                                       "first forward of a [32,64] batch"),
     ]
 }
 BUILD_DEPTH, QUICK_BUILD_DEPTH = 100, 4
+MLPS = ("mlp_step", "mlp_momentum", "mlp_adam")  # one model and data, three optimizers
 
 
 # -- shared data --------------------------------------------------------------------------
@@ -103,7 +107,7 @@ def make_data(name: str, quick: bool = False, seed: int = SEED) -> dict:
         w = _normal(rng, (features, 10), 2.5)
         return {"x": x, "y": np.argmax(x @ w, axis=1).astype(np.int64), "w": w,
                 "b": np.zeros(10, np.float32)}
-    if name == "mlp_step":
+    if name in MLPS:
         return {
             **_batch(rng, 16 if quick else 128, features),
             "w1": _normal(rng, (features, hidden), np.sqrt(2 / features)),
@@ -150,9 +154,10 @@ def conv(data):
     return forward, (data["x"],)
 
 
-def _train_step(model, lr):
-    """A unigraph user's SGD step: loss, gradients of the model's parameters, update."""
-    optimizer = ug.optim.SGD(model.parameters(), lr=lr)
+def _train_step(model, lr, optimizer=ug.optim.SGD, **options):
+    """A unigraph user's training step (SGD unless told): loss, gradients of the model's
+    parameters, update."""
+    optimizer = optimizer(model.parameters(), lr=lr, **options)
 
     @ug.function
     def train_step(x, y):
@@ -170,12 +175,25 @@ def softmax_step(data):
     return _train_step(model, 0.5), (data["x"], data["y"])
 
 
-def mlp_step(data):
+def _mlp(data):
     model = ug.nn.Sequential(ug.nn.Linear(*data["w1"].shape, act="relu"),
                              ug.nn.Linear(*data["w2"].shape))
     model.load_state_dict({"0.weight": data["w1"], "0.bias": data["b1"],
                            "1.weight": data["w2"], "1.bias": data["b2"]})
-    return _train_step(model, 0.1), (data["x"], data["y"])
+    return model
+
+
+def mlp_step(data):
+    return _train_step(_mlp(data), 0.1), (data["x"], data["y"])
+
+
+def mlp_momentum(data):
+    step = _train_step(_mlp(data), 0.1, ug.optim.Momentum, momentum=0.9)
+    return step, (data["x"], data["y"])
+
+
+def mlp_adam(data):
+    return _train_step(_mlp(data), 1e-3, ug.optim.Adam), (data["x"], data["y"])
 
 
 def build(data):
@@ -204,5 +222,7 @@ UNIGRAPH = {
     "softmax_step": softmax_step,
     "softmax_saturated": softmax_step,
     "mlp_step": mlp_step,
+    "mlp_momentum": mlp_momentum,
+    "mlp_adam": mlp_adam,
     "build100": build,
 }
