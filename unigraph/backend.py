@@ -69,6 +69,9 @@ class Executable:
 
     graph: Graph
     target: str = "static"  # "backend:mode", the start of every message
+    # True where `_run` itself never hands back an array sharing memory with a feed (then
+    # `run` skips its own check, a may_share_memory per output and feed)
+    outputs_unshared: bool = False
 
     def __init__(self, graph: Graph):
         self.graph = graph
@@ -85,7 +88,8 @@ class Executable:
         if self.unset:
             self.refuse_unset()
         try:
-            return _unshared(self._run(feeds), feeds)
+            outputs = self._run(feeds)
+            return outputs if self.outputs_unshared else _unshared(outputs, feeds)
         except Exception as error:
             found = self._translated(error)
             if found is None:

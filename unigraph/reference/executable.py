@@ -59,6 +59,7 @@ class ReferenceExecutable(Executable):
     """
 
     target = "numpy:static"
+    outputs_unshared = True  # `_owned` copies every output that may alias a feed
 
     def __init__(self, graph, ops=None):
         super().__init__(graph)
