@@ -26,7 +26,8 @@ and `keep`): a top-level elementwise binary op whose operand is an intermediate 
 the result's shape and dtype, made by a top-level elementwise op or matmul (a fresh array)
 and read by nothing else, writes its result into that operand (`ufunc(x, y, out=x)`: the
 same numbers), as hand-written NumPy's `w -= lr * g` does: an SGD update then allocates one
-array per parameter instead of two. Such an operand's slot is None in the returned list.
+array per parameter instead of two. Such an operand's slot is None in the returned list, as
+is every slot the caller does not read.
 
 >>> run = generate(plan)        # None if Python cannot compile it (too deeply nested loops)
 >>> env = run(plan.template.copy() with the inputs in place)
@@ -277,8 +278,12 @@ def generate(plan, keep=None):
         writer.scope.update(SET=_extobj_contextvar.set, RESET=_extobj_contextvar.reset,
                             IGNORE_OF=_ignore_overflow)
         header.append("    IGNORE = IGNORE_OF()")
-    values = ", ".join("None" if slot in writer.clobbered else writer.array(names[slot], scalars)
-                       for slot in range(plan.size))
+    # With `keep`, the caller reads only the outputs and those: the others are None (no
+    # array made of a scalar nobody reads)
+    read = None if keep is None else {*plan.output_slots, *keep}
+    values = ", ".join(
+        "None" if slot in writer.clobbered or (read is not None and slot not in read)
+        else writer.array(names[slot], scalars) for slot in range(plan.size))
     source = "\n".join([*header, *body, f"    return [{values}]"])
     try:
         code = compile(source, f"<unigraph plan of {plan.graph.name}>", "exec")
