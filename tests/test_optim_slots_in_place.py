@@ -18,7 +18,7 @@ from unigraph.config import Target
 
 # The eager targets whose Momentum/Adam slots are written in place (numpy has only `sub_`).
 SLOTS_IN_PLACE = {"torch:eager", "paddle:eager"}
-IN_PLACE_LOWERINGS = ("sub_", "add_", "mul_")
+IN_PLACE_LOWERINGS = ("sub_", "add_", "mul_", "div_", "sqrt_")
 LR, MU, STEPS = 0.1, 0.9, 5
 
 
@@ -134,7 +134,8 @@ def test_updates_match_float64_and_the_allocating_path(target, name, monkeypatch
     bit for bit the numbers of the allocating path; the in-place lowerings ran where
     promised and never wrote a tensor on the other targets: a parameter's sub_ from the
     second step on; a slot's mul_ from the second step on, and its add_ from the first
-    (it writes the tensor the first step's allocating mul has just made)."""
+    (it writes the tensor the first step's allocating mul has just made); Adam's
+    temporaries from the first."""
     values, state, counts = _train(target, name, monkeypatch, allocating=False)
     same_values, same_state, _ = _train(target, name, monkeypatch, allocating=True)
     want_params, want_slots = _reference(name, STEPS)
@@ -147,11 +148,17 @@ def test_updates_match_float64_and_the_allocating_path(target, name, monkeypatch
         for slot in SLOTS[name]:
             np.testing.assert_allclose(state[f"{prefix}.{slot}"], slots[slot], rtol=2e-5,
                                        atol=1e-7, err_msg=f"{prefix}.{slot}")
-    later = 2 * (STEPS - 1)  # two parameters, every step after the first
+    later, every = 2 * (STEPS - 1), 2 * STEPS  # two parameters: steps after the first, all
     expected = {}
     if target in SLOTS_IN_PLACE and SLOTS[name]:
         expected["mul_"] = (later * len(SLOTS[name]), 0)
-        expected["add_"] = (2 * STEPS * len(SLOTS[name]), 0)
+        expected["add_"] = (every * len(SLOTS[name]), 0)
+    if target in SLOTS_IN_PLACE and name == "adam":
+        # Its temporaries, every step: (g * g) * (1 - b2), m_hat * lr, sqrt(v_hat) + eps,
+        # and the division by that.
+        expected["mul_"] = (expected["mul_"][0] + 2 * every, 0)
+        expected["add_"] = (expected["add_"][0] + every, 0)
+        expected["div_"] = expected["sqrt_"] = (every, 0)
     if target in SLOTS_IN_PLACE | {"numpy:eager"}:
         expected["sub_"] = (later, 0)
     assert {k: v for k, v in counts.items() if v[0]} == expected

@@ -439,9 +439,43 @@ def _written_in_place(holder: Parameter, lowered: str, *operands) -> bool:
     return True
 
 
+def _scratch(temporary: Tensor, op: str, operand=None) -> Tensor:
+    """`op(temporary, operand)` ("mul", "add", "div"; "sqrt" without operand) where
+    `temporary` is a tensor the optimizer has just made and alone holds (Adam's m_hat,
+    `g * g`): eagerly written into it where the backend has `<op>_` and nothing else holds
+    its native tensor (not even a NumPy copy of it), saving a full-size temporary per op;
+    else the op, a new tensor (tracing: a graph node). The numbers are the op's.
+
+    >>> delta = _scratch(_scratch(m_hat, "mul", lr), "div", denominator)
+    """
+    if _builder.get() is None and current_region() is None:
+        from unigraph.dispatch import current_backend
+
+        backend = current_backend()
+        lowered = _IN_PLACE[op]
+        native = temporary._native
+        if (type(temporary) is Tensor and temporary._backend is backend
+                and native is not None and temporary._array is None
+                and lowered in (backend.lowerings or ())
+                # 3: the tensor's own reference, `native` and getrefcount's argument
+                and sys.getrefcount(native) == 3):
+            natives = [native]
+            if operand is not None:
+                if type(operand) is float or type(operand) is int:
+                    operand = weak_scalar(temporary, operand)
+                if not (type(operand) is Tensor and operand._backend is backend
+                        and operand.dtype == temporary.dtype
+                        and (operand.shape == temporary.shape or operand.shape == ())):
+                    return _BINARY[op](temporary, operand)
+                natives.append(operand.native_for(backend))
+            temporary._native = backend.eager_op(lowered, natives, {})
+            return temporary
+    return api.sqrt(temporary) if op == "sqrt" else _BINARY[op](temporary, operand)
+
+
 # The in-place lowering of each update op (not op records: `Optimizer.write`'s table).
-_IN_PLACE = {"sub": "sub_", "add": "add_", "mul": "mul_"}
-_BINARY = {"sub": api.sub, "add": api.add, "mul": api.mul}
+_IN_PLACE = {"sub": "sub_", "add": "add_", "mul": "mul_", "div": "div_", "sqrt": "sqrt_"}
+_BINARY = {"sub": api.sub, "add": api.add, "mul": api.mul, "div": api.div}
 
 
 class SGD(Optimizer):
@@ -535,10 +569,11 @@ class Adam(Optimizer):
         t = step + 1.0
         # The moments in place eagerly (see `write`), each rounded as m * b1 + g * (1 - b1).
         new_m = self.write(m, ("mul", b1), ("add", grad * (1.0 - b1)))
-        new_v = self.write(v, ("mul", b2), ("add", grad * grad * (1.0 - b2)))
+        new_v = self.write(v, ("mul", b2), ("add", _scratch(grad * grad, "mul", 1.0 - b2)))
         correction1 = api.cast(1.0 - api.pow(b1, t), param.dtype)
         correction2 = api.cast(1.0 - api.pow(b2, t), param.dtype)
-        m_hat = new_m / correction1
-        v_hat = new_v / correction2
         assign(step, t)
-        self.subtract(param, lr * m_hat / (api.sqrt(v_hat) + self.eps))
+        # lr * m_hat / (sqrt(v_hat) + eps), op by op, the temporaries reused eagerly.
+        denominator = _scratch(_scratch(new_v / correction2, "sqrt"), "add", self.eps)
+        self.subtract(param, _scratch(_scratch(new_m / correction1, "mul", lr), "div",
+                                      denominator))

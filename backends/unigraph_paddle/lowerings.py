@@ -631,6 +631,15 @@ def avg_pool2d(x, *, kernel, stride, padding, ceil_mode=False, count_include_pad
     return window / F.conv2d(mask, ones[:1], stride=list(stride))
 
 
+_sqrt_or_new = in_place_or(lambda x, _: _C_ops.sqrt_(x), lambda x, _: widen_half(paddle.sqrt)(x))
+
+
+def sqrt_(x):
+    """`sqrt(x)`, written into `x` when nothing else sees it (`in_place_or`'s rule): the
+    eager Adam's temporaries. Not an op record."""
+    return _sqrt_or_new(x, None)
+
+
 LOWERINGS = {
     # elementwise
     "add": eager_direct(_C_ops.add, widen_small_ints(widen_half(paddle.add))),
@@ -718,6 +727,8 @@ LOWERINGS = {
     "sub_": in_place_or(paddle._C_ops.subtract_, widen_small_ints(widen_half(paddle.subtract))),
     "add_": in_place_or(paddle._C_ops.add_, widen_small_ints(widen_half(paddle.add))),
     "mul_": in_place_or(paddle._C_ops.multiply_, widen_small_ints(widen_half(paddle.multiply))),
+    "div_": in_place_or(paddle._C_ops.divide_, widen_half(paddle.divide)),
+    "sqrt_": sqrt_,
 }
 
 # The ops whose CPU float16 kernel paddlepaddle 3.3.1 lacks. tests/test_backend_paddle.py

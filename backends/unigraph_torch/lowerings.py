@@ -338,6 +338,18 @@ def mul_(x, y):
         return x.mul_(y) if _sole_holder(x) else torch.mul(x, y)
 
 
+def div_(x, y):
+    """`x / y`, written into `x` when nothing else holds its memory (see `add_`)."""
+    with torch.no_grad():
+        return x.div_(y) if _sole_holder(x) else torch.div(x, y)
+
+
+def sqrt_(x):
+    """`sqrt(x)`, written into `x` when nothing else holds its memory (see `add_`)."""
+    with torch.no_grad():
+        return x.sqrt_() if _sole_holder(x) else torch.sqrt(x)
+
+
 LOWERINGS = {
     # elementwise
     "add": torch.add,
@@ -421,4 +433,6 @@ LOWERINGS = {
     "sub_": sub_,
     "add_": add_,
     "mul_": mul_,
+    "div_": div_,
+    "sqrt_": sqrt_,
 }
