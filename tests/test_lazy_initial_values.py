@@ -7,6 +7,7 @@ read or never touched. Expected values are drawn by hand with NumPy's generator.
 """
 
 import copy
+import pickle
 
 import numpy as np
 import pytest
@@ -151,8 +152,10 @@ def test_copies_and_state_dicts_of_an_unread_layer():
     ug.manual_seed(6)
     layer = ug.nn.Linear(4, 3)
     twin = copy.deepcopy(layer)
+    pickled = pickle.loads(pickle.dumps(layer.weight))  # e.g. sent to a checker's worker
     rng = np.random.default_rng(6)
     w = _xavier(rng, 4, 3, (4, 3))
     assert twin.weight.numpy().tobytes() == w.tobytes()
+    assert pickled.numpy().tobytes() == w.tobytes()
     assert layer.state_dict()["weight"].tobytes() == w.tobytes()
     assert layer.copy("float64").weight.numpy().tobytes() == w.astype(np.float64).tobytes()
