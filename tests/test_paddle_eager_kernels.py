@@ -307,3 +307,37 @@ def test_paddle_static_sgd_update_ops(size, dtype, op):
     assert op in names
     # One multiply: the scalar lr times its scale; none of the parameter's size.
     assert names.count("pd_op.multiply") == 1 and "pd_op.assign_out_" not in names
+
+
+# -- exp: the floor mask only where a value lies below it ------------------------------------
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("target", TARGETS)
+def test_exp_with_and_without_values_below_the_floor(target, dtype):
+    """exp and its gradient, float64 by hand: exp(-inf) and exp(-800) are 0 (Paddle's
+    vectorised exp floors them), a NaN stays NaN; 8+ elements, Paddle's vector path."""
+    ordinary = np.array([0.0, -1.5, 2.0, -50.0, 3.25, -20.0, 1.0, -7.0, 0.5], dtype)
+    below = np.array([0.0, -np.inf, 2.0, -800.0, 3.25, -20.0, np.nan, -7.0, 0.5], dtype)
+
+    @ug.function
+    def value_and_grad(x):
+        return ug.exp(x), ug.grad(lambda v: ug.sum(ug.exp(v) * 2.0))(x)
+
+    for x in (ordinary, below):
+        value, grad = run_on(target, value_and_grad, x)
+        with np.errstate(invalid="ignore"):
+            want = np.exp(x.astype(np.float64))
+        rtol = 1e-6 if dtype == np.float32 else 1e-14
+        np.testing.assert_allclose(value, want, rtol=rtol, atol=0)
+        np.testing.assert_allclose(grad, 2 * want, rtol=rtol, atol=0)
+
+
+def test_paddle_eager_exp_masks_only_below_the_floor(monkeypatch):
+    import unigraph_paddle.lowerings as lowerings
+
+    spy = _Spy(lowerings._C_ops, ("exp", "cast"))
+    monkeypatch.setattr(lowerings, "_C_ops", spy)
+    with ug.use_backend("paddle", "eager"):
+        ug.exp(ug.tensor(np.linspace(-50.0, 5.0, 9, dtype=np.float32)))
+        assert (spy.calls["exp"], spy.calls["cast"]) == (1, 0)
+        ug.exp(ug.tensor(np.linspace(-500.0, 5.0, 9, dtype=np.float32)))
+        assert (spy.calls["exp"], spy.calls["cast"]) == (2, 1)

@@ -416,6 +416,11 @@ def exp(x):
     dtype = x.dtype
     if dtype == paddle.float64 or dtype == paddle.float32:
         bound = -745.2 if dtype == paddle.float64 else -103.98
+        # Eagerly, where nothing lies below the bound (one reduction; a NaN fails it), no
+        # mask: one op forward and one backward instead of four and two.
+        if (type(x) is _EAGER_TENSOR and 0 not in x.shape
+                and _C_ops.min(x.detach(), [], False).item() >= bound):
+            return _C_ops.exp(x)
         return _C_ops.multiply(_C_ops.exp(x), _C_ops.cast(x >= bound, dtype))
     return paddle.exp(x)
 
