@@ -341,3 +341,27 @@ def test_paddle_eager_exp_masks_only_below_the_floor(monkeypatch):
         assert (spy.calls["exp"], spy.calls["cast"]) == (1, 0)
         ug.exp(ug.tensor(np.linspace(-500.0, 5.0, 9, dtype=np.float32)))
         assert (spy.calls["exp"], spy.calls["cast"]) == (2, 1)
+
+
+def test_paddle_eager_momentum_scales_its_slot_in_place(monkeypatch):
+    """v <- v * mu + g from the second step on: `scale_` (bit for bit the product) on the
+    slot's own tensor; the numbers are float64's within rounding."""
+    import unigraph_paddle.lowerings as lowerings
+
+    spy = _Spy(lowerings._C_ops, ("scale_", "multiply_"))
+    monkeypatch.setattr(lowerings, "_C_ops", spy)
+    rng = np.random.default_rng(5)
+    p0 = rng.standard_normal(40).astype(np.float32)
+    grads = [rng.standard_normal(40).astype(np.float32) for _ in range(3)]
+    param = ug.Parameter(p0.copy(), name="p")
+    optimizer = ug.optim.Momentum([param], lr=0.1, momentum=0.9)
+    with ug.use_backend("paddle", "eager"):
+        for g in grads:
+            optimizer.apply([ug.tensor(g)])
+        got = param.numpy()
+    assert spy.calls["scale_"] >= 2 and spy.calls["multiply_"] == 0
+    p, v = p0.astype(np.float64), np.zeros(40)
+    for g in grads:
+        v = 0.9 * v + g
+        p = p - 0.1 * v
+    np.testing.assert_allclose(got, p, rtol=1e-6, atol=1e-6)

@@ -636,6 +636,15 @@ def avg_pool2d(x, *, kernel, stride, padding, ceil_mode=False, count_include_pad
     return window / F.conv2d(mask, ones[:1], stride=list(stride))
 
 
+def multiply_in_place(x, y):
+    """x *= y (`in_place_or` has checked x). By a 0-d y of x's dtype needing no gradient (a
+    momentum or Adam factor): Paddle's `scale_`, the same products (bias -0.0, see
+    `eager_multiply`), ~20x faster than its broadcasting `multiply_` on a 784x256 slot."""
+    if y.ndim == 0 and x.ndim != 0 and y.dtype is x.dtype and y.stop_gradient:
+        return _C_ops.scale_(x, y, -0.0, True)
+    return _C_ops.multiply_(x, y)
+
+
 _sqrt_or_new = in_place_or(lambda x, _: _C_ops.sqrt_(x), lambda x, _: widen_half(paddle.sqrt)(x))
 
 
@@ -731,7 +740,7 @@ LOWERINGS = {
     # in place when nothing else sees the parameter, for the eager optimizers (not an op record)
     "sub_": in_place_or(paddle._C_ops.subtract_, widen_small_ints(widen_half(paddle.subtract))),
     "add_": in_place_or(paddle._C_ops.add_, widen_small_ints(widen_half(paddle.add))),
-    "mul_": in_place_or(paddle._C_ops.multiply_, widen_small_ints(widen_half(paddle.multiply))),
+    "mul_": in_place_or(multiply_in_place, widen_small_ints(widen_half(paddle.multiply))),
     "div_": in_place_or(paddle._C_ops.divide_, widen_half(paddle.divide)),
     "sqrt_": sqrt_,
 }
