@@ -218,3 +218,24 @@ def test_a_slot_assigned_to_another_parameter_keeps_its_numbers(target):
         held = copy.numpy().copy()
     np.testing.assert_allclose(held, _reference("momentum", 2)[1][0]["velocity"], rtol=2e-5,
                                atol=1e-7)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_registering_a_plugin_keeps_the_slots_in_place(target, monkeypatch):
+    """Registering a plugin rebuilds every backend object. A Python number's cached operand
+    (Momentum's 0.9) made before must not stand for the new backend, or its velocity would
+    silently stop being written in place (the suite caught it: a plugin test ran first)."""
+    before = _train(target, "momentum", monkeypatch, allocating=False)
+
+    class Plugin:
+        pass
+
+    ug.plugins.register_plugin(Plugin(), name="a plugin with no hooks")
+    try:
+        after = _train(target, "momentum", monkeypatch, allocating=False)
+    finally:
+        ug.plugins.unregister_plugin(ug.plugins.plugin_manager().get_plugin(
+            "a plugin with no hooks"))
+    for got, want in zip(after[0], before[0]):
+        np.testing.assert_array_equal(got, want)
+    assert after[2] == before[2]

@@ -127,7 +127,9 @@ def _to_dtype(x, dtype):
 
 
 # (type, value, sign, dtype, backend) -> eager Tensor: `x + 2` in a loop converts 2 only
-# once. The sign keeps 0.0 and -0.0 apart (they are equal as keys, not as operands).
+# once. The sign keeps 0.0 and -0.0 apart (they are equal as keys, not as operands). Keyed
+# by the backend object, not its name: a plugin registered again makes new backend objects,
+# and a scalar of the old one would fail the optimizers' `operand._backend is backend`.
 _scalars: dict = {}
 
 
@@ -139,7 +141,7 @@ def _scalar(value, dtype):
         return np.asarray(value, dtype=dtype)  # becomes a constant node
     backend = current_backend()
     sign = math.copysign(1.0, value) if isinstance(value, (float, np.floating)) else 1.0
-    key = (type(value), value, sign, dtype, backend.name)
+    key = (type(value), value, sign, dtype, backend)
     scalar = _scalars.get(key)
     if scalar is None:
         _check_int_range(value, dtype)
