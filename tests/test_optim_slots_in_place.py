@@ -12,12 +12,13 @@ import weakref
 import numpy as np
 import pytest
 from conftest import TARGETS
+from optim_reference import least_squares_data, trained_by_formula
 
 import unigraph as ug
 from unigraph.config import Target
 
-# The eager targets whose Momentum/Adam slots are written in place (numpy has only `sub_`).
-SLOTS_IN_PLACE = {"torch:eager", "paddle:eager"}
+# The eager targets whose Momentum/Adam slots are written in place.
+SLOTS_IN_PLACE = {"numpy:eager", "torch:eager", "paddle:eager"}
 IN_PLACE_LOWERINGS = ("sub_", "add_", "mul_", "div_", "sqrt_")
 LR, MU, STEPS = 0.1, 0.9, 5
 
@@ -53,36 +54,12 @@ class Counter:
 
 
 def _data():
-    rng = np.random.default_rng(11)
-    x = rng.standard_normal((6, 3)).astype(np.float32)
-    y = rng.standard_normal((6, 2)).astype(np.float32)
-    w = rng.standard_normal((3, 2)).astype(np.float32)
-    b = rng.standard_normal((2,)).astype(np.float32)
-    return x, y, w, b
+    return least_squares_data(seed=11, rows=6)
 
 
 def _reference(name, steps):
-    """float64, by the documented formulas: least squares, loss = sum(r**2) / n with
-    r = x @ w + b - y, so dloss/dr = 2 r / n. Returns (params, slots) after `steps`."""
-    x, y, w, b = (a.astype(np.float64) for a in _data())
-    params = [w, b]
-    slots = [{"velocity": np.zeros_like(p), "m": np.zeros_like(p), "v": np.zeros_like(p)}
-             for p in params]
-    for t in range(1, steps + 1):
-        r = 2 * (x @ params[0] + params[1] - y) / len(x)
-        for p, g, s in zip(params, [x.T @ r, r.sum(0)], slots):
-            if name == "sgd":
-                p -= LR * g
-            elif name.startswith("momentum"):
-                s["velocity"] = MU * s["velocity"] + g
-                p -= LR * (g + MU * s["velocity"] if name == "momentum_nesterov"
-                           else s["velocity"])
-            else:
-                s["m"] = 0.9 * s["m"] + 0.1 * g
-                s["v"] = 0.999 * s["v"] + 0.001 * g * g
-                m_hat, v_hat = s["m"] / (1 - 0.9**t), s["v"] / (1 - 0.999**t)
-                p -= LR * m_hat / (np.sqrt(v_hat) + 1e-8)
-    return params, slots
+    """(params, slots) after `steps`, float64, by the documented formulas."""
+    return trained_by_formula(name, _data(), steps, LR, MU)
 
 
 MAKERS = {
@@ -159,9 +136,16 @@ def test_updates_match_float64_and_the_allocating_path(target, name, monkeypatch
         expected["mul_"] = (expected["mul_"][0] + 2 * every, 0)
         expected["add_"] = (expected["add_"][0] + every, 0)
         expected["div_"] = expected["sqrt_"] = (every, 0)
-    if target in SLOTS_IN_PLACE | {"numpy:eager"}:
+    if target in SLOTS_IN_PLACE:
         expected["sub_"] = (later, 0)
     assert {k: v for k, v in counts.items() if v[0]} == expected
+
+
+def _address(native) -> int:
+    """Where a native tensor's data lies (a NumPy array's or a torch/Paddle tensor's)."""
+    if isinstance(native, np.ndarray):
+        return native.__array_interface__["data"][0]
+    return native.data_ptr()
 
 
 @pytest.mark.parametrize("name", ["momentum", "adam"])
@@ -182,12 +166,12 @@ def test_slots_keep_their_storage_and_what_the_user_took_keeps_its_numbers(targe
         if target in SLOTS_IN_PLACE:
             # A weak reference: holding the tensor itself would stop in-place writes.
             tensor = weakref.ref(holder._natives[t.backend][1])
-            address = tensor().data_ptr()
+            address = _address(tensor())
         for _ in range(2):
             step()
             if target in SLOTS_IN_PLACE:
                 assert holder._natives[t.backend][1] is tensor()
-                assert tensor().data_ptr() == address
+                assert _address(tensor()) == address
         taken = optimizer.state_dict()
         view = holder.numpy()  # read-only, may share the slot's memory
         numbers = view.copy()

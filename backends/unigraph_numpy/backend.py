@@ -4,7 +4,8 @@ records' references, its gradients their VJP rules.
 
 Memory: `to_native` copies the caller's array in and `to_numpy` hands out a read-only view,
 so no write on either side reaches the other. The engine writes an array in place only in
-`sub_`, the eager optimizers' update, on a parameter's array that nothing else holds.
+`sub_`, `add_`, `mul_`, `div_`, `sqrt_`, the eager optimizers' updates of a parameter, a
+state slot or a temporary of theirs that nothing else holds.
 """
 
 from __future__ import annotations
@@ -18,23 +19,86 @@ from unigraph.ops import OPS
 from unigraph.reference.eager import in_tape
 
 
+def _writable(x, y) -> bool:
+    """Whether `op(x, y)` may be written into `x`: an array that owns its writeable memory
+    (a NumPy view holds its base, so nothing views it), outside a gradient tape (the tape
+    holds the values it recorded), `y` an array of its dtype and of its shape or 0-d (so
+    the result has x's shape and dtype); `y is None` for a unary op."""
+    return (type(x) is np.ndarray and x.base is None and x.flags.writeable
+            and (y is None or (type(y) is np.ndarray and y.dtype == x.dtype
+                               and (y.shape == x.shape or y.shape == ())))
+            and not in_tape())
+
+
 def sub_(param, delta):
     """`param - delta`, written into `param`: the eager optimizers' update, as hand-written
     NumPy does it (`w -= lr * g`, no new parameter array per step). Not an op record:
     `unigraph.optim` looks it up by name, and calls it only on a parameter's array that no
-    other Python object holds; a NumPy view holds its base, so that also means no views.
-    Here: only an array that owns its writeable memory, of the delta's dtype and shape,
-    outside a gradient tape; otherwise a new array, as the `sub` op.
+    other Python object holds. Here: only where `_writable` allows; otherwise a new array,
+    as the `sub` op. The same ufunc, so the same rounding either way.
 
     >>> w = np.ones(3, np.float32)
     >>> sub_(w, np.full(3, 0.5, np.float32)) is w
     True
     """
-    if (type(param) is np.ndarray and param.base is None and param.flags.writeable
-            and type(delta) is np.ndarray and delta.dtype == param.dtype
-            and delta.shape == param.shape and not in_tape()):
-        return np.subtract(param, delta, out=param)  # the same rounding as `param - delta`
+    if _writable(param, delta):
+        return np.subtract(param, delta, out=param)
     return OPS["sub"].reference(param, delta)
+
+
+def add_(x, y):
+    """`x + y`, written into `x` where `_writable` allows (an optimizer slot, Adam's
+    temporaries: `Optimizer.write`, `optim._scratch`), else a new array as the `add` op.
+
+    >>> v = np.ones(2, np.float32)
+    >>> add_(v, np.float32(0.5) * np.ones(2, np.float32)) is v
+    True
+    """
+    if _writable(x, y):
+        return np.add(x, y, out=x)
+    return OPS["add"].reference(x, y)
+
+
+def mul_(x, y):
+    """`x * y`, written into `x` where `_writable` allows (see `add_`).
+
+    >>> v = np.ones(2, np.float32)
+    >>> mul_(v, np.array(0.9, np.float32)) is v
+    True
+    """
+    if _writable(x, y):
+        return np.multiply(x, y, out=x)
+    return OPS["mul"].reference(x, y)
+
+
+def div_(x, y):
+    """`x / y`, written into a float `x` where `_writable` allows (see `add_`); an integer
+    `x` takes the `div` op (true division makes floats).
+
+    >>> v = np.ones(2, np.float32)
+    >>> div_(v, np.full(2, 4.0, np.float32)) is v
+    True
+    """
+    if _writable(x, y) and x.dtype.kind == "f":
+        return np.divide(x, y, out=x)
+    return OPS["div"].reference(x, y)
+
+
+def sqrt_(x):
+    """`sqrt(x)`, written into a float `x` where `_writable` allows (see `add_`).
+
+    >>> v = np.full(2, 4.0, np.float32)
+    >>> sqrt_(v) is v
+    True
+    """
+    if _writable(x, None) and x.dtype.kind == "f":
+        return np.sqrt(x, out=x)
+    return OPS["sqrt"].reference(x)
+
+
+# The optimizers' in-place updates (`Optimizer.write`, `optim._scratch` look them up by
+# name): not op records, entries of the lowering table only.
+IN_PLACE = {"sub_": sub_, "add_": add_, "mul_": mul_, "div_": div_, "sqrt_": sqrt_}
 
 
 class NumpyBackend(Backend):
@@ -49,13 +113,13 @@ class NumpyBackend(Backend):
 
     @property
     def lowerings(self) -> dict:
-        """The flat lowering table: each op's NumPy reference is its own lowering, and
-        `sub_` (in-place parameter updates, see there). Built once per op table (the
-        optimizers ask for `sub_` every step); eager ops run the records themselves."""
+        """The flat lowering table: each op's NumPy reference is its own lowering, and the
+        optimizers' in-place updates (`IN_PLACE`). Built once per op table (the optimizers
+        ask for them every step); eager ops run the records themselves."""
         cached = self.__dict__.get("_lowerings")
         if cached is None or cached[0] is not self.ops:
             table = {name: record.reference for name, record in self.ops.items()}
-            table["sub_"] = sub_
+            table.update(IN_PLACE)
             cached = self.__dict__["_lowerings"] = (self.ops, table)
         return cached[1]
 
@@ -69,8 +133,8 @@ class NumpyBackend(Backend):
         return isinstance(obj, np.ndarray)
 
     def eager_op(self, op, inputs, attrs):
-        if op == "sub_":  # not an op record: the table's entry (a test may replace it)
-            return self.lowerings["sub_"](*inputs)
+        if op in IN_PLACE:  # not op records: the table's entries (a test may replace them)
+            return self.lowerings[op](*inputs)
         return reference.eager_op(op, inputs, attrs, self.ops)
 
     def eager_grad(self, fn, watched):
