@@ -10,6 +10,7 @@ import gc
 import numpy as np
 import pytest
 from conftest import TARGETS
+from optim_reference import least_squares_data, trained_by_formula
 
 import unigraph as ug
 from unigraph.config import Target
@@ -56,35 +57,7 @@ class SubCounter:
 
 
 def _data():
-    rng = np.random.default_rng(7)
-    x = rng.standard_normal((5, 3)).astype(np.float32)
-    y = rng.standard_normal((5, 2)).astype(np.float32)
-    w = rng.standard_normal((3, 2)).astype(np.float32)
-    b = rng.standard_normal((2,)).astype(np.float32)
-    return x, y, w, b
-
-
-def _reference(name, x, y, w, b, steps):
-    """float64 least squares trained by the optimizer's documented formula, by hand:
-    loss = sum((x @ w + b - y)**2) / n, dloss/dr = 2 r / n."""
-    x, y = x.astype(np.float64), y.astype(np.float64)
-    params = [w.astype(np.float64), b.astype(np.float64)]
-    slots = [dict(v=np.zeros_like(p), m=np.zeros_like(p), s=np.zeros_like(p)) for p in params]
-    for t in range(1, steps + 1):
-        r = 2 * (x @ params[0] + params[1] - y) / len(x)
-        for p, g, slot in zip(params, [x.T @ r, r.sum(0)], slots):
-            if name == "sgd":
-                update = LR * g
-            elif name == "momentum":
-                slot["v"] = 0.9 * slot["v"] + g
-                update = LR * slot["v"]
-            else:
-                slot["m"] = 0.9 * slot["m"] + 0.1 * g
-                slot["s"] = 0.999 * slot["s"] + 0.001 * g * g
-                m_hat, s_hat = slot["m"] / (1 - 0.9**t), slot["s"] / (1 - 0.999**t)
-                update = LR * m_hat / (np.sqrt(s_hat) + 1e-8)
-            p -= update
-    return params
+    return least_squares_data(seed=7, rows=5)
 
 
 def _train(target, name, monkeypatch, allocating, steps):
@@ -126,7 +99,8 @@ def test_in_place_training_matches_allocating_path_and_float64(target, name, mon
     allocated, _ = _train(target, name, monkeypatch, allocating=True, steps=steps)
     expected = (2 * (steps - 1), 0) if target in IN_PLACE else (0, 0)
     assert counts == expected
-    for got, same, want in zip(values, allocated, _reference(name, *_data(), steps)):
+    want_params, _ = trained_by_formula(name, _data(), steps, LR)
+    for got, same, want in zip(values, allocated, want_params):
         np.testing.assert_array_equal(got, same)
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
