@@ -16,7 +16,7 @@ from unigraph.dtypes import is_float
 from unigraph.errors import UnigraphError
 from unigraph.function import Function, as_input_tensor, is_array_leaf
 from unigraph.ops.base import TensorSpec
-from unigraph.tensor import Parameter, Tensor
+from unigraph.tensor import Parameter, Tensor, as_array, dtype_name
 from unigraph.tracing import GraphBuilder, _builder, _in_function, current_builder, region
 
 
@@ -75,7 +75,7 @@ def value_and_grad(fn, argnums=0, wrt=None):
         return value, grads[0] if isinstance(argnums, int) else tuple(grads)
 
     differentiated.__name__ = f"value_and_grad({getattr(fn, '__name__', 'fn')})"
-    return _Transformed(differentiated)
+    return _Transformed(differentiated, () if wrt is not None and argnums == 0 else argnums)
 
 
 class _Transformed(Function):
@@ -85,10 +85,13 @@ class _Transformed(Function):
     does there (convert arguments, make Python numbers in the result tensors) has nothing
     to do for tensors in and tensors out. Every other call takes `Function.__call__`."""
 
-    def __init__(self, fn):
+    def __init__(self, fn, argnums):
         super().__init__(fn, autograph=False)
+        self.argnums = argnums  # the differentiated arguments: () for wrt= alone
 
     def __call__(self, *args, **kwargs):
+        if self.argnums != () and any(type(a) is list or type(a) is tuple for a in args):
+            args = _differentiated_as_tensors(args, self.argnums, self.name)
         if (kwargs or _builder.get() is not None
                 or (config._context_target.get() or config._global_target
                     or config.current_target()).mode != "eager"
@@ -99,6 +102,22 @@ class _Transformed(Function):
             return self.fn(*args)
         finally:
             _in_function.reset(token)
+
+
+def _differentiated_as_tensors(args, argnums, name: str) -> tuple:
+    """`args` with each (nested) list or tuple at a differentiated position made one tensor,
+    as a NumPy array there is. Done before `Function.__call__` sees the arguments: it would
+    flatten the list into scalar inputs, which a static target traces into symbolic scalars
+    that no list-to-tensor conversion can read (eager ones could, so the meaning differed)."""
+    positions = _positions(argnums, len(args))
+    backend = current_backend()
+
+    def one_tensor(index, data):
+        array = as_array(data, what=f"{name} argument {index}")
+        return Tensor(array.shape, dtype_name(array.dtype), backend=backend, array=array)
+
+    return tuple(one_tensor(i, a) if i in positions and type(a) in (list, tuple) else a
+                 for i, a in enumerate(args))
 
 
 def grad(fn, argnums=0, wrt=None):
@@ -112,7 +131,7 @@ def grad(fn, argnums=0, wrt=None):
         return both(*args)[1]
 
     gradient.__name__ = f"grad({getattr(fn, '__name__', 'fn')})"
-    return _Transformed(gradient)
+    return _Transformed(gradient, both.argnums)
 
 
 def _eager(fn, args, positions, params):
