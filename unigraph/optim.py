@@ -127,6 +127,7 @@ class Optimizer:
         self._lr = Parameter(np.float64(lr), name=f"{type(self).__name__.lower()}.lr",
                              trainable=False)
         self._state: dict = {}  # (id(param), slot) -> Parameter
+        self._rates: dict = {}  # eager lr_p tensors, see `_rate`
 
     # -- learning rate ----------------------------------------------------------------------
     @property
@@ -333,7 +334,7 @@ class Optimizer:
     def apply(self, grads) -> None:
         """Update the parameters with `grads` (see the module docstring for the common
         part and the class docstring for the update). Eager: now; tracing: graph updates."""
-        rates: dict = {}  # (lr_scale, dtype) -> lr_p: two ops per distinct pair, not per param
+        rates: dict = {}  # (lr_scale, dtype) -> lr_p: made once per distinct pair, not per param
         for param, grad in self._pairs(grads):
             if grad is None or not param.trainable:
                 continue
@@ -348,8 +349,31 @@ class Optimizer:
                 grad = grad + param * self.weight_decay
             key = (param.lr_scale, param.dtype)
             if key not in rates:
-                rates[key] = api.cast(self._lr * param.lr_scale, param.dtype)
+                rates[key] = self._rate(param.lr_scale, param.dtype)
             self.update(param, grad, rates[key])
+
+    def _rate(self, lr_scale: float, dtype: str):
+        """lr_p = cast(lr * lr_scale, dtype). `lr * 1.0` is lr exactly (lr is finite), so a
+        scale of 1 costs no multiply. Eagerly the tensor is kept for later steps, keyed by
+        the backend object, the learning rate's version (`opt.lr = ...`, `load_state_dict`
+        write a new one) and (lr_scale, dtype): a step then runs no op for it (it cost a
+        multiply and a cast per distinct pair and step). While tracing, the ops (the graph
+        reads the learning-rate parameter, so setting `lr` needs no recompilation)."""
+        if _builder.get() is None:
+            from unigraph.dispatch import current_backend
+
+            key = (current_backend(), self._lr.version, lr_scale, dtype)
+            rate = self._rates.get(key)
+            if rate is None:
+                if len(self._rates) >= 16:  # old versions and backends: never read again
+                    self._rates.clear()
+                rate = self._rates[key] = self._rate_ops(lr_scale, dtype)
+            return rate
+        return self._rate_ops(lr_scale, dtype)
+
+    def _rate_ops(self, lr_scale: float, dtype: str):
+        scaled = self._lr if lr_scale == 1.0 else self._lr * lr_scale
+        return api.cast(scaled, dtype)
 
     def step(self, grads) -> None:
         """Update the parameters with `grads`: the same as `apply` (PyTorch's name). There
