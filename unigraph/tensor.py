@@ -464,10 +464,18 @@ class Parameter(Tensor):
         return native
 
     def set_value(self, value) -> None:
-        """Replace the value (NumPy array, or a Tensor of the same shape and dtype)."""
-        array = (value._host() if isinstance(value, Tensor)
-                 else as_array(value, what=f"{self.name or 'Parameter'}.set_value",
-                               python_defaults=False))
+        """Replace the value (NumPy array, or a Tensor of the same shape and dtype).
+
+        >>> w.set_value(np.zeros((784, 10), np.float32))
+        """
+        if isinstance(value, Tensor):
+            array = value._host()
+        elif (type(value) is np.ndarray and value.dtype.isnative
+              and dtype_name(value.dtype) == self.dtype):
+            array = value  # already of a supported dtype: copied once, below (load_state_dict)
+        else:
+            array = as_array(value, what=f"{self.name or 'Parameter'}.set_value",
+                             python_defaults=False)
         if array.shape != self.shape:
             raise ValueError(
                 f"parameter {self.name!r} has shape {list(self.shape)}; "
