@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import TARGETS, run_on
+from train_steps import sgd_cross_entropy_step
 
 import unigraph as ug
 from unigraph.errors import IndexOutOfRangeError, ShapeError, UnigraphError
@@ -58,15 +59,7 @@ def test_parameter_operands_agree_with_numpy(target):
 def test_linear_cross_entropy_step_matches_hand_gradients(target):
     layer = ug.nn.Linear(3, 2)
     layer.load_state_dict({"weight": W, "bias": B})
-    optimizer = ug.optim.SGD(layer.parameters(), lr=0.5)
-
-    @ug.function
-    def step(x, y):
-        loss, grads = ug.value_and_grad(lambda: F.cross_entropy(layer(x), y),
-                                        wrt=optimizer.params)()
-        optimizer.apply(grads)
-        return loss, grads[0], grads[1]
-
+    step = sgd_cross_entropy_step(layer, 0.5, also=lambda layer, x, grads: grads)  # loss, dw, db
     x, wd, bd = X.astype(np.float64), W.astype(np.float64), B.astype(np.float64)
     for _ in range(2):  # the second step runs from the cached plans and in place
         loss, grad_w, grad_b = run_on(target, step, X, LABELS)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import TARGETS, run_on
+from conv_reference import conv2d_reference
+from train_steps import sgd_cross_entropy_step
 
 import unigraph as ug
 
@@ -68,15 +70,7 @@ def test_a_cross_entropy_training_step(target):
     with ug.use_backend(*target.split(":")):
         model = ug.nn.Linear(*w.shape)
         model.load_state_dict({"weight": w, "bias": b})
-        optimizer = ug.optim.SGD(model.parameters(), lr=0.5)
-
-        @ug.function
-        def step(x, y):
-            loss, grads = ug.value_and_grad(lambda: F.cross_entropy(model(x), y),
-                                            wrt=optimizer.params)()
-            optimizer.apply(grads)
-            return loss
-
+        step = sgd_cross_entropy_step(model, 0.5)
         for _ in range(2):
             loss = step(x, y)
             want_loss, w, b = _step_reference(x, y, w, b, 0.5)
@@ -99,23 +93,6 @@ def test_a_bad_label_is_refused_naming_it(target):
         run_on(target, loss, x @ w + b, y)
 
 
-def _conv_reference(x, w, b, stride, pad):
-    """float64 conv2d by its definition: each output is a window of the zero-padded image
-    times the weight, summed over channels and taps, plus the bias."""
-    x, w = x.astype(np.float64), w.astype(np.float64)
-    (sh, sw), (ph, pw) = stride, pad
-    n, _, h, wd = x.shape
-    o, _, kh, kw = w.shape
-    padded = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
-    oh, ow = (h + 2 * ph - kh) // sh + 1, (wd + 2 * pw - kw) // sw + 1
-    out = np.zeros((n, o, oh, ow))
-    for i in range(oh):
-        for j in range(ow):
-            window = padded[:, :, i * sh: i * sh + kh, j * sw: j * sw + kw]
-            out[:, :, i, j] = np.einsum("nchw,ochw->no", window, w)
-    return out + b.astype(np.float64)[None, :, None, None]
-
-
 def _conv_inputs(seed=4):
     rng = np.random.default_rng(seed)
     return (rng.standard_normal((2, 3, 7, 8)).astype(np.float32),
@@ -131,7 +108,7 @@ def strided_conv_with_bias(x, w, b):
 @pytest.mark.parametrize("target", TARGETS)
 def test_a_strided_unevenly_padded_conv_with_bias(target):
     x, w, b = _conv_inputs()
-    expected = _conv_reference(x, w, b, (2, 1), (1, 0))
+    expected = conv2d_reference(x, w, b, (2, 1), (1, 0))
     for _ in range(2):
         out = run_on(target, strided_conv_with_bias, x, w, b)
         assert out.shape == expected.shape

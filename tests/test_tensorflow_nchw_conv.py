@@ -13,28 +13,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import TARGETS, run_on
+from conv_reference import conv2d_reference
 from tf_graphs import graph_ops
 
 import unigraph as ug
 
 TF_TARGETS = ("tensorflow:eager", "tensorflow:static", "tensorflow:function")
 TF_GRAPH_TARGETS = ("tensorflow:static", "tensorflow:function")
-
-
-def _conv_reference(x, w, b, stride, pad):
-    """float64 conv2d by its definition: each output is a window of the zero-padded image
-    times the weight, summed over channels and taps, plus the bias."""
-    x, w = x.astype(np.float64), w.astype(np.float64)
-    n, _, h, wd = x.shape
-    o, _, kh, kw = w.shape
-    padded = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
-    oh, ow = (h + 2 * pad - kh) // stride + 1, (wd + 2 * pad - kw) // stride + 1
-    out = np.zeros((n, o, oh, ow))
-    for i in range(oh):
-        for j in range(ow):
-            window = padded[:, :, i * stride: i * stride + kh, j * stride: j * stride + kw]
-            out[:, :, i, j] = np.einsum("nchw,ochw->no", window, w)
-    return out if b is None else out + b.astype(np.float64)[None, :, None, None]
 
 
 def _inputs(n=2, c=3, size=9, o=5, seed=5):
@@ -62,11 +47,11 @@ def conv_pool(x, w, b):
 @pytest.mark.parametrize("target", TARGETS)
 def test_forward_convs_match_float64(target):
     x, w, b = _inputs()
-    expected = np.maximum(_conv_reference(x, w, b, 1, 1), 0)
+    expected = np.maximum(conv2d_reference(x, w, b, 1, 1), 0)
     np.testing.assert_allclose(run_on(target, conv_relu, x, w, b), expected, rtol=1e-5,
                                atol=1e-5)
     np.testing.assert_allclose(run_on(target, strided_conv, x, w),
-                               _conv_reference(x, w, None, 2, 1), rtol=1e-5, atol=1e-5)
+                               conv2d_reference(x, w, None, 2, 1), rtol=1e-5, atol=1e-5)
     # A layer, as a user writes it: its weight is the same tensor call after call (the
     # eager filter cache), then a new one (a cached filter must not be reused).
     layer = ug.nn.Conv2D(3, 5, 3, padding=1, act="relu")
@@ -76,7 +61,7 @@ def test_forward_convs_match_float64(target):
         np.testing.assert_allclose(run_on(target, forward, x), expected, rtol=1e-5, atol=1e-5)
     layer.load_state_dict({"weight": -w, "bias": b})
     np.testing.assert_allclose(run_on(target, forward, x),
-                               np.maximum(_conv_reference(x, -w, b, 1, 1), 0), rtol=1e-5,
+                               np.maximum(conv2d_reference(x, -w, b, 1, 1), 0), rtol=1e-5,
                                atol=1e-5)
 
 
@@ -95,9 +80,9 @@ def convs_in_control_flow(x, w, b, w3, b3, p):
 def test_convs_in_a_cond_and_a_loop_match_float64(target):
     x, w, b = _inputs(size=6)
     w3, b3 = w[:3] * 0.5, b[:3]
-    once = _conv_reference(_conv_reference(x, w3, b3, 1, 1), w3, b3, 1, 1)
-    for p, branch in ((1.0, np.maximum(_conv_reference(x, w, b, 1, 1), 0)),
-                      (-1.0, _conv_reference(x, -w, b, 1, 1))):
+    once = conv2d_reference(conv2d_reference(x, w3, b3, 1, 1), w3, b3, 1, 1)
+    for p, branch in ((1.0, np.maximum(conv2d_reference(x, w, b, 1, 1), 0)),
+                      (-1.0, conv2d_reference(x, -w, b, 1, 1))):
         got = run_on(target, convs_in_control_flow, x, w, b, w3, b3, np.float32(p))
         np.testing.assert_allclose(got[0], branch, rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(got[1], once, rtol=1e-5, atol=1e-5)
@@ -106,7 +91,7 @@ def test_convs_in_a_cond_and_a_loop_match_float64(target):
 @pytest.mark.parametrize("target", TARGETS)
 def test_conv_read_by_a_pool_matches_float64(target):
     x, w, b = _inputs(size=8)
-    relu = np.maximum(_conv_reference(x, w, b, 1, 1), 0)
+    relu = np.maximum(conv2d_reference(x, w, b, 1, 1), 0)
     expected = relu.reshape(2, 5, 4, 2, 4, 2).max(axis=(3, 5))
     np.testing.assert_allclose(run_on(target, conv_pool, x, w, b), expected, rtol=1e-5,
                                atol=1e-5)
@@ -223,5 +208,5 @@ def test_a_session_run_is_one_prepared_callable(monkeypatch):
     monkeypatch.setattr(executable._session, "run", None)  # calling it would raise
     for _ in range(2):
         (out,) = executable.run([x, w, b])
-        np.testing.assert_allclose(out, np.maximum(_conv_reference(x, w, b, 1, 1), 0),
+        np.testing.assert_allclose(out, np.maximum(conv2d_reference(x, w, b, 1, 1), 0),
                                    rtol=1e-5, atol=1e-5)

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import TARGETS
+from conftest import TARGETS, run_on
+from train_steps import sgd_cross_entropy_step
 
 import unigraph as ug
 from unigraph.config import Target
 
-F = ug.nn.functional
 LR = 0.5
 # float32 against float64 over three steps of a small net: a few ulps per op.
 RTOL, ATOL = 1e-4, 1e-6
@@ -38,18 +38,9 @@ def _mlp():
 
 
 def _step(model, output=None):
-    """An SGD step returning the loss (and `output(model)`, read before the update)."""
-    optimizer = ug.optim.SGD(model.parameters(), lr=LR)
-
-    @ug.function
-    def step(x, y):
-        loss, grads = ug.value_and_grad(lambda: F.cross_entropy(model(x), y),
-                                        wrt=optimizer.params)()
-        extra = None if output is None else output(model, x)
-        optimizer.apply(grads)
-        return loss if extra is None else (loss, extra)
-
-    return step
+    """An SGD step returning the loss (and `output(model, x)`, read before the update)."""
+    also = None if output is None else lambda model, x, grads: (output(model, x),)
+    return sgd_cross_entropy_step(model, LR, also)
 
 
 def _reference_step(w: dict, x, y) -> float:
@@ -77,18 +68,39 @@ def _weights(model) -> dict:
     return {name: np.array(value, np.float64) for name, value in model.state_dict().items()}
 
 
-@pytest.mark.parametrize("target", TARGETS)
-def test_sgd_steps_of_an_mlp_match_float64(target):
+def _train(target, output=None, steps=3):
+    """A fresh MLP trained `steps` SGD steps on `target` (see _step): its float64 weights
+    before, each step's results as float64 arrays (read after the last step, so a value a
+    step returned must have kept its numbers), its weights after."""
     x, y = _data()
     t = Target.parse(target)
     with ug.use_backend(t.backend, t.mode):
         model = _mlp()
-        expected = _weights(model)
-        step = _step(model)
-        losses = [float(step(x, y).numpy()) for _ in range(3)]
-        got = _weights(model)
+        initial = _weights(model)
+        step = _step(model, output)
+        results = [step(x, y) for _ in range(steps)]
+        results = [[np.array(value.numpy(), np.float64) for value in
+                    (result if isinstance(result, tuple | list) else (result,))]
+                   for result in results]
+        return initial, results, _weights(model)
+
+
+def _assert_each_step_returned_the_weight_it_read(initial, results, transform):
+    """results[i][1] is transform(first layer's weight) as step i read it (float64 reference)."""
+    x, y = _data()
+    expected = {name: value.copy() for name, value in initial.items()}
+    for index, (_, held) in enumerate(results):
+        np.testing.assert_allclose(held, transform(expected["0.weight"]), rtol=RTOL, atol=ATOL,
+                                   err_msg=f"step {index}")
+        _reference_step(expected, x, y)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_sgd_steps_of_an_mlp_match_float64(target):
+    expected, results, got = _train(target)
+    x, y = _data()
     want = [_reference_step(expected, x, y) for _ in range(3)]
-    np.testing.assert_allclose(losses, want, rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose([losses[0] for losses in results], want, rtol=RTOL, atol=ATOL)
     for name in expected:
         np.testing.assert_allclose(got[name], expected[name], rtol=RTOL, atol=ATOL,
                                    err_msg=name)
@@ -100,19 +112,8 @@ def _transposed(model, x):
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_a_held_transpose_of_a_parameter_keeps_its_numbers(target):
-    x, y = _data()
-    t = Target.parse(target)
-    with ug.use_backend(t.backend, t.mode):
-        model = _mlp()
-        expected = _weights(model)
-        step = _step(model, _transposed)
-        held = [step(x, y)[1] for _ in range(3)]
-        values = [np.array(h.numpy(), np.float64) for h in held]
-    for index, value in enumerate(values):
-        # the weight this step read, before its update
-        np.testing.assert_allclose(value, expected["0.weight"].T, rtol=RTOL, atol=ATOL,
-                                   err_msg=f"step {index}")
-        _reference_step(expected, x, y)
+    initial, results, _ = _train(target, _transposed)
+    _assert_each_step_returned_the_weight_it_read(initial, results, np.transpose)
 
 
 @pytest.mark.parametrize("feed", ["arrays", "tensors"])
@@ -155,13 +156,7 @@ def test_relu_gradient_at_nan_is_zero_in_a_trained_layer(target):
 
     # h = [[NaN, -3], [NaN, 2.5]]: relu' = [[0, 0], [0, 1]]; dw = x.T @ relu'.
     want = np.array([[0.0, 0.5], [0.0, 3.0]])
-    np.testing.assert_array_equal(run_grad(target, grads, x, w), want)
-
-
-def run_grad(target, fn, *args):
-    t = Target.parse(target)
-    with ug.use_backend(t.backend, t.mode):
-        return np.asarray(ug.function(fn)(*args).numpy(), np.float64)
+    np.testing.assert_array_equal(run_on(target, ug.function(grads), x, w), want)
 
 
 # -- torch:static's generated code --------------------------------------------------------
@@ -251,14 +246,5 @@ def test_a_parameter_returned_through_a_cond_keeps_its_numbers():
         weight = model[0].weight
         return ug.cond(ug.sum(x) > -1e30, lambda: weight, lambda: weight * 2)
 
-    x, y = _data()
-    with ug.use_backend("torch", "static"):
-        model = _mlp()
-        expected = _weights(model)
-        step = _step(model, through_cond)
-        held = [step(x, y)[1] for _ in range(3)]
-        values = [np.array(h.numpy(), np.float64) for h in held]
-    for index, value in enumerate(values):
-        np.testing.assert_allclose(value, expected["0.weight"], rtol=RTOL, atol=ATOL,
-                                   err_msg=f"step {index}")
-        _reference_step(expected, x, y)
+    initial, results, _ = _train("torch:static", through_cond)
+    _assert_each_step_returned_the_weight_it_read(initial, results, lambda weight: weight)
