@@ -251,8 +251,11 @@ def parameter(initializer: Initializer, shape, dtype="float32", fan_in=None, fan
     if words is None:
         return Parameter(initializer(shape, dtype, fan_in, fan_out), **options)
     value = InitialValue(initializer, shape, dtype, fan_in, fan_out, words)
-    # The placeholder only gives the shape and dtype; the home answers every read.
-    param = Parameter(np.empty(shape, dtype), **options)
+    # The placeholder only gives the dtype: a 0-d array, so nothing of the weight's size is
+    # allocated and copied for a value that is never read (a loaded model's). The shape is
+    # the value's; the home answers every read.
+    param = Parameter(np.empty((), dtype), **options)
+    param.shape = shape
     param._array = None
     param._home = (value, None)
     return param
