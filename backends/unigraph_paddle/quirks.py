@@ -9,6 +9,7 @@ builds) is pinned in a fresh process.
 from __future__ import annotations
 
 import signal
+from fractions import Fraction
 
 import numpy as np
 
@@ -518,6 +519,113 @@ def _paddle_after_tensorflow_crashes() -> bool:
     return _crashes("import tensorflow, paddle")
 
 
+def _rounded_once(exact, dtype) -> np.ndarray:
+    """The `dtype` number nearest the Fraction `exact`, ties to even (float(exact) is the
+    nearest float64; a float32 made from it may be one step off)."""
+    near = np.array(float(exact), dtype)
+    steps = [np.nextafter(near, dtype(-np.inf)), near, np.nextafter(near, dtype(np.inf))]
+    bits = np.uint32 if dtype == np.float32 else np.uint64
+    return min(steps, key=lambda v: (abs(Fraction(float(v)) - exact), int(v.view(bits)) & 1))
+
+
+def _sgd_kernel_results(paddle, p, lr, g) -> list:
+    """Paddle's `_C_ops.sgd_(p, lr, g)` run in dygraph and in a Program: p after each."""
+    eager = paddle.to_tensor(p.copy())
+    paddle._C_ops.sgd_(eager, paddle.to_tensor(lr), paddle.to_tensor(g), None, False)
+
+    def build(paddle):
+        names = ("p", [p.size]), ("lr", []), ("g", [p.size])
+        param, rate, grad = (paddle.static.data(n, shape, str(p.dtype)) for n, shape in names)
+        paddle._C_ops.sgd_(param, rate, grad, None, False)
+        return [param]
+
+    static = _run_static(build, {"p": p.copy(), "lr": lr, "g": g})
+    return [eager.numpy(), None if isinstance(static, Exception) else static[0]]
+
+
+def _sgd_rounds_as_fma_unless_a_multiple_of_8() -> bool:
+    paddle = _paddle()
+    rng = np.random.default_rng(8)
+    for dtype, size, fused in ((np.float32, 64, False), (np.float32, 10, True),
+                               (np.float32, 100, True), (np.float64, 64, True)):
+        p, g = (rng.standard_normal(size).astype(dtype) for _ in range(2))
+        lr = np.array(0.37, dtype)
+        mul_then_sub = p - lr * g
+        fma = np.array([_rounded_once(Fraction(float(a)) - Fraction(float(lr)) * Fraction(
+            float(b)), dtype) for a, b in zip(p, g)])
+        if np.array_equal(mul_then_sub, fma):
+            return False  # the data would not tell the two roundings apart
+        for got in _sgd_kernel_results(paddle, p, lr, g):
+            if got is None or not np.array_equal(got, fma if fused else mul_then_sub):
+                return False
+    return True
+
+
+def _second_order_error(fn) -> str:
+    """What paddle.static.gradients raises in a Program for the gradient of
+    sum(g * g), g the gradient of sum(fn(x)); '' when it builds."""
+    from unigraph_paddle.static import StaticMode
+
+    paddle = _paddle()
+    with StaticMode(paddle), paddle.static.program_guard(paddle.static.Program()):
+        x = paddle.static.data("x", [2, 3], "float64")
+        x.stop_gradient = False
+        try:
+            (g,) = paddle.static.gradients([paddle.sum(fn(paddle, x))], [x])
+            paddle.static.gradients([paddle.sum(g * g)], [x])
+        except ValueError as error:
+            return str(error)
+    return ""
+
+
+_X = [[0.1, -0.4, 0.3], [1.0, 0.5, -2.0]]
+
+
+def _eager_second_order(fn):
+    """The same second gradient in dygraph (create_graph), as NumPy."""
+    paddle = _paddle()
+    x = _leaf(paddle, _X)
+    (g,) = paddle.grad([paddle.sum(fn(paddle, x))], [x], create_graph=True)
+    (gg,) = paddle.grad([paddle.sum(g * g)], [x])
+    return gg.numpy()
+
+
+def _exp(paddle, x):
+    return paddle.exp(x)
+
+
+def _take_squares(paddle, x):
+    return paddle.take_along_axis(x * x, paddle.ones([2, 1], "int64"), axis=1)
+
+
+def _fused_cross_entropy(paddle, x):
+    labels = paddle.ones([2, 1], "int64")
+    return paddle._C_ops.cross_entropy_with_softmax(x, labels, False, True, True, -100, 1)[1]
+
+
+def _program_has_no_second_order_exp_or_take() -> bool:
+    x = np.array(_X)
+    # d/dx sum((e**x)**2) = 2 e**(2x); d/dx sum((2 x[:, 1])**2) = 8 x in column 1.
+    take = np.zeros_like(x)
+    take[:, 1] = 8 * x[:, 1]
+    return ("'pd_op.exp_grad' has no grad op" in _second_order_error(_exp)
+            and "'pd_op.take_along_axis_grad' has no grad op" in _second_order_error(
+                _take_squares)
+            and np.allclose(_eager_second_order(_exp), 2 * np.exp(2 * x), rtol=1e-12)
+            and np.allclose(_eager_second_order(_take_squares), take, rtol=1e-12))
+
+
+def _fused_cross_entropy_has_no_second_order() -> bool:
+    try:
+        _eager_second_order(_fused_cross_entropy)
+    except RuntimeError as error:
+        eager = "cross_entropy_with_softmax_grad doesn't have any grad op" in str(error)
+    else:
+        eager = False
+    static = _second_order_error(_fused_cross_entropy)
+    return eager and "'pd_op.cross_entropy_with_softmax_grad' has no grad op" in static
+
+
 def _pair_quirk(name: str) -> Quirk:
     return Quirk(
         op=name, framework="paddle", versions=VERSIONS,
@@ -839,5 +947,39 @@ QUIRKS = [
                    "(lowerings.exp, also in log_softmax and cross-entropy); between -103.98 "
                    "and -88.72 the floor stays (off by under 3e-39)",
         pin=_float32_exp_stops_above_zero,
+    ),
+    Quirk(
+        op="sgd update (p - lr * g)", framework="paddle", versions=VERSIONS + " (x86-64 CPU)",
+        behaviour="`_C_ops.sgd_` (Paddle's SGD kernel, dygraph and Program) rounds every "
+                  "element of p - lr * g once, as an FMA, unless p is float32 with a "
+                  "multiple of 8 elements (then as mul, then sub): a 10-element float32 "
+                  "bias, or any float64 p, differs in the last bit from mul then sub",
+        workaround="`sgd_` only in a Program and only on a float32 p of a multiple of 8 "
+                   "elements (updates.py); every other update, and every paddle:eager one, "
+                   "runs scale (bias -0.0: the product's bits) then subtract_ in place: bit "
+                   "for bit mul then sub, as the IR says (tests/test_paddle_eager_kernels.py)",
+        pin=_sgd_rounds_as_fma_unless_a_multiple_of_8,
+    ),
+    Quirk(
+        op="exp, take (softmax, log_softmax, cross-entropy)", framework="paddle",
+        versions=VERSIONS,
+        behaviour="paddle:static (PIR): no gradient of a gradient through exp or "
+                  "take_along_axis: paddle.static.gradients raises \"op 'pd_op.exp_grad' "
+                  "has no grad op\" (take_along_axis_grad likewise); dygraph has both",
+        workaround="paddle:static raises BackendError naming the grad's line, the op and "
+                   "the way out (paddle:eager, torch or tensorflow; `static._no_second_order`); "
+                   "paddle:eager differentiates them twice",
+        pin=_program_has_no_second_order_exp_or_take,
+    ),
+    Quirk(
+        op="sparse_softmax_cross_entropy", framework="paddle", versions=VERSIONS,
+        behaviour="the fused cross_entropy_with_softmax (F.cross_entropy's kernel) has no "
+                  "second derivative: dygraph refuses paddle.grad(create_graph=True) through "
+                  "it, a Program the gradient of its gradient",
+        workaround="paddle:eager runs the fused kernel only outside a nested gradient "
+                   "(`lowerings._fused_cross_entropy` reads GRAD_DEPTH); inside one, and "
+                   "always in a Program, cross-entropy is composed of exp and "
+                   "take_along_axis (paddle:static: see the exp, take record)",
+        pin=_fused_cross_entropy_has_no_second_order,
     ),
 ]
