@@ -117,6 +117,7 @@ def test_value_and_grad_results_on_every_call_path(target):
             (2 * xd * yd, "float32"), (xd * xd, "float32"), (2 * xd * yd, "float32")]
     for fn in (ug.function(run_all), run_all):  # in a function, and called directly
         out = run_on(target, fn, x, y)
+        assert len(out) == len(want)
         for got, (value, dtype) in zip(out, want):
             _close(got, value, dtype)
 

@@ -35,6 +35,7 @@ def test_axes_shapes_and_permutations(target):
                 e / e.sum(axis=2, keepdims=True)]
     for _ in range(2):
         out = run_on(target, shapes_and_axes, x)
+        assert len(out) == len(expected)
         for got, want in zip(out, expected):
             assert got.shape == np.shape(want)
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
