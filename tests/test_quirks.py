@@ -4,6 +4,7 @@ A failing pin means the framework changed: look at the quirk's workaround (it ma
 be needed, or may now be wrong) and update the record.
 """
 
+import numpy as np
 import pytest
 
 from unigraph.quirks import Quirk, all_quirks
@@ -32,3 +33,38 @@ def test_the_readme_lists_every_quirk():
     text = readme.read_text(encoding="utf-8").replace("\\|", "|")
     missing = [str(quirk) for _, quirk in QUIRKS if quirk.behaviour not in text]
     assert not missing, "README's Framework quirks table is missing: " + "; ".join(missing)
+
+
+def _paddle_quirks():
+    from unigraph.plugins import backends
+
+    if "paddle" not in backends():
+        pytest.skip("paddle is not loaded")
+    from unigraph_paddle import quirks
+
+    return quirks
+
+
+def test_the_sgd_pin_rounds_exactly_and_fails_for_either_plain_kernel(monkeypatch):
+    """The sgd_ record's pin tells the two roundings apart: a kernel rounding p - lr * g as
+    mul then sub at every size, or as one FMA at every size, makes it False; and its exact
+    rounding is right where going through float64 rounds twice."""
+    from fractions import Fraction
+
+    quirks = _paddle_quirks()
+    # 1 + 2**-24 + 2**-60: float64 rounds it to the float32 midpoint 1 + 2**-24, which
+    # float32 then rounds to 1 (ties to even); the nearest float32 is 1 + 2**-23.
+    exact = Fraction(1) + Fraction(1, 2**24) + Fraction(1, 2**60)
+    assert np.float32(float(exact)) == 1.0
+    assert quirks._rounded_once(exact, np.float32) == np.float32(1 + 2**-23)
+    assert quirks._rounded_once(Fraction(1, 3), np.float64) == 1 / 3
+
+    def fma(p, lr, g):
+        return np.array([quirks._rounded_once(Fraction(float(a)) - Fraction(float(lr))
+                                              * Fraction(float(b)), p.dtype)
+                         for a, b in zip(p, g)])
+
+    for kernel in (lambda p, lr, g: p - lr * g, fma):
+        monkeypatch.setattr(quirks, "_sgd_kernel_results",
+                            lambda paddle, p, lr, g, kernel=kernel: [kernel(p, lr, g)] * 2)
+        assert quirks._sgd_rounds_as_fma_unless_a_multiple_of_8() is False

@@ -519,12 +519,13 @@ def _paddle_after_tensorflow_crashes() -> bool:
     return _crashes("import tensorflow, paddle")
 
 
-def _rounded_once(exact, dtype) -> np.ndarray:
+def _rounded_once(exact, dtype) -> np.floating:
     """The `dtype` number nearest the Fraction `exact`, ties to even (float(exact) is the
     nearest float64; a float32 made from it may be one step off)."""
-    near = np.array(float(exact), dtype)
-    steps = [np.nextafter(near, dtype(-np.inf)), near, np.nextafter(near, dtype(np.inf))]
-    bits = np.uint32 if dtype == np.float32 else np.uint64
+    kind = np.dtype(dtype).type
+    near = kind(float(exact))
+    steps = [np.nextafter(near, kind(-np.inf)), near, np.nextafter(near, kind(np.inf))]
+    bits = np.uint32 if kind is np.float32 else np.uint64
     return min(steps, key=lambda v: (abs(Fraction(float(v)) - exact), int(v.view(bits)) & 1))
 
 
