@@ -3,14 +3,16 @@ torch user writes, the generated `run` makes that call, as torch's own modules d
 
 - `add(matmul(x, w), b)`, x and w 2-D, b 1-D: `torch.addmm(b, x, w)`, as `nn.Linear`;
 - `mean(sparse_softmax_cross_entropy(z, y))`: `F.cross_entropy(z, y)` (reduction mean);
-- a parameter's update `p - s * g`, s a scalar: `p.addcmul_(s, g, value=-1)` in place, as
-  `torch.optim.SGD`'s `p.add_(g, alpha=-lr)`.
+- a parameter's update `p - s * g`, s a scalar: `p.sub_(s * g)` in place, as
+  `torch.optim.SGD` writes its parameters.
 
-Each removes a kernel and a temporary (the update also the new parameter tensor: an MLP
-step 0.9x). The fused call rounds once where the records round twice (a BLAS `beta = 1`
-accumulation, one fused multiply-add, one division of the loss sum): results move by an ulp,
-within every op's budget. `every_value` (the checker's value of each node) runs the records
-unfused, so a disagreement is still pinned to its node.
+Each removes a kernel or a temporary (the update the new parameter tensor: an MLP step
+0.9x). addmm and F.cross_entropy round once where the records round twice (a BLAS `beta = 1`
+accumulation, one division of the loss sum): their results move by an ulp, within the ops'
+budgets; `every_value` (the checker's value of each node) runs the records unfused, so a
+disagreement is still pinned to its node. The update keeps the optimizers' rounding (the
+product, then the difference: every target's bits): torch's one-kernel forms
+(`addcmul_`, `add_(g, alpha=-lr)`) round as a fused multiply-add.
 
 `plan(graph)` decides, once per compile; `_SourceWriter` emits. A producer (the matmul, the
 cross-entropy, the update's `mul` and `sub`) is emitted only in `every_value`; its consumer
@@ -164,12 +166,14 @@ _FREE = _references_when_free()
 
 
 def sgd_update(param, scale, grad):
-    """`param - scale * grad` as one kernel, written into `param` when nothing else holds it
-    or its memory (no other name or container, no view: the caller's tensors and earlier
-    outputs keep their numbers), else a new tensor from the same kernel."""
+    """`param - scale * grad`, rounded as the product and then the difference (the
+    optimizers' formula, bit for bit every other target's), written into `param` when
+    nothing else holds it or its memory (no other name or container, no view: the caller's
+    tensors and earlier outputs keep their numbers), else a new tensor."""
+    step = torch.mul(scale, grad)
     if sys.getrefcount(param) <= _FREE and not (
-            param.requires_grad or scale.requires_grad or grad.requires_grad) and \
+            param.requires_grad or step.requires_grad) and \
             torch._C._storage_Use_Count(param.untyped_storage()._cdata) == 2:
         # 2: this tensor's own reference plus the temporary storage object asked about.
-        return param.addcmul_(scale, grad, value=-1)
-    return torch.addcmul(param, scale, grad, value=-1)
+        return param.sub_(step)
+    return torch.sub(param, step)
