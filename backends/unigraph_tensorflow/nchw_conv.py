@@ -11,8 +11,10 @@ NHWC route's (the same oneDNN kernels; checked by tests/test_tensorflow_nchw_con
 Eagerly a conv with a bias runs as one `_FusedConv2D` (Conv2D + BiasAdd), the op Grappler
 makes of the pair in a graph: a separate BiasAdd pass over an NCHW result costs about a third
 of the conv ([64, 16, 32, 32]: 1.10 ms fused against 1.50 ms). `_FusedConv2D` is an internal
-op with no Python wrapper, run through `execute.quick_execute` (private TF API; its values
-are the pair's bit for bit, checked by `fused_supported()` once per process).
+op with no Python wrapper, run through `execute.quick_execute` (private TF API). Its values
+are the pair's bit for bit (tests/test_tensorflow_eager_fast_paths.py, on random data);
+`fused_supported()` checks once per process that the op runs here and computes the conv, on
+integer data whose sums are exact in any order.
 
 Only for forward convs: oneDNN's Conv2DBackpropInput refuses NCHW when eager ("only supports
 NHWC"), so a conv that may be differentiated keeps the NHWC route (and `_FusedConv2D` has no
