@@ -16,6 +16,7 @@ each backend passes its flat lowering table and its control-flow builders.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.metadata
 import importlib.util
@@ -285,6 +286,13 @@ class Backend:
 
     # The flat lowering table, op name -> native function (STYLE rule 2); set by `load()`.
     lowerings: dict | None = None
+
+    @functools.cached_property
+    def scalars(self) -> dict:
+        """This backend object's cache of Python numbers as eager tensors (`x + 2` in a loop
+        converts 2 once; `unigraph.api.operands`). Per object: a plugin registered again
+        makes new backend objects, and the old ones' tensors go with them."""
+        return {}
 
     def eager_op(self, op: str, inputs: list, attrs: dict):
         """Apply op `op` to native `inputs`; return one native output."""

@@ -126,29 +126,27 @@ def _to_dtype(x, dtype):
     return np.asarray(x, dtype=dtype)
 
 
-# (type, value, sign, dtype, backend) -> eager Tensor: `x + 2` in a loop converts 2 only
-# once. The sign keeps 0.0 and -0.0 apart (they are equal as keys, not as operands). Keyed
-# by the backend object, not its name: a plugin registered again makes new backend objects,
-# and a scalar of the old one would fail the optimizers' `operand._backend is backend`.
-_scalars: dict = {}
-
-
 def _scalar(value, dtype):
-    """A Python number as an operand of `dtype`: a cached eager tensor on the current
-    backend (native tensors are never modified in place, so sharing one is safe)."""
+    """A Python number as an operand of `dtype`: an eager tensor on the current backend,
+    cached per backend object (`Backend.scalars`) under (type, value, sign, dtype). The
+    sign keeps 0.0 and -0.0 apart (equal as keys, not as operands); a NaN is never cached
+    (it equals no key). Sharing one tensor is safe: an in-place lowering writes only its
+    first operand, and a cached scalar never is one (`optim` writes in place only
+    parameters and tensors it has just made)."""
     if _builder.get() is not None:
         _check_int_range(value, dtype)
         return np.asarray(value, dtype=dtype)  # becomes a constant node
     backend = current_backend()
     sign = math.copysign(1.0, value) if isinstance(value, (float, np.floating)) else 1.0
-    key = (type(value), value, sign, dtype, backend)
-    scalar = _scalars.get(key)
+    key = (type(value), value, sign, dtype)
+    scalars = backend.scalars
+    scalar = scalars.get(key)
     if scalar is None:
         _check_int_range(value, dtype)
         array = np.asarray(value, dtype=dtype)
         scalar = Tensor((), dtype, backend=backend, native=backend.to_native(array), array=array)
-        if len(_scalars) < 4096:
-            _scalars[key] = scalar
+        if len(scalars) < 4096 and value == value:
+            scalars[key] = scalar
     return scalar
 
 
