@@ -256,32 +256,18 @@ def _sgd_case(dtype):
         return g0
 
     lr = np.asarray(0.37, np.float64).astype(dtype)
-    want = [p - lr * g for p, g in zip(starts, grads)]
-    # One rounding of the operands (an FMA rounds once where mul, sub round twice).
-    scales = [np.abs(p) + np.abs(lr * g) for p, g in zip(starts, grads)]
-    return step, params, grads, want, scales
+    return step, params, grads, [p - lr * g for p, g in zip(starts, grads)]
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("target", TARGETS)
-def test_sgd_step(target, dtype):
-    """One SGD step of a parameter of 64 elements and one of 100: p - lr * g within one
-    rounding (a target may fuse the update into an FMA: torch:static does)."""
-    step, params, grads, want, scales = _sgd_case(dtype)
+def test_sgd_step_rounds_as_mul_then_sub(target, dtype):
+    """One SGD step of a parameter of 64 elements and one of 100: bit for bit p - lr * g
+    rounded twice, as the IR says, on every target (Paddle's sgd_ kernel and torch's
+    addcmul_ round as an FMA: see the sgd quirk record and backends/unigraph_torch/fusions.py)."""
+    step, params, grads, want = _sgd_case(dtype)
     t = Target.parse(target)
     with ug.use_backend(t.backend, t.mode):
-        step(*grads)
-        for param, value, scale in zip(params, want, scales):
-            assert (np.abs(param.numpy() - value) <= np.finfo(dtype).eps * scale).all()
-
-
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("mode", ["eager", "static"])
-def test_paddle_sgd_step_rounds_as_mul_then_sub(mode, dtype):
-    """Bit for bit p - lr * g rounded twice, as the IR says (Paddle's sgd_ kernel rounds as
-    an FMA unless the size is a multiple of 8: paddle:static then scales and subtracts)."""
-    step, params, grads, want, _ = _sgd_case(dtype)
-    with ug.use_backend("paddle", mode):
         step(*grads)
         for param, value in zip(params, want):
             np.testing.assert_array_equal(param.numpy(), value)
@@ -303,10 +289,12 @@ def test_paddle_static_sgd_update_ops(size, dtype, op):
     from unigraph.plugins import backends
 
     executable = backends()["paddle"].compile(graph, "static")
-    names = [o.name() for o in executable.program.global_block().ops]
+    ops = executable.program.global_block().ops
+    names = [o.name() for o in ops]
     assert op in names
-    # One multiply: the scalar lr times its scale; none of the parameter's size.
-    assert names.count("pd_op.multiply") == 1 and "pd_op.assign_out_" not in names
+    # No multiply of the parameter's size (at most the 0-d lr times its scale), no copy back.
+    assert [list(o.result(0).shape) for o in ops if o.name() == "pd_op.multiply"] in ([], [[]])
+    assert "pd_op.assign_out_" not in names
 
 
 # -- exp: the floor mask only where a value lies below it ------------------------------------

@@ -1,6 +1,6 @@
 """torch:static's fused calls (`unigraph_torch.fusions`): Linear as `torch.addmm`, a mean
-cross-entropy as one `F.cross_entropy`, an SGD update as one in-place `addcmul_`, and relu's
-NaN mask only with a NaN present.
+cross-entropy as one `F.cross_entropy`, an SGD update as one call writing the parameter in
+place (`sgd_update`: the product, then `sub_`), and relu's NaN mask only with a NaN present.
 
 On all 9 targets: an MLP trained by SGD gives a float64 NumPy reference's losses and weights
 (gradients derived by hand); a value the user still holds (a parameter returned through a
