@@ -71,7 +71,6 @@ class PaddleBackend(Backend):
     def __init__(self):
         self._paddle = None
         self._place = None
-        self._grad_depth = GRAD_DEPTH
 
     # -- loading ------------------------------------------------------------------------
     def load(self):
@@ -159,7 +158,7 @@ class PaddleBackend(Backend):
 
     def _eager_grad(self, fn, watched: list):
         paddle = self._paddle or self.load()
-        depth = getattr(self._grad_depth, "value", 0)
+        depth = getattr(GRAD_DEPTH, "value", 0)
         nested = depth > 0
         half, single, double = paddle.float16, paddle.float32, paddle.float64
         leaves = []
@@ -171,11 +170,11 @@ class PaddleBackend(Backend):
             else:
                 leaf = tensor  # ints and bools have no gradient
             leaves.append(leaf)
-        self._grad_depth.value = depth + 1
+        GRAD_DEPTH.value = depth + 1
         try:
             outputs = list(fn(*leaves))
         finally:
-            self._grad_depth.value = depth
+            GRAD_DEPTH.value = depth
         target = outputs[0]
         wanted = [i for i, leaf in enumerate(leaves) if not leaf.stop_gradient]
         grads = [None] * len(leaves)

@@ -34,7 +34,6 @@ from unigraph_paddle.inplace import in_place_or
 _FLOATS = (paddle.float16, paddle.float32, paddle.float64)
 _LARGEST = {dtype: float(paddle.finfo(dtype).max) for dtype in _FLOATS}
 _EAGER_TENSOR = paddle.Tensor
-_SINGLE, _DOUBLE = paddle.float32, paddle.float64
 
 
 def widen_half(fn=None, *, dtype_input: int = 0):
@@ -184,7 +183,7 @@ def eager_multiply(x, y):
     if x.ndim != y.ndim:
         scalar, tensor = (x, y) if x.ndim == 0 else (y, x)
         dtype = scalar.dtype
-        if (scalar.ndim == 0 and (dtype is _SINGLE or dtype is _DOUBLE)
+        if (scalar.ndim == 0 and (dtype is _F32 or dtype is _F64)
                 and scalar.stop_gradient and tensor.stop_gradient):
             return _C_ops.scale(tensor, scalar, -0.0, True)
     return _C_ops.multiply(x, y)
@@ -645,7 +644,8 @@ def multiply_in_place(x, y):
     return _C_ops.multiply_(x, y)
 
 
-_sqrt_or_new = in_place_or(lambda x, _: _C_ops.sqrt_(x), lambda x, _: widen_half(paddle.sqrt)(x))
+_SQRT = widen_half(paddle.sqrt)
+_sqrt_or_new = in_place_or(lambda x, _: _C_ops.sqrt_(x), lambda x, _: _SQRT(x))
 
 
 def sqrt_(x):
@@ -677,7 +677,7 @@ LOWERINGS = {
     "abs": widen_small_ints(widen_half(paddle.abs)),
     "exp": exp,
     "log": paddle.log,
-    "sqrt": widen_half(paddle.sqrt),
+    "sqrt": _SQRT,
     # x decides, after the bool cond
     "where": widen_small_ints(widen_half(paddle.where, dtype_input=1), dtype_input=1),
     "cast": cast,
