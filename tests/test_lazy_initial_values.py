@@ -159,3 +159,24 @@ def test_copies_and_state_dicts_of_an_unread_layer():
     assert pickled.numpy().tobytes() == w.tobytes()
     assert layer.state_dict()["weight"].tobytes() == w.tobytes()
     assert layer.copy("float64").weight.numpy().tobytes() == w.astype(np.float64).tobytes()
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_an_initializer_changed_after_a_layer_is_built_does_not_change_its_draw(target):
+    """One initializer object builds two layers, its bounds changed in between: each layer's
+    weights are the draw its bounds gave when it was built (read after both are built), as
+    when the draw is made at once."""
+    ug.manual_seed(5)
+    init = ug.init.uniform(-1.0, 1.0)
+    first = ug.nn.Linear(5, 4, act="relu", weight_init=init)
+    init.low, init.high = -0.01, 0.01
+    second = ug.nn.Linear(4, 2, weight_init=init)
+    rng = np.random.default_rng(5)
+    w0 = rng.uniform(-1.0, 1.0, (5, 4)).astype(np.float32)
+    w1 = rng.uniform(-0.01, 0.01, (4, 2)).astype(np.float32)
+    x = _x()
+    out = _run(target, ug.nn.Sequential(first, second), x)
+    np.testing.assert_allclose(out, _forward64(x, [(w0, np.zeros(4)), (w1, np.zeros(2))]),
+                               rtol=1e-5, atol=1e-6)
+    assert first.weight.numpy().tobytes() == w0.tobytes()
+    assert second.weight.numpy().tobytes() == w1.tobytes()

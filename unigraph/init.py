@@ -23,6 +23,7 @@ ones draw at once, as before.
 
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -192,7 +193,9 @@ class InitialValue:
     __slots__ = ("initializer", "shape", "dtype", "fan_in", "fan_out", "state")
 
     def __init__(self, initializer: Initializer, shape, dtype, fan_in, fan_out, words=None):
-        self.initializer, self.shape, self.dtype = initializer, shape, dtype
+        # A copy: the draw uses the initializer's fields as they are now, not as a later
+        # `init.low = ...` (before building the next layer with it) leaves them.
+        self.initializer, self.shape, self.dtype = copy.copy(initializer), shape, dtype
         self.fan_in, self.fan_out = fan_in, fan_out
         self.state = None
         if words is None:
