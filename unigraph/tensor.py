@@ -434,7 +434,7 @@ class Parameter(Tensor):
     def __init__(self, data, name="", trainable=True, lr_scale=1.0, dtype=None, order="C"):
         # NumPy's default dtypes (float64 for Python floats), always a private copy.
         array = as_array(data, dtype, what="ug.Parameter", python_defaults=False)
-        super().__init__(array.shape, array.dtype.name, array=array)
+        super().__init__(array.shape, dtype_name(array.dtype), array=array)
         self.name = name
         self.trainable = trainable
         self.lr_scale = float(lr_scale)
