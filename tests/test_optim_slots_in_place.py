@@ -104,15 +104,33 @@ def _train(target, name, monkeypatch, allocating):
     return values, state, counter.counts
 
 
+def _expected_counts(target, name) -> dict:
+    """{lowering: (writes, new tensors)} over STEPS steps: a parameter's sub_ from the second
+    step on; a slot's mul_ from the second step on, and its add_ from the first (it writes
+    the tensor the first step's allocating mul has just made); Adam's temporaries from the
+    first; nothing where the target does not write in place."""
+    later, every = 2 * (STEPS - 1), 2 * STEPS  # two parameters: steps after the first, all
+    expected = {}
+    if target in SLOTS_IN_PLACE and SLOTS[name]:
+        expected["mul_"] = (later * len(SLOTS[name]), 0)
+        expected["add_"] = (every * len(SLOTS[name]), 0)
+    if target in SLOTS_IN_PLACE and name == "adam":
+        # Its temporaries, every step: (g * g) * (1 - b2), m_hat * lr, sqrt(v_hat) + eps,
+        # and the division by that.
+        expected["mul_"] = (expected["mul_"][0] + 2 * every, 0)
+        expected["add_"] = (expected["add_"][0] + every, 0)
+        expected["div_"] = expected["sqrt_"] = (every, 0)
+    if target in SLOTS_IN_PLACE | {"numpy:eager"}:
+        expected["sub_"] = (later, 0)
+    return expected
+
+
 @pytest.mark.parametrize("name", list(MAKERS))
 @pytest.mark.parametrize("target", TARGETS)
 def test_updates_match_float64_and_the_allocating_path(target, name, monkeypatch):
     """Five steps: parameters and slots within float32 rounding of the float64 formulas,
     bit for bit the numbers of the allocating path; the in-place lowerings ran where
-    promised and never wrote a tensor on the other targets: a parameter's sub_ from the
-    second step on; a slot's mul_ from the second step on, and its add_ from the first
-    (it writes the tensor the first step's allocating mul has just made); Adam's
-    temporaries from the first."""
+    promised (`_expected_counts`) and never wrote a tensor on the other targets."""
     values, state, counts = _train(target, name, monkeypatch, allocating=False)
     same_values, same_state, _ = _train(target, name, monkeypatch, allocating=True)
     want_params, want_slots = _reference(name, STEPS)
@@ -125,20 +143,7 @@ def test_updates_match_float64_and_the_allocating_path(target, name, monkeypatch
         for slot in SLOTS[name]:
             np.testing.assert_allclose(state[f"{prefix}.{slot}"], slots[slot], rtol=2e-5,
                                        atol=1e-7, err_msg=f"{prefix}.{slot}")
-    later, every = 2 * (STEPS - 1), 2 * STEPS  # two parameters: steps after the first, all
-    expected = {}
-    if target in SLOTS_IN_PLACE and SLOTS[name]:
-        expected["mul_"] = (later * len(SLOTS[name]), 0)
-        expected["add_"] = (every * len(SLOTS[name]), 0)
-    if target in SLOTS_IN_PLACE and name == "adam":
-        # Its temporaries, every step: (g * g) * (1 - b2), m_hat * lr, sqrt(v_hat) + eps,
-        # and the division by that.
-        expected["mul_"] = (expected["mul_"][0] + 2 * every, 0)
-        expected["add_"] = (expected["add_"][0] + every, 0)
-        expected["div_"] = expected["sqrt_"] = (every, 0)
-    if target in SLOTS_IN_PLACE:
-        expected["sub_"] = (later, 0)
-    assert {k: v for k, v in counts.items() if v[0]} == expected
+    assert {k: v for k, v in counts.items() if v[0]} == _expected_counts(target, name)
 
 
 def _address(native) -> int:
@@ -220,6 +225,9 @@ def test_registering_a_plugin_keeps_the_slots_in_place(target, monkeypatch):
     finally:
         ug.plugins.unregister_plugin(ug.plugins.plugin_manager().get_plugin(
             "a plugin with no hooks"))
-    for got, want in zip(after[0], before[0]):
-        np.testing.assert_array_equal(got, want)
-    assert after[2] == before[2]
+    want_params, _ = _reference("momentum", STEPS)
+    for got, same, want in zip(after[0], before[0], want_params):
+        np.testing.assert_array_equal(got, same)
+        np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6)
+    written = {k: v for k, v in after[2].items() if v[0]}
+    assert written == _expected_counts(target, "momentum")
