@@ -259,19 +259,18 @@ class Function:
                 return self._run_eager_tensors(args)
             return self._call_eager(args, kwargs)
         if not kwargs and self._fast_ok:
-            key = _fast_key(target, args)
-            compiled = self._fast.get(key) if key is not None else None
-            if compiled is not None and (not compiled.state or _matching((compiled,))):
-                if len(self._cache) > 1:
-                    with contextlib.suppress(KeyError):  # another thread may have evicted it
-                        self._cache.move_to_end(compiled.key)
-                return self._run(compiled, backend, args)
+            key = _fast_key(backend, target.mode, args)
+            caller = self._fast.get(key) if key is not None else None
+            if caller is not None:
+                result = caller(args)
+                if result is not _STALE:
+                    return result
             result = self._call_static(target, backend, args, kwargs)
             if key is not None:
                 # The entry that call used (found or just compiled): next time, directly.
                 compiled = _matching(self._variants.get(_flat_key(target, args)))
                 if compiled is not None:
-                    self._fast[key] = compiled
+                    self._fast[key] = _caller(compiled, backend, self._cache, args)
             return result
         return self._call_static(target, backend, args, kwargs)
 
@@ -528,43 +527,49 @@ class Function:
         )
 
     def _run(self, compiled: Compiled, backend, leaves):
-        executable = compiled.executable
-        if compiled.params:
-            for index, param in enumerate(compiled.params):
-                if compiled.loaded[index] != param.version:
-                    executable.set_param(index, param._host())  # set_param copies
-                    compiled.loaded[index] = param.version
-        # An array the call's key already typed is fed as it is (its dtype is the input's;
-        # a byte-swapped one is converted); a Tensor of this backend as its native;
-        # anything else as an array of its type.
-        feeds = [x if type(x) is np.ndarray and x.dtype.isnative
-                 else x.native_for(backend) if isinstance(x, Tensor) and x._backend is backend
-                 else np.asarray(x._host() if isinstance(x, Tensor) else x,
-                                 dtype=leaf_spec(x)[1])
-                 for x in leaves]
-        if compiled.randoms:
-            rng = random.generator()
-            feeds.extend(rng.random(shape).astype(dtype) for shape, dtype in compiled.randoms)
-        outputs = executable.run(feeds)
-        if compiled.loop_lines:
-            outputs = list(outputs)
-            _check_loop_flag(backend, outputs.pop(), compiled.loop_lines)
-        for index in compiled.updated:
-            param = compiled.params[index]
-            param._written_by(executable, index)
-            compiled.loaded[index] = param.version
-        if compiled.out_types is None:
-            wrapped = [_wrap(backend, value, out)
-                       for value, out in zip(compiled.graph.outputs, outputs)]
-        else:  # every output's shape is known: no per-output checks
-            wrapped = [Tensor(shape, dtype, backend, None, out) if type(out) is np.ndarray
-                       else Tensor(shape, dtype, backend, out)
-                       for (shape, dtype), out in zip(compiled.out_types, outputs)]
-        if compiled.out_shape == "leaf":
-            return wrapped[0]
-        if compiled.out_shape == "tuple":
-            return tuple(wrapped)
-        return pytree.unflatten(compiled.out_treedef, wrapped)
+        return _run(compiled, backend, leaves)
+
+
+def _run(compiled: Compiled, backend, leaves):
+    """Run `compiled` on `leaves` (the call's tensors and arrays): load the parameters it
+    does not hold yet, feed, run, check the loop guard, note the updates, wrap the outputs."""
+    executable = compiled.executable
+    if compiled.params:
+        for index, param in enumerate(compiled.params):
+            if compiled.loaded[index] != param.version:
+                executable.set_param(index, param._host())  # set_param copies
+                compiled.loaded[index] = param.version
+    # An array the call's key already typed is fed as it is (its dtype is the input's;
+    # a byte-swapped one is converted); a Tensor of this backend as its native;
+    # anything else as an array of its type.
+    feeds = [x if type(x) is np.ndarray and x.dtype.isnative
+             else x.native_for(backend) if isinstance(x, Tensor) and x._backend is backend
+             else np.asarray(x._host() if isinstance(x, Tensor) else x,
+                             dtype=leaf_spec(x)[1])
+             for x in leaves]
+    if compiled.randoms:
+        rng = random.generator()
+        feeds.extend(rng.random(shape).astype(dtype) for shape, dtype in compiled.randoms)
+    outputs = executable.run(feeds)
+    if compiled.loop_lines:
+        outputs = list(outputs)
+        _check_loop_flag(backend, outputs.pop(), compiled.loop_lines)
+    for index in compiled.updated:
+        param = compiled.params[index]
+        param._written_by(executable, index)
+        compiled.loaded[index] = param.version
+    if compiled.out_types is None:
+        wrapped = [_wrap(backend, value, out)
+                   for value, out in zip(compiled.graph.outputs, outputs)]
+    else:  # every output's shape is known: no per-output checks
+        wrapped = [Tensor(shape, dtype, backend, None, out) if type(out) is np.ndarray
+                   else Tensor(shape, dtype, backend, out)
+                   for (shape, dtype), out in zip(compiled.out_types, outputs)]
+    if compiled.out_shape == "leaf":
+        return wrapped[0]
+    if compiled.out_shape == "tuple":
+        return tuple(wrapped)
+    return pytree.unflatten(compiled.out_treedef, wrapped)
 
 
 def input_specs(input_spec):
@@ -624,16 +629,91 @@ def _flat_key(target, args) -> tuple:
     return (target, *[leaf_spec(a) for a in args])
 
 
-def _fast_key(target, args):
+def _fast_key(backend, mode: str, args):
     """The fast-path key of a call with positional arguments (see `Function._fast`), or
-    None when an argument is not a Tensor or NumPy array (a Python number, a tuple)."""
-    key = [target]
+    None when an argument is not a Tensor or NumPy array (a Python number, a tuple). The
+    backend object, not its name: a plugin registration makes new backend objects, and a
+    prebuilt caller holds the one it was made for."""
+    key = [backend, mode]
     for a in args:
         kind = type(a)
         if kind is not Tensor and kind is not np.ndarray:
             return None
         key.append((kind, a.shape, a.dtype))
     return tuple(key)
+
+
+# A prebuilt caller's answer when its entry's Python state (a Module's `training` flag, the
+# loop limit) no longer holds: the call takes the general path, which finds or traces the
+# entry for the state now.
+_STALE = object()
+
+
+def _caller(compiled: Compiled, backend, cache, args):
+    """The prebuilt run of `compiled` for the calls whose fast key (`_fast_key`) is that of
+    `args`, kept in `Function._fast`: `_run`'s work with what depends only on the key and
+    the entry decided once, here (how each argument is fed, how the outputs come back).
+    Every call still checks the entry's Python state and refreshes its place in `cache`
+    (least recently used). An entry with parameters, random inputs or outputs of unknown
+    dims runs through `_run` itself."""
+    state = compiled.state
+
+    def current() -> bool:
+        if state and not all(read() == value for read, value in state):
+            return False
+        if len(cache) > 1:
+            with contextlib.suppress(KeyError):  # another thread may have evicted it
+                cache.move_to_end(compiled.key)
+        return True
+
+    if compiled.params or compiled.randoms or compiled.out_types is None:
+        def call_general(args):
+            return _run(compiled, backend, args) if current() else _STALE
+
+        return call_general
+
+    # The key guarantees feeds of the types the entry's first run accepted: no re-checking.
+    executable = compiled.executable
+    run = getattr(executable, "run_known", executable.run)
+    # The key fixed each argument's type (Tensor or ndarray) and dtype: a native-order
+    # array is fed as it is, a Tensor of this backend as its native (anything else as
+    # `_run` feeds it); all-arrays calls need no per-argument test at all.
+    arrays_as_they_are = all(type(a) is np.ndarray and a.dtype.isnative for a in args)
+    loop_lines = compiled.loop_lines
+    (shape, dtype), = compiled.out_types if compiled.out_shape == "leaf" else ((None, None),)
+
+    def call(args):
+        if (state or len(cache) > 1) and not current():
+            return _STALE
+        if arrays_as_they_are:
+            outputs = run(list(args))
+        else:
+            outputs = run([x._native if type(x) is Tensor and x._backend is backend
+                           and x._native is not None else _feed(x, backend) for x in args])
+        if loop_lines:
+            outputs = list(outputs)
+            _check_loop_flag(backend, outputs.pop(), loop_lines)
+        if shape is not None:  # one tensor
+            out = outputs[0]
+            return (Tensor(shape, dtype, backend, None, out) if type(out) is np.ndarray
+                    else Tensor(shape, dtype, backend, out))
+        wrapped = [Tensor(s, d, backend, None, out) if type(out) is np.ndarray
+                   else Tensor(s, d, backend, out)
+                   for (s, d), out in zip(compiled.out_types, outputs)]
+        if compiled.out_shape == "tuple":
+            return tuple(wrapped)
+        return pytree.unflatten(compiled.out_treedef, wrapped)
+
+    return call
+
+
+def _feed(x, backend):
+    """What `_run` feeds for argument `x`."""
+    if type(x) is np.ndarray and x.dtype.isnative:
+        return x
+    if isinstance(x, Tensor) and x._backend is backend:
+        return x.native_for(backend)
+    return np.asarray(x._host() if isinstance(x, Tensor) else x, dtype=leaf_spec(x)[1])
 
 
 def _matching(entries):
