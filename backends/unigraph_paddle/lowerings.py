@@ -26,13 +26,12 @@ import paddle.nn.functional as F
 from paddle import _C_ops
 
 from unigraph.index_checks import check_indices
-from unigraph.ops.pooling import pool_geometry
 from unigraph.printing import emit
 from unigraph_paddle.backend import GRAD_DEPTH
+from unigraph_paddle.images import avg_pool2d, conv2d, conv_transpose2d, max_pool2d
 from unigraph_paddle.inplace import in_place_or
 
 _FLOATS = (paddle.float16, paddle.float32, paddle.float64)
-_LARGEST = {dtype: float(paddle.finfo(dtype).max) for dtype in _FLOATS}
 _EAGER_TENSOR = paddle.Tensor
 
 
@@ -492,147 +491,6 @@ def sparse_softmax_cross_entropy(logits, labels):
     shifted, log_total = _shifted_and_log_total(logits, classes)
     picked = _C_ops.take_along_axis(shifted, _C_ops.unsqueeze(labels, [classes]), classes)
     return _C_ops.squeeze(_C_ops.subtract(log_total, picked), [classes])
-
-
-def _add_channel_bias(out, bias):
-    """out [N, C, H, W] + bias [C], added as [N, C, H * W] + [C, 1]: the same sums, but
-    Paddle's CPU add broadcasting a [1, C, 1, 1] (what F.conv2d adds) runs ~3x slower
-    (3.3.1, a 64x16x32x32 result: 5.8 ms against 1.8). Sizes unknown until the run (other
-    than the batch) or zero keep the 4-D form, and so does a batch of 1, where Paddle's
-    4-D add is the fast one (16x32x32: 9 us against 14 with the three reshapes)."""
-    n, c, h, w = out.shape
-    if min(c, h, w) <= 0 or n == 0 or n == 1:
-        return _C_ops.add(out, _C_ops.reshape(bias, [1, -1, 1, 1]))
-    rows = _C_ops.reshape(out, [-1, c, h * w])
-    return _C_ops.reshape(_C_ops.add(rows, _C_ops.reshape(bias, [c, 1])), [-1, c, h, w])
-
-
-def conv2d(x, w, bias=None, *, stride, padding, dilation, groups):
-    channels, filters = x.shape[1], w.shape[0]
-    if channels == groups and channels != 1 and filters % channels == 0:
-        # F.conv2d's depthwise kernel
-        out = F.conv2d(x, w, stride=list(stride), padding=list(padding),
-                       dilation=list(dilation), groups=groups)
-    else:  # what F.conv2d runs, without its ~10 us of Python checks
-        out = _C_ops.conv2d(x, w, list(stride), list(padding), "EXPLICIT", list(dilation),
-                            groups, "NCHW")
-    return out if bias is None else _add_channel_bias(out, bias)
-
-
-def conv_transpose2d(x, w, bias=None, *, stride, padding, output_padding, dilation, groups):
-    if all(extra < step for extra, step in zip(output_padding, stride)):
-        return F.conv2d_transpose(
-            x, w, bias=bias, stride=list(stride), padding=list(padding),
-            output_padding=list(output_padding), dilation=list(dilation), groups=groups,
-        )
-    # Paddle refuses output_padding >= stride (3.3.1), which the record allows when it is
-    # below the dilation: the uncropped output, its output_padding rows of zeros written
-    # in at the end, then the padding cropped off both sides.
-    # The bias goes on last: the rows written in get it too, as every other row.
-    full = F.conv2d_transpose(x, w, stride=list(stride), dilation=list(dilation),
-                              groups=groups)
-    (ph, pw), (oph, opw) = padding, output_padding
-    full = F.pad(full, [0, opw, 0, oph], data_format="NCHW")
-    height, width = full.shape[2], full.shape[3]
-    out = full[:, :, ph: height - ph, pw: width - pw]
-    return out if bias is None else out + paddle.reshape(bias, [1, -1, 1, 1])
-
-
-def _pool_padded(x, fill, kernel, stride, padding, dilation=(1, 1), ceil_mode=False):
-    """x with the pool's padding, and its ceil-mode cells after it, written in as `fill`:
-    one geometry for every option (`unigraph.ops.pooling`), then a VALID pool."""
-    _, ((t, b), (left, r)), (eh, ew) = pool_geometry(
-        tuple(x.shape[2:]), kernel, stride, padding, dilation, ceil_mode)
-    widths = [left, r + ew, t, b + eh]
-    return _pad(x, widths, fill) if any(widths) else x
-
-
-def _pad(x, widths, fill=0.0):
-    """F.pad of NCHW x by [left, right, top, bottom]. F.pad has no CPU float16 kernel
-    (3.3.1): float16 pads in float32, exactly (the fill is 0 or -inf)."""
-    if x.dtype == paddle.float16:
-        return paddle.cast(_pad(paddle.cast(x, paddle.float32), widths, fill), x.dtype)
-    return F.pad(x, widths, value=fill, data_format="NCHW")
-
-
-def max_pool2d(x, *, kernel, stride, padding, dilation=(1, 1), ceil_mode=False):
-    # Paddle's max pool never picks a padded cell: the same as padding with -inf. It drops a
-    # NaN in some window positions (3.3.1); the record propagates it, the gradient going to
-    # the first maximum with a NaN counting as the maximum (above +inf, as argmax). So the
-    # pool runs over x with NaN read as +inf and +inf as the largest finite value, only for
-    # the position of each window's first maximum; the result is x gathered there (NaN
-    # where that was a NaN), and its gradient lands on that element.
-    # (Scalars by `full`, which keeps a double: `full_like` rounds its value to float32.)
-    x = _pool_padded(x, float("-inf"), kernel, stride, padding, dilation, ceil_mode)
-    inf = paddle.full([], float("inf"), x.dtype)
-    largest = paddle.full([], _LARGEST[x.dtype], x.dtype)
-    wide = paddle.where(paddle.isnan(x), inf, paddle.where(x == inf, largest, x))
-    if tuple(dilation) != (1, 1):
-        return _dilated_max_pool2d(x, wide, kernel, stride, dilation)
-    _, where = F.max_pool2d(wide, list(kernel), list(stride), 0, return_mask=True)
-    flat, index = paddle.flatten(x, start_axis=2), paddle.flatten(where, start_axis=2)
-    picked = paddle.take_along_axis(flat, index, axis=2)
-    shape = list(where.shape)  # in a Program the batch may be unknown (-1)
-    return paddle.reshape(picked, shape if shape.count(-1) <= 1 else paddle.shape(where))
-
-
-def _dilated_max_pool2d(x, wide, kernel, stride, dilation):
-    """F.max_pool2d has no dilation: the windows as columns (F.unfold, which has), x
-    gathered at the argmax of `wide` in each (the first maximum)."""
-    _, channels, height, width = x.shape
-    rows, cols = ((size - rate * (k - 1) - 1) // step + 1 for size, k, step, rate in zip(
-        (height, width), kernel, stride, dilation))
-
-    def columns(v):  # [N * C, KH * KW, OH * OW]
-        return F.unfold(paddle.reshape(v, [-1, 1, height, width]), list(kernel),
-                        strides=list(stride), dilations=list(dilation))
-
-    first = paddle.argmax(columns(wide), axis=1, keepdim=True)
-    picked = paddle.take_along_axis(columns(x), first, axis=1)
-    return paddle.reshape(picked, [-1, channels, rows, cols])
-
-
-def _ones_mask(x, kernel, stride, padding, ceil_mode, count_include_pad):
-    """[1, 1, H', W']: 1 at each cell an avg pool window counts, over the padded x."""
-    _, ((t, b), (left, r)), (eh, ew) = pool_geometry(
-        tuple(x.shape[2:]), kernel, stride, padding, (1, 1), ceil_mode)
-    height, width = x.shape[2:]
-    if count_include_pad:
-        ones = paddle.ones([1, 1, height + t + b, width + left + r], dtype=x.dtype)
-        return _pad(ones, [0, ew, 0, eh])
-    ones = paddle.ones([1, 1, height, width], dtype=x.dtype)
-    return _pad(ones, [left, r + ew, t, b + eh])
-
-
-def avg_pool2d(x, *, kernel, stride, padding, ceil_mode=False, count_include_pad=True):
-    # Zeros written in (one geometry for every option, as max_pool2d), then each window's
-    # sum divided by the count of cells it counts: kh * kw unless padding is left out or a
-    # ceil-mode window runs past the padding, and then a mask of ones pooled the same way.
-    _, _, extra = pool_geometry(tuple(x.shape[2:]), kernel, stride, padding, (1, 1),
-                                ceil_mode)
-    constant = count_include_pad and extra == (0, 0)
-    if x.dtype == paddle.float16 and not constant:  # no CPU float16 divide (3.3.1)
-        wide = avg_pool2d(paddle.cast(x, paddle.float32), kernel=kernel, stride=stride,
-                          padding=padding, ceil_mode=ceil_mode,
-                          count_include_pad=count_include_pad)
-        return paddle.cast(wide, x.dtype)
-    padded = _pool_padded(x, 0.0, kernel, stride, padding, (1, 1), ceil_mode)
-    if x.dtype != paddle.float64:
-        total = F.avg_pool2d(padded, list(kernel), list(stride), 0, exclusive=False)
-        if constant:
-            return total
-        mask = _ones_mask(x, kernel, stride, padding, ceil_mode, count_include_pad)
-        return total / F.avg_pool2d(mask, list(kernel), list(stride), 0, exclusive=False)
-    # F.avg_pool2d's backward scales by a float32 1 / (kh * kw), even in float64 (3.3.1:
-    # 0.1111111119 for 1/9). In float64 the window sums are a depthwise convolution with a
-    # kernel of ones (exact backward), divided by the count in float64.
-    channels = x.shape[1]
-    ones = paddle.ones([channels, 1, *kernel], dtype=x.dtype)
-    window = F.conv2d(padded, ones, stride=list(stride), groups=channels)
-    if constant:
-        return paddle.divide(window, paddle.full([], kernel[0] * kernel[1], x.dtype))
-    mask = _ones_mask(x, kernel, stride, padding, ceil_mode, count_include_pad)
-    return window / F.conv2d(mask, ones[:1], stride=list(stride))
 
 
 def multiply_in_place(x, y):
