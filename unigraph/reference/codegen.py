@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from unigraph.reference.fast_kernels import kernel
+from unigraph.reference.fast_kernels import ARITHMETIC_UFUNCS, kernel
 
 try:  # NumPy >= 2: the error state is a context variable
     from numpy._core._ufunc_config import _extobj_contextvar, _make_extobj
@@ -162,7 +162,7 @@ class _Writer:
                 return
         target = self.reused_operand(plan, node, step, depth)
         if target is not None:
-            ufunc = self.bind(_UFUNCS[step.op.name], "u")
+            ufunc = self.bind(ARITHMETIC_UFUNCS[step.op.name], "u")
             x, y = (names[s] for s in step.ins)
             self.emit(depth, f"{out} = {ufunc}({x}, {y}, out={names[target]})")
             self.clobbered.add(target)
@@ -175,7 +175,7 @@ class _Writer:
     def reused_operand(self, plan, node, step, depth):
         """The operand slot this top-level elementwise op may write its result into, or
         None (see the module docstring)."""
-        if (plan is not self.root or depth != 1 or step.op.name not in _UFUNCS
+        if (plan is not self.root or depth != 1 or step.op.name not in ARITHMETIC_UFUNCS
                 or not plan.fast or kernel(step.op.name, step.op) is None):
             return None
         result = node.outputs[0]
@@ -227,9 +227,7 @@ class _Writer:
 
 # Elementwise binary kernels that may write into a dead operand, and the top-level ops
 # whose results are fresh arrays such an op may write into.
-_UFUNCS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
-           "maximum": np.maximum, "minimum": np.minimum}
-_FRESH = {*_UFUNCS, "matmul"}
+_FRESH = {*ARITHMETIC_UFUNCS, "matmul"}
 
 
 def _reusable(plan, keep) -> frozenset:

@@ -254,9 +254,12 @@ def relu_vjp(g, inputs, out):
     return [np.multiply(g, x > 0)]
 
 
+# The elementwise ops whose result has their operands' dtype (codegen writes these into a
+# dead operand's array).
+ARITHMETIC_UFUNCS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
+                     "maximum": np.maximum, "minimum": np.minimum}
 _UFUNCS = {
-    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
-    "maximum": np.maximum, "minimum": np.minimum,
+    **ARITHMETIC_UFUNCS,
     "equal": np.equal, "not_equal": np.not_equal, "less": np.less,
     "less_equal": np.less_equal, "greater": np.greater, "greater_equal": np.greater_equal,
     "logical_and": np.logical_and, "logical_or": np.logical_or,
