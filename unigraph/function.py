@@ -252,10 +252,13 @@ class Function:
     def __call__(self, *args, **kwargs):
         if _builder.get() is not None:
             return self._call_inline(args, kwargs)
+        # (The backend lookup also refuses a target that cannot run, before any user code.)
         target, backend = current_target(), current_backend()
         if target.mode == "eager":
-            if not kwargs and self._fast_ok and self._conversion is not None and all(
-                    type(a) is Tensor for a in args):
+            if not kwargs and self._fast_ok and self._conversion is not None:
+                for a in args:  # (a loop, not all(): no generator made on every call)
+                    if type(a) is not Tensor:
+                        return self._call_eager(args, kwargs)
                 return self._run_eager_tensors(args)
             return self._call_eager(args, kwargs)
         if not kwargs and self._fast_ok:
@@ -725,6 +728,8 @@ def _matching(entries):
 
 
 def _check_loop_flag(backend, flag, loop_lines) -> None:
+    if type(flag) is np.ndarray and flag.shape == () and not flag:
+        return  # the usual run: no loop ran past its limit (no conversion, no import)
     from unigraph.control_flow import loop_error
 
     number = int(np.asarray(flag if isinstance(flag, np.ndarray) else backend.to_numpy(flag)))
