@@ -3,8 +3,6 @@ lr_scale, dtype) on eager targets and reuses it (no multiply when lr_scale is 1)
 updates stay bit for bit those of the documented formula, rounded in the parameter's dtype,
 when lr changes between steps and parameters differ in lr_scale and dtype."""
 
-from fractions import Fraction
-
 import numpy as np
 import pytest
 from conftest import TARGETS
@@ -21,21 +19,13 @@ GRADS = [[RNG.standard_normal(p.shape).astype(p.dtype) for p in INITIAL] for _ i
 RATES = [0.5, 0.5, 0.125, 0.3]  # opt.lr before each step
 
 
-def by_formula(fused=False) -> list:
-    """p <- p - dtype(dtype(lr * lr_scale) * g), each op rounded in p's dtype (NumPy); or,
-    `fused`, p - rate * g rounded once (exactly, by fractions), as torch:static's one
-    addcmul_ update does (backends/unigraph_torch/fusions.py: an ulp, within the budgets)."""
+def by_formula() -> list:
+    """p <- p - dtype(dtype(lr * lr_scale) * g), each op rounded in p's dtype (NumPy)."""
     params = [p.copy() for p in INITIAL]
     for lr, grads in zip(RATES, GRADS):
         for i, g in enumerate(grads):
             rate = params[i].dtype.type(np.float64(lr) * SCALES[i])
-            if fused:
-                params[i] = np.array([float(Fraction(float(a)) - Fraction(float(rate))
-                                            * Fraction(float(b)))
-                                      for a, b in zip(params[i].ravel(), g.ravel())],
-                                     params[i].dtype).reshape(g.shape)
-            else:
-                params[i] = params[i] - rate * g
+            params[i] = params[i] - rate * g
     return params
 
 
@@ -56,12 +46,9 @@ def test_sgd_with_changing_lr_and_scales_is_the_formula_bit_for_bit(target):
             opt.lr = lr
             step(*[ug.tensor(g) for g in grads])
         got = [p.numpy() for p in params]
-    for g, want, fused in zip(got, by_formula(), by_formula(fused=True)):
+    for g, want in zip(got, by_formula()):
         assert g.dtype == want.dtype
-        if target == "torch:static":  # each element rounded by one path or the other
-            assert ((g == want) | (g == fused)).all(), (g, want, fused)
-        else:
-            np.testing.assert_array_equal(g, want)
+        np.testing.assert_array_equal(g, want)
 
 
 @pytest.mark.parametrize("target", TARGETS)
