@@ -627,6 +627,23 @@ def _fused_cross_entropy_has_no_second_order() -> bool:
     return eager and "'pd_op.cross_entropy_with_softmax_grad' has no grad op" in static
 
 
+def _gradient_wrt_an_assigned_array_counts_one_use() -> bool:
+    """d/dx sum(x * x) in a Program, x = paddle.assign(array): x (one use counted), not 2x;
+    of a copy of x, 2x."""
+    x = np.array([1.0, -3.0], np.float32)
+
+    def build(paddle, copied):
+        value = paddle.assign(x)
+        if copied:
+            value = paddle.assign(value)
+        value.stop_gradient = False
+        return paddle.static.gradients([paddle.sum(value * value)], [value])
+
+    (direct,) = _run_static(lambda paddle: build(paddle, False), {})
+    (copied,) = _run_static(lambda paddle: build(paddle, True), {})
+    return np.array_equal(direct, x) and np.array_equal(copied, 2 * x)
+
+
 def _pair_quirk(name: str) -> Quirk:
     return Quirk(
         op=name, framework="paddle", versions=VERSIONS,
@@ -982,5 +999,17 @@ QUIRKS = [
                    "always in a Program, cross-entropy is composed of exp and "
                    "take_along_axis (paddle:static: see the exp, take record)",
         pin=_fused_cross_entropy_has_no_second_order,
+    ),
+    Quirk(
+        op="grad (of a constant array)", framework="paddle", versions=VERSIONS,
+        behaviour="in a Program, the gradient with respect to the result of "
+                  "paddle.assign(array) (a constant of more than one element) counts only "
+                  "one of its uses: d/dx sum(x * x) gives x, not 2x; of a copy, or of a fed "
+                  "input, the right 2x",
+        workaround="paddle:static differentiates a copy of such an operand "
+                   "(`static.ProgramBuilder.lower_grad`, `_made_by_assign_value`): "
+                   "ug.grad(f)(ug.tensor([...])) inside a @ug.function gives every target's "
+                   "numbers (tests/test_grad_list_arguments.py)",
+        pin=_gradient_wrt_an_assigned_array_counts_one_use,
     ),
 ]

@@ -366,7 +366,7 @@ class ProgramBuilder:
             # `paddle.static.gradients` gives total derivatives through the whole Program;
             # the node wants the partial derivative through `fn` alone. A fresh copy of
             # the operand cuts every other path; it is skipped where there is none.
-            if not self.only_path(node, i, args):
+            if not self.only_path(node, i, args) or _made_by_assign_value(args[i]):
                 leaves[i] = paddle.assign(args[i])
             leaves[i].stop_gradient = not _is_float(paddle, args[i])
         self._grad_depth += 1
@@ -390,6 +390,14 @@ class ProgramBuilder:
                 grads[i] = g
         grads = [paddle.zeros_like(x) if g is None else g for g, x in zip(grads, xs)]
         return list(outs) + grads
+
+
+def _made_by_assign_value(value) -> bool:
+    """True for the result of `paddle.assign(array)` (a constant of more than one element):
+    Paddle 3.3.1's Program backward gives a gradient with respect to it that counts only one
+    of its uses (quirk "grad (of a constant array)"); a copy of it gets them all."""
+    op = value.get_defining_op()
+    return op is not None and op.name() == "pd_op.assign_value_"
 
 
 def _no_second_order(error: ValueError, node) -> Exception:
