@@ -21,7 +21,7 @@ import types
 
 import numpy as np
 
-from unigraph.dtypes import DEFAULT_FLOAT, DEFAULT_INT, as_dtype
+from unigraph.dtypes import DEFAULT_FLOAT, DEFAULT_INT, as_dtype, result_dtype
 from unigraph.errors import TracingError
 from unigraph.ir import DTYPES
 from unigraph.tracing import user_source
@@ -557,8 +557,46 @@ def tensor(data, dtype=None) -> Tensor:
         if dtype is None or as_dtype(dtype) == data.dtype:
             return data
         return _api.cast(data, dtype)
+    if isinstance(data, list | tuple) and _holds_tensor(data):
+        return _stacked(data, dtype)
     array = as_array(data, dtype)
     return Tensor(array.shape, dtype_name(array.dtype), backend=current_backend(), array=array)
+
+
+def _holds_tensor(data) -> bool:
+    return any(isinstance(item, Tensor) or (isinstance(item, list | tuple) and _holds_tensor(item))
+               for item in data)
+
+
+def _stacked(data, dtype) -> Tensor:
+    """`ug.tensor([x, y * 2, 1.0])` with tensors among the items: `ug.stack` of them (a
+    nested list level by level), so a gradient flows through the tensors and a static
+    target traces it, as eager code reads it. Python numbers among them are weak, as in
+    `x + 1.0`: the result has the tensors' (and arrays') promoted dtype, unless `dtype`."""
+    if dtype is None:
+        strong, weak = [], []
+        _leaf_kinds(data, strong, weak)
+        dtype = result_dtype(strong, weak)
+    return _stack_levels(data, dtype)
+
+
+def _leaf_kinds(data, strong: list, weak: list) -> None:
+    for item in data:
+        if isinstance(item, Tensor):
+            strong.append(item.dtype)
+        elif isinstance(item, list | tuple):
+            _leaf_kinds(item, strong, weak)
+        elif isinstance(item, np.ndarray | np.generic):
+            strong.append(dtype_name(item.dtype))
+        else:
+            weak.append(item)
+
+
+def _stack_levels(data, dtype) -> Tensor:
+    items = [_stack_levels(item, dtype)
+             if isinstance(item, list | tuple) and _holds_tensor(item) else tensor(item, dtype)
+             for item in data]
+    return _api.stack(items, axis=0)
 
 
 def as_array(data, dtype=None, what="ug.tensor", python_defaults=True) -> np.ndarray:
