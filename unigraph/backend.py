@@ -85,17 +85,7 @@ class Executable:
 
     # -- templates ----------------------------------------------------------------------
     def run(self, inputs: list) -> list:
-        feeds = self.check_inputs(inputs)
-        if self.unset:
-            self.refuse_unset()
-        try:
-            outputs = self._run(feeds)
-            return outputs if self.outputs_unshared else _unshared(outputs, feeds)
-        except Exception as error:
-            found = self._translated(error)
-            if found is None:
-                raise
-            raise found from None
+        return self._run_feeds(self.check_inputs(inputs))
 
     def run_known(self, feeds: list) -> list:
         """`run` for a list of feeds of exactly the types (array or native, dtype, shape) of
@@ -104,6 +94,11 @@ class Executable:
         is `run`'s. An executable that overrides `run` itself gets its `run`."""
         if type(self).run is not Executable.run:
             return self.run(feeds)
+        return self._run_feeds(feeds)
+
+    def _run_feeds(self, feeds: list) -> list:
+        """`run` after `check_inputs`: every parameter set, outputs that share no memory
+        with the feeds, a failure in the user's terms."""
         if self.unset:
             self.refuse_unset()
         try:
