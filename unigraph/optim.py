@@ -32,15 +32,14 @@ import json
 import math
 import numbers
 import os
-import sys
 
 import numpy as np
 
 from unigraph import api
-from unigraph.api.operands import weak_scalar
 from unigraph.function import assign
-from unigraph.tensor import Parameter, Tensor, _EagerStore
-from unigraph.tracing import _builder, current_region
+from unigraph.in_place import scratch, write_steps
+from unigraph.tensor import Parameter, Tensor
+from unigraph.tracing import _builder
 
 __all__ = ["Adam", "Momentum", "Optimizer", "SGD"]
 
@@ -408,8 +407,8 @@ class Optimizer:
         Python number. Returns what reads the new value: the holder eagerly, the new tensor
         while tracing (one graph update, which takes effect after the step).
 
-        Eagerly, on a backend whose lowering table has `<op>_` (torch and paddle: `sub_`,
-        `add_`, `mul_`; numpy: `sub_`), each step writes the holder's own tensor in place
+        Eagerly, on a backend whose lowering table has `<op>_` (numpy, torch and paddle:
+        `sub_`, `add_`, `mul_`), each step writes the holder's own tensor in place
         from the second step of training on, as native optimizers do with parameters,
         momentum buffers and Adam's moments; the numbers are those of
         `assign(holder, holder op operand)` (the same kernel). In place only while the
@@ -421,85 +420,7 @@ class Optimizer:
 
         >>> velocity = Optimizer.write(velocity, ("mul", 0.9), ("add", grad))
         """
-        if _builder.get() is None:
-            if current_region() is None:
-                for op, operand in steps:
-                    if not _written_in_place(holder, _IN_PLACE[op], operand):
-                        assign(holder, _BINARY[op](holder, operand))
-                return holder
-        new = holder
-        for op, operand in steps:
-            new = _BINARY[op](new, operand)
-        assign(holder, new)
-        return new
-
-
-def _written_in_place(holder: Parameter, lowered: str, *operands) -> bool:
-    """Eagerly: `holder <- lowered(holder, *operands)` through the backend's in-place
-    lowering `lowered` where `Optimizer.write` says it is safe (True), else nothing done
-    (False). Operands: tensors of the holder's dtype and shape (or scalars), or numbers."""
-    from unigraph.dispatch import current_backend
-
-    backend = current_backend()
-    if lowered not in (backend.lowerings or ()):
-        return False
-    home = holder._home
-    own = holder._natives.get(backend.name)  # (version, native): `is`, never `==`
-    if not (home is not None and type(home[0]) is _EagerStore and home[0].backend is backend
-            and own is not None and own[0] == holder.version and own[1] is home[0].native
-            # 3: the (version, native) entry, the eager store, getrefcount's argument
-            and sys.getrefcount(own[1]) == 3):
-        return False
-    natives = [home[0].native]
-    for operand in operands:
-        if type(operand) is float or type(operand) is int:
-            operand = weak_scalar(holder, operand)  # the operand `holder op number` uses
-        if not (type(operand) is Tensor and operand._backend is backend
-                and operand.dtype == holder.dtype
-                and (operand.shape == holder.shape or operand.shape == ())):
-            return False
-        natives.append(operand.native_for(backend))  # (a fed array: converted once)
-    holder._written_eager(backend, backend.eager_op(lowered, natives, {}))
-    return True
-
-
-def _scratch(temporary: Tensor, op: str, operand=None) -> Tensor:
-    """`op(temporary, operand)` ("mul", "add", "div"; "sqrt" without operand) where
-    `temporary` is a tensor the optimizer has just made and alone holds (Adam's m_hat,
-    `g * g`): eagerly written into it where the backend has `<op>_` and nothing else holds
-    its native tensor (not even a NumPy copy of it), saving a full-size temporary per op;
-    else the op, a new tensor (tracing: a graph node). The numbers are the op's.
-
-    >>> delta = _scratch(_scratch(m_hat, "mul", lr), "div", denominator)
-    """
-    if _builder.get() is None and current_region() is None:
-        from unigraph.dispatch import current_backend
-
-        backend = current_backend()
-        lowered = _IN_PLACE[op]
-        native = temporary._native
-        if (type(temporary) is Tensor and temporary._backend is backend
-                and native is not None and temporary._array is None
-                and lowered in (backend.lowerings or ())
-                # 3: the tensor's own reference, `native` and getrefcount's argument
-                and sys.getrefcount(native) == 3):
-            natives = [native]
-            if operand is not None:
-                if type(operand) is float or type(operand) is int:
-                    operand = weak_scalar(temporary, operand)
-                if not (type(operand) is Tensor and operand._backend is backend
-                        and operand.dtype == temporary.dtype
-                        and (operand.shape == temporary.shape or operand.shape == ())):
-                    return _BINARY[op](temporary, operand)
-                natives.append(operand.native_for(backend))
-            temporary._native = backend.eager_op(lowered, natives, {})
-            return temporary
-    return api.sqrt(temporary) if op == "sqrt" else _BINARY[op](temporary, operand)
-
-
-# The in-place lowering of each update op (not op records: `Optimizer.write`'s table).
-_IN_PLACE = {"sub": "sub_", "add": "add_", "mul": "mul_", "div": "div_", "sqrt": "sqrt_"}
-_BINARY = {"sub": api.sub, "add": api.add, "mul": api.mul, "div": api.div}
+        return write_steps(holder, *steps)
 
 
 class SGD(Optimizer):
@@ -515,7 +436,8 @@ class SGD(Optimizer):
 
     def update(self, param, grad, lr):
         # Not one fused kernel (torch's sub_(g, alpha=lr), Paddle's sgd_): both round
-        # p - lr * g as an FMA (Paddle's in the elements past the last 8), not as mul, sub.
+        # p - lr * g as an FMA (Paddle's unless p is float32 of a multiple of 8 elements:
+        # quirk "sgd update"), not as mul, sub.
         self.subtract(param, lr * grad)
 
 
@@ -593,11 +515,11 @@ class Adam(Optimizer):
         t = step + 1.0
         # The moments in place eagerly (see `write`), each rounded as m * b1 + g * (1 - b1).
         new_m = self.write(m, ("mul", b1), ("add", grad * (1.0 - b1)))
-        new_v = self.write(v, ("mul", b2), ("add", _scratch(grad * grad, "mul", 1.0 - b2)))
+        new_v = self.write(v, ("mul", b2), ("add", scratch(grad * grad, "mul", 1.0 - b2)))
         correction1 = api.cast(1.0 - api.pow(b1, t), param.dtype)
         correction2 = api.cast(1.0 - api.pow(b2, t), param.dtype)
         assign(step, t)
         # lr * m_hat / (sqrt(v_hat) + eps), op by op, the temporaries reused eagerly.
-        denominator = _scratch(_scratch(new_v / correction2, "sqrt"), "add", self.eps)
-        self.subtract(param, _scratch(_scratch(new_m / correction1, "mul", lr), "div",
+        denominator = scratch(scratch(new_v / correction2, "sqrt"), "add", self.eps)
+        self.subtract(param, scratch(scratch(new_m / correction1, "mul", lr), "div",
                                       denominator))

@@ -48,7 +48,7 @@ def sub_(param, delta):
 
 def add_(x, y):
     """`x + y`, written into `x` where `_writable` allows (an optimizer slot, Adam's
-    temporaries: `Optimizer.write`, `optim._scratch`), else a new array as the `add` op.
+    temporaries: `Optimizer.write`, `in_place.scratch`), else a new array as the `add` op.
 
     >>> v = np.ones(2, np.float32)
     >>> add_(v, np.float32(0.5) * np.ones(2, np.float32)) is v
@@ -96,7 +96,7 @@ def sqrt_(x):
     return OPS["sqrt"].reference(x)
 
 
-# The optimizers' in-place updates (`Optimizer.write`, `optim._scratch` look them up by
+# The optimizers' in-place updates (`Optimizer.write`, `in_place.scratch` look them up by
 # name): not op records, entries of the lowering table only.
 IN_PLACE = {"sub_": sub_, "add_": add_, "mul_": mul_, "div_": div_, "sqrt_": sqrt_}
 

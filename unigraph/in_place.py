@@ -1,0 +1,105 @@
+"""The optimizers' eager writes in place: a parameter's or slot's own tensor updated
+(`write_steps`, behind `Optimizer.write` / `Optimizer.subtract`), and Adam's temporaries
+reused (`scratch`), through the backend's in-place lowerings (`sub_`, `add_`, `mul_`,
+`div_`, `sqrt_`: numpy, torch and paddle have them). The numbers are always those of the
+allocating op (the same kernel); only whether a new tensor is made differs. While tracing,
+and inside control flow, every step is the plain op.
+
+>>> velocity = write_steps(velocity, ("mul", 0.9), ("add", grad))
+>>> delta = scratch(scratch(m_hat, "mul", lr), "div", denominator)
+"""
+
+from __future__ import annotations
+
+import sys
+
+from unigraph import api
+from unigraph.api.operands import weak_scalar
+from unigraph.function import assign
+from unigraph.tensor import Parameter, Tensor, _EagerStore
+from unigraph.tracing import _builder, current_region
+
+# The in-place lowering of each update op (not op records: backends' extra entries).
+LOWERED = {"sub": "sub_", "add": "add_", "mul": "mul_", "div": "div_", "sqrt": "sqrt_"}
+BINARY = {"sub": api.sub, "add": api.add, "mul": api.mul, "div": api.div}
+
+
+def write_steps(holder: Parameter, *steps) -> Tensor:
+    """`holder <- holder op1 operand1 op2 operand2 ...` (see `Optimizer.write`): the holder
+    eagerly, each step in place where `written_in_place` allows; while tracing, the new
+    tensor (one graph update)."""
+    if _builder.get() is None:
+        if current_region() is None:
+            for op, operand in steps:
+                if not written_in_place(holder, LOWERED[op], operand):
+                    assign(holder, BINARY[op](holder, operand))
+            return holder
+    new = holder
+    for op, operand in steps:
+        new = BINARY[op](new, operand)
+    assign(holder, new)
+    return new
+
+
+def written_in_place(holder: Parameter, lowered: str, operand) -> bool:
+    """Eagerly: `holder <- lowered(holder, operand)` through the backend's in-place
+    lowering `lowered` where `Optimizer.write` says it is safe (True), else nothing done
+    (False)."""
+    from unigraph.dispatch import current_backend
+
+    backend = current_backend()
+    if lowered not in (backend.lowerings or ()):
+        return False
+    home = holder._home
+    own = holder._natives.get(backend.name)  # (version, native): `is`, never `==`
+    if not (home is not None and type(home[0]) is _EagerStore and home[0].backend is backend
+            and own is not None and own[0] == holder.version and own[1] is home[0].native
+            # 3: the (version, native) entry, the eager store, getrefcount's argument
+            and sys.getrefcount(own[1]) == 3):
+        return False
+    other = _operand_native(operand, holder, backend)
+    if other is None:
+        return False
+    holder._written_eager(backend, backend.eager_op(lowered, [home[0].native, other], {}))
+    return True
+
+
+def scratch(temporary: Tensor, op: str, operand=None) -> Tensor:
+    """`op(temporary, operand)` ("mul", "add", "div"; "sqrt" without operand) where
+    `temporary` is a tensor the optimizer has just made and alone holds (Adam's m_hat,
+    `g * g`): eagerly written into it where the backend has `<op>_` and nothing else holds
+    its native tensor (not even a NumPy copy of it), saving a full-size temporary per op;
+    else the op, a new tensor (tracing: a graph node). The numbers are the op's."""
+    if _builder.get() is None and current_region() is None:
+        from unigraph.dispatch import current_backend
+
+        backend = current_backend()
+        lowered = LOWERED[op]
+        native = temporary._native
+        if (type(temporary) is Tensor and temporary._backend is backend
+                and native is not None and temporary._array is None
+                and lowered in (backend.lowerings or ())
+                # 3: the tensor's own reference, `native` and getrefcount's argument
+                and sys.getrefcount(native) == 3):
+            natives = [native]
+            if operand is not None:
+                other = _operand_native(operand, temporary, backend)
+                if other is None:
+                    return BINARY[op](temporary, operand)
+                natives.append(other)
+            temporary._native = backend.eager_op(lowered, natives, {})
+            return temporary
+    return api.sqrt(temporary) if op == "sqrt" else BINARY[op](temporary, operand)
+
+
+def _operand_native(operand, target: Tensor, backend):
+    """`operand` (a tensor, or a Python number taken as `target op number` takes it) as a
+    native of `backend` an in-place lowering may read beside `target`: its dtype, and its
+    shape or 0-d; else None."""
+    if type(operand) is float or type(operand) is int:
+        operand = weak_scalar(target, operand)
+    if not (type(operand) is Tensor and operand._backend is backend
+            and operand.dtype == target.dtype
+            and (operand.shape == target.shape or operand.shape == ())):
+        return None
+    return operand.native_for(backend)  # (a fed array: converted once)
