@@ -47,6 +47,14 @@ def test_grad_of_a_list_inside_a_function(target):
 
 
 @pytest.mark.parametrize("target", TARGETS)
+def test_grad_of_a_list_of_tensors_inside_a_function(target):
+    # the list [a, 2a] is one tensor (ug.tensor's stacking): d/dv sum(v*v) = 2v = [3, 6]
+    got = run_on(target, ug.function(lambda a: ug.grad(square_sum)([a, 2 * a])),
+                 np.float32(1.5))
+    np.testing.assert_array_equal(got, [3.0, 6.0])
+
+
+@pytest.mark.parametrize("target", TARGETS)
 def test_grad_of_a_ragged_list_names_the_argument_and_line(target):
     t = ug.config.Target.parse(target)
     with ug.use_backend(t.backend, t.mode), pytest.raises(ValueError) as caught:

@@ -16,7 +16,7 @@ from unigraph.dtypes import is_float
 from unigraph.errors import UnigraphError
 from unigraph.function import Function, as_input_tensor, is_array_leaf
 from unigraph.ops.base import TensorSpec
-from unigraph.tensor import Parameter, Tensor, as_array, dtype_name
+from unigraph.tensor import Parameter, Tensor, _holds_tensor, as_array, dtype_name, tensor
 from unigraph.tracing import GraphBuilder, _builder, _in_function, current_builder, region
 
 
@@ -92,6 +92,8 @@ class _Transformed(Function):
     def __call__(self, *args, **kwargs):
         if self.argnums != () and any(type(a) is list or type(a) is tuple for a in args):
             args = _differentiated_as_tensors(args, self.argnums, self.name)
+        # current_target()'s precedence inline (as dispatch.current_backend): every eager
+        # training step calls this.
         if (kwargs or _builder.get() is not None
                 or (config._context_target.get() or config._global_target
                     or config.current_target()).mode != "eager"
@@ -113,6 +115,8 @@ def _differentiated_as_tensors(args, argnums, name: str) -> tuple:
     backend = current_backend()
 
     def one_tensor(index, data):
+        if _holds_tensor(data):
+            return tensor(data)  # tensors among the items: stacked, as `ug.tensor` does
         array = as_array(data, what=f"{name} argument {index}")
         return Tensor(array.shape, dtype_name(array.dtype), backend=backend, array=array)
 
