@@ -299,6 +299,10 @@ class Backend:
 
     # The flat lowering table, op name -> native function (STYLE rule 2); set by `load()`.
     lowerings: dict | None = None
+    # Optional eager calls for composites of several op records (`ug.nn.functional`'s
+    # "linear", "cross_entropy_mean"), name -> native function: the one kernel the framework's
+    # own code runs for them. Consulted only eagerly, never while tracing; None: the records.
+    composites: dict | None = None
 
     @functools.cached_property
     def scalars(self) -> dict:

@@ -32,9 +32,11 @@ class TorchBackend(Backend):
     def load(self):
         if self._torch is None:
             torch = super().load()
+            from unigraph_torch.fusions import COMPOSITES
             from unigraph_torch.lowerings import LOWERINGS
             from unigraph_torch.static import column_major, feed
 
+            self.composites = COMPOSITES
             self.lowerings = LOWERINGS
             self._feed = feed
             self._column_major = column_major

@@ -3,6 +3,8 @@ torch user writes, the generated `run` makes that call, as torch's own modules d
 
 - `add(matmul(x, w), b)`, x and w 2-D, b 1-D: `torch.addmm(b, x, w)`, as `nn.Linear`;
 - `mean(sparse_softmax_cross_entropy(z, y))`: `F.cross_entropy(z, y)` (reduction mean);
+  (torch:eager makes these two calls too, for `ug.nn.functional.linear` and
+  `cross_entropy`: `COMPOSITES`)
 - a parameter's update `p - s * g`, s a scalar: `p.sub_(s * g)` in place, as
   `torch.optim.SGD` writes its parameters.
 
@@ -143,6 +145,16 @@ def cross_entropy_mean(logits, labels):
     # ignore_index) and divide by the count of the others.
     _check_indices("sparse_softmax_cross_entropy", labels, logits.shape[-1])
     return F.cross_entropy(logits, labels.long())
+
+
+def linear(x, weight, bias):
+    """`ug.nn.functional.linear`'s eager call (see `COMPOSITES`): `addmm`, as above."""
+    return torch.addmm(bias, x, weight)
+
+
+# torch:eager's native calls for `ug.nn.functional`'s composites (`Backend.composites`): the
+# same functions torch:static's plan calls, so both targets give the same bits.
+COMPOSITES = {"linear": linear, "cross_entropy_mean": cross_entropy_mean}
 
 
 def _references_when_free() -> int:

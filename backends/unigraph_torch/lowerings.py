@@ -313,8 +313,15 @@ def sub_(param, delta):
     optimizers' update, as torch.optim does it (no new parameter tensor per step). Not an op
     record: `unigraph.optim` looks it up by name. With a view or a second holder of the
     storage (a tensor sliced or reshaped from the parameter), a new tensor, as `torch.sub`."""
+    if _untracked(delta) and _sole_holder(param):
+        return param.sub_(delta)  # nothing tracked: no_grad would change nothing (~2 us)
     with torch.no_grad():
         return param.sub_(delta) if _sole_holder(param) else torch.sub(param, delta)
+
+
+def _untracked(y) -> bool:
+    """Whether `y` (a tensor or a number) is no tensor autograd tracks."""
+    return not getattr(y, "requires_grad", False)
 
 
 def _sole_holder(x) -> bool:
@@ -328,26 +335,34 @@ def _sole_holder(x) -> bool:
 def add_(x, y):
     """`x + y`, written into `x` when nothing else holds its memory (see `sub_`): the eager
     optimizers' state updates (a momentum buffer, Adam's moments). Not an op record."""
+    if _untracked(y) and _sole_holder(x):
+        return x.add_(y)
     with torch.no_grad():
         return x.add_(y) if _sole_holder(x) else torch.add(x, y)
 
 
 def mul_(x, y):
     """`x * y`, written into `x` when nothing else holds its memory (see `add_`)."""
+    if _untracked(y) and _sole_holder(x):
+        return x.mul_(y)
     with torch.no_grad():
         return x.mul_(y) if _sole_holder(x) else torch.mul(x, y)
 
 
 def div_(x, y):
     """`x / y`, written into `x` when nothing else holds its memory (see `add_`)."""
+    if _untracked(y) and _sole_holder(x):
+        return x.div_(y)
     with torch.no_grad():
         return x.div_(y) if _sole_holder(x) else torch.div(x, y)
 
 
 def sqrt_(x):
     """`sqrt(x)`, written into `x` when nothing else holds its memory (see `add_`)."""
+    if _sole_holder(x):
+        return x.sqrt_()
     with torch.no_grad():
-        return x.sqrt_() if _sole_holder(x) else torch.sqrt(x)
+        return torch.sqrt(x)
 
 
 LOWERINGS = {

@@ -12,8 +12,10 @@ from __future__ import annotations
 import numpy as np
 
 from unigraph import api
+from unigraph.dispatch import native
 from unigraph.dtypes import is_float
 from unigraph.errors import ShapeError
+from unigraph.nn.composites import eager_call
 from unigraph.nn.functional_layers import (  # noqa: F401  (re-exported)
     adaptive_avg_pool2d,
     avg_pool1d,
@@ -82,9 +84,32 @@ def activation(act):
 
 
 def linear(x, weight, bias=None):
-    """x @ weight + bias, with weight [in, out]."""
+    """x @ weight + bias, with weight [in, out]: the records `matmul` then `add`; eagerly,
+    on a backend naming a native call for "linear" in its `composites` (torch:
+    `torch.addmm`, as `nn.Linear` runs), that one call, within the records' budgets.
+
+    >>> F.linear(ug.tensor([[1.0, 2.0]]), ug.tensor([[1.0], [1.0]]), ug.tensor([0.5]))
+    """
+    if bias is not None and _linear_fusable(x, weight, bias):
+        call = eager_call("linear")
+        if call is not None:
+            backend, fn = call
+            out = fn(native(x, backend), native(weight, backend), native(bias, backend))
+            return Tensor((x.shape[0], weight.shape[1]), x.dtype, backend, out)
     out = api.matmul(x, weight)
     return out if bias is None else out + bias
+
+
+_FLOATS = ("float32", "float64")
+
+
+def _linear_fusable(x, weight, bias) -> bool:
+    """Whether `linear` is one 2-D matmul plus a 1-D bias of one float dtype, no promotion:
+    anything else (and every shape error) goes through the records."""
+    return isinstance(x, Tensor) and isinstance(weight, Tensor) and \
+        isinstance(bias, Tensor) and len(x.shape) == 2 and len(weight.shape) == 2 and \
+        x.dtype in _FLOATS and weight.dtype == x.dtype and bias.dtype == x.dtype and \
+        x.shape[1] == weight.shape[0] and tuple(bias.shape) == (weight.shape[1],)
 
 
 def flatten(x, start_axis=1):
@@ -148,6 +173,13 @@ def cross_entropy(logits, labels, reduction="mean"):
     if len(logits.shape) != 2:
         raise ShapeError(f"cross_entropy: logits must be [N, C], got shape {list(logits.shape)}")
     if type(labels) is Tensor and labels.dtype in _INT_DTYPES:  # the usual call: class ids
+        if reduction == "mean" and logits.dtype in _FLOATS and 0 not in logits.shape and \
+                tuple(labels.shape) == tuple(logits.shape[:1]):
+            call = eager_call("cross_entropy_mean")
+            if call is not None:  # one native call (torch: F.cross_entropy); see `linear`
+                backend, fn = call
+                loss = fn(native(logits, backend), native(labels, backend))
+                return Tensor((), logits.dtype, backend, loss)
         return _reduce(api.sparse_softmax_cross_entropy(logits, labels), reduction,
                        "cross_entropy")
     labels_dtype = labels.dtype if isinstance(labels, Tensor) else np.asarray(labels).dtype.name
