@@ -12,10 +12,10 @@ from __future__ import annotations
 import numpy as np
 
 from unigraph import api
+from unigraph.composites import eager_call
 from unigraph.dispatch import native
 from unigraph.dtypes import is_float
 from unigraph.errors import ShapeError
-from unigraph.nn.composites import eager_call
 from unigraph.nn.functional_layers import (  # noqa: F401  (re-exported)
     adaptive_avg_pool2d,
     avg_pool1d,
