@@ -11,11 +11,14 @@ import sys
 
 import numpy as np
 
-from unigraph.dispatch import apply, current_backend
+from unigraph import config
+from unigraph.config import _context_target, current_target
+from unigraph.dispatch import apply
 from unigraph.dtypes import as_dtype, is_float, result_dtype
 from unigraph.errors import ShapeError
 from unigraph.ir import DTYPES
 from unigraph.ops import OPS
+from unigraph.plugins import _checked, get_backend
 from unigraph.tensor import Parameter, Tensor
 from unigraph.tracing import _builder, user_source
 
@@ -128,17 +131,22 @@ def _to_dtype(x, dtype):
 
 def _scalar(value, dtype):
     """A Python number as an operand of `dtype`: an eager tensor on the current backend,
-    cached per backend object (`Backend.scalars`) under (type, value, sign, dtype). The
-    sign keeps 0.0 and -0.0 apart (equal as keys, not as operands); a NaN is never cached
-    (it equals no key). Sharing one tensor is safe: an in-place lowering writes only its
-    first operand, and a cached scalar never is one (`optim` writes in place only
-    parameters and tensors it has just made)."""
+    cached per backend object (`Backend.scalars`) under (type, value, dtype), a zero under
+    (type, value, sign, dtype): the sign keeps 0.0 and -0.0 apart (equal as keys, not as
+    operands); a NaN is never cached (it equals no key). Sharing one tensor is safe: an
+    in-place lowering writes only its first operand, and a cached scalar never is one
+    (`optim` writes in place only parameters and tensors it has just made)."""
     if _builder.get() is not None:
         _check_int_range(value, dtype)
         return np.asarray(value, dtype=dtype)  # becomes a constant node
-    backend = current_backend()
-    sign = math.copysign(1.0, value) if isinstance(value, (float, np.floating)) else 1.0
-    key = (type(value), value, sign, dtype)
+    # current_backend(), inline (as in dispatch.apply_simple): `x + 1` asks every step.
+    target = _context_target.get() or config._global_target or current_target()
+    backend = _checked.get((target.backend, target.mode)) or get_backend(target.backend,
+                                                                         target.mode)
+    # A nonzero number is its own key; only a zero needs its sign (no copysign call on the
+    # common path: `x + 1` in an eager loop asks every step). The lengths keep them apart.
+    key = (type(value), value, dtype) if value else \
+        (type(value), value, math.copysign(1.0, value), dtype)
     scalars = backend.scalars
     scalar = scalars.get(key)
     if scalar is None:
