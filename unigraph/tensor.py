@@ -217,78 +217,28 @@ class Tensor:
 
     __hash__ = object.__hash__
 
-    # -- operators (defined in unigraph.api, bound below) --------------------------------
-    def __add__(self, other):
-        return _api.add(self, other)
-
+    # -- operators -----------------------------------------------------------------------
+    # The forward operators (`x + y`, `x < y`, `-x`, `x[i]`, ...) are the op functions
+    # themselves, set on this class at the end of unigraph/api/__init__.py: a method calling
+    # `_api.add` would be one more Python call in every eager op (issue 19 item 3). The
+    # reflected ones (`1 + x`) swap their operands here.
     def __radd__(self, other):
         return _api.add(other, self)
-
-    def __sub__(self, other):
-        return _api.sub(self, other)
 
     def __rsub__(self, other):
         return _api.sub(other, self)
 
-    def __mul__(self, other):
-        return _api.mul(self, other)
-
     def __rmul__(self, other):
         return _api.mul(other, self)
-
-    def __truediv__(self, other):
-        return _api.div(self, other)
 
     def __rtruediv__(self, other):
         return _api.div(other, self)
 
-    def __pow__(self, other):
-        return _api.pow(self, other)
-
     def __rpow__(self, other):
         return _api.pow(other, self)
 
-    def __matmul__(self, other):
-        return _api.matmul(self, other)
-
     def __rmatmul__(self, other):
         return _api.matmul(other, self)
-
-    def __neg__(self):
-        return _api.neg(self)
-
-    def __abs__(self):
-        return _api.abs(self)
-
-    def __lt__(self, other):
-        return _api.less(self, other)
-
-    def __le__(self, other):
-        return _api.less_equal(self, other)
-
-    def __gt__(self, other):
-        return _api.greater(self, other)
-
-    def __ge__(self, other):
-        return _api.greater_equal(self, other)
-
-    def __eq__(self, other):
-        return _api.equal(self, other)
-
-    def __ne__(self, other):
-        return _api.not_equal(self, other)
-
-    def __and__(self, other):
-        return _api.logical_and(self, other)
-
-    def __or__(self, other):
-        return _api.logical_or(self, other)
-
-    def __invert__(self):
-        return _api.logical_not(self)
-
-    def __getitem__(self, index):
-        return _api.getitem(self, index)
 
     @property
     def T(self):

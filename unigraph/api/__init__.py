@@ -97,3 +97,17 @@ from unigraph.api.shapes import (
     unsqueeze,
 )
 from unigraph.api.updates import scatter, scatter_add
+from unigraph.tensor import Tensor as _Tensor
+
+# Tensor's forward operators are these functions themselves (see the note in Tensor's class
+# body): `x + y` calls `add(x, y)` with no method in between.
+_OPERATORS = {
+    "__add__": add, "__sub__": sub, "__mul__": mul, "__truediv__": div, "__pow__": pow,
+    "__matmul__": matmul, "__neg__": neg, "__abs__": abs, "__lt__": less,
+    "__le__": less_equal, "__gt__": greater, "__ge__": greater_equal, "__eq__": equal,
+    "__ne__": not_equal, "__and__": logical_and, "__or__": logical_or,
+    "__invert__": logical_not, "__getitem__": getitem,
+}
+for _name, _function in _OPERATORS.items():
+    setattr(_Tensor, _name, _function)
+del _name, _function

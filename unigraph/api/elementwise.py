@@ -5,13 +5,14 @@ then the op record.
 from __future__ import annotations
 
 from unigraph.api.operands import (
+    _KEEPS_DTYPE,
     _docs_from_records,
     _promote,
     _record_doc,
+    _scalar,
     _tensor_or_array,
     promote_for,
     ready_dtypes,
-    weak_scalar,
 )
 from unigraph.dispatch import apply, apply_simple
 from unigraph.dtypes import as_dtype
@@ -33,14 +34,12 @@ def _binary(op: str, policy: str | None = None):
         if type(x) in _PLAIN and x.dtype in ready:
             if type(y) in _PLAIN and x.dtype == y.dtype:
                 return apply_simple(op, x, y)
-            if type(y) is int or type(y) is float:
-                scalar = weak_scalar(x, y)
-                if scalar is not None:
-                    return apply_simple(op, x, scalar)
-        elif type(y) in _PLAIN and y.dtype in ready and (type(x) is int or type(x) is float):
-            scalar = weak_scalar(y, x)
-            if scalar is not None:
-                return apply_simple(op, scalar, y)
+            # `weak_scalar`, inline (a Python call less in every `x + 1`).
+            if (type(y) is int or type(y) is float) and (x.dtype, type(y)) in _KEEPS_DTYPE:
+                return apply_simple(op, x, _scalar(y, x.dtype))
+        elif type(y) in _PLAIN and y.dtype in ready and (type(x) is int or type(x) is float) \
+                and (y.dtype, type(x)) in _KEEPS_DTYPE:
+            return apply_simple(op, _scalar(x, y.dtype), y)
         return apply(op, promote_for(op, x, y, policy=policy), {})
 
     function.__name__ = function.__qualname__ = op
