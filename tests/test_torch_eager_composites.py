@@ -172,3 +172,29 @@ def test_torch_eager_equals_torch_static_bit_for_bit(build):
     np.testing.assert_array_equal(eager_losses, static_losses)
     for name in eager_weights:
         np.testing.assert_array_equal(eager_weights[name], static_weights[name], err_msg=name)
+
+
+def test_torch_gradients_of_a_scalar_loss_call_the_engine_as_autograd_grad_does():
+    # gradients() skips torch.autograd.grad's wrapper for a 0-d float loss: same tensors
+    # bit for bit, zeros for an unused leaf, ints passed over, the wrapper for the rest.
+    import torch
+    from unigraph_torch.gradients import _plain_scalar, gradients, leaf
+
+    rng = np.random.default_rng(5)
+    a, b, unused = (torch.from_numpy(rng.standard_normal(4).astype(np.float32))
+                    for _ in range(3))
+    labels = torch.tensor([1, 2])
+    leaves = [leaf(x) for x in (a, b, unused, labels)]
+    with torch.enable_grad():
+        loss = (leaves[0].exp() * leaves[1]).sum() / 3
+        assert _plain_scalar(loss) and not _plain_scalar(loss.reshape(1))
+        want = torch.autograd.grad(loss, leaves[:2], retain_graph=True)
+        got = gradients(loss, leaves)
+    for g, w in zip(got[:2], want):
+        np.testing.assert_array_equal(g.numpy(), w.numpy())
+    np.testing.assert_array_equal(got[2].numpy(), np.zeros(4, np.float32))
+    assert got[3].dtype == torch.int64 and not got[3].any()
+    # Hand-derived: d/da = exp(a) * b / 3, d/db = exp(a) / 3.
+    a64, b64 = a.double().numpy(), b.double().numpy()
+    np.testing.assert_allclose(got[0].numpy(), np.exp(a64) * b64 / 3, rtol=1e-6)
+    np.testing.assert_allclose(got[1].numpy(), np.exp(a64) / 3, rtol=1e-6)
