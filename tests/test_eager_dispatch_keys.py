@@ -61,3 +61,30 @@ def test_cond_branch_check_sees_the_operands(target):
     np.testing.assert_array_equal(run_on(target, f, pred, np.ones(2, np.float32)), [2.0, 2.0])
     with pytest.raises(ug.ControlFlowError, match="cond at .*test_eager_dispatch_keys.py"):
         run_on(target, f, pred, np.ones(3, np.float32))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_while_body_types_checked_every_way(target):
+    # The eager loop compares the body's result with the loop variables inline; a list is
+    # accepted as the tuple, another dtype or shape is refused in the user's terms.
+    @ug.function
+    def as_list(a, b):
+        return ug.while_loop(lambda a, b: a < b, lambda a, b: [a + 3, b + 1], (a, b))
+
+    got = run_on(target, as_list, np.int64(0), np.int64(5))
+    assert [int(v) for v in got] == [9, 8] and got[0].dtype == np.int64  # hand-counted
+
+    @ug.function
+    def to_float(a, b):
+        return ug.while_loop(lambda a, b: a < b, lambda a, b: (a + 1.5, b), (a, b))
+
+    with pytest.raises(ug.ControlFlowError, match="while_loop at .*test_eager_dispatch_keys"):
+        run_on(target, to_float, np.int64(0), np.int64(5))
+
+    @ug.function
+    def grows(a, b):
+        return ug.while_loop(lambda a, b: ug.sum(a) < b,
+                             lambda a, b: (ug.concat([a, a], 0), b), (a, b))
+
+    with pytest.raises(ug.ControlFlowError, match="while_loop at .*test_eager_dispatch_keys"):
+        run_on(target, grows, np.ones(1, np.float32), np.float32(4))

@@ -398,9 +398,13 @@ def _eager_while_tensors(cond_fn, body_fn, loop_vars: tuple, maximum, frame):
         new_vars = body_fn(*loop_vars)
         if type(new_vars) is list:
             new_vars = tuple(new_vars)
-        if type(new_vars) is not tuple or len(new_vars) != size or not all(
-                type(x) is Tensor and x.shape == shape and x.dtype == dtype
-                for x, (shape, dtype) in zip(new_vars, types)):
+        same = type(new_vars) is tuple and len(new_vars) == size
+        if same:  # a loop, not all() over a generator: every iteration asks
+            for x, (shape, dtype) in zip(new_vars, types):
+                if type(x) is not Tensor or x.shape != shape or x.dtype != dtype:
+                    same = False
+                    break
+        if not same:
             # Raises, or accepts (a tuple, since loop_vars is one): e.g. Python numbers of
             # the loop variables' dtypes, as `_eager_while` accepts them.
             _check_same("while_loop", ("loop_vars", "the body"), loop_vars, new_vars)
