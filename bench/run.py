@@ -56,10 +56,13 @@ def goal_for(workload: str, target: Target) -> float:
 
 
 def available_targets() -> list:
+    """Every target whose framework loads and that has idiomatic native code to compare
+    with (an `idiomatic_<backend>.py`; onnxruntime, inference only, has none)."""
     from unigraph.plugins import all_targets, backends
 
     status = {name: backend.status()[0] for name, backend in backends().items()}
-    return [t for t in all_targets() if status[t.backend]]
+    return [t for t in all_targets()
+            if status[t.backend] and (HERE / f"idiomatic_{t.backend}.py").exists()]
 
 
 # -- running ------------------------------------------------------------------------------
