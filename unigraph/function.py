@@ -542,14 +542,7 @@ def _run(compiled: Compiled, backend, leaves):
             if compiled.loaded[index] != param.version:
                 executable.set_param(index, param._host())  # set_param copies
                 compiled.loaded[index] = param.version
-    # An array the call's key already typed is fed as it is (its dtype is the input's;
-    # a byte-swapped one is converted); a Tensor of this backend as its native;
-    # anything else as an array of its type.
-    feeds = [x if type(x) is np.ndarray and x.dtype.isnative
-             else x.native_for(backend) if isinstance(x, Tensor) and x._backend is backend
-             else np.asarray(x._host() if isinstance(x, Tensor) else x,
-                             dtype=leaf_spec(x)[1])
-             for x in leaves]
+    feeds = [_feed(x, backend) for x in leaves]
     if compiled.randoms:
         rng = random.generator()
         feeds.extend(rng.random(shape).astype(dtype) for shape, dtype in compiled.randoms)
@@ -711,7 +704,9 @@ def _caller(compiled: Compiled, backend, cache, args):
 
 
 def _feed(x, backend):
-    """What `_run` feeds for argument `x`."""
+    """What a run feeds for argument `x`: an array the call's key already typed as it is
+    (its dtype is the input's; a byte-swapped one is converted); a Tensor of this backend
+    as its native; anything else as an array of its type."""
     if type(x) is np.ndarray and x.dtype.isnative:
         return x
     if isinstance(x, Tensor) and x._backend is backend:
