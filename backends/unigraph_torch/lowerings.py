@@ -313,10 +313,19 @@ def sub_(param, delta):
     optimizers' update, as torch.optim does it (no new parameter tensor per step). Not an op
     record: `unigraph.optim` looks it up by name. With a view or a second holder of the
     storage (a tensor sliced or reshaped from the parameter), a new tensor, as `torch.sub`."""
-    if _untracked(delta) and _sole_holder(param):
-        return param.sub_(delta)  # nothing tracked: no_grad would change nothing (~2 us)
+    return _in_place_or_new(param, delta, torch.Tensor.sub_, torch.sub)
+
+
+def _in_place_or_new(x, y, write, make):
+    """`write(x, y)` (x's in-place method) when `_sole_holder(x)`, else `make(x, y)`, a new
+    tensor; under no_grad, except where nothing is tracked (it would change nothing, ~2 us)."""
+    if _sole_holder(x):
+        if _untracked(y):
+            return write(x, y)
+        with torch.no_grad():
+            return write(x, y)
     with torch.no_grad():
-        return param.sub_(delta) if _sole_holder(param) else torch.sub(param, delta)
+        return make(x, y)
 
 
 def _untracked(y) -> bool:
@@ -335,26 +344,17 @@ def _sole_holder(x) -> bool:
 def add_(x, y):
     """`x + y`, written into `x` when nothing else holds its memory (see `sub_`): the eager
     optimizers' state updates (a momentum buffer, Adam's moments). Not an op record."""
-    if _untracked(y) and _sole_holder(x):
-        return x.add_(y)
-    with torch.no_grad():
-        return x.add_(y) if _sole_holder(x) else torch.add(x, y)
+    return _in_place_or_new(x, y, torch.Tensor.add_, torch.add)
 
 
 def mul_(x, y):
     """`x * y`, written into `x` when nothing else holds its memory (see `add_`)."""
-    if _untracked(y) and _sole_holder(x):
-        return x.mul_(y)
-    with torch.no_grad():
-        return x.mul_(y) if _sole_holder(x) else torch.mul(x, y)
+    return _in_place_or_new(x, y, torch.Tensor.mul_, torch.mul)
 
 
 def div_(x, y):
     """`x / y`, written into `x` when nothing else holds its memory (see `add_`)."""
-    if _untracked(y) and _sole_holder(x):
-        return x.div_(y)
-    with torch.no_grad():
-        return x.div_(y) if _sole_holder(x) else torch.div(x, y)
+    return _in_place_or_new(x, y, torch.Tensor.div_, torch.div)
 
 
 def sqrt_(x):
