@@ -558,11 +558,21 @@ def _run(compiled: Compiled, backend, leaves):
         wrapped = [_wrap(backend, value, out)
                    for value, out in zip(compiled.graph.outputs, outputs)]
     else:  # every output's shape is known: no per-output checks
-        wrapped = [Tensor(shape, dtype, backend, None, out) if type(out) is np.ndarray
-                   else Tensor(shape, dtype, backend, out)
-                   for (shape, dtype), out in zip(compiled.out_types, outputs)]
+        wrapped = _typed(compiled.out_types, backend, outputs)
     if compiled.out_shape == "leaf":
         return wrapped[0]
+    return _packed(compiled, wrapped)
+
+
+def _typed(out_types, backend, outputs) -> list:
+    """Tensors of `outputs` (native, or NumPy arrays) of the known (shape, dtype)s."""
+    return [Tensor(shape, dtype, backend, None, out) if type(out) is np.ndarray
+            else Tensor(shape, dtype, backend, out)
+            for (shape, dtype), out in zip(out_types, outputs)]
+
+
+def _packed(compiled: Compiled, wrapped: list):
+    """The call's result from its output tensors: a tuple, or the function's own structure."""
     if compiled.out_shape == "tuple":
         return tuple(wrapped)
     return pytree.unflatten(compiled.out_treedef, wrapped)
@@ -693,12 +703,7 @@ def _caller(compiled: Compiled, backend, cache, args):
             out = outputs[0]
             return (Tensor(shape, dtype, backend, None, out) if type(out) is np.ndarray
                     else Tensor(shape, dtype, backend, out))
-        wrapped = [Tensor(s, d, backend, None, out) if type(out) is np.ndarray
-                   else Tensor(s, d, backend, out)
-                   for (s, d), out in zip(compiled.out_types, outputs)]
-        if compiled.out_shape == "tuple":
-            return tuple(wrapped)
-        return pytree.unflatten(compiled.out_treedef, wrapped)
+        return _packed(compiled, _typed(compiled.out_types, backend, outputs))
 
     return call
 
