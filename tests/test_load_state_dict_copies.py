@@ -45,8 +45,8 @@ def _forward64(state, x):
 
 
 def test_every_key_once_parameters_then_buffers():
-    assert list(Shared()._named_state()) == ["first.weight", "first.bias", "second.bias",
-                                             "offset"]
+    assert list(Shared().state_dict()) == ["first.weight", "first.bias", "second.bias",
+                                            "offset"]
 
 
 @pytest.mark.parametrize("target", TARGETS)

@@ -319,23 +319,6 @@ class Module:
     def named_buffers(self):
         return list(self._named("_buffers"))
 
-    def _named_state(self) -> dict:
-        """{dotted name: tensor}: `named_parameters()` then `named_buffers()`, as
-        `state_dict` keys them, in one walk of the modules (load_state_dict's lookup)."""
-        params, buffers, seen_params, seen_buffers = {}, {}, set(), set()
-        for prefix, module in self.named_modules():
-            dot = f"{prefix}." if prefix else ""
-            for name, param in module._own_parameters():
-                if id(param) not in seen_params:
-                    seen_params.add(id(param))
-                    params[dot + name] = param
-            for name, buffer in module._buffers.items():
-                if id(buffer) not in seen_buffers:
-                    seen_buffers.add(id(buffer))
-                    buffers[dot + name] = buffer
-        params.update(buffers)
-        return params
-
     def buffers(self):
         return [buffer for _, buffer in self._named("_buffers")]
 
@@ -362,7 +345,8 @@ class Module:
 
         With `strict` (the default) the keys must be exactly this module's keys.
         """
-        own = self._named_state()
+        own = dict(self.named_parameters())
+        own.update(self.named_buffers())
         missing = [key for key in own if key not in state]
         unexpected = [key for key in state if key not in own]
         if strict and (missing or unexpected):
