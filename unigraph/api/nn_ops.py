@@ -8,6 +8,7 @@ import numpy as np
 
 from unigraph.api.elementwise import cast, erf, exp, minimum, sigmoid, tanh, where
 from unigraph.api.operands import (
+    _TENSORS,
     _axis,
     _docs_from_records,
     _pair,
@@ -15,7 +16,9 @@ from unigraph.api.operands import (
     _tensor_or_array,
 )
 from unigraph.dispatch import apply, apply_simple
+from unigraph.errors import ShapeError
 from unigraph.tensor import Tensor
+from unigraph.tracing import user_source
 
 _FLOATS = frozenset({"float16", "float32", "float64"})
 _WIDE_INTS = frozenset({"int32", "int64"})
@@ -33,17 +36,67 @@ def log_softmax(x, axis=-1):
     return apply("log_softmax", [a], {"axis": _axis(axis, a.ndim, "log_softmax")})
 
 
+def _conv_pair(value, name: str) -> tuple:
+    """An int (NumPy's too) or a pair of them -> (int, int); else unigraph's error with the
+    user's line (not a bare `TypeError: 'float' object is not iterable`)."""
+    if isinstance(value, np.integer):
+        value = int(value)
+    try:
+        return _pair(value, name)
+    except (TypeError, ValueError):
+        raise ShapeError(f"conv2d: {name} is {value!r}; pass an int or a pair of ints, "
+                         f"e.g. {name}=1 or {name}=(1, 2) (at {user_source()})") from None
+
+
+def _conv_int(value, name: str) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise ShapeError(f"conv2d: {name} is {value!r}; pass an int, e.g. {name}=1 "
+                         f"(at {user_source()})") from None
+
+
+# (type and value of stride, padding, dilation, groups) -> conv2d's attrs: a layer calls
+# with the same arguments every step, and normalising them cost ~1.5 us a call. The types
+# are in the key because `1.0 == 1` while `_pair(1.0)` raises; an argument that raises is
+# never cached, so its error comes back on every call. The dicts are shared: read only.
+_conv_attrs_cache: dict = {}
+
+
+def _conv_attrs(stride, padding, dilation, groups) -> dict:
+    key = (type(stride), stride, type(padding), padding, type(dilation), dilation,
+           type(groups), groups)
+    try:
+        attrs = _conv_attrs_cache.get(key)
+    except TypeError:  # a list: normalised on every call
+        key = attrs = None
+    if attrs is None:
+        attrs = {"stride": _conv_pair(stride, "stride"),
+                 "padding": _conv_pair(padding, "padding"),
+                 "dilation": _conv_pair(dilation, "dilation"),
+                 "groups": _conv_int(groups, "groups")}
+        if key is not None:
+            if len(_conv_attrs_cache) > 1000:
+                _conv_attrs_cache.clear()
+            _conv_attrs_cache[key] = attrs
+    return attrs
+
+
 def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """2-D convolution, NCHW input, weight [out, in/groups, kh, kw], symmetric padding, and
     an optional bias [out] added per output channel (in the framework's fused conv kernel).
 
     >>> y = ug.conv2d(x, w, b, padding=1)   # x [N, C, H, W], w [O, C, 3, 3], b [O]
     """
+    attrs = _conv_attrs(stride, padding, dilation, groups)
+    # Tensors of one float dtype (a layer's call) are already the op's operands.
+    dtype = getattr(x, "dtype", None)
+    if (type(x) in _TENSORS and dtype in _FLOATS and type(weight) in _TENSORS
+            and weight.dtype == dtype
+            and (bias is None or type(bias) in _TENSORS and bias.dtype == dtype)):
+        return apply("conv2d", [x, weight] if bias is None else [x, weight, bias], attrs)
     operands = (x, weight) if bias is None else (x, weight, bias)
-    inputs = _promote(*operands, to_float=True)
-    attrs = {"stride": _pair(stride, "stride"), "padding": _pair(padding, "padding"),
-             "dilation": _pair(dilation, "dilation"), "groups": int(groups)}
-    return apply("conv2d", list(inputs), attrs)
+    return apply("conv2d", _promote(*operands, to_float=True), attrs)
 
 
 def _pool_padding(padding):
