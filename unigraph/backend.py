@@ -52,7 +52,8 @@ class Executable:
         the graph's `updates` have been applied to the parameters. Hook: `_run(feeds)`.
     set_param(index, array) / get_param(index): move one parameter's value in or out
         (index into `graph.params`), as NumPy arrays. Hooks: `_set_param(index, array)`
-        (the array is a private C-ordered copy of the graph's dtype: keep it),
+        (the array is a private C-ordered copy of the graph's dtype: keep it; or, where
+        `keeps_shared_params`, a read-only view from `share_param`: keep it, never write it),
         `_get_param(index)` (may return a view of the stored value: the caller gets a copy).
     run_all(inputs) -> {value id: np.ndarray}: every intermediate value of the top-level
         graph, for localizing disagreements; does not apply updates. Hook: `_run_all(feeds)`.
@@ -73,6 +74,10 @@ class Executable:
     # True where `_run` itself never hands back an array sharing memory with a feed (then
     # `run` skips its own check, a may_share_memory per output and feed)
     outputs_unshared: bool = False
+    # True where the executable never writes a parameter's array in place and keeps what
+    # `_set_param` gets as it is (the reference engine): `share_param` then hands it a
+    # read-only view of the caller's array instead of a copy
+    keeps_shared_params: bool = False
 
     def __init__(self, graph: Graph):
         self.graph = graph
@@ -143,6 +148,24 @@ class Executable:
                 f"{self.graph.name!r} is {_type_text(value.dtype, value.shape)}; set_param got "
                 f"an array of shape {list(array.shape)}")
         self._set_param(index, array)
+        self.unset.discard(index)
+
+    def share_param(self, index: int, array) -> None:
+        """`set_param` for an array that its caller never writes (a Parameter's own value):
+        an executable that keeps parameters read-only (`keeps_shared_params`) keeps a
+        read-only view of it instead of a copy; every other one copies, as `set_param`.
+
+        >>> executable.share_param(0, param._host())   # what a @ug.function does
+        """
+        value = self.graph.params[index]
+        if not (self.keeps_shared_params and type(array) is np.ndarray and array.base is None
+                and array.shape == value.shape and array.dtype == value.dtype):
+            self.set_param(index, array)
+            return
+        # (an array owning its memory only: a view's base may be written by its owner)
+        view = array.view()
+        view.flags.writeable = False
+        self._set_param(index, view)
         self.unset.discard(index)
 
     def get_param(self, index: int) -> np.ndarray:

@@ -540,7 +540,8 @@ def _run(compiled: Compiled, backend, leaves):
     if compiled.params:
         for index, param in enumerate(compiled.params):
             if compiled.loaded[index] != param.version:
-                executable.set_param(index, param._host())  # set_param copies
+                # a Parameter never writes its array: the engine may keep it (no copy)
+                executable.share_param(index, param._host())
                 compiled.loaded[index] = param.version
     feeds = [_feed(x, backend) for x in leaves]
     if compiled.randoms:

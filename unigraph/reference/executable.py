@@ -2,8 +2,10 @@
 
 Memory contract: nothing a caller holds can change what the engine holds, and nothing the
 engine holds can be written through what it hands out. Parameters are copied in
-(`set_param`) and stored read-only, so every view of them (`get_param`, an output that is a
-parameter or a reshape of one) is read-only too; a value the graph assigns to a parameter is
+(`set_param`), or kept as read-only views of arrays their owner never writes (`share_param`,
+a Parameter's own value: a model's first run copies none of its weights), and stored
+read-only, so every view of them (`get_param`, an output that is a parameter or a reshape of
+one) is read-only too; a value the graph assigns to a parameter is
 copied when it may share memory with an array the caller fed (an identity, reshape or slice
 of an input). Outputs are fresh arrays, or copies where they would alias a feed. The engine
 never writes an array in place, so sharing read-only memory is safe.
@@ -60,6 +62,7 @@ class ReferenceExecutable(Executable):
 
     target = "numpy:static"
     outputs_unshared = True  # `_owned` copies every output that may alias a feed
+    keeps_shared_params = True  # the engine never writes an array in place
 
     def __init__(self, graph, ops=None):
         super().__init__(graph)
@@ -85,7 +88,7 @@ class ReferenceExecutable(Executable):
                 if env[slot] is not None}
 
     def _set_param(self, index, array):
-        self.params[index] = _frozen(array)  # the base's private copy
+        self.params[index] = _frozen(array)  # the base's private copy, or a read-only view
 
     def _get_param(self, index):
         return self.params[index]
