@@ -175,6 +175,8 @@ class KaimingUniform(_UniformDraws, _Kaiming):
 
 
 _UNIFORM_DRAWS = (Uniform.draw, XavierUniform.draw, KaimingUniform.draw)
+_OWN_INITIALIZERS = frozenset({Constant, Normal, Uniform, XavierNormal, XavierUniform,
+                               KaimingNormal, KaimingUniform})
 
 
 class InitialValue:
@@ -195,7 +197,7 @@ class InitialValue:
     def __init__(self, initializer: Initializer, shape, dtype, fan_in, fan_out, words=None):
         # A copy: the draw uses the initializer's fields as they are now, not as a later
         # `init.low = ...` (before building the next layer with it) leaves them.
-        self.initializer, self.shape, self.dtype = copy.copy(initializer), shape, dtype
+        self.initializer, self.shape, self.dtype = _snapshot(initializer), shape, dtype
         self.fan_in, self.fan_out = fan_in, fan_out
         self.state = None
         if words is None:
@@ -221,6 +223,17 @@ class InitialValue:
         bits.state = self.state
         with random.drawing_from(np.random.Generator(bits)):
             return self.initializer(self.shape, self.dtype, self.fan_in, self.fan_out)
+
+
+def _snapshot(initializer: Initializer) -> Initializer:
+    """`copy.copy(initializer)`, made directly for unigraph's own initializers (their fields
+    are their `__dict__`): copy.copy's generic protocol was a sixth of building a Linear."""
+    kind = type(initializer)
+    if kind not in _OWN_INITIALIZERS:
+        return copy.copy(initializer)
+    clone = object.__new__(kind)
+    clone.__dict__.update(initializer.__dict__)
+    return clone
 
 
 def _deferred_words(initializer, shape) -> int | None:

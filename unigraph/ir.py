@@ -28,6 +28,7 @@ from unigraph.errors import GraphError
 DTYPES = ("float16", "float32", "float64", "int8", "uint8", "int16", "int32", "int64", "bool")
 FLOAT_DTYPES = ("float16", "float32", "float64")
 CONTROL_FLOW_OPS = ("cond", "while_loop", "grad")
+_DTYPE_NAMES = frozenset(DTYPES)
 
 _ids = itertools.count()
 
@@ -49,9 +50,15 @@ class Value:
     name: str = ""
     id: int = field(default_factory=lambda: next(_ids))
 
-    def __post_init__(self):
-        self.shape = tuple(self.shape)
-        self.dtype = check_dtype(self.dtype)
+    def __init__(self, shape, dtype, name: str = "", id: int | None = None):  # noqa: A002
+        # Written out (a dataclass keeps a class's own __init__): every traced op makes one,
+        # and the common case, a tuple and a dtype name, needs two type tests, not the
+        # generated __init__, __post_init__ and the id factory's lambda.
+        self.shape = shape if type(shape) is tuple else tuple(shape)
+        self.dtype = dtype if type(dtype) is str and dtype in _DTYPE_NAMES else \
+            check_dtype(dtype)
+        self.name = name
+        self.id = next(_ids) if id is None else id
 
     def __repr__(self):
         return f"%{self.id}: {type_string(self)}"

@@ -162,12 +162,10 @@ class Module:
     """
 
     def __init__(self):
-        object.__setattr__(self, "_parameters", {})
-        object.__setattr__(self, "_buffers", {})
-        object.__setattr__(self, "_modules", {})
-        object.__setattr__(self, "_containers", {})  # name -> list/tuple/dict attribute
-        object.__setattr__(self, "_training", True)
-        object.__setattr__(self, "path", "")
+        # (one dict update, not __setattr__ six times: every layer built runs this)
+        self.__dict__.update(_parameters={}, _buffers={}, _modules={},
+                             _containers={},  # name -> list/tuple/dict attribute
+                             _training=True, path="")
 
     @property
     def training(self) -> bool:
