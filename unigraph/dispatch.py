@@ -7,6 +7,7 @@ casts, so an op record always sees inputs it can take.
 from __future__ import annotations
 
 import contextvars
+import math
 
 import numpy as np
 
@@ -24,7 +25,8 @@ _param_leaves: contextvars.ContextVar = contextvars.ContextVar("unigraph_leaves"
 
 
 def current_backend():
-    """The backend of the current target (a static target's eager ops run on its backend)."""
+    """The backend of the current target (a static target's eager ops run on its backend).
+    The one place that resolves it: an eager op asks once and passes the backend down."""
     # current_target()'s precedence, inline, and the lookups `get_backend` already checked,
     # without its call: every eager op asks.
     target = _context_target.get() or config._global_target or current_target()
@@ -124,14 +126,17 @@ def apply(op: str, inputs: list, attrs: dict) -> Tensor:
 def apply_simple(op: str, a, b=None) -> Tensor:
     """`apply(op, [a] or [a, b], {})`: one- or two-input ops without attrs (the arithmetic
     operators, the elementwise functions), the same steps without the lists, as most of what
-    an eager program runs is these. (A flat key: it never equals a general one.)"""
+    an eager program runs is these."""
     builder = _builder.get()
     if builder is not None:
         return apply_symbolic(builder, op, [a] if b is None else [a, b], {})
-    # current_backend(), inline: its call is ~0.1 us of the ~1 us this function costs.
-    target = _context_target.get() or config._global_target or current_target()
-    backend = _checked.get((target.backend, target.mode)) or get_backend(target.backend,
-                                                                         target.mode)
+    return eager_simple(current_backend(), op, a, b)
+
+
+def eager_simple(backend, op: str, a, b=None) -> Tensor:
+    """`apply_simple` outside a trace, on `backend` (the caller's `current_backend()`: the
+    op wrappers resolve it once per op and pass it here and to `scalar_on`). (A flat key:
+    it never equals a general one.)"""
     key = (op, backend, a.shape, a.dtype) if b is None else \
         (op, backend, a.shape, a.dtype, b.shape, b.dtype)
     plan = _plans.get(key)
@@ -150,6 +155,44 @@ def apply_simple(op: str, a, b=None) -> Tensor:
     out = (backend.lowerings[op](native_a, native_b) if plan.direct
            else backend.eager_op(op, [native_a, native_b], {}))
     return Tensor(plan.shape, plan.dtype, backend, out)
+
+
+def scalar_on(backend, value, dtype: str) -> Tensor:
+    """Python number `value` as an eager operand of `dtype` on `backend`, cached per backend
+    object (`Backend.scalars`) under (type, value, dtype), a zero under (type, value, sign,
+    dtype): the sign keeps 0.0 and -0.0 apart (equal as keys, not as operands); a NaN is
+    never cached (it equals no key). Sharing one tensor is safe: an in-place lowering writes
+    only its first operand, and a cached scalar never is one (`optim` writes in place only
+    parameters and tensors it has just made).
+
+    >>> scalar_on(current_backend(), 2, "float32").dtype
+    'float32'
+    """
+    # A nonzero number is its own key; only a zero needs its sign (no copysign call on the
+    # common path: `x + 1` in an eager loop asks every step). The lengths keep them apart.
+    key = (type(value), value, dtype) if value else \
+        (type(value), value, math.copysign(1.0, value), dtype)
+    scalars = backend.scalars
+    scalar = scalars.get(key)
+    if scalar is None:
+        check_int_range(value, dtype)
+        array = np.asarray(value, dtype=dtype)
+        scalar = Tensor((), dtype, backend=backend, native=backend.to_native(array), array=array)
+        if len(scalars) < 4096 and value == value:
+            scalars[key] = scalar
+    return scalar
+
+
+def check_int_range(value, dtype: str) -> None:
+    """`int64 tensor + 2**70` must say so, not fail deep inside NumPy's conversion."""
+    if type(value) is int and dtype.startswith(("int", "uint")):
+        info = np.iinfo(dtype)
+        if not info.min <= value <= info.max:
+            raise OverflowError(
+                f"the integer {value} at {user_source()} does not fit in {dtype} (the dtype "
+                f"of the tensor it meets: {info.min} .. {info.max}); cast the tensor to a "
+                "wider or float dtype first (ug.cast(x, 'float64')), or use a float"
+            )
 
 
 def native(x, backend):

@@ -14,9 +14,10 @@ from unigraph.api.operands import (
     promote_for,
     ready_dtypes,
 )
-from unigraph.dispatch import apply, apply_simple
+from unigraph.dispatch import apply, apply_simple, current_backend, eager_simple, scalar_on
 from unigraph.dtypes import as_dtype
 from unigraph.tensor import Parameter, Tensor
+from unigraph.tracing import _builder
 
 # The operand types of the wrappers' fast paths: a Parameter (a layer's weight, the
 # optimizers' learning rate) is read as it is, like a Tensor (never a WeakTensor).
@@ -30,15 +31,24 @@ def _binary(op: str, policy: str | None = None):
 
     def function(x, y):
         # Fast paths, the same operands `promote_for` gives: two tensors of one dtype the op
-        # takes as they are, or a tensor and a Python number that keeps its dtype.
+        # takes as they are, or a tensor and a Python number that keeps its dtype. Outside a
+        # trace the backend is resolved once, for the number and the op.
         if type(x) in _PLAIN and x.dtype in ready:
             if type(y) in _PLAIN and x.dtype == y.dtype:
+                if _builder.get() is None:
+                    return eager_simple(current_backend(), op, x, y)
                 return apply_simple(op, x, y)
             # `weak_scalar`, inline (a Python call less in every `x + 1`).
             if (type(y) is int or type(y) is float) and (x.dtype, type(y)) in _KEEPS_DTYPE:
+                if _builder.get() is None:
+                    backend = current_backend()
+                    return eager_simple(backend, op, x, scalar_on(backend, y, x.dtype))
                 return apply_simple(op, x, _scalar(y, x.dtype))
         elif type(y) in _PLAIN and y.dtype in ready and (type(x) is int or type(x) is float) \
                 and (y.dtype, type(x)) in _KEEPS_DTYPE:
+            if _builder.get() is None:
+                backend = current_backend()
+                return eager_simple(backend, op, scalar_on(backend, x, y.dtype), y)
             return apply_simple(op, _scalar(x, y.dtype), y)
         return apply(op, promote_for(op, x, y, policy=policy), {})
 
@@ -54,6 +64,8 @@ def _unary(op: str, policy: str | None = None):
 
     def function(x):
         if type(x) in _PLAIN and x.dtype in ready:  # nothing to promote
+            if _builder.get() is None:
+                return eager_simple(current_backend(), op, x)
             return apply_simple(op, x)
         return apply(op, promote_for(op, x, policy=policy), {})
 

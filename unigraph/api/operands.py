@@ -6,19 +6,15 @@ wrapper's docstring taken from its op record.
 from __future__ import annotations
 
 import builtins
-import math
 import sys
 
 import numpy as np
 
-from unigraph import config
-from unigraph.config import _context_target, current_target
-from unigraph.dispatch import apply
+from unigraph.dispatch import apply, check_int_range, current_backend, scalar_on
 from unigraph.dtypes import as_dtype, is_float, result_dtype
 from unigraph.errors import ShapeError
 from unigraph.ir import DTYPES
 from unigraph.ops import OPS
-from unigraph.plugins import _checked, get_backend
 from unigraph.tensor import Parameter, Tensor
 from unigraph.tracing import _builder, user_source
 
@@ -130,32 +126,12 @@ def _to_dtype(x, dtype):
 
 
 def _scalar(value, dtype):
-    """A Python number as an operand of `dtype`: an eager tensor on the current backend,
-    cached per backend object (`Backend.scalars`) under (type, value, dtype), a zero under
-    (type, value, sign, dtype): the sign keeps 0.0 and -0.0 apart (equal as keys, not as
-    operands); a NaN is never cached (it equals no key). Sharing one tensor is safe: an
-    in-place lowering writes only its first operand, and a cached scalar never is one
-    (`optim` writes in place only parameters and tensors it has just made)."""
+    """A Python number as an operand of `dtype`: a constant when tracing, else an eager
+    tensor on the current backend from its cache (`dispatch.scalar_on`)."""
     if _builder.get() is not None:
-        _check_int_range(value, dtype)
+        check_int_range(value, dtype)
         return np.asarray(value, dtype=dtype)  # becomes a constant node
-    # current_backend(), inline (as in dispatch.apply_simple): `x + 1` asks every step.
-    target = _context_target.get() or config._global_target or current_target()
-    backend = _checked.get((target.backend, target.mode)) or get_backend(target.backend,
-                                                                         target.mode)
-    # A nonzero number is its own key; only a zero needs its sign (no copysign call on the
-    # common path: `x + 1` in an eager loop asks every step). The lengths keep them apart.
-    key = (type(value), value, dtype) if value else \
-        (type(value), value, math.copysign(1.0, value), dtype)
-    scalars = backend.scalars
-    scalar = scalars.get(key)
-    if scalar is None:
-        _check_int_range(value, dtype)
-        array = np.asarray(value, dtype=dtype)
-        scalar = Tensor((), dtype, backend=backend, native=backend.to_native(array), array=array)
-        if len(scalars) < 4096 and value == value:
-            scalars[key] = scalar
-    return scalar
+    return scalar_on(current_backend(), value, dtype)
 
 
 _KEEPS_DTYPE = {  # (tensor dtype, Python number type) pairs where the tensor's dtype wins
@@ -174,18 +150,6 @@ def weak_scalar(t, number):
     if (dtype, type(number)) not in _KEEPS_DTYPE:
         return None
     return _scalar(number, dtype)
-
-
-def _check_int_range(value, dtype: str) -> None:
-    """`int64 tensor + 2**70` must say so, not fail deep inside NumPy's conversion."""
-    if type(value) is int and dtype.startswith(("int", "uint")):
-        info = np.iinfo(dtype)
-        if not info.min <= value <= info.max:
-            raise OverflowError(
-                f"the integer {value} at {user_source()} does not fit in {dtype} (the dtype "
-                f"of the tensor it meets: {info.min} .. {info.max}); cast the tensor to a "
-                "wider or float dtype first (ug.cast(x, 'float64')), or use a float"
-            )
 
 
 def _axis(axis, ndim: int, op: str) -> int:
