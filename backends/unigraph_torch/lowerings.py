@@ -222,7 +222,8 @@ def constant(*, value):
 
 def relu(x):
     out = torch.relu(x)
-    if not _tracks_grad(x) or not torch.isnan(out.sum()):
+    # _tracks_grad(x), inline and requires_grad first: most eager relus track nothing.
+    if not x.requires_grad or not torch.is_grad_enabled() or not torch.isnan(out.sum()):
         return out
     # torch.relu's backward passes the gradient through a NaN (a quirk): the op's gradient
     # is 1 only where x > 0, so multiply by that mask. The value stays relu's, NaN included
