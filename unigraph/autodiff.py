@@ -8,8 +8,6 @@ append_backward, torch.autograd inside the compiled callable, or the NumPy VJP r
 
 from __future__ import annotations
 
-import numpy as np
-
 from unigraph import config, pytree
 from unigraph.dispatch import _param_leaves, current_backend, native, symbolic, value_of
 from unigraph.dtypes import is_float
@@ -164,10 +162,10 @@ def _eager(fn, args, positions, params):
         else:
             out_leaves, treedef = pytree.flatten(result, is_array_leaf)
             scalar = _scalar_of(result, fn, out_leaves)
-            # A Python number or array returned beside the loss: the tensor a static grad
-            # node gives (a constant of NumPy's dtype: 2.5 is float64, 3 is int64).
-            out_leaves = [x if isinstance(x, Tensor) else as_input_tensor(np.asarray(x))
-                          for x in out_leaves]
+            # A Python number or array returned beside the loss: the tensor a plain
+            # @ug.function makes of it (a Python float is float32, an int int64, an array
+            # keeps its dtype), as the static grad node does.
+            out_leaves = [as_input_tensor(x) for x in out_leaves]
         out_holder["treedef"], out_holder["leaves"] = treedef, out_leaves
         return [native(scalar, backend)] + [native(x, backend) for x in out_leaves]
 
@@ -195,7 +193,8 @@ def _traced(builder, fn, args, positions, params):
         result = fn(*pytree.unflatten(treedef, inner))
         _scalar_of(result, fn)
         out_leaves, out_treedef = pytree.flatten(result, is_array_leaf)
-        sub.graph.outputs = [value_of(sub, x) for x in out_leaves]
+        # Python numbers beside the loss: typed as a plain @ug.function types them
+        sub.graph.outputs = [value_of(sub, as_input_tensor(x)) for x in out_leaves]
         flagged = bool(sub.loop_flags)
         if flagged:
             # A loop inside reports running past the iteration limit through one more
