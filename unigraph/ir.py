@@ -125,15 +125,18 @@ def _verify(graph: Graph, where: str) -> None:
     for value in graph.params:
         define(value, "parameter")
     for index, node in enumerate(graph.nodes):
-        label = f"{where}: node {index} ({node.op}{' at ' + node.source if node.source else ''})"
         for value in node.inputs:
             if not isinstance(value, Value) or value.id not in defined:
                 name = getattr(value, "id", value)
-                raise GraphError(f"{label} uses %{name} before it is defined")
+                raise GraphError(f"{_label(where, index, node)} uses %{name} before it is "
+                                 "defined")
         for name, sub in node.subgraphs.items():
-            _verify(sub, f"{label}/{name}")
+            _verify(sub, f"{_label(where, index, node)}/{name}")
         for value in node.outputs:
-            define(value, f"output of {label}")
+            if type(value) is Value and value.id not in defined:  # (the label only if wrong)
+                defined.add(value.id)
+            else:
+                define(value, f"output of {_label(where, index, node)}")
     for value in graph.outputs:
         if value.id not in defined:
             raise GraphError(f"{where}: graph output %{value.id} is never defined")
@@ -148,6 +151,10 @@ def _verify(graph: Graph, where: str) -> None:
                 f"{where}: update of parameter {param.name!r} changes its type from "
                 f"{type_string(param)} to {type_string(new)}"
             )
+
+
+def _label(where: str, index: int, node: Node) -> str:
+    return f"{where}: node {index} ({node.op}{' at ' + node.source if node.source else ''})"
 
 
 def format_attr(value) -> str:

@@ -40,7 +40,14 @@ def user_source() -> str:
 def user_frame(frame=None) -> tuple[str, str]:
     """(file:line, function name) of the innermost frame outside unigraph, from `frame`
     (default: the caller's) outwards."""
-    frame = frame or sys._getframe(1)
+    frame = _outside(frame or sys._getframe(1))
+    if frame is None:
+        return "", ""
+    return f"{_short(frame.f_code.co_filename)}:{frame.f_lineno}", frame.f_code.co_name
+
+
+def _outside(frame):
+    """The innermost frame outside unigraph from `frame` outwards, or None."""
     internal = _INTERNAL_FILES
     while frame is not None:
         filename = frame.f_code.co_filename
@@ -48,9 +55,9 @@ def user_frame(frame=None) -> tuple[str, str]:
         if skip is None:
             skip = _is_internal(filename)
         if not skip:
-            return f"{_short(filename)}:{frame.f_lineno}", frame.f_code.co_name
+            return frame
         frame = frame.f_back
-    return "", ""
+    return None
 
 
 # file name -> whether its frames are unigraph's own: every traced node asks user_frame,
@@ -116,9 +123,10 @@ def note_state(key, read, value, description: str) -> None:
         builder.root.state.setdefault(key, (read, value, description))
 
 
-def _short(filename: str) -> str:
-    """A path relative to the working directory when it lies below it."""
-    cwd = os.getcwd()
+def _short(filename: str, cwd: str | None = None) -> str:
+    """A path relative to the working directory (`cwd`, default: os.getcwd()) when it lies
+    below it."""
+    cwd = os.getcwd() if cwd is None else cwd
     if filename.startswith(cwd + os.sep):
         return filename[len(cwd) + 1:]
     return filename
@@ -151,6 +159,7 @@ class GraphBuilder:
         # int64 scalars, nonzero when a while_loop in this graph ran past the iteration
         # limit: the number (1-based) of that loop in root.loop_lines. See control_flow.
         self.loop_flags: list = []
+        self._cwd = None  # root only: the working directory, read once per trace
 
     def __enter__(self):
         self._token = _builder.set(self)
@@ -181,10 +190,26 @@ class GraphBuilder:
 
     def add_node(self, op: str, inputs: list, specs: list, attrs=None, subgraphs=None) -> list:
         outputs = [Value(s.shape, s.dtype) for s in specs]
-        node = Node(op, list(inputs), outputs, dict(attrs or {}), dict(subgraphs or {}),
-                    user_source())
+        node = Node(op, list(inputs), outputs, dict(attrs) if attrs else {},
+                    dict(subgraphs) if subgraphs else {}, self._node_source())
         self.graph.nodes.append(node)
         return outputs
+
+    def _node_source(self) -> str:
+        """`user_source()` for the node being added. Every traced node asks, from ~15 frames
+        deep (a third of tracing a 100-layer model), so the walk starts beyond add_node's
+        caller (unigraph's own code) and the working directory is read once per trace
+        (os.getcwd() took ~0.5 us a node)."""
+        try:
+            frame = _outside(sys._getframe(3))  # (0: here, 1: add_node, 2: its caller)
+        except ValueError:  # (a caller at the bottom of the stack)
+            frame = None
+        if frame is None:
+            return ""
+        root = self.root
+        if root._cwd is None:
+            root._cwd = os.getcwd()
+        return f"{_short(frame.f_code.co_filename, root._cwd)}:{frame.f_lineno}"
 
     def constant(self, array: np.ndarray) -> Value:
         from unigraph.ops.base import TensorSpec
@@ -195,17 +220,18 @@ class GraphBuilder:
     def value_of_param(self, param) -> Value:
         """The value standing for Parameter `param` in this graph (captured if nested)."""
         key = ("param", id(param))
-        if key in self.captured:
-            return self.captured[key][1]
-        if self.parent is None and not self.capture_eager:
+        if self.parent is None and not self.capture_eager:  # (the root captures nothing)
             if key in self._assigned:  # read after ug.assign: the new value, as in eager mode
                 return self._assigned[key]
-            if key not in self._params:
+            value = self._params.get(key)
+            if value is None:
                 name = param.name or f"param{len(self.graph.params)}"
-                self._params[key] = Value(param.shape, param.dtype, name)
-                self.graph.params.append(self._params[key])
+                value = self._params[key] = Value(param.shape, param.dtype, name)
+                self.graph.params.append(value)
                 self.param_objects.append(param)
-            return self._params[key]
+            return value
+        if key in self.captured:
+            return self.captured[key][1]
         return self._capture(key, param)
 
     def value_of_symbolic(self, tensor) -> Value:
