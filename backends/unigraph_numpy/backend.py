@@ -16,7 +16,10 @@ from unigraph import reference
 from unigraph.backend import Backend
 from unigraph.errors import BackendError
 from unigraph.ops import OPS
-from unigraph.reference.eager import in_tape
+from unigraph.reference.eager import _tape, in_tape
+from unigraph.reference.fast_kernels import KERNELS
+
+asarray = np.asarray
 
 
 def _writable(x, y) -> bool:
@@ -133,6 +136,13 @@ class NumpyBackend(Backend):
         return isinstance(obj, np.ndarray)
 
     def eager_op(self, op, inputs, attrs):
+        # With no gradient tape recording and the registered op table, an op with a fast
+        # kernel is that kernel (what `reference.eager_op` runs then), without its lookups:
+        # ~0.3 us of a scalar op's ~1.5. KERNELS is read at each call (a test may patch it).
+        if _tape.get() is None and self.ops is OPS:
+            fast = KERNELS.get(op)
+            if fast is not None:
+                return asarray(fast(*inputs, **attrs))  # (np.matmul of vectors: a scalar)
         if op in IN_PLACE:  # not op records: the table's entries (a test may replace them)
             return self.lowerings[op](*inputs)
         return reference.eager_op(op, inputs, attrs, self.ops)
