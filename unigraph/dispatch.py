@@ -34,6 +34,16 @@ def current_backend():
                                                                       target.mode)
 
 
+def backend_of(target):
+    """The backend of `target` (a `config.Target`), checked to run it (`get_backend`).
+
+    >>> backend_of(Target("numpy", "eager")).name
+    'numpy'
+    """
+    return _checked.get((target.backend, target.mode)) or get_backend(target.backend,
+                                                                      target.mode)
+
+
 # (op, input types, attrs) -> output spec: eager mode asks the same question every step.
 _inferred: dict = {}
 

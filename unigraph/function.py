@@ -18,10 +18,10 @@ import numpy as np
 
 from unigraph import pytree, random
 from unigraph.config import Target, current_target
-from unigraph.dispatch import current_backend, symbolic, value_of
+from unigraph.dispatch import backend_of, symbolic, value_of
 from unigraph.errors import ShapeError, TracingError
 from unigraph.ir import Graph, check_dtype
-from unigraph.tensor import Parameter, Tensor, tensor
+from unigraph.tensor import Parameter, Tensor, as_array, dtype_name, tensor
 from unigraph.tracing import (
     GraphBuilder,
     _builder,
@@ -252,14 +252,15 @@ class Function:
     def __call__(self, *args, **kwargs):
         if _builder.get() is not None:
             return self._call_inline(args, kwargs)
-        # (The backend lookup also refuses a target that cannot run, before any user code.)
-        target, backend = current_target(), current_backend()
+        # The target, once (the backend lookup also refuses a target that cannot run,
+        # before any user code).
+        target = current_target()
+        backend = backend_of(target)
         if target.mode == "eager":
             if not kwargs and self._fast_ok and self._conversion is not None:
-                for a in args:  # (a loop, not all(): no generator made on every call)
-                    if type(a) is not Tensor:
-                        return self._call_eager(args, kwargs)
-                return self._run_eager_tensors(args)
+                inputs = _eager_inputs(args, backend)
+                if inputs is not None:
+                    return self._run_eager_tensors(inputs)
             return self._call_eager(args, kwargs)
         if not kwargs and self._fast_ok:
             key = _fast_key(backend, target.mode, args)
@@ -628,6 +629,27 @@ def _eager_result(result):
         return result
     leaves, treedef = pytree.flatten(result, is_array_leaf)
     return pytree.unflatten(treedef, [as_input_tensor(x) for x in leaves])
+
+
+def _eager_inputs(args, backend):
+    """The positional arguments of an eager call as tensors when each is a Tensor or a
+    NumPy array (an array becomes the tensor `tensor(x)` makes of it, without flattening
+    the call), else None: the general path converts them."""
+    for a in args:  # (a loop, not all(): no generator made on every call)
+        if type(a) is not Tensor:
+            break
+    else:
+        return args
+    inputs = []
+    for a in args:
+        kind = type(a)
+        if kind is np.ndarray:
+            array = as_array(a)  # a private copy, checked as `tensor(x)` checks it
+            a = Tensor(array.shape, dtype_name(array.dtype), backend, array=array)
+        elif kind is not Tensor:
+            return None
+        inputs.append(a)
+    return tuple(inputs)
 
 
 def _flat_key(target, args) -> tuple:
