@@ -142,7 +142,7 @@ class GraphBuilder:
     def __init__(self, name: str, parent: GraphBuilder | None = None, capture_eager=False):
         self.graph = Graph(name)
         self.parent = parent
-        self.root = self if parent is None else parent.root
+        self._root = None if parent is None else parent.root  # (see `root`)
         self.depth = 0 if parent is None else parent.depth + 1
         self.capture_eager = capture_eager
         self.explicit_inputs: list = []  # inputs given by the caller, before any captures
@@ -160,6 +160,13 @@ class GraphBuilder:
         # limit: the number (1-based) of that loop in root.loop_lines. See control_flow.
         self.loop_flags: list = []
         self._cwd = None  # root only: the working directory, read once per trace
+
+    @property
+    def root(self) -> GraphBuilder:
+        """The outermost builder, of the function being traced. (Not an attribute holding
+        itself: that reference cycle kept every finished trace, its graph and its parameters'
+        values, until the cyclic garbage collector ran, ~2,000 objects a 100-layer model.)"""
+        return self if self.parent is None else self._root
 
     def __enter__(self):
         self._token = _builder.set(self)
