@@ -50,18 +50,32 @@ def written_in_place(holder: Parameter, lowered: str, operand) -> bool:
     backend = current_backend()
     if lowered not in (backend.lowerings or ()):
         return False
+    native = sole_native(holder, backend)
+    if native is None:
+        return False
+    other = operand_native(operand, holder, backend)
+    if other is None:
+        return False
+    holder._written_eager(backend, backend.eager_op(lowered, [native, other], {}))
+    return True
+
+
+def sole_native(holder: Parameter, backend):
+    """The native tensor of `holder` on `backend` that an in-place lowering may write (the
+    holder's current value, held by nothing else on our side: see `Optimizer.write`), or
+    None.
+
+    >>> sole_native(velocity, current_backend()) is None     # before the first step
+    True
+    """
     home = holder._home
     own = holder._natives.get(backend.name)  # (version, native): `is`, never `==`
-    if not (home is not None and type(home[0]) is _EagerStore and home[0].backend is backend
+    if (home is not None and type(home[0]) is _EagerStore and home[0].backend is backend
             and own is not None and own[0] == holder.version and own[1] is home[0].native
             # 3: the (version, native) entry, the eager store, getrefcount's argument
             and sys.getrefcount(own[1]) == 3):
-        return False
-    other = _operand_native(operand, holder, backend)
-    if other is None:
-        return False
-    holder._written_eager(backend, backend.eager_op(lowered, [home[0].native, other], {}))
-    return True
+        return own[1]
+    return None
 
 
 def scratch(temporary: Tensor, op: str, operand=None) -> Tensor:
@@ -83,7 +97,7 @@ def scratch(temporary: Tensor, op: str, operand=None) -> Tensor:
                 and sys.getrefcount(native) == 3):
             natives = [native]
             if operand is not None:
-                other = _operand_native(operand, temporary, backend)
+                other = operand_native(operand, temporary, backend)
                 if other is None:
                     return BINARY[op](temporary, operand)
                 natives.append(other)
@@ -92,7 +106,7 @@ def scratch(temporary: Tensor, op: str, operand=None) -> Tensor:
     return api.sqrt(temporary) if op == "sqrt" else BINARY[op](temporary, operand)
 
 
-def _operand_native(operand, target: Tensor, backend):
+def operand_native(operand, target: Tensor, backend):
     """`operand` (a tensor, or a Python number taken as `target op number` takes it) as a
     native of `backend` an in-place lowering may read beside `target`: its dtype, and its
     shape or 0-d; else None."""
