@@ -489,11 +489,40 @@ class Momentum(Optimizer):
                 "nesterov": self.nesterov}
 
     def update(self, param, grad, lr):
+        velocity = self.state(param, "velocity")
+        if _builder.get() is None and current_region() is None and \
+                self._update_in_place(param, grad, lr, velocity):
+            return
         # In place eagerly (see `write`): v.mul_(mu).add_(g), as torch.optim does.
         new_velocity = self.write(self.state(param, "velocity"), ("mul", self.momentum),
                                   ("add", grad))
         step = grad + new_velocity * self.momentum if self.nesterov else new_velocity
         self.subtract(param, lr * step)
+
+    def _update_in_place(self, param, grad, lr, velocity) -> bool:
+        """The eager update above as the same lowering calls the op-by-op path makes in its
+        steady state, on the native tensors (see `Adam._update_in_place`). True when done."""
+        from unigraph.dispatch import current_backend
+
+        backend = current_backend()
+        table = backend.lowerings
+        if table is None or not ("sub_" in table and "add_" in table and "mul_" in table):
+            return False
+        p_native, v_native = sole_native(param, backend), sole_native(velocity, backend)
+        if p_native is None or v_native is None or grad.shape != param.shape:
+            return False
+        g, mu, lr = (operand_native(x, param, backend) for x in (grad, self.momentum, lr))
+        if g is None or mu is None or lr is None:
+            return False
+        op = backend.eager_op
+        v_native = op("add_", [op("mul_", [v_native, mu], {}), g], {})  # v <- v * mu + g
+        velocity._written_eager(backend, v_native)
+        if self.nesterov:  # p <- p - lr * (g + v * mu)
+            step = op("mul", [lr, op("add", [g, op("mul", [v_native, mu], {})], {})], {})
+        else:  # p <- p - lr * v
+            step = op("mul", [lr, v_native], {})
+        param._written_eager(backend, op("sub_", [p_native, step], {}))
+        return True
 
 
 class Adam(Optimizer):
