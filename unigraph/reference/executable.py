@@ -45,8 +45,9 @@ def _owned(value, feeds: list):
 
 
 def _frozen(array):
-    if type(array) is np.ndarray:
-        array.flags.writeable = False
+    # (reading the flag is ~10x cheaper than writing it: a shared parameter comes frozen)
+    if type(array) is np.ndarray and array.flags.writeable:
+        array.setflags(write=False)
     return array
 
 
