@@ -24,6 +24,13 @@ def _add_channel_bias(out, bias):
     than the batch) or zero keep the 4-D form, and so does a batch of 1, where Paddle's
     4-D add is the fast one (16x32x32: 9 us against 14 with the three reshapes)."""
     n, c, h, w = out.shape
+    if n == 1 and type(out) is paddle.Tensor and bias.stop_gradient and min(c, h, w) > 0:
+        # Eagerly, with nothing to differentiate for the bias: the bias expanded to the
+        # result's shape, then a same-shape add: the same sums, ~1 us sooner (3.3.1,
+        # 16x32x32: 9.5 us against 10.6 for the broadcasting add). A tracked bias keeps the
+        # broadcasting add, so its gradient is reduced as before.
+        channel = _C_ops.reshape(bias, [1, -1, 1, 1])
+        return _C_ops.add(out, _C_ops.expand(channel, [1, c, h, w]))
     if min(c, h, w) <= 0 or n == 0 or n == 1:
         return _C_ops.add(out, _C_ops.reshape(bias, [1, -1, 1, 1]))
     rows = _C_ops.reshape(out, [-1, c, h * w])
@@ -31,8 +38,8 @@ def _add_channel_bias(out, bias):
 
 
 def conv2d(x, w, bias=None, *, stride, padding, dilation, groups):
-    channels, filters = x.shape[1], w.shape[0]
-    if channels == groups and channels != 1 and filters % channels == 0:
+    # (groups first: a plain conv reads no shape, ~0.25 us)
+    if groups != 1 and x.shape[1] == groups and w.shape[0] % groups == 0:
         # F.conv2d's depthwise kernel
         out = F.conv2d(x, w, stride=list(stride), padding=list(padding),
                        dilation=list(dilation), groups=groups)
