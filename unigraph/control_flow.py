@@ -176,27 +176,31 @@ def _eager_cond(pred, true_fn, false_fn, operands, frame):
     return result
 
 
-def _closure_signature(fn) -> tuple:
-    """The code of `fn` and the type of what its closure holds (shape and dtype for a
-    tensor): what decides the structure it returns."""
-    cells = getattr(fn, "__closure__", None)
-    if not cells:
-        return getattr(fn, "__code__", fn)
-    signature = [fn.__code__]
-    for cell in cells:  # one loop, no call per cell: every eager cond asks, twice
-        try:
-            content = cell.cell_contents
-        except ValueError:  # an empty cell (a variable assigned later)
-            signature.append(None)
+def _branches_key(taken, other) -> tuple:
+    """What decides the structures the two branches return: the code of each and the type
+    of what its closure holds (shape and dtype for a tensor), in one flat tuple (a code
+    object fixes how many cells follow it, so the flat tuple is unambiguous). One loop, no
+    call per branch or cell: every eager cond asks."""
+    signature = []
+    for fn in (taken, other):
+        cells = getattr(fn, "__closure__", None)
+        signature.append(getattr(fn, "__code__", fn))
+        if not cells:
             continue
-        signature.append((content.shape, content.dtype) if isinstance(content, Tensor)
-                         else type(content))
+        for cell in cells:
+            try:
+                content = cell.cell_contents
+            except ValueError:  # an empty cell (a variable assigned later)
+                signature.append(None)
+                continue
+            signature.append((content.shape, content.dtype) if isinstance(content, Tensor)
+                             else type(content))
     return tuple(signature)
 
 
 def _check_untaken_branch(taken, other, operands, result):
     """Trace the branch not taken, abstractly (nothing runs), and compare its result."""
-    key = (_closure_signature(taken), _closure_signature(other))
+    key = _branches_key(taken, other)
     if operands:  # (most conds pass none: no list made for them on every call)
         key += tuple([_leaf_type(x) for x in operands if is_array_leaf(x)])
     if key in _checked_branches:

@@ -688,8 +688,9 @@ def _caller(compiled: Compiled, backend, cache, args):
     state = compiled.state
 
     def current() -> bool:
-        if state and not all(read() == value for read, value in state):
-            return False
+        for read, value in state:  # (a loop, not all(): no generator made on every call)
+            if not read() == value:
+                return False
         if len(cache) > 1:
             with contextlib.suppress(KeyError):  # another thread may have evicted it
                 cache.move_to_end(compiled.key)

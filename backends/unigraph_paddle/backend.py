@@ -30,6 +30,7 @@ _LOAD_LOCK = threading.Lock()
 # its state is process-wide: every eager call of every PaddleBackend holds this lock.
 # Reentrant: `eager_grad` runs the user's function, whose ops take it again.
 EAGER_LOCK = threading.RLock()
+_acquire, _release = EAGER_LOCK.acquire, EAGER_LOCK.release
 # How many `eager_grad` functions the current thread is running in (`.value`, 0 when unset).
 # From 2 on, the gradient being taken keeps its graph (create_graph) to be differentiated
 # again: the lowerings then avoid Paddle ops that have no second derivative.
@@ -112,12 +113,16 @@ class PaddleBackend(Backend):
     # -- eager --------------------------------------------------------------------------
     def eager_op(self, op: str, inputs: list, attrs: dict):
         # Backend.eager_op's table lookup inlined (one Python call less on every eager op);
-        # its own path (loading, the missing-op error) where the lookup fails.
-        with EAGER_LOCK:
-            lowering = (self.lowerings or _NO_LOWERINGS).get(op)
+        # its own path (loading, the missing-op error) where the lookup fails. The lock's
+        # acquire/release called directly: ~0.1 us less than `with` (every eager op).
+        lowering = (self.lowerings or _NO_LOWERINGS).get(op)
+        _acquire()
+        try:
             if lowering is None:
                 return Backend.eager_op(self, op, inputs, attrs)
             return lowering(*inputs, **attrs)
+        finally:
+            _release()
 
     def to_native(self, array):
         with EAGER_LOCK:
