@@ -217,12 +217,15 @@ class Module:
         return f"{self.path}.{name}" if self.path else name
 
     def _set_path(self, path: str) -> None:
-        object.__setattr__(self, "path", path)
-        for name, param in {**self._parameters, **self._buffers}.items():
-            param.name = self._child_path(name)
-        for name, child in self._modules.items():
-            child._set_path(self._child_path(name))
-        for name, value in self._containers.items():
+        own = self.__dict__
+        own["path"] = path
+        prefix = f"{path}." if path else ""  # (the _child_path of each, without its calls)
+        for table in (own["_parameters"], own["_buffers"]):
+            for name, param in table.items():
+                param.name = prefix + name
+        for name, child in own["_modules"].items():
+            child._set_path(prefix + name)
+        for name, value in own["_containers"].items():
             self._name_contents(name, value, force=True)
 
     def _name_contents(self, name: str, value, force: bool) -> list:
