@@ -28,6 +28,7 @@ FORMS = [
     {"stride": [2, 1], "padding": (1, 1)},  # a list: unhashable, normalised every call
     {"stride": (np.int64(2), 1), "padding": np.int64(1), "dilation": np.int32(1)},
     {"stride": (2, 1), "padding": [1, 1], "dilation": (1, 1), "groups": np.int64(1)},
+    {"stride": (2.0, 1.0), "padding": np.array([1, 1]), "groups": 1.0},  # integral values
 ]
 
 
@@ -143,7 +144,10 @@ BAD_LINE = f"test_conv_arguments.py:{_bad_call.__code__.co_firstlineno + 1}"
     ({"padding": "same"}, "padding is 'same'"),
     ({"dilation": (1, None)}, "dilation is (1, None)"),
     ({"groups": "two"}, "groups is 'two'"),
-], ids=["float-stride", "three-strides", "padding-string", "none-dilation", "groups-string"])
+    ({"padding": (1, 1.5)}, "padding is (1, 1.5)"),  # was truncated to (1, 1)
+    ({"groups": 1.5}, "groups is 1.5"),
+], ids=["float-stride", "three-strides", "padding-string", "none-dilation", "groups-string",
+        "fractional-padding", "fractional-groups"])
 def test_malformed_arguments_name_the_users_line(target, kwargs, shown):
     fn = ug.function(_bad_call, static_argnums=2) if Target.parse(target).mode != "eager" \
         else _bad_call

@@ -38,22 +38,29 @@ def log_softmax(x, axis=-1):
 
 def _conv_pair(value, name: str) -> tuple:
     """An int (NumPy's too) or a pair of them -> (int, int); else unigraph's error with the
-    user's line (not a bare `TypeError: 'float' object is not iterable`)."""
+    user's line (not a bare `TypeError: 'float' object is not iterable`, nor a 1.5 silently
+    truncated to 1)."""
     if isinstance(value, np.integer):
         value = int(value)
     try:
-        return _pair(value, name)
+        pair = _pair(value, name)
+        given = (value, value) if isinstance(value, int) else tuple(value)
+        if all(exact == v for exact, v in zip(pair, given)):
+            return pair
     except (TypeError, ValueError):
-        raise ShapeError(f"conv2d: {name} is {value!r}; pass an int or a pair of ints, "
-                         f"e.g. {name}=1 or {name}=(1, 2) (at {user_source()})") from None
+        pass
+    raise ShapeError(f"conv2d: {name} is {value!r}; pass an int or a pair of ints, "
+                     f"e.g. {name}=1 or {name}=(1, 2) (at {user_source()})")
 
 
 def _conv_int(value, name: str) -> int:
     try:
-        return int(value)
+        if int(value) == value:
+            return int(value)
     except (TypeError, ValueError):
-        raise ShapeError(f"conv2d: {name} is {value!r}; pass an int, e.g. {name}=1 "
-                         f"(at {user_source()})") from None
+        pass
+    raise ShapeError(f"conv2d: {name} is {value!r}; pass an int, e.g. {name}=1 "
+                     f"(at {user_source()})")
 
 
 # (type and value of stride, padding, dilation, groups) -> conv2d's attrs: a layer calls
