@@ -176,3 +176,33 @@ def test_paddle_eager_ops_hold_the_dygraph_lock():
     assert held == [True]
     assert not EAGER_LOCK._is_owned()
     np.testing.assert_allclose(got, X.astype(np.float64) + Y, rtol=1e-6)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_predicates_read_as_python_bools(target, monkeypatch):
+    """`bool()` of one-element bool tensors (shape () and (1,)), and the eager cond/while
+    predicates: the same answers on every target; paddle:eager reads them through
+    `Backend.truth` (the Tensor's `.item()`) instead of a NumPy copy."""
+    from unigraph.dispatch import current_backend
+
+    t = Target.parse(target)
+    with ug.use_backend(t.backend, t.mode):
+        backend = current_backend()
+        reads = []
+        if backend.truth is not None:
+            original = backend.truth
+            monkeypatch.setattr(backend, "truth",
+                                lambda native: reads.append(1) or original(native))
+        one, two = ug.tensor(np.float32(1.0)), ug.tensor(np.array([2.0], np.float32))
+        answers = [bool(one < two), bool(one > two), bool(two == 2.0), bool(two != 2.0)]
+
+        @ug.function
+        def count(a, b):
+            a, b = ug.while_loop(lambda a, b: a < b, lambda a, b: (a + 2, b + 1), (a, b))
+            return ug.cond(a > 15, lambda: a * 10, lambda: a - 1)
+
+        got = count(np.int64(0), np.int64(10)).numpy()
+    assert answers == [True, False, True, False]
+    assert got == 200  # a, b = 0, 10 -> 20, 20 in 10 trips; 20 > 15
+    if target == "paddle:eager":
+        assert len(reads) == 4 + 11 + 1  # four bool(), eleven loop tests, one cond

@@ -326,6 +326,10 @@ class Backend:
     # "linear", "cross_entropy_mean"), name -> native function: the one kernel the framework's
     # own code runs for them. Consulted only eagerly, never while tracing; None: the records.
     composites: dict | None = None
+    # Optional `truth(native) -> bool` of a one-element bool native tensor, where the
+    # framework's own truth test is written in Python and slower than this (Paddle's: its
+    # `.item()`); None: `bool()` reads a NumPy copy (an eager cond/while predicate asks).
+    truth = None
 
     @functools.cached_property
     def scalars(self) -> dict:

@@ -166,8 +166,12 @@ class Tensor:
                 "reduce it first (ug.sum, ug.max) or compare elementwise"
             )
         native = self._native
-        if native is not None and self.dtype == "bool" and _truth_in_c(type(native)):
-            return native.__bool__()  # no copy to NumPy: ~0.2 us where that costs ~1 us
+        if native is not None and self.dtype == "bool":
+            if _truth_in_c(type(native)):
+                return native.__bool__()  # no copy to NumPy: ~0.2 us where that costs ~1 us
+            truth = self._backend.truth  # the backend's cheaper read (Paddle: ~0.5 of ~2 us)
+            if truth is not None:
+                return truth(native)
         return bool(self._host().reshape(()))
 
     def __int__(self):
