@@ -138,6 +138,10 @@ def _line_of(marker: str) -> int:
         return next(i for i, line in enumerate(source, 1) if marker in line)
 
 
+def _scaled(x):
+    return x * 2.0  # CALLBACK LINE
+
+
 @pytest.mark.parametrize("target", TARGETS)
 def test_traced_nodes_name_the_users_line(target):
     t = Target.parse(target)
@@ -147,11 +151,20 @@ def test_traced_nodes_name_the_users_line(target):
         graph = ug.function(model).trace(_x())  # TRACE CALL
         sources = {node.source for node in graph.nodes}
         residual = ug.function(Residual()).trace(_x())
+        # the user's code called back from inside layers: an activation, a user's module
+        mixed = ug.nn.Sequential(ug.nn.Linear(WIDTH, WIDTH, act=_scaled), Residual())
+        nested = ug.function(mixed).trace(_x())  # NESTED CALL
     (source,) = sources  # one line: the call of the model, whatever the layers inside
     assert source.endswith(f"{here}:{_line_of('# TRACE' + ' CALL')}")
     line = _line_of("# RESIDUAL" + " LINE")
-    assert [node.source.rsplit(":", 1)[1] for node in residual.nodes] == [str(line)] * 4
+    assert len(residual.nodes) == 4
     assert all(node.source.endswith(f"{here}:{line}") for node in residual.nodes)
+    call, callback = _line_of("# NESTED" + " CALL"), _line_of("# CALLBACK" + " LINE")
+    lines = [int(node.source.rsplit(":", 1)[1]) for node in nested.nodes]
+    assert [node.op for node in nested.nodes] == ["matmul", "add", "constant", "mul",
+                                                  "matmul", "add", "relu", "add"]
+    assert lines == [call, call, callback, callback, line, line, line, line]
+    assert all(here in node.source for node in nested.nodes)
 
 
 @pytest.mark.parametrize("target", TARGETS)

@@ -160,6 +160,9 @@ class GraphBuilder:
         # limit: the number (1-based) of that loop in root.loop_lines. See control_flow.
         self.loop_flags: list = []
         self._cwd = None  # root only: the working directory, read once per trace
+        # running frames of unigraph's -> the user's line beyond them (None until a node
+        # asks); one table per trace, shared by its subgraphs (see mark_call)
+        self._marked: dict = {} if parent is None else parent._marked
 
     @property
     def root(self) -> GraphBuilder:
@@ -205,18 +208,46 @@ class GraphBuilder:
     def _node_source(self) -> str:
         """`user_source()` for the node being added. Every traced node asks, from ~15 frames
         deep (a third of tracing a 100-layer model), so the walk starts beyond add_node's
-        caller (unigraph's own code) and the working directory is read once per trace
-        (os.getcwd() took ~0.5 us a node)."""
+        caller (unigraph's own code), stops at the innermost running call marked by
+        `mark_call` (a layer's), whose answer is found once per call, and the working
+        directory is read once per trace (os.getcwd() took ~0.5 us a node)."""
         try:
-            frame = _outside(sys._getframe(3))  # (0: here, 1: add_node, 2: its caller)
+            frame = sys._getframe(3)  # (0: here, 1: add_node, 2: its caller)
         except ValueError:  # (a caller at the bottom of the stack)
-            frame = None
-        if frame is None:
             return ""
-        root = self.root
-        if root._cwd is None:
-            root._cwd = os.getcwd()
-        return f"{_short(frame.f_code.co_filename, root._cwd)}:{frame.f_lineno}"
+        return self._user_line(frame)
+
+    def _user_line(self, frame) -> str:
+        marked = self._marked
+        internal = _INTERNAL_FILES
+        while frame is not None:
+            if frame in marked:
+                line = marked[frame]
+                if line is None:  # its first node: the walk goes on beyond it, once
+                    line = marked[frame] = self._user_line(frame.f_back)
+                return line
+            filename = frame.f_code.co_filename
+            skip = internal.get(filename)
+            if skip is None:
+                skip = _is_internal(filename)
+            if not skip:
+                root = self.root
+                if root._cwd is None:
+                    root._cwd = os.getcwd()
+                return f"{_short(filename, root._cwd)}:{frame.f_lineno}"
+            frame = frame.f_back
+        return ""
+
+    def mark_call(self, frame) -> None:
+        """Note that `frame`, a running frame of unigraph's own (`Module.__call__`), is a
+        stop for the walk of `_node_source`: while it runs, the frames beyond it wait in
+        their calls, so the user's line beyond it is the same for every node added inside
+        it. Call `unmark_call(frame)` before it returns (the table holds no finished frame).
+        """
+        self._marked[frame] = None
+
+    def unmark_call(self, frame) -> None:
+        self._marked.pop(frame, None)
 
     def constant(self, array: np.ndarray) -> Value:
         from unigraph.ops.base import TensorSpec

@@ -22,6 +22,7 @@ import contextvars
 import copy
 import functools
 import numbers
+import sys
 import types
 
 import numpy as np
@@ -416,10 +417,20 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} must define forward()")
 
     def __call__(self, *args, **kwargs):
-        forward = self.forward
-        if current_builder() is not None:
-            # Traced: Python control flow in forward() becomes cond/while_loop (cached).
-            forward = _converted(forward)
+        builder = current_builder()
+        if builder is None:
+            return self._call(self.forward, args, kwargs)
+        # Traced: Python control flow in forward() becomes cond/while_loop (cached). This
+        # call is where the walk for each node's user line stops (GraphBuilder.mark_call).
+        frame = sys._getframe()
+        builder.mark_call(frame)
+        try:
+            return self._call(_converted(self.forward), args, kwargs)
+        finally:
+            builder.unmark_call(frame)
+            del frame  # (a frame holding itself in a local would be a reference cycle)
+
+    def _call(self, forward, args, kwargs):
         recorder = _summary_rows.get()
         if recorder is None:
             return forward(*args, **kwargs)
