@@ -66,6 +66,7 @@ from unigraph.errors import BackendError
 from unigraph.ir import Graph
 from unigraph_paddle.backend import ignore_paddle_warnings
 from unigraph_paddle.backward import fixed_backward
+from unigraph_paddle.lowerings import PROGRAM_GRAD_DEPTH
 from unigraph_paddle.updates import emit_in_place, plan_in_place
 
 # Serialises Program builds (and first runs): one thread at a time in static mode.
@@ -370,11 +371,13 @@ class ProgramBuilder:
                 leaves[i] = paddle.assign(args[i])
             leaves[i].stop_gradient = not _is_float(paddle, args[i])
         self._grad_depth += 1
+        PROGRAM_GRAD_DEPTH[0] += 1  # the lowerings' view of it (`program_fast_scalar`)
         control_depth, self._control_depth = self._control_depth, 0
         try:
             outs = self.lower_subgraph(node.subgraphs["fn"], leaves, node)
         finally:
             self._grad_depth -= 1
+            PROGRAM_GRAD_DEPTH[0] -= 1
             self._control_depth = control_depth
         xs = [leaves[i] for i in wrt]
         differentiable = [i for i, x in enumerate(xs) if not x.stop_gradient]
