@@ -418,8 +418,11 @@ class Module:
 
     def __call__(self, *args, **kwargs):
         builder = current_builder()
-        if builder is None:
-            return self._call(self.forward, args, kwargs)
+        if builder is None:  # (eager: every step of a training loop comes here, directly)
+            recorder = _summary_rows.get()
+            if recorder is None:
+                return self.forward(*args, **kwargs)
+            return recorder.call(self, self.forward, args, kwargs)
         # Traced: Python control flow in forward() becomes cond/while_loop (cached). This
         # call is where the walk for each node's user line stops (GraphBuilder.mark_call).
         frame = sys._getframe()
