@@ -395,7 +395,13 @@ def _eager_while_tensors(cond_fn, body_fn, loop_vars: tuple, maximum, frame):
     size = len(types)
     count = 0
     while maximum is None or count < maximum:
-        if not _going(cond_fn(*loop_vars), frame):
+        pred = cond_fn(*loop_vars)
+        # `_going`, inline for an eager bool scalar (a Python call less per iteration)
+        if type(pred) is Tensor and pred._value is None and pred.dtype == "bool" and \
+                pred.shape in _SCALAR_SHAPES:
+            if not pred.__bool__():
+                break
+        elif not _going(pred, frame):
             break
         if limit is not None and count >= limit:
             raise loop_error(user_frame(frame)[0], limit)

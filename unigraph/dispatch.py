@@ -17,7 +17,7 @@ from unigraph.config import _context_target, current_target
 from unigraph.errors import ShapeError
 from unigraph.ops import OPS, TensorSpec
 from unigraph.plugins import _checked, get_backend
-from unigraph.tensor import Parameter, Tensor, dtype_name
+from unigraph.tensor import Parameter, Tensor, dtype_name, eager_tensor
 from unigraph.tracing import _builder, user_source
 
 # id(Parameter) -> native leaf, while `eager_grad` differentiates with respect to them.
@@ -158,13 +158,13 @@ def eager_simple(backend, op: str, a, b=None) -> Tensor:
     if b is None:
         out = (backend.lowerings[op](native_a) if plan.direct
                else backend.eager_op(op, [native_a], {}))
-        return Tensor(plan.shape, plan.dtype, backend, out)
+        return eager_tensor(plan.shape, plan.dtype, backend, out)
     native_b = b._native if type(b) is Tensor and b._backend is backend else None
     if native_b is None:
         native_b = native(b, backend)
     out = (backend.lowerings[op](native_a, native_b) if plan.direct
            else backend.eager_op(op, [native_a, native_b], {}))
-    return Tensor(plan.shape, plan.dtype, backend, out)
+    return eager_tensor(plan.shape, plan.dtype, backend, out)
 
 
 def scalar_on(backend, value, dtype: str) -> Tensor:
