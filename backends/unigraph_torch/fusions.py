@@ -6,7 +6,9 @@ torch user writes, the generated `run` makes that call, as torch's own modules d
   (torch:eager makes these two calls too, for `ug.nn.functional.linear` and
   `cross_entropy`: `COMPOSITES`)
 - a parameter's update `p - s * g`, s a scalar: `p.sub_(s * g)` in place, as
-  `torch.optim.SGD` writes its parameters.
+  `torch.optim.SGD` writes its parameters;
+- `x op y` (add, sub, mul, div; sqrt) whose x is a temporary nothing else reads: `x.op_(y)`,
+  as torch.optim's Adam writes its temporaries (the same kernel: the same numbers).
 
 Each removes a kernel or a temporary (the update the new parameter tensor: an MLP step
 0.9x). addmm and F.cross_entropy round once where the records round twice (a BLAS `beta = 1`
@@ -110,10 +112,41 @@ def _updates(graph: Graph, producer: dict, uses: dict, roles: dict) -> None:
             roles[id(sub)] = roles[id(mul)] = ("update",)
 
 
+# The ops whose torch lowering always returns a new tensor of its own (never an operand or a
+# view of one), each with its in-place method: a temporary one of them made and only one
+# node reads can take that node's result in its own memory.
+IN_PLACE_METHODS = {"add": torch.Tensor.add_, "sub": torch.Tensor.sub_,
+                    "mul": torch.Tensor.mul_, "div": torch.Tensor.div_,
+                    "sqrt": torch.Tensor.sqrt_}
+
+
+def _in_place_temporaries(graph: Graph, producer: dict, uses: dict, roles: dict) -> None:
+    """("in_place",) for the top-level nodes `x op y` (`op x`) of `IN_PLACE_METHODS` whose x
+    is a temporary: made by another such node (written in place itself, or with no role),
+    read by this node alone (not twice, not an output, no update's value), of the result's
+    shape (no broadcast) and float dtype, as every operand (no promotion). Adam's step has
+    7 such nodes a parameter, each a full-size tensor less to allocate."""
+    outputs = {value.id for value in graph.outputs}
+    for node in graph.nodes:
+        if node.op not in IN_PLACE_METHODS or id(node) in roles:
+            continue
+        x, out = node.inputs[0], node.outputs[0]
+        made = producer.get(x.id)
+        if (made is None or made.op not in IN_PLACE_METHODS
+                or roles.get(id(made), ("in_place",)) != ("in_place",)
+                or uses.get(x.id) != 1 or x.id in outputs or x.dtype not in _FLOATS
+                or None in x.shape or tuple(x.shape) != tuple(out.shape)
+                or any(v.dtype != x.dtype for v in (*node.inputs, out))
+                or any(v.id == x.id for v in node.inputs[1:])):
+            continue
+        roles[id(node)] = ("in_place",)
+
+
 def plan(graph: Graph, top: bool = True, roles: dict | None = None) -> dict:
     """{id(node): role} for the nodes of `graph` and its subgraphs that run fused:
     ("defer",) for a producer, ("addmm", ...) / ("cross_entropy_mean", ...) for its
-    consumer, ("update",) for both nodes of a fused parameter update (top level only)."""
+    consumer, ("update",) for both nodes of a fused parameter update, ("in_place",) for a
+    node written into its first operand's memory (those two at the top level only)."""
     roles = {} if roles is None else roles
     uses = _uses(graph, top)
     producer = {out.id: node for node in graph.nodes for out in node.outputs}
@@ -130,6 +163,7 @@ def plan(graph: Graph, top: bool = True, roles: dict | None = None) -> dict:
             plan(subgraph, False, roles)
     if top:
         _updates(graph, producer, uses, roles)
+        _in_place_temporaries(graph, producer, uses, roles)
     return roles
 
 
@@ -150,6 +184,25 @@ def cross_entropy_mean(logits, labels):
 def linear(x, weight, bias):
     """`ug.nn.functional.linear`'s eager call (see `COMPOSITES`): `addmm`, as above."""
     return torch.addmm(bias, x, weight)
+
+
+def _written_into_first(name: str):
+    """`name`'s in-place call for an ("in_place",) node: x's own method where autograd tracks
+    no operand (the optimizers' steps run after the gradients), else the plain op. The same
+    kernel either way, so the same numbers."""
+    method, plain = IN_PLACE_METHODS[name], getattr(torch, name)
+
+    def call(x, *rest):
+        if x.requires_grad or (rest and getattr(rest[0], "requires_grad", False)):
+            return plain(x, *rest)
+        return method(x, *rest)
+
+    call.__name__ = f"{name}_into_first"
+    return call
+
+
+# Globals of the generated code: the ("in_place",) nodes' calls.
+IN_PLACE_CALLS = {f"op_in_place_{name}": _written_into_first(name) for name in IN_PLACE_METHODS}
 
 
 # torch:eager's native calls for `ug.nn.functional`'s composites (`Backend.composites`): the

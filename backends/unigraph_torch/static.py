@@ -135,10 +135,12 @@ class _SourceWriter:
             "op_addmm": fusions.addmm,
             "op_cross_entropy_mean": fusions.cross_entropy_mean,
             "op_sgd_update": fusions.sgd_update,
+            **fusions.IN_PLACE_CALLS,
         }
         self.table = _OpTable(self)
         self.control_flow = {"cond": self.cond, "while_loop": self.while_loop, "grad": self.grad}
-        for op in ("matmul", "add", "sparse_softmax_cross_entropy", "mean", "mul", "sub"):
+        for op in ("matmul", "add", "sparse_softmax_cross_entropy", "mean", "mul", "sub", "div",
+                   "sqrt"):
             self.control_flow[op] = self.fusable
 
     # -- helpers --------------------------------------------------------------------------
@@ -253,6 +255,11 @@ class _SourceWriter:
         role = self.fused.get(id(node))
         if role is None:
             return [self.call(node.op, args, node.attrs)]
+        if role[0] == "in_place":  # written into its first operand, a temporary (run only)
+            out = self.call(node.op, args, node.attrs, run=False)
+            self.emit(f"{out} = op_in_place_{node.op}({', '.join(self.tensors(args))})",
+                      every=False)
+            return [out]
         if role[0] in ("defer", "update"):
             out = self.call(node.op, args, node.attrs, run=False)
             if node.op == "mul":  # the update's product: (scale, grad), as `plan` chose
