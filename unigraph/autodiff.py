@@ -8,6 +8,8 @@ append_backward, torch.autograd inside the compiled callable, or the NumPy VJP r
 
 from __future__ import annotations
 
+import sys
+
 from unigraph import config, pytree
 from unigraph.dispatch import _param_leaves, current_backend, native, symbolic, value_of
 from unigraph.dtypes import is_float
@@ -15,7 +17,14 @@ from unigraph.errors import UnigraphError
 from unigraph.function import Function, as_input_tensor, is_array_leaf
 from unigraph.ops.base import TensorSpec
 from unigraph.tensor import Parameter, Tensor, _holds_tensor, as_array, dtype_name, tensor
-from unigraph.tracing import GraphBuilder, _builder, _in_function, current_builder, region
+from unigraph.tracing import (
+    GraphBuilder,
+    _builder,
+    _in_function,
+    _region,
+    current_builder,
+    region,
+)
 
 
 def _positions(argnums, count: int) -> tuple:
@@ -84,8 +93,19 @@ class _Transformed(Function):
     to do for tensors in and tensors out. Every other call takes `Function.__call__`."""
 
     def __init__(self, fn, argnums):
-        super().__init__(fn, autograph=False)
+        # Function.__init__ (~3 us: functools.update_wrapper, the signature's names, the
+        # caches) runs when something first asks for what it makes (`__getattr__`): the
+        # eager call below needs only `fn`.
+        self.fn = fn
         self.argnums = argnums  # the differentiated arguments: () for wrt= alone
+
+    def __getattr__(self, name):
+        # Only for attributes not set yet (Python looks here last).
+        fn = self.__dict__.get("fn")
+        if fn is None or "_cache" in self.__dict__:  # unpickling, or a missing attribute
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        Function.__init__(self, fn, autograph=False)
+        return getattr(self, name)
 
     def __call__(self, *args, **kwargs):
         if self.argnums != () and any(type(a) is list or type(a) is tuple for a in args):
@@ -138,43 +158,57 @@ def grad(fn, argnums=0, wrt=None):
 
 def _eager(fn, args, positions, params):
     backend = current_backend()
-    watched = [native(args[p], backend) for p in positions] + [p.native_for(backend)
-                                                                 for p in params]
-    out_holder = {}
+    watched = [native(args[p], backend) for p in positions]
+    watched += [p.native_for(backend) for p in params]
+    count = len(positions)
+    out_holder = []  # [treedef (None: one tensor), the output leaves]
 
     def run(*leaves):
-        call_args = list(args)
-        for p, leaf in zip(positions, leaves):
-            call_args[p] = Tensor(args[p].shape, args[p].dtype, backend=backend, native=leaf)
+        call_args = args
+        if count:
+            call_args = list(args)
+            for p, leaf in zip(positions, leaves):
+                call_args[p] = Tensor(args[p].shape, args[p].dtype, backend=backend,
+                                      native=leaf)
         outer = _param_leaves.get()
         overrides = dict(outer) if outer else {}
-        for p, leaf in zip(params, leaves[len(positions):]):
+        for p, leaf in zip(params, leaves[count:]):
             overrides[id(p)] = leaf
         token = _param_leaves.set(overrides)
+        # tracing.region("grad")'s mark, set directly (every eager training step enters
+        # it): ug.assign is refused here, as in a static graph
+        inside = _region.set(("grad", sys._getframe()))
         try:
-            with region("grad"):  # ug.assign is refused here, as in a static graph
-                result = fn(*call_args)
+            result = fn(*call_args)
         finally:
+            _region.reset(inside)
             _param_leaves.reset(token)
         if type(result) is Tensor:  # the usual loss: one leaf, nothing to walk
-            out_leaves, treedef = [result], None
-            scalar = _scalar_of(result, fn, out_leaves)
-        else:
-            out_leaves, treedef = pytree.flatten(result, is_array_leaf)
-            scalar = _scalar_of(result, fn, out_leaves)
-            # A Python number or array returned beside the loss: the tensor a plain
-            # @ug.function makes of it (a Python float is float32, an int int64, an array
-            # keeps its dtype), as the static grad node does.
-            out_leaves = [as_input_tensor(x) for x in out_leaves]
-        out_holder["treedef"], out_holder["leaves"] = treedef, out_leaves
+            if result.shape not in ((), (1,)) or not is_float(result.dtype):
+                _scalar_of(result, fn, [result])  # raises, naming the function
+            out_holder[:] = (None, [result])
+            loss = result._native if result._backend is backend else None
+            if loss is None:
+                loss = native(result, backend)
+            return [loss, loss]
+        out_leaves, treedef = pytree.flatten(result, is_array_leaf)
+        scalar = _scalar_of(result, fn, out_leaves)
+        # A Python number or array returned beside the loss: the tensor a plain
+        # @ug.function makes of it (a Python float is float32, an int int64, an array
+        # keeps its dtype), as the static grad node does.
+        out_leaves = [as_input_tensor(x) for x in out_leaves]
+        out_holder[:] = (treedef, out_leaves)
         return [native(scalar, backend)] + [native(x, backend) for x in out_leaves]
 
     outputs, grads = backend.eager_grad(run, watched)
-    values = [Tensor(x.shape, x.dtype, backend, o)
-              for x, o in zip(out_holder["leaves"], outputs[1:])]
-    treedef = out_holder["treedef"]
-    value = values[0] if treedef is None else pytree.unflatten(treedef, values)
-    targets = [args[p] for p in positions] + params
+    treedef, out_leaves = out_holder
+    if treedef is None:
+        loss = out_leaves[0]
+        value = Tensor(loss.shape, loss.dtype, backend, outputs[1])
+    else:
+        value = pytree.unflatten(treedef, [Tensor(x.shape, x.dtype, backend, o)
+                                           for x, o in zip(out_leaves, outputs[1:])])
+    targets = [args[p] for p in positions] + params if count else params
     return value, [Tensor(t.shape, t.dtype, backend, g) for t, g in zip(targets, grads)]
 
 
