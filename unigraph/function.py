@@ -21,7 +21,7 @@ from unigraph.config import Target, current_target
 from unigraph.dispatch import backend_of, symbolic, value_of
 from unigraph.errors import ShapeError, TracingError
 from unigraph.ir import Graph, check_dtype
-from unigraph.tensor import Parameter, Tensor, as_array, dtype_name, tensor
+from unigraph.tensor import Parameter, Tensor, as_array, dtype_name, eager_tensor, tensor
 from unigraph.tracing import (
     GraphBuilder,
     _builder,
@@ -569,7 +569,7 @@ def _run(compiled: Compiled, backend, leaves):
 def _typed(out_types, backend, outputs) -> list:
     """Tensors of `outputs` (native, or NumPy arrays) of the known (shape, dtype)s."""
     return [Tensor(shape, dtype, backend, None, out) if type(out) is np.ndarray
-            else Tensor(shape, dtype, backend, out)
+            else eager_tensor(shape, dtype, backend, out)
             for (shape, dtype), out in zip(out_types, outputs)]
 
 
@@ -726,7 +726,7 @@ def _caller(compiled: Compiled, backend, cache, args):
         if shape is not None:  # one tensor
             out = outputs[0]
             return (Tensor(shape, dtype, backend, None, out) if type(out) is np.ndarray
-                    else Tensor(shape, dtype, backend, out))
+                    else eager_tensor(shape, dtype, backend, out))
         return _packed(compiled, _typed(compiled.out_types, backend, outputs))
 
     return call
