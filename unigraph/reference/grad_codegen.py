@@ -36,7 +36,7 @@ def generate(step):
     plan = step.fn
     if any(type(s) is not OpStep for s in plan.steps):
         return None
-    scope = {"ones_like": np.ones_like, "zeros_like": np.zeros_like}
+    scope = {"ones": np.ones, "zeros_like": np.zeros_like}
     lines = ["def run(operands):"]
     lines += [f"    v{slot} = operands[{i}]" for i, slot in enumerate(plan.input_slots)]
     ops = [s for s in plan.steps if s.op.name != "constant"]
@@ -50,7 +50,8 @@ def generate(step):
     every = sorted({*plan.input_slots, *(s.out for s in plan.steps)})
     lines += [f"    g{slot} = None" for slot in every]
     seed_slot = plan.output_slots[step.output]
-    lines.append(f"    g{seed_slot} = ones_like(v{seed_slot})")
+    # np.ones_like's own steps (empty_like, copyto) in one C call: the same 1
+    lines.append(f"    g{seed_slot} = ones(v{seed_slot}.shape, v{seed_slot}.dtype)")
     for index in reversed(range(len(ops))):
         s = ops[index]
         needs = [slot in step.requires for slot in s.ins]
