@@ -22,7 +22,6 @@ from unigraph.tracing import (
     _builder,
     _in_function,
     _region,
-    current_builder,
     region,
 )
 
@@ -60,8 +59,9 @@ def value_and_grad(fn, argnums=0, wrt=None):
     >>> loss, g = ug.value_and_grad(lambda x: ug.sum(x * x))(ug.tensor([1.0, 2.0]))
     """
     wrt = list(wrt) if wrt is not None else None
-    if wrt is not None and not all(isinstance(p, Parameter) for p in wrt):
-        raise TypeError("wrt must be a list of ug.nn.Parameter objects")
+    for p in wrt or ():  # (a loop, not all(): an eager step makes one of these every step)
+        if not isinstance(p, Parameter):
+            raise TypeError("wrt must be a list of ug.nn.Parameter objects")
 
     def differentiated(*args):
         positions = () if wrt is not None and argnums == 0 else _positions(argnums, len(args))
@@ -72,7 +72,7 @@ def value_and_grad(fn, argnums=0, wrt=None):
                     f"grad with respect to argument {p}, which is {args[p].dtype}: only "
                     "floating tensors have gradients (cast it with ug.cast)"
                 )
-        builder = current_builder()
+        builder = _builder.get()
         if builder is not None:
             value, grads = _traced(builder, fn, args, positions, wrt or [])
         else:
@@ -114,9 +114,11 @@ class _Transformed(Function):
         # training step calls this.
         if (kwargs or _builder.get() is not None
                 or (config._context_target.get() or config._global_target
-                    or config.current_target()).mode != "eager"
-                or not all(type(a) is Tensor for a in args)):
+                    or config.current_target()).mode != "eager"):
             return Function.__call__(self, *args, **kwargs)
+        for a in args:  # (a loop, not all(): no generator made on every step)
+            if type(a) is not Tensor:
+                return Function.__call__(self, *args, **kwargs)
         token = _in_function.set(True)  # as inside any @ug.function body run eagerly
         try:
             return self.fn(*args)
