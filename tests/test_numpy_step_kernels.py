@@ -126,3 +126,14 @@ def test_a_cross_entropy_step_with_tied_zero_logits_on_every_target(target):
     np.testing.assert_allclose(loss, want_loss, rtol=1e-5)
     np.testing.assert_allclose(w, want_w, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(b, want_b, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("op", ["add", "sub"])
+def test_a_numpy_scalar_cotangent_gives_array_gradients(op):
+    """A 0-d ufunc result (relu's VJP of a 0-d input) is a NumPy scalar: the gradients are
+    still arrays, as the record's."""
+    x, y = np.asarray(np.float32(1.5)), np.asarray(np.float32(-2.0))
+    g = np.float32(0.25)
+    got = VJP_KERNELS[op](g, [x, y], OPS[op].reference(x, y))
+    assert all(type(a) is np.ndarray for a in got)
+    assert [float(a) for a in got] == [0.25, 0.25 if op == "add" else -0.25]

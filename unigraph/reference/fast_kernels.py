@@ -251,11 +251,11 @@ def matmul_vjp(g, inputs, out, needs=(True, True)):
 
 
 def _unbroadcast(g, shape):
-    """`unbroadcast(g, shape)` as an array: g itself for g's own shape, one
+    """`unbroadcast(g, shape)` as an array: g for g's own shape, one
     `np.add.reduce` over the leading dims where `shape` is g's trailing dims (a bias), the
     same call `unbroadcast` makes through `ndarray.sum`'s Python layer; else `unbroadcast`."""
     if shape == g.shape:
-        return g
+        return np.asarray(g)  # (a 0-d ufunc result is a NumPy scalar: made an array again)
     extra = g.ndim - len(shape)
     if extra > 0 and shape == g.shape[extra:]:
         return np.asarray(np.add.reduce(g, axis=tuple(range(extra))))  # () : a NumPy scalar
