@@ -17,13 +17,7 @@ from unigraph.errors import UnigraphError
 from unigraph.function import Function, as_input_tensor, is_array_leaf
 from unigraph.ops.base import TensorSpec
 from unigraph.tensor import Parameter, Tensor, _holds_tensor, as_array, dtype_name, tensor
-from unigraph.tracing import (
-    GraphBuilder,
-    _builder,
-    _in_function,
-    _region,
-    region,
-)
+from unigraph.tracing import GraphBuilder, _builder, _in_function, _region, region
 
 
 def _positions(argnums, count: int) -> tuple:
