@@ -21,6 +21,9 @@ from unigraph.ir import Graph
 from unigraph_tensorflow.control_flow import make_control_flow
 from unigraph_tensorflow.lowerings import PRINTS
 
+# The NCHW view of an NHWC array (layout.py's views, taken at the fetch).
+NHWC_TO_NCHW = (0, 3, 1, 2)
+
 # Ops whose TF kernel may hand back its input's buffer (reshape, a same-dtype cast, an empty
 # reduction, a one-tensor concat, a control-flow pass-through ...): see `may_hold_a_feed`.
 FORWARDING_OPS = frozenset({
@@ -113,9 +116,17 @@ class SessionExecutable(Executable):
         self._tf = tf
         # Images stay NHWC through conv/pool/activation chains, or convs run NCHW where TF
         # can (layout.py); imported here, after paddle, like every module importing tensorflow.
-        from unigraph_tensorflow.layout import carry_nhwc, takes_nchw_convs
+        from unigraph_tensorflow.layout import (
+            carry_nhwc,
+            conv_reaches_an_output,
+            nhwc_of_view,
+            takes_nchw_convs,
+        )
 
-        lowerings = carry_nhwc(lowerings, takes_nchw_convs(graph))  # before the build: eager
+        # Asked before the build (the probe runs eagerly). A conv whose result reaches an
+        # output keeps the NHWC kernels: that output is fetched NHWC (see `_views` below).
+        nchw_convs = takes_nchw_convs(graph) and not conv_reaches_an_output(graph)
+        lowerings = carry_nhwc(lowerings, nchw_convs)
         native = tf.Graph()
         with native.as_default():
             self._placeholders = [
@@ -139,7 +150,14 @@ class SessionExecutable(Executable):
             env.update((p.id, read) for p, read in zip(graph.params, self._reads))
             control_flow = make_control_flow(tf, lowerings, gradients="graph")
             outputs = lower_nodes(graph, env, lowerings, control_flow)
-            self._fetches = list(outputs)
+            # An output that is the NCHW view of an NHWC value (what the layout pass makes of
+            # a conv's result) is fetched NHWC and handed back as NumPy's transposed view of
+            # it, at the fetch: TF's transpose of a [64, 16, 32, 32] result costs about as
+            # much as the conv itself; NumPy's view costs nothing.
+            sources = [nhwc_of_view(out) for out in outputs]
+            self._views = [i for i, source in enumerate(sources) if source is not None]
+            self._fetches = [out if source is None else source
+                             for out, source in zip(outputs, sources)]
             # A Session runs only what it fetches: a print whose value is used nowhere (a
             # statement, or under ug.grad alone) runs because it is fetched too. (A print in
             # a loop body or branch lives in that body's graph and runs with it.)
@@ -176,7 +194,8 @@ class SessionExecutable(Executable):
 
     @property
     def native_outputs(self) -> list:
-        """The tensors and ops one run fetches (outputs, prints, updates)."""
+        """The tensors and ops one run fetches (outputs, prints, updates); an output that is
+        the NCHW view of an NHWC value is fetched as that value (and transposed in NumPy)."""
         return list(self._fetches)
 
     def _native_spec(self, x):
@@ -194,8 +213,11 @@ class SessionExecutable(Executable):
         fed = [x if type(x) is np.ndarray else as_feed(tf, x) for x in feeds]
         values = self._step(*fed) + fed
         # 0-d results come as NumPy scalars: make every output an ndarray.
-        return [v if type(v) is np.ndarray else np.asarray(v)
-                for v in (values[i] for i in self._picks)]
+        outputs = [v if type(v) is np.ndarray else np.asarray(v)
+                   for v in (values[i] for i in self._picks)]
+        for i in self._views:  # fetched NHWC (see __init__): the NCHW view, no copy
+            outputs[i] = outputs[i].transpose(NHWC_TO_NCHW)
+        return outputs
 
     def _run_all(self, feeds: list) -> dict:
         if self._pending:
