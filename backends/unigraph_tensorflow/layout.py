@@ -16,7 +16,10 @@ transposes sink through the ops it understands and cancel:
   function body is pruned to its outputs).
 
 So conv -> bias -> relu -> pool -> conv -> ... -> flatten costs one transpose in and one
-out. Gradients need nothing more: `ug.grad` nodes differentiate the lowered graph with TF's
+out. A graph output that is a view costs none in tensorflow:static: the Session fetches its
+NHWC source and `static.py` returns NumPy's transposed view of it (graphs whose conv reaches
+an output, `conv_reaches_an_output`, therefore keep that conv NHWC).
+Gradients need nothing more: `ug.grad` nodes differentiate the lowered graph with TF's
 own autodiff (`tf.compat.v1.gradients` or a tape), which goes through the NHWC ops and the
 boundary transposes as built. Forward values are bit for bit those of the NCHW lowering
 for every carried op but the reductions, whose sums run in another order; so do the
