@@ -113,7 +113,7 @@ def test_value_and_grad_results_on_every_call_path(target):
     x, y = X[0], X[1]
     xd, yd = x.astype(np.float64), y.astype(np.float64)
     want = [(np.sum(xd * xd * yd), "float32"), (xd + 1.0, "float32"), (3, "int64"),
-            (2.5, "float64"),  # numbers beside the loss: NumPy's dtypes, as a graph's constants
+            (2.5, "float32"),  # numbers beside the loss: a plain @ug.function's dtypes
             (2 * xd * yd, "float32"), (xd * xd, "float32"), (2 * xd * yd, "float32")]
     for fn in (ug.function(run_all), run_all):  # in a function, and called directly
         out = run_on(target, fn, x, y)
