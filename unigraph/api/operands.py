@@ -6,6 +6,7 @@ wrapper's docstring taken from its op record.
 from __future__ import annotations
 
 import builtins
+import numbers
 import sys
 
 import numpy as np
@@ -201,10 +202,20 @@ def _known_shape(x, what: str) -> tuple:
 
 
 def _pair(value, name: str) -> tuple:
-    pair = (value, value) if isinstance(value, int) else tuple(value)
-    if len(pair) != 2:
-        raise ValueError(f"{name} must be an int or a pair of ints, got {value!r}")
+    """An int or a pair of ints -> (int, int). Integral floats pass (2.0 is 2); a fractional
+    one (padding=1.5) is refused rather than silently truncated."""
+    pair = (value, value) if np.ndim(value) == 0 else tuple(value)
+    if len(pair) != 2 or not all(isinstance(v, numbers.Real) and int(v) == v for v in pair):
+        raise ValueError(f"{name} must be an int or a pair of ints, got {value!r}; "
+                         f"e.g. {name}=1 or {name}=(1, 2)")
     return tuple(int(v) for v in pair)
+
+
+def _exact_int(value, name: str) -> int:
+    """An integral number -> int; 1.5 is refused rather than silently truncated to 1."""
+    if int(value) != value:
+        raise ValueError(f"{name} must be an int, got {value!r}; e.g. {name}=1")
+    return int(value)
 
 
 def _docs_from_records(*functions) -> None:

@@ -11,19 +11,13 @@ from __future__ import annotations
 import numpy as np
 
 from unigraph import init as initializers
+from unigraph.api.operands import _exact_int, _pair
 from unigraph.errors import ShapeError
 from unigraph.nn import functional_layers as F
 from unigraph.nn.functional import activation
 from unigraph.nn.module import Module
 
 __all__ = ["AdaptiveAvgPool2D", "AvgPool1D", "Conv1D", "ConvTranspose2D", "MaxPool1D"]
-
-
-def _pair(value, name: str) -> tuple:
-    pair = (value, value) if isinstance(value, int | np.integer) else tuple(value)
-    if len(pair) != 2:
-        raise ValueError(f"{name} must be an int or a pair of ints, got {value!r}")
-    return tuple(int(v) for v in pair)
 
 
 def _weight_and_bias(module, shape, fans, bias, weight_init, bias_init, lr_scale, dtype):
@@ -67,8 +61,10 @@ class Conv1D(Module):
                  lr_scale=1.0, dtype="float32"):
         super().__init__()
         self.in_channels, self.out_channels = int(in_channels), int(out_channels)
-        self.kernel_size, self.stride = int(kernel_size), int(stride)
-        self.padding, self.dilation, self.groups = int(padding), int(dilation), int(groups)
+        self.kernel_size = _exact_int(kernel_size, "kernel_size")
+        self.stride, self.padding = _exact_int(stride, "stride"), _exact_int(padding, "padding")
+        self.dilation = _exact_int(dilation, "dilation")
+        self.groups = _exact_int(groups, "groups")
         _check_groups("Conv1D", self.in_channels, self.out_channels, self.groups)
         self.act, self._act = act, activation(act)
         shape = (self.out_channels, self.in_channels // self.groups, self.kernel_size)
@@ -104,7 +100,7 @@ class ConvTranspose2D(Module):
         self.kernel_size = _pair(kernel_size, "kernel_size")
         self.stride, self.padding = _pair(stride, "stride"), _pair(padding, "padding")
         self.output_padding = _pair(output_padding, "output_padding")
-        self.dilation, self.groups = _pair(dilation, "dilation"), int(groups)
+        self.dilation, self.groups = _pair(dilation, "dilation"), _exact_int(groups, "groups")
         _check_groups("ConvTranspose2D", self.in_channels, self.out_channels, self.groups)
         self.act, self._act = act, activation(act)
         shape = (self.in_channels, self.out_channels // self.groups, *self.kernel_size)

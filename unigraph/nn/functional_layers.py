@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from unigraph import api
+from unigraph.api.operands import _pair
 from unigraph.dispatch import apply
 from unigraph.dtypes import is_float
 from unigraph.errors import ShapeError
@@ -27,13 +28,6 @@ __all__ = [
 
 def _as_tensor(x):
     return x if isinstance(x, Tensor) else tensor(x)
-
-
-def _pair(value, name: str) -> tuple:
-    pair = (value, value) if isinstance(value, int | np.integer) else tuple(value)
-    if len(pair) != 2:
-        raise ValueError(f"{name} must be an int or a pair of ints, got {value!r}")
-    return tuple(int(v) for v in pair)
 
 
 def _shape(x, rank: int, layout: str, what: str) -> tuple:

@@ -12,6 +12,7 @@ import numpy as np
 
 from unigraph import api
 from unigraph import init as initializers
+from unigraph.api.operands import _exact_int, _pair
 from unigraph.errors import ShapeError
 from unigraph.nn import functional as F
 from unigraph.nn.module import Module, update_buffer
@@ -21,13 +22,6 @@ __all__ = [
     "AvgPool2D", "BatchNorm2D", "Conv2D", "Dropout", "Flatten", "Linear", "MaxPool2D", "ReLU",
     "Sequential", "Sigmoid", "Softmax", "Tanh",
 ]
-
-
-def _pair(value, name: str) -> tuple:
-    pair = (value, value) if isinstance(value, int | np.integer) else tuple(value)
-    if len(pair) != 2:
-        raise ValueError(f"{name} must be an int or a pair of ints, got {value!r}")
-    return tuple(int(v) for v in pair)
 
 
 def _label(module: Module) -> str:
@@ -108,7 +102,7 @@ class Conv2D(Module):
         self.stride = _pair(stride, "stride")
         self.padding = _pair(padding, "padding")
         self.dilation = _pair(dilation, "dilation")
-        self.groups = int(groups)
+        self.groups = _exact_int(groups, "groups")
         if self.in_channels % self.groups or self.out_channels % self.groups:
             raise ValueError(
                 f"Conv2D: in_channels ({self.in_channels}) and out_channels "
