@@ -494,7 +494,7 @@ class Momentum(Optimizer):
                 self._update_in_place(param, grad, lr, velocity):
             return
         # In place eagerly (see `write`): v.mul_(mu).add_(g), as torch.optim does.
-        new_velocity = self.write(self.state(param, "velocity"), ("mul", self.momentum),
+        new_velocity = self.write(velocity, ("mul", self.momentum),
                                   ("add", grad))
         step = grad + new_velocity * self.momentum if self.nesterov else new_velocity
         self.subtract(param, lr * step)
@@ -553,7 +553,8 @@ class Adam(Optimizer):
         super().__init__(params, lr, weight_decay)
         self.beta1, self.beta2, self.eps = beta1, beta2, eps
         # Eager only, see `_bias_corrections`: {(t, dtype): (t, correction1, correction2)}
-        # during one `apply`, and {id(step slot): (its version, its value)} as last written.
+        # during one `apply`, and {id(step slot): (the slot, its version, its value)} as last
+        # written (the slot is kept so that its id cannot be reused by a later slot).
         self._corrections: dict | None = None
         self._step_values: dict = {}
 
@@ -580,7 +581,7 @@ class Adam(Optimizer):
             t, correction1, correction2, t_value = self._bias_corrections(step, param.dtype)
             if self._update_in_place(param, grad, lr, m, v, correction1, correction2):
                 assign(step, t)
-                self._step_values[id(step)] = (step.version, t_value)
+                self._step_values[id(step)] = (step, step.version, t_value)
                 return
         # The moments in place eagerly (see `write`), each rounded as m * b1 + g * (1 - b1).
         new_m = self.write(m, ("mul", b1), ("add", grad * (1.0 - b1)))
@@ -588,7 +589,7 @@ class Adam(Optimizer):
         t, correction1, correction2, t_value = self._bias_corrections(step, param.dtype)
         assign(step, t)
         if t_value is not None:
-            self._step_values[id(step)] = (step.version, t_value)
+            self._step_values[id(step)] = (step, step.version, t_value)
         # lr * m_hat / (sqrt(v_hat) + eps), op by op, the temporaries reused eagerly.
         denominator = scratch(scratch(new_v / correction2, "sqrt"), "add", self.eps)
         self.subtract(param, scratch(scratch(new_m / correction1, "mul", lr), "div",
@@ -649,9 +650,9 @@ class Adam(Optimizer):
         shared = self._corrections
         if shared is None:
             return (*self._correction_ops(step, dtype), None)
-        known = self._step_values.get(id(step))
-        value = known[1] if known is not None and known[0] == step.version else \
-            float(step.numpy())
+        slot, version, value = self._step_values.get(id(step), (None, None, None))
+        if slot is not step or version != step.version:
+            value = float(step.numpy())
         key = (value, dtype)
         found = shared.get(key)
         if found is None:
