@@ -20,6 +20,7 @@ inside its lowering, so the conv2d ratio includes what those transposes cost.
 from __future__ import annotations
 
 import numpy as np
+from harness import aligned
 
 from unigraph.backend import import_framework
 
@@ -28,8 +29,8 @@ tf = import_framework("tensorflow", ("paddle",))
 
 
 def _nhwc(data):
-    x = np.ascontiguousarray(data["x"].transpose(0, 2, 3, 1))
-    w = np.ascontiguousarray(data["w"].transpose(2, 3, 1, 0))  # [O, C, KH, KW] -> HWIO
+    x = aligned(data["x"].transpose(0, 2, 3, 1))
+    w = aligned(data["w"].transpose(2, 3, 1, 0))  # [O, C, KH, KW] -> HWIO
     return x, w, data["b"]
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from harness import aligned
 
 import unigraph as ug
 
@@ -83,8 +84,13 @@ def _deep(rng, depth, width=64):
 
 
 def make_data(name: str, quick: bool = False, seed: int = SEED) -> dict:
-    """Inputs and initial weights of workload `name`, as NumPy arrays (float32, int64).
-    `quick` (the smoke test): small batches and layers, a few layers instead of 100."""
+    """Inputs and initial weights of workload `name`, as NumPy arrays (float32, int64), each
+    64-byte aligned (`harness.aligned`). `quick` (the smoke test): small batches and layers,
+    a few layers instead of 100."""
+    return {key: aligned(value) for key, value in _make_data(name, quick, seed).items()}
+
+
+def _make_data(name: str, quick: bool, seed: int) -> dict:
     rng = np.random.default_rng(seed)
     features, hidden = (64, 32) if quick else (784, 256)
     if name == "counter":
