@@ -60,6 +60,40 @@ def written_in_place(holder: Parameter, lowered: str, operand) -> bool:
     return True
 
 
+def update_natives(param: Parameter, grad, lowered: tuple, slots: tuple = (),
+                   operands: tuple = ()):
+    """Eagerly, for an optimizer's update written as lowering calls on the native tensors
+    (`SGD`, `Momentum`, `Adam`: `_update_in_place`): `(backend, natives)` where the current
+    backend has every in-place lowering in `lowered`, `param` and each holder in `slots` is
+    held by nothing else (`sole_native`) and `grad` and each of `operands` (tensors, Python
+    numbers) is a native `operand_native` gives beside `param`; natives in that order
+    (param, slots..., grad, operands...). Else None: the caller takes the op-by-op path.
+
+    >>> backend, (p, g, lr) = update_natives(param, grad, ("sub_",), (), (lr,))
+    """
+    from unigraph.dispatch import current_backend
+
+    backend = current_backend()
+    table = backend.lowerings
+    if table is None or grad.shape != param.shape:
+        return None
+    for name in lowered:  # (loops, not all()/any(): every eager step of every parameter)
+        if name not in table:
+            return None
+    natives = []
+    for holder in (param, *slots):
+        native = sole_native(holder, backend)
+        if native is None:
+            return None
+        natives.append(native)
+    for operand in (grad, *operands):
+        native = operand_native(operand, param, backend)
+        if native is None:
+            return None
+        natives.append(native)
+    return backend, natives
+
+
 def sole_native(holder: Parameter, backend):
     """The native tensor of `holder` on `backend` that an in-place lowering may write (the
     holder's current value, held by nothing else on our side: see `Optimizer.write`), or

@@ -38,7 +38,7 @@ import numpy as np
 
 from unigraph import api
 from unigraph.function import assign
-from unigraph.in_place import operand_native, scratch, sole_native, write_steps
+from unigraph.in_place import scratch, update_natives, write_steps
 from unigraph.tensor import Parameter, Tensor
 from unigraph.tracing import _builder, current_region
 
@@ -459,10 +459,24 @@ class SGD(Optimizer):
         super().__init__(params, lr, weight_decay)
 
     def update(self, param, grad, lr):
+        if _builder.get() is None and current_region() is None and \
+                self._update_in_place(param, grad, lr):
+            return
         # Not one fused kernel (torch's sub_(g, alpha=lr), Paddle's sgd_): both round
         # p - lr * g as an FMA (Paddle's unless p is float32 of a multiple of 8 elements:
         # quirk "sgd update"), not as mul, sub.
         self.subtract(param, lr * grad)
+
+    def _update_in_place(self, param, grad, lr) -> bool:
+        """The eager update above as the same lowering calls the op-by-op path makes in its
+        steady state, on the native tensors (see `Adam._update_in_place`). True when done."""
+        found = update_natives(param, grad, ("sub_",), (), (lr,))
+        if found is None:
+            return False
+        backend, (p_native, g, lr) = found
+        op = backend.eager_op
+        param._written_eager(backend, op("sub_", [p_native, op("mul", [lr, g], {})], {}))
+        return True
 
 
 class Momentum(Optimizer):
@@ -502,18 +516,11 @@ class Momentum(Optimizer):
     def _update_in_place(self, param, grad, lr, velocity) -> bool:
         """The eager update above as the same lowering calls the op-by-op path makes in its
         steady state, on the native tensors (see `Adam._update_in_place`). True when done."""
-        from unigraph.dispatch import current_backend
-
-        backend = current_backend()
-        table = backend.lowerings
-        if table is None or not ("sub_" in table and "add_" in table and "mul_" in table):
+        found = update_natives(param, grad, ("sub_", "add_", "mul_"), (velocity,),
+                               (self.momentum, lr))
+        if found is None:
             return False
-        p_native, v_native = sole_native(param, backend), sole_native(velocity, backend)
-        if p_native is None or v_native is None or grad.shape != param.shape:
-            return False
-        g, mu, lr = (operand_native(x, param, backend) for x in (grad, self.momentum, lr))
-        if g is None or mu is None or lr is None:
-            return False
+        backend, (p_native, v_native, g, mu, lr) = found
         op = backend.eager_op
         v_native = op("add_", [op("mul_", [v_native, mu], {}), g], {})  # v <- v * mu + g
         velocity._written_eager(backend, v_native)
@@ -523,6 +530,10 @@ class Momentum(Optimizer):
             step = op("mul", [lr, v_native], {})
         param._written_eager(backend, op("sub_", [p_native, step], {}))
         return True
+
+
+# The in-place lowerings Adam's eager update on the native tensors calls.
+_ADAM_LOWERINGS = ("sub_", "add_", "mul_", "div_", "sqrt_")
 
 
 class Adam(Optimizer):
@@ -604,23 +615,14 @@ class Adam(Optimizer):
         this backend. Each lowering still decides whether it writes in place (a view of the
         memory, an autograd trace: a new tensor), as on the op-by-op path. True when done;
         False when nothing was done (the caller takes the op-by-op path)."""
-        from unigraph.dispatch import current_backend
-
-        backend = current_backend()
-        table = backend.lowerings
-        if table is None or not ("sub_" in table and "add_" in table and "mul_" in table
-                                 and "div_" in table and "sqrt_" in table):
-            return False
-        p_native, m_native, v_native = (sole_native(h, backend) for h in (param, m, v))
-        if p_native is None or m_native is None or v_native is None or \
-                grad.shape != param.shape:
-            return False
-        g, b1, one_minus_b1, b2, one_minus_b2, eps, lr, c1, c2 = (
-            operand_native(x, param, backend) for x in
-            (grad, self.beta1, 1.0 - self.beta1, self.beta2, 1.0 - self.beta2, self.eps, lr,
+        found = update_natives(
+            param, grad, _ADAM_LOWERINGS, (m, v),
+            (self.beta1, 1.0 - self.beta1, self.beta2, 1.0 - self.beta2, self.eps, lr,
              correction1, correction2))
-        if any(x is None for x in (g, b1, one_minus_b1, b2, one_minus_b2, eps, lr, c1, c2)):
+        if found is None:
             return False
+        backend, (p_native, m_native, v_native, g, b1, one_minus_b1, b2, one_minus_b2, eps,
+                  lr, c1, c2) = found
         op = backend.eager_op
         # m <- m * b1 + g * (1 - b1);  v <- v * b2 + (g * g) * (1 - b2)
         m_native = op("mul_", [m_native, b1], {})
