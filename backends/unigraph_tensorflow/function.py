@@ -32,8 +32,7 @@ class FunctionExecutable(Executable):
         from unigraph_tensorflow.layout import carry_nhwc, takes_nchw_convs
 
         lowerings = carry_nhwc(lowerings, takes_nchw_convs(graph))  # before the build: eager
-        self._lowerings = lowerings
-        self._control_flow = make_control_flow(tf, lowerings, gradients="tape")
+        control_flow = make_control_flow(tf, lowerings, gradients="tape")
         # A variable needs some value to exist; zeros are a placeholder that run() never
         # sees: it refuses to run until set_param has given every parameter its value.
         self.variables = [
@@ -42,25 +41,16 @@ class FunctionExecutable(Executable):
             for p in graph.params
         ]
         index = {p.id: i for i, p in enumerate(graph.params)}
-        self._updates = [(self.variables[index[p.id]], new.id) for p, new in graph.updates]
+        updates = [(self.variables[index[p.id]], new.id) for p, new in graph.updates]
         self._signature = [tf.TensorSpec(v.shape, v.dtype) for v in graph.inputs]
-        self.function = tf.function(self._step, input_signature=self._signature,
-                                    autograph=False)
+        # The traced functions close over what they use, never over `self`: a tf.function of
+        # a bound method would make a reference cycle, and the executable (its graphs, its
+        # variables) would outlive its last user until the cyclic GC ran.
+        self._lower = lowering(graph, self.variables, lowerings, control_flow)
+        self.function = tf.function(step(self._lower, graph, updates),
+                                    input_signature=self._signature, autograph=False)
         self.concrete = self.function.get_concrete_function()
         self._all_call = None
-
-    def _lower(self, inputs) -> dict:
-        graph = self.graph
-        env = {v.id: x for v, x in zip(graph.inputs, inputs)}
-        env.update((p.id, var.read_value()) for p, var in zip(graph.params, self.variables))
-        lower_nodes(graph, env, self._lowerings, self._control_flow)
-        return env
-
-    def _step(self, *inputs):
-        env = self._lower(inputs)
-        for variable, value_id in self._updates:
-            variable.assign(env[value_id], read_value=False)
-        return [env[v.id] for v in self.graph.outputs]
 
     @property
     def native_outputs(self) -> list:
@@ -77,11 +67,9 @@ class FunctionExecutable(Executable):
     def _run_all(self, feeds: list) -> dict:
         if self._all_call is None:
             # Built on first use, for the checker only: the same lowering without updates.
-            def everything(*args):
-                return self._lower(args)
-
+            lower = self._lower
             self._all_call = self._tf.function(
-                everything, input_signature=self._signature, autograph=False
+                lambda *args: lower(args), input_signature=self._signature, autograph=False
             ).get_concrete_function()
         return {value_id: np.asarray(t) for value_id, t in self._all_call(*feeds).items()}
 
@@ -90,3 +78,29 @@ class FunctionExecutable(Executable):
 
     def _get_param(self, index: int) -> np.ndarray:
         return np.asarray(self.variables[index].numpy())  # 0-d: an array, not a scalar
+
+
+def lowering(graph: Graph, variables: list, lowerings: dict, control_flow: dict):
+    """lower(inputs) -> {value id: tensor}: `graph` lowered on `inputs`, its parameters read
+    from `variables` (in a tf.function trace)."""
+
+    def lower(inputs) -> dict:
+        env = {v.id: x for v, x in zip(graph.inputs, inputs)}
+        env.update((p.id, var.read_value()) for p, var in zip(graph.params, variables))
+        lower_nodes(graph, env, lowerings, control_flow)
+        return env
+
+    return lower
+
+
+def step(lower, graph: Graph, updates: list):
+    """The traced step: `graph`'s outputs, after assigning each (variable, value id) of
+    `updates` its new value."""
+
+    def run_step(*inputs):
+        env = lower(inputs)
+        for variable, value_id in updates:
+            variable.assign(env[value_id], read_value=False)
+        return [env[v.id] for v in graph.outputs]
+
+    return run_step
