@@ -149,8 +149,11 @@ def test_the_probe_matches_the_kernels_this_tensorflow_has():
 @pytest.mark.parametrize("target", TF_TARGETS)
 def test_a_forward_conv_runs_nchw_where_tensorflow_can(target, monkeypatch):
     """Where supported(), conv + bias + relu runs with no activation transpose (eager: no
-    call to the NHWC route; graphs: one Conv2D in NCHW, the only Transpose the filter's);
-    elsewhere it takes the NHWC route. Its values are checked on all 9 targets above."""
+    call to the NHWC route; tensorflow:function: one Conv2D in NCHW, the only Transpose the
+    filter's); elsewhere it takes the NHWC route. tensorflow:static keeps the NHWC kernels
+    for this conv, whose result is an output (fetched NHWC, tests/test_tf_static_nhwc_fetch.py):
+    one Conv2D in NHWC, and only the image's and the filter's Transposes. Its values are
+    checked on all 9 targets above."""
     images, nchw_conv = _tf_modules()
     x, w, b = _inputs()
     nhwc_calls = []
