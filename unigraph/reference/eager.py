@@ -14,36 +14,56 @@ import contextvars
 import numpy as np
 
 from unigraph.ops import OPS
-from unigraph.reference.fast_kernels import kernel, vjp_kernel
+from unigraph.reference.fast_kernels import KERNELS, VJP_KERNELS
 from unigraph.reference.plan import SECOND_ORDER, SecondOrderUnsupported
 
 _tape: contextvars.ContextVar = contextvars.ContextVar("unigraph_reference_tape", default=None)
 
 
 class Tape:
-    """Records eager ops whose inputs depend on the watched leaves."""
+    """Records eager ops whose inputs depend on the watched leaves. Values are told apart
+    by identity (`id`): NumPy arrays do not hash."""
+
+    __slots__ = ("tracked", "records")
 
     def __init__(self, leaves):
         self.tracked = {id(x) for x in leaves}
         self.records = []  # (op record, attrs, inputs, output)
 
     def record(self, op, attrs, inputs, output):
-        if any(id(x) in self.tracked for x in inputs):
-            self.tracked.add(id(output))
-            self.records.append((op, attrs, inputs, output))
+        tracked = self.tracked
+        for x in inputs:  # (a loop, not any(): no generator made for every op of a step)
+            if id(x) in tracked:
+                tracked.add(id(output))
+                self.records.append((op, attrs, inputs, output))
+                return
 
     def backward(self, output, leaves) -> list:
-        grads = {id(output): np.ones_like(output)}
+        tracked = self.tracked
+        # np.ones for an array: one C call (np.ones_like goes through empty_like and copyto
+        # in Python)
+        seed = (np.ones(output.shape, output.dtype) if type(output) is np.ndarray
+                else np.ones_like(output))
+        grads = {id(output): seed}
         for op, attrs, inputs, out in reversed(self.records):
             g = grads.get(id(out))
-            vjp = vjp_kernel(op.name, op) or op.vjp
-            if g is None or vjp is None:
+            if g is None:
                 continue
-            needs = [id(x) in self.tracked for x in inputs]
-            extra = {"needs": needs} if op.partial_vjp else {}
-            for x, gx, need in zip(inputs, vjp(g, inputs, out, **extra, **attrs), needs):
-                if need and gx is not None and x.dtype.kind == "f":
-                    grads[id(x)] = grads[id(x)] + gx if id(x) in grads else gx
+            name = op.name
+            vjp = VJP_KERNELS.get(name)  # `vjp_kernel`, inline
+            if vjp is None or OPS.get(name) is not op:
+                vjp = op.vjp
+                if vjp is None:
+                    continue
+            if op.partial_vjp:
+                needs = [id(x) in tracked for x in inputs]
+                input_grads = vjp(g, inputs, out, needs=needs, **attrs)
+            else:
+                input_grads = vjp(g, inputs, out, **attrs)
+            for x, gx in zip(inputs, input_grads):
+                if gx is not None and id(x) in tracked and x.dtype.kind == "f":
+                    prior = grads.get(id(x))
+                    grads[id(x)] = gx if prior is None else prior + gx
         # zeros only for a leaf no gradient reached (a default argument would build
         # them for every leaf)
         return [grads[id(leaf)] if id(leaf) in grads else np.zeros_like(leaf)
@@ -60,11 +80,16 @@ def eager_op(op: str, inputs: list, attrs: dict, ops=None) -> np.ndarray:
     with its fast kernel where there is one (`fast_kernels`); recorded on the active tape,
     if any."""
     record = (OPS if ops is None else ops)[op]
-    out = np.asarray((kernel(op, record) or record.reference)(*inputs, **attrs))
+    fast = KERNELS.get(op)  # `kernel`, inline
+    if fast is None or OPS.get(op) is not record:
+        fast = record.reference
+    out = np.asarray(fast(*inputs, **attrs))
     tape = _tape.get()
     if tape is not None:
-        if any(out is x for x in inputs):
-            out = out.copy()  # the tape tells values apart by identity
+        for x in inputs:  # (loops, not any(): every op of an eager training step)
+            if out is x:
+                out = out.copy()  # the tape tells values apart by identity
+                break
         tape.record(record, attrs, inputs, out)
     return out
 
