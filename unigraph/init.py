@@ -266,15 +266,10 @@ def parameter(initializer: Initializer, shape, dtype="float32", fan_in=None, fan
     words = _deferred_words(initializer, shape)
     if words is None:
         return Parameter(initializer(shape, dtype, fan_in, fan_out), **options)
+    # Nothing of the weight's size is allocated or copied for a value that is never read
+    # (a loaded model's): the value answers every read.
     value = InitialValue(initializer, shape, dtype, fan_in, fan_out, words)
-    # The placeholder only gives the dtype: a 0-d array, so nothing of the weight's size is
-    # allocated and copied for a value that is never read (a loaded model's). The shape is
-    # the value's; the home answers every read.
-    param = Parameter(np.empty((), dtype), **options)
-    param.shape = shape
-    param._array = None
-    param._home = (value, None)
-    return param
+    return Parameter._deferred(value, shape, dtype, **options)
 
 
 def zeros() -> Initializer:

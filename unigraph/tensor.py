@@ -419,6 +419,33 @@ class Parameter(Tensor):
         self._home = None  # (store, key) holding a newer value than _array, or None
         self._natives: dict = {}  # backend name -> (version, native) for eager use
 
+    @classmethod
+    def _deferred(cls, store, shape: tuple, dtype: str, name="", trainable=True, lr_scale=1.0,
+                 order="C") -> Parameter:
+        """A parameter of `shape` (a tuple of ints) and `dtype` (a unigraph dtype name) whose
+        value `store.get_param(None)` gives when first read (`ug.init.parameter`'s
+        `InitialValue`, drawn then); the options are the constructor's. Nothing is
+        allocated or copied for a value that is never read (a loaded model's weights), and
+        the constructor's conversion of `data` is skipped: ~1/4 of building a Linear.
+
+        >>> w = Parameter._deferred(value, (784, 10), "float32", order="F")
+        """
+        if order not in ("C", "F"):
+            raise ValueError(f"ug.Parameter: order must be 'C' (row-major) or 'F' "
+                             f"(column-major), got {order!r}")
+        param = _new(cls)
+        param.shape = shape
+        param.dtype = dtype
+        param._backend = param._native = param._array = param._value = param._builder = None
+        param.name = name
+        param.trainable = trainable
+        param.lr_scale = float(lr_scale)
+        param.order = order
+        param.version = 0
+        param._home = (store, None)  # the newest value lives there until read
+        param._natives = {}
+        return param
+
     def _host(self) -> np.ndarray:
         if self._home is not None:
             store, key = self._home
