@@ -37,7 +37,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from unigraph.reference.fast_kernels import ARITHMETIC_UFUNCS, kernel
+from unigraph.ops import OPS
+from unigraph.reference.fast_kernels import ARITHMETIC_UFUNCS, OPERATORS, kernel
 
 try:  # NumPy >= 2: the error state is a context variable
     from numpy._core._ufunc_config import _extobj_contextvar, _make_extobj
@@ -73,7 +74,13 @@ class _Writer:
         self.lines: list = []
         self.count = 0
         self.overflow_guard = False
+        self.ignoring = False  # inside a loop run whole with integer overflow ignored
         self.arrays: dict = {}  # a 0-d value's scalar name -> the name of its array form
+        # Names whose value is a NumPy scalar or an array that no feed, parameter or
+        # constant shares: operator results, the scalar forms of 0-d inputs and constants
+        # (`A()` of a NumPy scalar is a new array), and values carried or chosen only from
+        # such names (see `unshared_array`).
+        self.unshared: set = set()
 
     def fresh(self, stem: str) -> str:
         self.count += 1
@@ -88,13 +95,17 @@ class _Writer:
     def emit(self, depth: int, line: str) -> None:
         self.lines.append("    " * depth + line)
 
-    def plan(self, plan, names: dict, scalars: set, depth: int) -> list:
-        """Write `plan`'s steps; `names` maps its input slots to expressions (and receives
-        every slot it defines); returns the expressions of its outputs."""
+    def plan(self, plan, names: dict, scalars: set, depth: int, skip=()) -> list:
+        """Write `plan`'s steps, but not those of the nodes in `skip` (a loop guard's, see
+        `_loop_guard`); `names` maps its input slots to expressions (and receives every
+        slot it defines); returns the expressions of its outputs."""
         from unigraph.reference.plan import CondStep, GradStep, OpStep, WhileStep
 
         prefix = self.fresh("p") + "_"
         for node, step in zip(plan.graph.nodes, plan.steps):
+            if node in skip:
+                names.update(dict.fromkeys(step.outs))  # (read by no step that is written)
+                continue
             if type(step) is OpStep:
                 self.op(plan, node, step, names, scalars, depth, prefix)
             elif type(step) is CondStep:
@@ -118,10 +129,15 @@ class _Writer:
             return self.arrays[expr]
         return f"A({expr})" if expr in scalars else expr
 
+    def unshared_array(self, expr: str) -> bool:
+        """Whether `array(expr)` is an array that no feed, parameter or constant shares."""
+        return expr not in self.arrays and expr in self.unshared
+
     def scalar_form(self, array_expr: str, scalar_expr: str, scalars: set) -> str:
         """Register `scalar_expr` as the scalar form of the 0-d `array_expr`."""
         self.arrays[scalar_expr] = array_expr
         scalars.add(scalar_expr)
+        self.unshared.add(scalar_expr)  # a NumPy scalar
         return scalar_expr
 
     def op(self, plan, node, step, names, scalars, depth, prefix):
@@ -135,6 +151,16 @@ class _Writer:
             return
         out = f"{prefix}v{step.out}"
         names[step.out] = out
+        if (step.op.name == "cast" and plan.fast and step.op is OPS["cast"]
+                and names[step.ins[0]] in scalars and node.inputs[0].shape == ()
+                and np.dtype(node.inputs[0].dtype).kind in "biu"):
+            # The record's `x.astype(dtype)` on the NumPy scalar itself (NumPy's scalars
+            # have it too: the same cast, without making an array first): a loop's flag
+            dtype = self.bind(np.dtype(step.attrs["dtype"]), "d")
+            self.emit(depth, f"{out} = {names[step.ins[0]]}.astype({dtype})")
+            scalars.add(out)
+            self.unshared.add(out)
+            return
         fast = kernel(step.op.name, step.op) if plan.fast else None
         operator = getattr(fast, "operator", None)
         if operator is not None and self.reused_operand(plan, node, step, depth) is not None:
@@ -142,7 +168,9 @@ class _Writer:
         if operator is not None:
             kind = np.dtype(node.inputs[0].dtype).kind
             x, y = (names[s] for s in step.ins)
-            if kind in "iu" and step.op.name in _MAY_OVERFLOW:
+            if kind in "iu" and step.op.name in _MAY_OVERFLOW and self.ignoring:
+                self.emit(depth, f"{out} = {x} {operator} {y}")  # (the loop ignores it)
+            elif kind in "iu" and step.op.name in _MAY_OVERFLOW:
                 if _extobj_contextvar is None:
                     operator = None
                 else:
@@ -159,6 +187,7 @@ class _Writer:
                 operator = None  # bool + bool: keep the ufunc's exact rule
             if operator is not None:
                 scalars.add(out)
+                self.unshared.add(out)
                 return
         target = self.reused_operand(plan, node, step, depth)
         if target is not None:
@@ -189,6 +218,7 @@ class _Writer:
 
     def cond(self, step, names, scalars, depth, prefix):
         outs = [f"{prefix}v{slot}" for slot in step.outs]
+        sources: list = []  # each branch's result names
         self.emit(depth, f"if {names[step.pred]}:")
         for index, branch in enumerate(step.branches):
             if index == 1:
@@ -200,29 +230,169 @@ class _Writer:
                 self.emit(depth + 1, f"{out} = {result}")
             if len(self.lines) == start:
                 self.emit(depth + 1, "pass")
+            sources.append(results)
         names.update(zip(step.outs, outs))
         scalars.update(outs)
+        self.unshared.update(out for out, *chosen in zip(outs, *sources)
+                             if all(name in self.unshared for name in chosen))
 
     def while_loop(self, step, names, scalars, depth, prefix):
+        """A Python `while`. The iteration guard of a traced loop (see `_loop_guard`) is a
+        Python int, made the graph's int64 scalar after the loop; a loop of integer and
+        bool operators only runs whole with integer overflow ignored (one error-state
+        switch, not one per iteration: nothing in it can overflow but those operators)."""
+        guard = _loop_guard(step, [names[s] for s in step.ins], self.scope)
         carried = [self.fresh(f"{prefix}c") for _ in step.carried]
         captured = [names[s] for s in step.captured]
-        for name, slot in zip(carried, step.carried):
+        state = carried[:-1] if guard else carried
+        for name, slot in zip(state, step.carried):
             self.emit(depth, f"{name} = {names[slot]}")
         scalars.update(carried)
+        # A carried value is unshared when its start and every new value are (see below)
+        starts = [names[slot] in self.unshared for slot in step.carried]
+        ignore = (_extobj_contextvar is not None and not self.ignoring
+                  and _only_integer_operators(step))
+        if ignore:
+            self.overflow_guard = self.ignoring = True
+            token = self.fresh("t")
+            self.emit(depth, f"{token} = SET(IGNORE)")
+            self.emit(depth, "try:")
+            depth += 1
+        if guard:
+            self.emit(depth, f"{carried[-1]} = 0")
         self.emit(depth, "while True:")
         inner = dict(zip(step.cond.input_slots, carried + captured))
-        (keep_going,) = self.plan(step.cond, inner, scalars, depth + 1)
+        if guard:
+            self.plan(step.cond, inner, scalars, depth + 1, guard.cond_nodes)
+            keep_going = f"({inner[guard.cond_slot]} and {carried[-1]} <= {guard.limit})"
+        else:
+            (keep_going,) = self.plan(step.cond, inner, scalars, depth + 1)
         self.emit(depth + 1, f"if not {keep_going}:")
         self.emit(depth + 2, "break")
         inner = dict(zip(step.body.input_slots, carried + captured))
-        results = self.plan(step.body, inner, scalars, depth + 1)
-        if carried:
-            self.emit(depth + 1, f"{', '.join(carried)}, = {', '.join(results)},")
+        results = self.plan(step.body, inner, scalars, depth + 1,
+                            guard.body_nodes if guard else ())
+        if guard:
+            results = results[:-1]
+        if state:
+            self.emit(depth + 1, f"{', '.join(state)}, = {', '.join(results)},")
+        if guard:
+            self.emit(depth + 1, f"{carried[-1]} += 1")
+            # the int64 scalar the graph's counter was
+            self.emit(depth, f"{carried[-1]} = {self.bind(np.int64, 'i')}({carried[-1]})")
+        if ignore:
+            self.emit(depth - 1, "finally:")
+            self.emit(depth, f"RESET({token})")
+            self.ignoring = False
+            depth -= 1
         outs = [f"{prefix}v{slot}" for slot in step.outs]
         for out, name in zip(outs, carried):
             self.emit(depth, f"{out} = {name}")
         names.update(zip(step.outs, outs))
         scalars.update(outs)
+        # (the guard's counter ends as a new NumPy scalar)
+        self.unshared.update(out for out, start, new in zip(outs, starts, results)
+                             if start and new in self.unshared)
+        if guard:
+            self.unshared.add(outs[-1])
+
+
+class _Guard:
+    """A traced loop's iteration guard (see `_loop_guard`): the nodes that make it in the
+    condition and the body, the condition's slot of the user's own predicate, the limit."""
+
+    __slots__ = ("cond_nodes", "body_nodes", "cond_slot", "limit")
+
+    def __init__(self, cond_nodes, body_nodes, cond_slot, limit):
+        self.cond_nodes, self.body_nodes = cond_nodes, body_nodes
+        self.cond_slot, self.limit = cond_slot, limit
+
+
+def _readers(graph, value) -> list:
+    return [node for node in graph.nodes if any(v is value for v in node.inputs)]
+
+
+def _registered(plan, node, name: str) -> bool:
+    """Whether `node` is op `name` run by its registered record's fast kernel."""
+    step = plan.steps[plan.graph.nodes.index(node)]
+    return node.op == name and plan.fast and kernel(name, step.op) is not None
+
+
+def _loop_guard(step, operands: list, scope: dict):
+    """The iteration counter `control_flow._traced_while` adds to a loop, when WhileStep
+    `step` has exactly its shape, else None: the last carried value, an int64 starting from
+    the constant 0, read in the condition only by `less_equal(counter, limit)` whose result
+    only feeds the condition's final `logical_and(predicate, ...)`, and in the body only by
+    `add(counter, 1)`, the body's last result and read by nothing; limit and 1 are int64
+    constants of the enclosing plan (`operands`: the expressions of the step's inputs,
+    `scope`: the generated code's globals, where constants are bound). Torch's generated
+    loop keeps the same counter as a Python int (`unigraph_torch.loop_guard`)."""
+    count = len(step.carried)
+    cond, body = step.cond.graph, step.body.graph
+
+    def constant(graph, value):  # the int64 constant fed to a captured input, else None
+        for position, candidate in enumerate(graph.inputs):
+            if candidate is value and position >= count:
+                number = scope.get(operands[position])
+                return int(number) if type(number) is np.int64 else None
+        return None
+
+    last = count - 1
+    if count < 2 or type(scope.get(operands[last])) is not np.int64 or \
+            scope[operands[last]] != 0:
+        return None
+    counter = cond.inputs[last]
+    readers = _readers(cond, counter)
+    if len(readers) != 1 or not _registered(step.cond, readers[0], "less_equal") or \
+            readers[0].inputs[0] is not counter or any(v is counter for v in cond.outputs):
+        return None
+    compare = readers[0]
+    limit = constant(cond, compare.inputs[1])
+    joins = _readers(cond, compare.outputs[0])
+    if limit is None or len(joins) != 1 or not _registered(step.cond, joins[0], "logical_and") \
+            or joins[0].inputs[1] is not compare.outputs[0] or \
+            joins[0].inputs[0] is compare.outputs[0] or len(cond.outputs) != 1 or \
+            cond.outputs[0] is not joins[0].outputs[0]:
+        return None
+    join = joins[0]
+    counter = body.inputs[last]
+    readers = _readers(body, counter)
+    if len(readers) != 1 or not _registered(step.body, readers[0], "add") or \
+            readers[0].inputs[0] is not counter or any(v is counter for v in body.outputs):
+        return None
+    add = readers[0]
+    (stepped,) = add.outputs
+    if constant(body, add.inputs[1]) != 1 or len(body.outputs) != count or \
+            body.outputs[last] is not stepped or \
+            any(v is stepped for v in body.outputs[:last]) or _readers(body, stepped):
+        return None
+    return _Guard({compare, join}, {add}, step.cond.slots[join.inputs[0].id], limit)
+
+
+def _only_integer_operators(step) -> bool:
+    """Whether every op of WhileStep `step` (its condition and body, nested ones included)
+    is a constant or an operator (`OPERATORS`, not `/`) on integer or bool operands, run by
+    its registered record's kernel: then integer overflow is the only overflow it can have."""
+    from unigraph.reference.plan import CondStep, OpStep, WhileStep
+
+    def fits(plan) -> bool:
+        for node, inner in zip(plan.graph.nodes, plan.steps):
+            if type(inner) is OpStep:
+                name = node.op
+                if name == "constant":
+                    continue
+                if name not in OPERATORS or name == "div" or not plan.fast or \
+                        kernel(name, inner.op) is None or \
+                        any(np.dtype(v.dtype).kind not in "biu" for v in node.inputs):
+                    return False
+            elif type(inner) is CondStep:
+                if not all(fits(branch) for branch in inner.branches):
+                    return False
+            elif type(inner) is not WhileStep or not (fits(inner.cond) and fits(inner.body)):
+                return False
+        return True
+
+    return fits(step.cond) and fits(step.body)
 
 
 # Elementwise binary kernels that may write into a dead operand, and the top-level ops
@@ -251,21 +421,31 @@ def _reusable(plan, keep) -> frozenset:
     return frozenset(found)
 
 
-def generate(plan, keep=None):
+def generate(plan, keep=None, values=None):
     """`plan.forward(inputs, record=False)`'s work as one function `run(env) -> env`: `env`
     is a fresh copy of the plan's template with the inputs in place; the returned list holds
     every slot's value (arrays, as the steps would have left them); with `keep` (a
     frozenset of slots) only the outputs and those are read, and an op may write into a
     dead operand (its slot None). None when Python cannot compile the code (more than 20
-    nested loops): the caller keeps its step loop."""
+    nested loops): the caller keeps its step loop.
+
+    With `values` (a tuple of slots, each an output or in `keep`), the function is
+    `run(inputs) -> [the value of each slot of values]`, `inputs` the plan's inputs then
+    its params (no env); its `unshared` attribute holds, per slot of `values`, whether that
+    array is one no input or constant shares (made by the run, so never a caller's)."""
     if len(plan.steps) != len(plan.graph.nodes):
         return None  # a step per node is what lets the writer read each node's dtypes
     writer = _Writer(_reusable(plan, keep) if keep is not None else frozenset())
     writer.root = plan
     names = {slot: f"v{slot}" for slot in plan.input_slots}
     scalars: set = set()
-    header = ["def run(env):"]
-    header += [f"    v{slot} = env[{slot}]" for slot in plan.input_slots]
+    if values is None:
+        header = ["def run(env):"]
+        header += [f"    v{slot} = env[{slot}]" for slot in plan.input_slots]
+    else:
+        header = ["def run(inputs):"]
+        if plan.input_slots:
+            header.append(f"    {''.join(f'v{slot}, ' for slot in plan.input_slots)}= inputs")
     for slot, value in zip(plan.input_slots, [*plan.graph.inputs, *plan.graph.params]):
         if tuple(value.shape) == ():  # fed as a 0-d array: its scalar for the operators
             header.append(f"    v{slot}s = v{slot}[()]")
@@ -276,16 +456,22 @@ def generate(plan, keep=None):
         writer.scope.update(SET=_extobj_contextvar.set, RESET=_extobj_contextvar.reset,
                             IGNORE_OF=_ignore_overflow)
         header.append("    IGNORE = IGNORE_OF()")
-    # With `keep`, the caller reads only the outputs and those: the others are None (no
-    # array made of a scalar nobody reads)
-    read = None if keep is None else {*plan.output_slots, *keep}
-    values = ", ".join(
-        "None" if slot in writer.clobbered or (read is not None and slot not in read)
-        else writer.array(names[slot], scalars) for slot in range(plan.size))
-    source = "\n".join([*header, *body, f"    return [{values}]"])
+    if values is not None:
+        returned = ", ".join(writer.array(names[slot], scalars) for slot in values)
+    else:
+        # With `keep`, the caller reads only the outputs and those: the others are None
+        # (no array made of a scalar nobody reads)
+        read = None if keep is None else {*plan.output_slots, *keep}
+        returned = ", ".join(
+            "None" if slot in writer.clobbered or (read is not None and slot not in read)
+            else writer.array(names[slot], scalars) for slot in range(plan.size))
+    source = "\n".join([*header, *body, f"    return [{returned}]"])
     try:
         code = compile(source, f"<unigraph plan of {plan.graph.name}>", "exec")
     except (SyntaxError, RecursionError, MemoryError):
         return None
     exec(code, writer.scope)
-    return writer.scope["run"]
+    run = writer.scope["run"]
+    if values is not None:
+        run.unshared = tuple(writer.unshared_array(names[slot]) for slot in values)
+    return run

@@ -73,8 +73,33 @@ class ReferenceExecutable(Executable):
         self.updates = [(index[p.id], self.plan.slots[v.id]) for p, v in graph.updates]
         # what a run reads besides the outputs: other values may be dropped once dead
         self.keep = frozenset(slot for _, slot in self.updates)
+        # From the plan's second run: one generated function from the inputs to the
+        # outputs, then the updates' new values (`Plan.values_function`)
+        self.values = (*self.plan.output_slots, *(slot for _, slot in self.updates))
+        self._direct = None
+        self._shared: tuple = ()
 
     def _run(self, feeds):
+        run = self._direct
+        if run is None:
+            run = self.plan.values_function(self.keep, self.values)
+            if run is None:  # the plan's first run: its steps
+                return self._walk(feeds)
+            count = len(self.plan.output_slots)
+            # the outputs that may share a feed's memory (the others are arrays the run made)
+            self._shared = tuple(i for i in range(count) if not run.unshared[i])
+            self._direct = run
+        values = run(feeds + self.params if self.params else feeds)
+        if self.updates:
+            count = len(self.plan.output_slots)
+            for position, (index, _) in enumerate(self.updates, count):
+                self.params[index] = _frozen(_owned(values[position], feeds))
+            values = values[:count]
+        for i in self._shared:
+            values[i] = _owned(values[i], feeds)
+        return values
+
+    def _walk(self, feeds):
         env, _ = self.plan.forward(feeds + self.params, False, self.keep)
         for index, slot in self.updates:
             self.params[index] = _frozen(_owned(env[slot], feeds))

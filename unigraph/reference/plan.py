@@ -273,6 +273,7 @@ class Plan:
                     value.flags.writeable = False  # shared by every run: never written
                 self.template[step.out] = value
         self._runs: dict = {}  # keep -> the generated forward, made on the second run
+        self._values: dict = {}  # (keep, values) -> a generated `values_function`
         self._ran = False
         self._dead: dict = {}  # keep -> per step, the slots dead after it (_walk_dropping)
 
@@ -335,6 +336,30 @@ class Plan:
         residuals = [None if type(step) is OpStep and step.op.name == "constant"
                      else step.forward(env, True) for step in self.steps]
         return env, residuals
+
+    def values_function(self, keep: frozenset, values: tuple):
+        """`run(inputs) -> [the value of each slot of values]`, the forward without
+        recording of `forward(inputs, False, keep)` reading only `values` (outputs and
+        slots of `keep`), as one generated function taking the inputs list itself; its
+        `unshared` attribute says, per slot of `values`, whether that value is an array the
+        run made (see `codegen.generate`). None until the plan has run once (a plan run
+        once is not worth generating code for); where no code can be generated, the steps.
+
+        >>> run = plan.values_function(frozenset(), tuple(plan.output_slots))
+        >>> outputs = run(inputs + params)
+        """
+        run = self._values.get((keep, values))
+        if run is not None or not self._ran:
+            return run
+        run = generate(self, keep, values)
+        if run is None:
+            def run(inputs):
+                env, _ = self.forward(inputs, False, keep)
+                return [env[slot] for slot in values]
+
+            run.unshared = (False,) * len(values)
+        self._values[(keep, values)] = run
+        return run
 
     def _walk_dropping(self, env, keep) -> None:
         """The steps in turn, each value dropped after the last step that reads it: a long
