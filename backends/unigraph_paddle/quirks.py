@@ -45,6 +45,21 @@ def _static_merges_signed_zero_constants() -> bool:
     return not np.signbit(got[1][0])  # -0.0 + -0.0 is -0.0
 
 
+def _program_scale_bias_is_one_zero() -> bool:
+    from unigraph_paddle.static import StaticMode
+
+    paddle = _paddle()
+    with StaticMode(paddle):
+        main = paddle.static.Program()
+        with paddle.static.program_guard(main, paddle.static.Program()):
+            z = paddle.static.data("z", [1], "float32")
+            paddle.scale(z, 2.0, 0.0)  # a +0.0 bias first (any earlier Program may hold one)
+            minus = paddle._C_ops.scale(z, paddle.full([], 2.0, "float32"), -0.0, True)
+        got = paddle.static.Executor().run(main, feed={"z": np.array([-0.0], np.float32)},
+                                           fetch_list=[minus])
+    return not np.signbit(got[0][0])  # -0.0 * 2 + -0.0 is -0.0
+
+
 def _softmax_floors_at_minus_64() -> bool:
     import paddle.nn.functional as F
 
@@ -940,6 +955,18 @@ QUIRKS = [
         pin=_static_merges_signed_zero_constants,
     ),
     Quirk(
+        op="scale (bias -0.0)", framework="paddle", versions=VERSIONS,
+        behaviour="in a Program, scale's bias is an IR float attribute, and the IR keeps one "
+                  "attribute for 0.0 and -0.0, the first made in the process: after any "
+                  "paddle.scale(x, s) (bias 0.0), scale(x, s, bias=-0.0) adds +0.0, which "
+                  "turns a -0.0 product into +0.0; a -0.0 made first would turn later 0.0 "
+                  "biases, the user's own included, into -0.0",
+        workaround="paddle:static never emits scale: a Program's lr * g in an update is "
+                   "multiply (updates.py; tests/test_signed_zero_products.py); paddle:eager "
+                   "keeps scale with bias -0.0 (dygraph passes the bias as a number)",
+        pin=_program_scale_bias_is_one_zero,
+    ),
+    Quirk(
         op="softmax", framework="paddle", versions=VERSIONS,
         behaviour="F.softmax floors x - max at -64: softmax([0, -80, -inf]) gives 1.2e-28 "
                   "for e**-80 (1.8e-35) and for the -inf (0), float32 and float64",
@@ -973,9 +1000,10 @@ QUIRKS = [
                   "multiple of 8 elements (then as mul, then sub): a 10-element float32 "
                   "bias, or any float64 p, differs in the last bit from mul then sub",
         workaround="`sgd_` only in a Program and only on a float32 p of a multiple of 8 "
-                   "elements (updates.py); every other update, and every paddle:eager one, "
-                   "runs scale (bias -0.0: the product's bits) then subtract_ in place: bit "
-                   "for bit mul then sub, as the IR says (tests/test_paddle_eager_kernels.py)",
+                   "elements (updates.py); every other update runs the product (paddle:eager: "
+                   "scale with bias -0.0; a Program: multiply, see the scale record) then "
+                   "subtract_ in place: bit for bit mul then sub, as the IR says "
+                   "(tests/test_paddle_eager_kernels.py)",
         pin=_sgd_rounds_as_fma_unless_a_multiple_of_8,
     ),
     Quirk(

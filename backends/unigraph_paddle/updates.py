@@ -6,7 +6,7 @@ which saves a full-size temporary and a copy per parameter per step (~0.2 ms for
 float32 weight on a CPU):
 
     p <- sub(p, mul(lr, g))   float32, 8k elements      ->  sgd_(p, lr, g)   (Paddle's SGD op)
-    p <- sub(p, mul(lr, g))   other sizes, float64      ->  subtract_(p, scale(g, lr))
+    p <- sub(p, mul(lr, g))   other sizes, float64      ->  subtract_(p, multiply(g, lr))
     p <- sub(p, d)                                      ->  subtract_(p, d)
     p <- add(p, d), add(d, p)                           ->  add_(p, d)
 
@@ -14,10 +14,14 @@ float32 weight on a CPU):
 `subtract_`/`add_` are the same kernels as `subtract`/`add`. `sgd_` computes `p - lr * g`
 with the float32 rounding of `mul` then `sub` only when p has a multiple of 8 elements
 (3.3.1: its vectorised loop); otherwise, and in float64, it rounds every element as an FMA,
-so those take `scale` (the product's bits, with bias -0.0; ~5x faster than Paddle's
-broadcasting multiply by a 0-d lr) then `subtract_`. tests/test_backend_paddle.py and
-tests/test_paddle_eager_kernels.py check both bit for bit. float16 keeps the general form:
-the CPU build has no float16 kernel for these ops.
+so those take `multiply` (lr expanded to g's shape first from 4096 elements, as the "mul"
+lowering does) then `subtract_`. Not `scale(g, lr, bias=-0.0)`, dygraph's form: in a Program
+the bias is an IR attribute, and Paddle's IR keeps one float attribute for 0.0 and -0.0 (the
+first one made in the process), so the bias could be +0.0, which turns a -0.0 product into
++0.0 (-0.0 - (lr * -0.0) would be -0.0, not +0.0), and a -0.0 made first would turn the user's
+own later `scale(..., bias=0.0)` ops into -0.0 ones. tests/test_backend_paddle.py,
+tests/test_paddle_eager_kernels.py and tests/test_signed_zero_products.py check the bits.
+float16 keeps the general form: the CPU build has no float16 kernel for these ops.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from unigraph.ir import Graph
+from unigraph_paddle.lowerings import _EXPAND_FROM as EXPAND_FROM
 
 _IN_PLACE = {"sub": "subtract_", "add": "add_"}
 
@@ -87,11 +92,16 @@ def _sgd_form(param, sub_node, operand, producers, reads):
     if (lr.shape != () or lr.dtype != param.dtype or tuple(grad.shape) != tuple(param.shape)
             or param.id in (a.id, b.id)):
         return None
-    size = 1
-    for dim in param.shape:
-        size *= dim
-    op = "sgd_" if param.dtype == "float32" and size % 8 == 0 else "scaled_subtract_"
+    op = ("sgd_" if param.dtype == "float32" and _size(param.shape) % 8 == 0
+          else "scaled_subtract_")
     return InPlaceUpdate(param, op, (lr, grad), (sub_node, product))
+
+
+def _size(shape) -> int:
+    size = 1
+    for dim in shape:
+        size *= dim
+    return size
 
 
 def emit_in_place(paddle, update: InPlaceUpdate, env: dict) -> None:
@@ -103,6 +113,8 @@ def emit_in_place(paddle, update: InPlaceUpdate, env: dict) -> None:
         paddle._C_ops.sgd_(param, lr, grad, None, False)
     elif update.op == "scaled_subtract_":
         lr, grad = operands
-        paddle._C_ops.subtract_(param, paddle._C_ops.scale(grad, lr, -0.0, True))
+        if _size(update.param.shape) >= EXPAND_FROM:  # the same-shape kernel: faster there
+            lr = paddle._C_ops.expand(lr, list(update.param.shape))
+        paddle._C_ops.subtract_(param, paddle._C_ops.multiply(grad, lr))
     else:
         getattr(paddle._C_ops, update.op)(param, *operands)
