@@ -16,7 +16,15 @@ from unigraph.dtypes import is_float
 from unigraph.errors import UnigraphError
 from unigraph.function import Function, as_input_tensor, is_array_leaf
 from unigraph.ops.base import TensorSpec
-from unigraph.tensor import Parameter, Tensor, _holds_tensor, as_array, dtype_name, tensor
+from unigraph.tensor import (
+    Parameter,
+    Tensor,
+    _holds_tensor,
+    as_array,
+    dtype_name,
+    eager_tensor,
+    tensor,
+)
 from unigraph.tracing import GraphBuilder, _builder, _in_function, _region, region
 
 
@@ -59,13 +67,14 @@ def value_and_grad(fn, argnums=0, wrt=None):
 
     def differentiated(*args):
         positions = () if wrt is not None and argnums == 0 else _positions(argnums, len(args))
-        args = [as_input_tensor(a) if i in positions else a for i, a in enumerate(args)]
-        for p in positions:
-            if not is_float(args[p].dtype):
-                raise UnigraphError(
-                    f"grad with respect to argument {p}, which is {args[p].dtype}: only "
-                    "floating tensors have gradients (cast it with ug.cast)"
-                )
+        if positions:  # (else nothing to convert: an eager training step's closure)
+            args = [as_input_tensor(a) if i in positions else a for i, a in enumerate(args)]
+            for p in positions:
+                if not is_float(args[p].dtype):
+                    raise UnigraphError(
+                        f"grad with respect to argument {p}, which is {args[p].dtype}: only "
+                        "floating tensors have gradients (cast it with ug.cast)"
+                    )
         builder = _builder.get()
         if builder is not None:
             value, grads = _traced(builder, fn, args, positions, wrt or [])
@@ -154,8 +163,9 @@ def grad(fn, argnums=0, wrt=None):
 
 def _eager(fn, args, positions, params):
     backend = current_backend()
-    watched = [native(args[p], backend) for p in positions]
-    watched += [p.native_for(backend) for p in params]
+    watched = [p.native_for(backend) for p in params]
+    if positions:
+        watched[:0] = [native(args[p], backend) for p in positions]
     count = len(positions)
     out_holder = []  # [treedef (None: one tensor), the output leaves]
 
@@ -198,14 +208,15 @@ def _eager(fn, args, positions, params):
 
     outputs, grads = backend.eager_grad(run, watched)
     treedef, out_leaves = out_holder
+    # (eager_tensor: every shape here is a tensor's, a tuple already)
     if treedef is None:
         loss = out_leaves[0]
-        value = Tensor(loss.shape, loss.dtype, backend, outputs[1])
+        value = eager_tensor(loss.shape, loss.dtype, backend, outputs[1])
     else:
-        value = pytree.unflatten(treedef, [Tensor(x.shape, x.dtype, backend, o)
+        value = pytree.unflatten(treedef, [eager_tensor(x.shape, x.dtype, backend, o)
                                            for x, o in zip(out_leaves, outputs[1:])])
     targets = [args[p] for p in positions] + params if count else params
-    return value, [Tensor(t.shape, t.dtype, backend, g) for t, g in zip(targets, grads)]
+    return value, [eager_tensor(t.shape, t.dtype, backend, g) for t, g in zip(targets, grads)]
 
 
 def _traced(builder, fn, args, positions, params):
