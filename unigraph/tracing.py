@@ -46,10 +46,13 @@ def user_frame(frame=None) -> tuple[str, str]:
     return f"{_short(frame.f_code.co_filename)}:{frame.f_lineno}", frame.f_code.co_name
 
 
-def _outside(frame):
-    """The innermost frame outside unigraph from `frame` outwards, or None."""
+def _outside(frame, stops=None):
+    """The innermost frame outside unigraph from `frame` outwards, or None; with `stops`
+    (a container of frames), the first frame in it if that comes first."""
     internal = _INTERNAL_FILES
     while frame is not None:
+        if stops and frame in stops:
+            return frame
         filename = frame.f_code.co_filename
         skip = internal.get(filename)
         if skip is None:
@@ -219,24 +222,18 @@ class GraphBuilder:
 
     def _user_line(self, frame) -> str:
         marked = self._marked
-        internal = _INTERNAL_FILES
-        while frame is not None:
-            if frame in marked:
-                line = marked[frame]
-                if line is None:  # its first node: the walk goes on beyond it, once
-                    line = marked[frame] = self._user_line(frame.f_back)
-                return line
-            filename = frame.f_code.co_filename
-            skip = internal.get(filename)
-            if skip is None:
-                skip = _is_internal(filename)
-            if not skip:
-                root = self.root
-                if root._cwd is None:
-                    root._cwd = os.getcwd()
-                return f"{_short(filename, root._cwd)}:{frame.f_lineno}"
-            frame = frame.f_back
-        return ""
+        frame = _outside(frame, marked)
+        if frame is None:
+            return ""
+        if frame in marked:
+            line = marked[frame]
+            if line is None:  # its first node: the walk goes on beyond it, once
+                line = marked[frame] = self._user_line(frame.f_back)
+            return line
+        root = self.root
+        if root._cwd is None:
+            root._cwd = os.getcwd()
+        return f"{_short(frame.f_code.co_filename, root._cwd)}:{frame.f_lineno}"
 
     def mark_call(self, frame) -> None:
         """Note that `frame`, a running frame of unigraph's own (`Module.__call__`), is a
