@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from unigraph import config
+from unigraph import config, plugins
 from unigraph.backend import Backend
 from unigraph.config import _context_target, current_target
 from unigraph.errors import ShapeError
@@ -27,11 +27,21 @@ _param_leaves: contextvars.ContextVar = contextvars.ContextVar("unigraph_leaves"
 def current_backend():
     """The backend of the current target (a static target's eager ops run on its backend).
     The one place that resolves it: an eager op asks once and passes the backend down."""
-    # current_target()'s precedence, inline, and the lookups `get_backend` already checked,
-    # without its call: every eager op asks.
+    # current_target()'s precedence, inline, and `backend_of`'s cache, inline: every eager
+    # op asks.
     target = _context_target.get() or config._global_target or current_target()
-    return _checked.get((target.backend, target.mode)) or get_backend(target.backend,
-                                                                      target.mode)
+    last = _last
+    if last[0] is target and last[2] == plugins.generation:
+        return last[1]
+    return backend_of(target)
+
+
+# (target, its backend, plugins.generation) of the last lookup: calls in a row ask for the
+# same Target object (the one `use_backend`/`set_backend` made), so an identity test finds
+# it, without building and hashing a (backend, mode) key. Replaced whole (one assignment,
+# so a thread never reads half of one); a plugin registered or unregistered since (the
+# generation) makes it stale.
+_last: tuple = (None, None, -1)
 
 
 def backend_of(target):
@@ -40,8 +50,15 @@ def backend_of(target):
     >>> backend_of(Target("numpy", "eager")).name
     'numpy'
     """
-    return _checked.get((target.backend, target.mode)) or get_backend(target.backend,
-                                                                      target.mode)
+    global _last
+    last = _last
+    generation = plugins.generation
+    if last[0] is target and last[2] == generation:
+        return last[1]
+    backend = _checked.get((target.backend, target.mode)) or get_backend(target.backend,
+                                                                         target.mode)
+    _last = (target, backend, generation)
+    return backend
 
 
 # (op, input types, attrs) -> output spec: eager mode asks the same question every step.

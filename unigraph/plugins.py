@@ -21,6 +21,9 @@ _lock = threading.Lock()
 _manager: pluggy.PluginManager | None = None
 _backends: dict | None = None
 _checked: dict = {}  # (name, mode) -> backend, for lookups that already passed
+# Bumped whenever the registry changes (a plugin registered or unregistered): a lookup cached
+# elsewhere (`dispatch`'s last resolved target) is valid only for the generation it was made in.
+generation = 0
 load_errors: dict = {}  # plugin name -> why it could not provide its backends
 
 
@@ -74,19 +77,21 @@ def allowed_plugins(entry_points) -> set | None:
 
 def register_plugin(plugin, name: str | None = None) -> None:
     """Register a plugin object or module at run time (tests, notebooks)."""
-    global _backends
+    global _backends, generation
     plugin_manager().register(plugin, name=name)
     _backends = None
     _checked.clear()
+    generation += 1
 
 
 def unregister_plugin(plugin) -> None:
-    global _backends
+    global _backends, generation
     name = plugin_manager().get_name(plugin)
     plugin_manager().unregister(plugin)
     load_errors.pop(name, None)
     _backends = None
     _checked.clear()
+    generation += 1
 
 
 def backends() -> dict:
