@@ -85,3 +85,41 @@ def test_shortcut_keeps_the_bits_of_the_op_by_op_path(target, options, monkeypat
     for i, (f, w) in enumerate(zip(fast, want)):
         np.testing.assert_allclose(f, w, rtol=1e-5, atol=1e-6, err_msg=f"p{i}")
 
+
+
+@pytest.mark.parametrize("name", ["sgd", "momentum", "adam"])
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_gradient_of_another_shape_is_refused(target, name):
+    """The error names the parameter and both shapes, and that parameter is not written;
+    a gradient count that fits neither the parameters nor the trainable ones is refused
+    before any update. (A parameter before the refused one in `params` is updated: the
+    check is made parameter by parameter, as before.)"""
+    make = {"sgd": ug.optim.SGD, "momentum": ug.optim.Momentum, "adam": ug.optim.Adam}[name]
+    t = Target.parse(target)
+    with ug.use_backend(t.backend, t.mode):
+        first = ug.Parameter(np.ones((2, 3), np.float32), name="first")
+        second = ug.Parameter(np.ones((3,), np.float32), name="second")
+        optimizer = make([first, second], lr=0.1)
+        good, bad = np.ones((2, 3), np.float32), np.ones((1, 3), np.float32)
+
+        @ug.function
+        def apply(g1, g2):
+            optimizer.apply([g1, g2])
+            return ug.tensor(0.0)
+
+        @ug.function
+        def apply_one(g1):
+            optimizer.apply([g1])
+            return ug.tensor(0.0)
+
+        apply(good, good[0])
+        before = [first.numpy().copy(), second.numpy().copy()]
+        with pytest.raises(ValueError, match=r"gradient of 'second' has shape \[1, 3\], but "
+                                             r"the parameter has \[3\]"):
+            apply(good, bad)
+        np.testing.assert_array_equal(second.numpy(), before[1])
+        before = [first.numpy().copy(), second.numpy().copy()]
+        with pytest.raises(ValueError, match="got 1 gradients for 2 parameters"):
+            apply_one(good)
+        np.testing.assert_array_equal(first.numpy(), before[0])
+        np.testing.assert_array_equal(second.numpy(), before[1])

@@ -15,6 +15,7 @@ import sys
 
 from unigraph import api
 from unigraph.api.operands import weak_scalar
+from unigraph.dispatch import current_backend
 from unigraph.function import assign
 from unigraph.tensor import Parameter, Tensor, _EagerStore
 from unigraph.tracing import _builder, current_region
@@ -45,8 +46,6 @@ def written_in_place(holder: Parameter, lowered: str, operand) -> bool:
     """Eagerly: `holder <- lowered(holder, operand)` through the backend's in-place
     lowering `lowered` where `Optimizer.write` says it is safe (True), else nothing done
     (False)."""
-    from unigraph.dispatch import current_backend
-
     backend = current_backend()
     if lowered not in (backend.lowerings or ()):
         return False
@@ -71,8 +70,6 @@ def update_natives(param: Parameter, grad, lowered: tuple, slots: tuple = (),
 
     >>> backend, (p, g, lr) = update_natives(param, grad, ("sub_",), (), (lr,))
     """
-    from unigraph.dispatch import current_backend
-
     backend = current_backend()
     table = backend.lowerings
     if table is None or grad.shape != param.shape:
@@ -119,8 +116,6 @@ def scratch(temporary: Tensor, op: str, operand=None) -> Tensor:
     its native tensor (not even a NumPy copy of it), saving a full-size temporary per op;
     else the op, a new tensor (tracing: a graph node). The numbers are the op's."""
     if _builder.get() is None and current_region() is None:
-        from unigraph.dispatch import current_backend
-
         backend = current_backend()
         lowered = LOWERED[op]
         native = temporary._native

@@ -37,6 +37,7 @@ import sys
 import numpy as np
 
 from unigraph import api
+from unigraph.dispatch import current_backend
 from unigraph.function import assign
 from unigraph.in_place import scratch, update_natives, write_steps
 from unigraph.tensor import Parameter, Tensor
@@ -343,9 +344,9 @@ class Optimizer:
             by_id = {id(param): grad for param, grad in grads.items()}
             return [(param, by_id.get(id(param))) for param in self.params]
         grads = list(grads)
-        trainable = self.trainable()
         if len(grads) == len(self.params):
             return list(zip(self.params, grads))
+        trainable = self.trainable()
         if len(grads) == len(trainable):
             return list(zip(trainable, grads))
         raise ValueError(
@@ -361,7 +362,7 @@ class Optimizer:
         for param, grad in self._pairs(grads):
             if grad is None or not param.trainable:
                 continue
-            if tuple(grad.shape) != tuple(param.shape):
+            if grad.shape != param.shape and tuple(grad.shape) != tuple(param.shape):
                 raise ValueError(
                     f"{type(self).__name__}: the gradient of {param.name!r} has shape "
                     f"{list(grad.shape)}, but the parameter has {list(param.shape)}"
@@ -383,8 +384,6 @@ class Optimizer:
         multiply and a cast per distinct pair and step). While tracing, the ops (the graph
         reads the learning-rate parameter, so setting `lr` needs no recompilation)."""
         if _builder.get() is None:
-            from unigraph.dispatch import current_backend
-
             key = (current_backend(), self._lr.version, lr_scale, dtype)
             rate = self._rates.get(key)
             if rate is None:
