@@ -176,14 +176,16 @@ class Optimizer:
     def state(self, param: Parameter, slot: str) -> Parameter:
         """The state tensor `slot` of `param` (created on first use)."""
         key = (id(param), slot)
-        if key not in self._state:
+        holder = self._state.get(key)  # (one lookup: every step asks for every slot)
+        if holder is None:
             index = self._index(param)
             name = f"{type(self).__name__.lower()}.{param.name or index}.{slot}"
             initial = self._initial(param, slot)
             # A slot shaped like its parameter is stored like it (an update reads both).
             order = param.order if initial.shape == tuple(param.shape) else "C"
-            self._state[key] = Parameter(initial, name=name, trainable=False, order=order)
-        return self._state[key]
+            holder = self._state[key] = Parameter(initial, name=name, trainable=False,
+                                                  order=order)
+        return holder
 
     def _index(self, param) -> int:
         for index, own in enumerate(self.params):
@@ -585,12 +587,12 @@ class Adam(Optimizer):
             self._corrections = None
 
     def update(self, param, grad, lr):
-        m, v, step = (self.state(param, slot) for slot in self.slots)
+        m, v, step = self.state(param, "m"), self.state(param, "v"), self.state(param, "step")
         b1, b2 = self.beta1, self.beta2
         if self._corrections is not None:  # eagerly, not inside control flow
             t, correction1, correction2, t_value = self._bias_corrections(step, param.dtype)
-            if self._update_in_place(param, grad, lr, m, v, correction1, correction2):
-                assign(step, t)
+            if self._update_in_place(param, grad, lr, m, v, step, t, correction1,
+                                     correction2):
                 self._step_values[id(step)] = (step, step.version, t_value)
                 return
         # The moments in place eagerly (see `write`), each rounded as m * b1 + g * (1 - b1).
@@ -605,15 +607,17 @@ class Adam(Optimizer):
         self.subtract(param, scratch(scratch(new_m / correction1, "mul", lr), "div",
                                       denominator))
 
-    def _update_in_place(self, param, grad, lr, m, v, correction1, correction2) -> bool:
-        """The eager update below (moments, then the parameter) as the same lowering calls
-        the op-by-op path makes in its steady state, on the native tensors, with none of the
-        frontend's per-op work (~7 us an op, 14 ops a parameter): where the backend has the
-        in-place lowerings, the parameter and both moments are held by nothing else
-        (`sole_native`) and the gradient is a tensor of the parameter's shape and dtype on
-        this backend. Each lowering still decides whether it writes in place (a view of the
-        memory, an autograd trace: a new tensor), as on the op-by-op path. True when done;
-        False when nothing was done (the caller takes the op-by-op path)."""
+    def _update_in_place(self, param, grad, lr, m, v, step, t, correction1,
+                         correction2) -> bool:
+        """The eager update above (moments, then the parameter, then `step <- t`) as the
+        same lowering calls the op-by-op path makes in its steady state, on the native
+        tensors, with none of the frontend's per-op work (~7 us an op, 14 ops and an
+        `assign` a parameter): where the backend has the in-place lowerings, the parameter
+        and both moments are held by nothing else (`sole_native`) and the gradient is a
+        tensor of the parameter's shape and dtype on this backend. Each lowering still
+        decides whether it writes in place (a view of the memory, an autograd trace: a new
+        tensor), as on the op-by-op path. True when done; False when nothing was done (the
+        caller takes the op-by-op path)."""
         found = update_natives(
             param, grad, _ADAM_LOWERINGS, (m, v),
             (self.beta1, 1.0 - self.beta1, self.beta2, 1.0 - self.beta2, self.eps, lr,
@@ -631,11 +635,13 @@ class Adam(Optimizer):
                                                one_minus_b2)], {})
         # p <- p - ((m / c1) * lr) / (sqrt(v / c2) + eps)
         denominator = _into(op, "add", _into(op, "sqrt", op("div", [v_native, c2], {})), eps)
-        step = _into(op, "div", _into(op, "mul", op("div", [m_native, c1], {}), lr),
-                     denominator)
+        delta = _into(op, "div", _into(op, "mul", op("div", [m_native, c1], {}), lr),
+                      denominator)
         m._written_eager(backend, m_native)
         v._written_eager(backend, v_native)
-        param._written_eager(backend, op("sub_", [p_native, step], {}))
+        param._written_eager(backend, op("sub_", [p_native, delta], {}))
+        # `assign(step, t)`'s write (its checks hold by construction: t is step + 1)
+        step._written_eager(backend, t.native_for(backend))
         return True
 
     def _bias_corrections(self, step, dtype: str) -> tuple:
