@@ -158,3 +158,51 @@ def test_an_argument_passed_through_a_loop_or_branch_is_never_shared(target, sha
         np.testing.assert_array_equal(result.numpy(), np.full(shape, 3.5, np.float32))
     for result in others:
         np.testing.assert_array_equal(result.numpy(), np.full(shape, 8.0, np.float32))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_compiled_loop_raises_past_its_limit_on_a_later_call(target):
+    # The first calls compile and make the prebuilt caller (arrays: its key); a later call
+    # of the same signature runs past the limit there, and the next fits again
+    def ints(a, b):
+        return np.asarray(a, np.int64), np.asarray(b, np.int64)
+
+    with loop_limit(10), on(target):
+        for _ in range(2):
+            a, b = count_up(*ints(0, 10))
+            assert (int(a.numpy()), int(b.numpy())) == (20, 20)
+        for _ in range(2):
+            with pytest.raises(ControlFlowError, match="ran more than 10 iterations"):
+                count_up(*ints(0, 11))
+        a, b = count_up(*ints(1, 10))  # 9 iterations
+        assert (int(a.numpy()), int(b.numpy())) == (19, 19)
+        if Target.parse(target).mode != "eager":
+            assert len(count_up._fast) == 1
+
+
+def results_of_every_shape(x, n):
+    k = 0
+    for i in ug.range(n):
+        k = i  # the loop index, a weak int64 tensor: returned as an ordinary one
+    return x * 2.0, (x, k), [k, x + 1.0], {"k": k, "x": x}, k
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_converted_function_returns_ordinary_tensors(target):
+    fn = ug.function(results_of_every_shape)
+    single = ug.function(lambda x: x * 2.0)
+    pair = ug.function(lambda x: (x, x - 1.0))
+    x = np.array([1.5, -2.0], np.float32)
+    for _ in range(3):
+        with on(target):
+            doubled, (same, k), listed, mapping, last = fn(x, np.int64(4))
+            one = single(x)
+            two = pair(x)
+        assert type(two) is tuple and len(two) == 2
+        assert type(listed) is list and type(mapping) is dict
+        for t in (doubled, same, k, *listed, *mapping.values(), last, one, *two):
+            assert type(t) is ug.Tensor
+        assert int(k.numpy()) == int(last.numpy()) == 3 and k.dtype == "int64"
+        np.testing.assert_array_equal(doubled.numpy(), x * 2.0)
+        np.testing.assert_array_equal(one.numpy(), x * 2.0)
+        np.testing.assert_array_equal(two[1].numpy(), x - 1.0)

@@ -256,7 +256,8 @@ def max_loop_iterations() -> int | None:
     limit traces again)."""
     override = _loop_limit_override.get()
     if override is None:
-        return config.max_loop_iterations()
+        # (the value config read, without its call: a static call with a loop checks it)
+        return config._max_loop_iterations or config.max_loop_iterations()
     return override or None
 
 

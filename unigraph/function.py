@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from unigraph import pytree, random
-from unigraph.config import Target, current_target
+from unigraph import config, pytree, random
+from unigraph.config import Target, _context_target, current_target
 from unigraph.dispatch import backend_of, symbolic, value_of
 from unigraph.errors import ShapeError, TracingError
 from unigraph.ir import Graph, check_dtype
@@ -252,9 +252,9 @@ class Function:
     def __call__(self, *args, **kwargs):
         if _builder.get() is not None:
             return self._call_inline(args, kwargs)
-        # The target, once (the backend lookup also refuses a target that cannot run,
-        # before any user code).
-        target = current_target()
+        # The target, once (current_target()'s precedence, inline; the backend lookup also
+        # refuses a target that cannot run, before any user code).
+        target = _context_target.get() or config._global_target or current_target()
         backend = backend_of(target)
         if target.mode == "eager":
             if not kwargs and self._fast_ok and self._conversion is not None:
@@ -720,13 +720,18 @@ def _caller(compiled: Compiled, backend, cache, args):
         else:
             outputs = run([x._native if type(x) is Tensor and x._backend is backend
                            and x._native is not None else _feed(x, backend) for x in args])
-        if loop_lines:
-            outputs = list(outputs)
-            _check_loop_flag(backend, outputs.pop(), loop_lines)
+        if loop_lines:  # the loop guard's flag, last: `_check_loop_flag`'s usual case inline
+            flag = outputs[-1]
+            if not (type(flag) is np.ndarray and flag.shape == () and not flag):
+                _check_loop_flag(backend, flag, loop_lines)
         if shape is not None:  # one tensor
             out = outputs[0]
-            return (Tensor(shape, dtype, backend, None, out) if type(out) is np.ndarray
-                    else eager_tensor(shape, dtype, backend, out))
+            if type(out) is np.ndarray:
+                result = eager_tensor(shape, dtype, backend, None)
+                result._array = out  # (what Tensor(shape, dtype, backend, array=out) is)
+                return result
+            return eager_tensor(shape, dtype, backend, out)
+        # (zip stops at the graph's outputs: a loop flag after them is not one)
         return _packed(compiled, _typed(compiled.out_types, backend, outputs))
 
     return call

@@ -90,6 +90,14 @@ def return_value(value):
 
 def result(value):
     """What a converted function returns: `value` with weak tensors made ordinary ones."""
+    if type(value) is Tensor:  # the common returns, ordinary tensors: as they are
+        return value
+    if type(value) is tuple:
+        for item in value:  # (a loop, not all(): no generator made on every call)
+            if type(item) is not Tensor:
+                break
+        else:
+            return value
     if isinstance(value, tuple | list):
         items = [result(item) for item in value]
         return type(value)(items) if type(value) in (tuple, list) else value
