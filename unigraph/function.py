@@ -567,10 +567,21 @@ def _run(compiled: Compiled, backend, leaves):
 
 
 def _typed(out_types, backend, outputs) -> list:
-    """Tensors of `outputs` (native, or NumPy arrays) of the known (shape, dtype)s."""
-    return [Tensor(shape, dtype, backend, None, out) if type(out) is np.ndarray
-            else eager_tensor(shape, dtype, backend, out)
-            for (shape, dtype), out in zip(out_types, outputs)]
+    """Tensors of `outputs` (native, or NumPy arrays) of the known (shape, dtype)s (zip:
+    an output after them, a loop's flag, is not one)."""
+    wrapped = []
+    for (shape, dtype), out in zip(out_types, outputs):
+        wrapped.append(_out_tensor(shape, dtype, backend, out))
+    return wrapped
+
+
+def _out_tensor(shape: tuple, dtype: str, backend, out) -> Tensor:
+    """The tensor of a run's output `out` (native, or a NumPy array) of known type."""
+    if type(out) is np.ndarray:
+        tensor = eager_tensor(shape, dtype, backend, None)
+        tensor._array = out  # (Tensor(shape, dtype, backend, array=out), without __init__)
+        return tensor
+    return eager_tensor(shape, dtype, backend, out)
 
 
 def _packed(compiled: Compiled, wrapped: list):
@@ -710,29 +721,27 @@ def _caller(compiled: Compiled, backend, cache, args):
     # `_run` feeds it); all-arrays calls need no per-argument test at all.
     arrays_as_they_are = all(type(a) is np.ndarray and a.dtype.isnative for a in args)
     loop_lines = compiled.loop_lines
-    (shape, dtype), = compiled.out_types if compiled.out_shape == "leaf" else ((None, None),)
+    out_types = compiled.out_types
+    (shape, dtype), = out_types if compiled.out_shape == "leaf" else ((None, None),)
 
     def call(args):
         if (state or len(cache) > 1) and not current():
             return _STALE
         if arrays_as_they_are:
-            outputs = run(list(args))
+            feeds = list(args)
         else:
-            outputs = run([x._native if type(x) is Tensor and x._backend is backend
-                           and x._native is not None else _feed(x, backend) for x in args])
+            feeds = []
+            for x in args:  # (a loop, not a comprehension: no function made on every call)
+                native = x._native if type(x) is Tensor and x._backend is backend else None
+                feeds.append(_feed(x, backend) if native is None else native)
+        outputs = run(feeds)
         if loop_lines:  # the loop guard's flag, last: `_check_loop_flag`'s usual case inline
             flag = outputs[-1]
             if not (type(flag) is np.ndarray and flag.shape == () and not flag):
                 _check_loop_flag(backend, flag, loop_lines)
         if shape is not None:  # one tensor
-            out = outputs[0]
-            if type(out) is np.ndarray:
-                result = eager_tensor(shape, dtype, backend, None)
-                result._array = out  # (what Tensor(shape, dtype, backend, array=out) is)
-                return result
-            return eager_tensor(shape, dtype, backend, out)
-        # (zip stops at the graph's outputs: a loop flag after them is not one)
-        return _packed(compiled, _typed(compiled.out_types, backend, outputs))
+            return _out_tensor(shape, dtype, backend, outputs[0])
+        return _packed(compiled, _typed(out_types, backend, outputs))
 
     return call
 

@@ -11,8 +11,8 @@ it too (`unigraph_torch.fusions`); a top-level loop's counter stays a Python int
 (`loop_guard`). `every_value`, the checker's view, runs every record as it is.
 
     def run(P, a0, a1):
-        i0 = feed(a0)
-        i1 = feed(a1)
+        i0 = a0 if type(a0) is Tensor else feed(a0)
+        i1 = a1 if type(a1) is Tensor else feed(a1)
         p0 = P[0]
         t0, = i0,                 # while_loop(i0; captured i1): the state starts as i0
         while True:
@@ -124,6 +124,7 @@ class _SourceWriter:
         self.scope = {
             "torch": torch,
             "feed": feed,
+            "Tensor": torch.Tensor,
             "column_major": column_major,
             "leaf": leaf,
             "gradients": gradients,
@@ -405,7 +406,9 @@ def compile_graph(graph: Graph, column_major_params=frozenset()) -> tuple:
     env = {}
     for value, argument in zip(graph.inputs, arguments):
         env[value.id] = f"i{argument[1:]}"
-        writer.emit(f"{env[value.id]} = feed({argument})")
+        # (a torch tensor, the usual feed, without the call)
+        writer.emit(f"{env[value.id]} = {argument} if type({argument}) is Tensor "
+                    f"else feed({argument})")
     for index, value in enumerate(graph.params):
         env[value.id] = f"p{index}"
         writer.emit(f"p{index} = P[{index}]")
