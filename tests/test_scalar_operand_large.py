@@ -1,7 +1,7 @@
 """A 0-d operand on a large tensor (an optimizer's factors, Adam's eps): `s * x`, `x * s`,
 `x + s`, `s + x` bit for bit NumPy's products and sums, signed zeros, NaN and infinities
 included, on all 9 targets, at a size where paddle:static expands the operand to the
-tensor's shape first and paddle:eager's in-place `add_` does (`program_fast_scalar`,
+tensor's shape first and paddle:eager's in-place `add_` does (`program_scalars`,
 `add_in_place`: the broadcasting loop is ~3-4x slower there)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from conftest import TARGETS, run_on
 import unigraph as ug
 from unigraph.config import Target
 
-SIZE = 5000  # past unigraph_paddle.lowerings._EXPAND_FROM
+SIZE = 5000  # past unigraph_paddle.program_scalars.EXPAND_FROM
 
 
 def _operand(dtype):
@@ -66,17 +66,17 @@ def test_in_place_sum_with_a_0d_operand(target):
 
 def test_paddle_static_expands_the_operand(monkeypatch):
     """The mechanism: in a Program, each of the four ops found its 0-d operand."""
-    import unigraph_paddle.lowerings as lowerings
+    from unigraph_paddle.program_scalars import ScalarForms
 
     found = []
-    original = lowerings._program_scalar_operand
+    original = ScalarForms._operand
 
-    def recorded(x, y):
-        pair = original(x, y)
+    def recorded(self, x, y):
+        pair = original(self, x, y)
         found.append(pair is not None)
         return pair
 
-    monkeypatch.setattr(lowerings, "_program_scalar_operand", recorded)
+    monkeypatch.setattr(ScalarForms, "_operand", recorded)
 
     @ug.function
     def both_sides(s, x):

@@ -30,6 +30,7 @@ from unigraph.printing import emit
 from unigraph_paddle.backend import GRAD_DEPTH
 from unigraph_paddle.images import avg_pool2d, conv2d, conv_transpose2d, max_pool2d
 from unigraph_paddle.inplace import in_place_or
+from unigraph_paddle.program_scalars import EXPAND_FROM
 
 _FLOATS = (paddle.float16, paddle.float32, paddle.float64)
 _EAGER_TENSOR = paddle.Tensor
@@ -502,75 +503,14 @@ def multiply_in_place(x, y):
     return _C_ops.multiply_(x, y)
 
 
-# Elements from which Paddle's broadcasting loop over a 0-d operand costs more than expanding
-# the operand first (3.3.1 CPU, 784x256 float32: `add_` of a 0-d 351 us, of it expanded 94
-# us; at 256 elements the loop is faster). Not for divide: Paddle's same-shape divide is not
-# correctly rounded (its broadcasting one is), so its quotients would change.
-_EXPAND_FROM = 4096
-
-
 def add_in_place(x, y):
     """x += y (`in_place_or` has checked x). A 0-d y of x's dtype needing no gradient (Adam's
     eps) on a large x is expanded to x's shape first: the same-shape `add_`, the same sums
     (one IEEE addition an element either way), ~4x faster."""
     if (y.ndim == 0 and x.ndim != 0 and y.dtype is x.dtype and y.stop_gradient
-            and x.size >= _EXPAND_FROM):
+            and x.size >= EXPAND_FROM):
         return _C_ops.add_(x, _C_ops.expand(y, x.shape))
     return _C_ops.add_(x, y)
-
-
-# How many `grad` functions paddle:static is lowering around the current op (its
-# ProgramBuilder counts them): outside every one, Paddle never differentiates an op (a grad
-# node differentiates its own function, with operands copied where other paths exist).
-PROGRAM_GRAD_DEPTH = [0]
-
-
-def _program_scalar_operand(x, y):
-    """(tensor, 0-d operand) when one of a Program's `x`, `y` is a 0-d float of the other's
-    dtype needing no gradient, and the other has a known shape and needs none either, or is
-    outside every differentiated function (an optimizer's update reads the gradients, which
-    Paddle marks as differentiable); else None."""
-    if type(x) is _EAGER_TENSOR or type(y) is _EAGER_TENSOR:
-        return None
-    for tensor, scalar in ((x, y), (y, x)):
-        shape = tensor.shape
-        if (len(scalar.shape) == 0 and len(shape) != 0 and -1 not in shape
-                and scalar.dtype == tensor.dtype and scalar.dtype in (_F32, _F64)
-                and scalar.stop_gradient
-                and (tensor.stop_gradient or not PROGRAM_GRAD_DEPTH[0])):
-            return tensor, scalar
-    return None
-
-
-def program_fast_scalar(general, name: str):
-    """A lowering for "mul" / "add" that in a Program, by a 0-d operand needing no gradient
-    (`_program_scalar_operand`) on a large tensor, expands the operand to the tensor's shape
-    first (as `add_in_place`): the same-shape kernel, the same numbers (one IEEE product or
-    sum an element), ~3x faster than Paddle's broadcasting loop on a 784x256 float32
-    operand; else `general`. (Not dygraph's `scale` for mul: a Program may turn its -0.0
-    bias into +0.0, the attribute shared with an equal 0.0, and a -0.0 product with it.)
-
-    >>> "mul": eager_direct(eager_multiply, program_fast_scalar(general, "mul"))
-    """
-    kernel = _C_ops.multiply if name == "mul" else _C_ops.add
-
-    def lowered(x, y):
-        pair = _program_scalar_operand(x, y)
-        if pair is not None:
-            tensor, scalar = pair
-            size = 1
-            for dim in tensor.shape:
-                size *= dim
-            if size >= _EXPAND_FROM:
-                expanded = _C_ops.expand(scalar, list(tensor.shape))
-                return kernel(x, expanded) if scalar is y else kernel(expanded, y)
-        return general(x, y)
-
-    lowered.__name__ = getattr(general, "__name__", name)
-    if getattr(general, "widens_half", False):
-        lowered.widens_half = True
-        lowered.__wrapped__ = program_fast_scalar(general.__wrapped__, name)
-    return lowered
 
 
 _SQRT = widen_half(paddle.sqrt)
@@ -585,11 +525,10 @@ def sqrt_(x):
 
 LOWERINGS = {
     # elementwise
-    "add": eager_direct(_C_ops.add,
-                        program_fast_scalar(widen_small_ints(widen_half(paddle.add)), "add")),
+    # (in a Program, with a 0-d operand: see unigraph_paddle.program_scalars)
+    "add": eager_direct(_C_ops.add, widen_small_ints(widen_half(paddle.add))),
     "sub": eager_direct(_C_ops.subtract, widen_small_ints(widen_half(paddle.subtract))),
-    "mul": eager_direct(eager_multiply, program_fast_scalar(
-        widen_small_ints(widen_half(paddle.multiply)), "mul")),
+    "mul": eager_direct(eager_multiply, widen_small_ints(widen_half(paddle.multiply))),
     "div": eager_direct(_C_ops.divide, widen_half(paddle.divide)),
     "pow": widen_half(paddle.pow),
     "maximum": widen_small_ints(widen_half(maximum)),

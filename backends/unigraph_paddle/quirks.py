@@ -950,8 +950,10 @@ QUIRKS = [
         op="constant", framework="paddle", versions=VERSIONS,
         behaviour="paddle:static: a Program holding the constants 0.0 and -0.0 runs both as "
                   "+0.0 (z + full(-0.0) next to z + full(0.0) gives +0.0 for z = -0.0)",
-        workaround="not routed around: only the sign of a zero result differs, on "
-                   "paddle:static (tests/test_eager_fast_paths.py pins it)",
+        workaround="paddle:static makes a -0.0 constant as the product of the smallest "
+                   "subnormals of opposite signs, never as a -0.0 attribute "
+                   "(program_scalars; tests/test_eager_fast_paths.py, "
+                   "tests/test_program_scalars.py)",
         pin=_static_merges_signed_zero_constants,
     ),
     Quirk(

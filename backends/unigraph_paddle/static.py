@@ -5,7 +5,9 @@ persistable variable, set from NumPy, never initialised by Paddle: the startup P
 never run) for each graph param, one Paddle op per node from the shared lowering table,
 `paddle.static.nn.cond` / `paddle.static.nn.while_loop` for control flow,
 `paddle.static.gradients` for `grad` nodes, and the updates last (`unigraph_paddle.updates`).
-`unigraph_paddle.executable` runs the result.
+Scalar constants and arithmetic with a 0-d operand take the builder's own forms
+(`unigraph_paddle.program_scalars`: each constant made once). `unigraph_paddle.executable`
+runs the result.
 
 What Paddle 3.3.1 needs worked around (each has a test in tests/test_backend_paddle.py or
 tests/test_fidelity_control_flow.py; each Paddle fault is a `unigraph_paddle.quirks` record):
@@ -66,7 +68,7 @@ from unigraph.errors import BackendError
 from unigraph.ir import Graph
 from unigraph_paddle.backend import ignore_paddle_warnings
 from unigraph_paddle.backward import fixed_backward
-from unigraph_paddle.lowerings import PROGRAM_GRAD_DEPTH
+from unigraph_paddle.program_scalars import ScalarForms
 from unigraph_paddle.updates import emit_in_place, plan_in_place
 
 # Serialises Program builds (and first runs): one thread at a time in static mode.
@@ -119,7 +121,11 @@ class ProgramBuilder:
 
     def __init__(self, paddle, lowerings: dict):
         self.paddle = paddle
-        self.lowerings = lowerings
+        self.grad_depth = 0  # how many `grad` functions are being lowered around us
+        self.block_depth = 0  # how many cond branches and loop bodies are around us
+        # Shared scalar constants and the 0-d operand forms (unigraph_paddle.program_scalars).
+        self.scalars = ScalarForms(paddle, self)
+        self.lowerings = {**lowerings, **self.scalars.table(lowerings)}
         self.control_flow = {
             "cond": self.lower_cond,
             "while_loop": self.lower_while_loop,
@@ -127,7 +133,6 @@ class ProgramBuilder:
         }
         self._graphs = []  # the graphs being lowered, outermost first
         self._owners = []  # the node each of those graphs belongs to (None: the top level)
-        self._grad_depth = 0  # how many `grad` functions are being lowered around us
         # How many cond branches and loop bodies are around us, inside the innermost `grad`.
         self._control_depth = 0
         self._producers = None  # value id -> node, for the top-level graph
@@ -148,10 +153,12 @@ class ProgramBuilder:
     def lower_block(self, graph, args, owner) -> list:
         """A cond branch or a loop's cond or body: a subgraph inside a Paddle block."""
         self._control_depth += 1
+        self.block_depth += 1
         try:
             return self.lower_subgraph(graph, args, owner)
         finally:
             self._control_depth -= 1
+            self.block_depth -= 1
 
     def lower_cond(self, node, args) -> list:
         paddle = self.paddle
@@ -199,14 +206,19 @@ class ProgramBuilder:
         carried = node.attrs["num_carried"]
         cond_graph, body_graph = node.subgraphs["cond"], node.subgraphs["body"]
         args = list(args)
-        nested = bool(self._control_depth and self._grad_depth
+        nested = bool(self._control_depth and self.grad_depth
                       and any(not a.stop_gradient for a in args))
         if nested:
             self.check_loop_in_loop(node, args[carried:])
         # Paddle's while op takes over the buffers of the values it starts from (3.3.1: a
         # later read of one fails with "Tensor holds no memory"), so it starts from copies.
         args[:carried] = [paddle.assign(a) for a in args[:carried]]
-        if self._grad_depth:
+        # A constant shared with other nodes is captured as a copy, as before they were
+        # shared: the backward of two loops capturing one value fails (3.3.1: call_vjp is
+        # handed None for its gradient), see also below.
+        args[carried:] = [paddle.assign(a) if self.scalars.is_shared(a) else a
+                          for a in args[carried:]]
+        if self.grad_depth:
             # Paddle marks a while op's results differentiable only from the loop
             # variables it starts from (a captured value that requires a gradient does not
             # count), and prunes the backward of the rest: each floating carried value
@@ -367,17 +379,17 @@ class ProgramBuilder:
             # `paddle.static.gradients` gives total derivatives through the whole Program;
             # the node wants the partial derivative through `fn` alone. A fresh copy of
             # the operand cuts every other path; it is skipped where there is none.
-            if not self.only_path(node, i, args) or _made_by_assign_value(args[i]):
+            # A constant shared with other nodes (`ScalarForms.is_shared`) has other paths.
+            if (not self.only_path(node, i, args) or _made_by_assign_value(args[i])
+                    or self.scalars.is_shared(args[i])):
                 leaves[i] = paddle.assign(args[i])
             leaves[i].stop_gradient = not _is_float(paddle, args[i])
-        self._grad_depth += 1
-        PROGRAM_GRAD_DEPTH[0] += 1  # the lowerings' view of it (`program_fast_scalar`)
+        self.grad_depth += 1
         control_depth, self._control_depth = self._control_depth, 0
         try:
             outs = self.lower_subgraph(node.subgraphs["fn"], leaves, node)
         finally:
-            self._grad_depth -= 1
-            PROGRAM_GRAD_DEPTH[0] -= 1
+            self.grad_depth -= 1
             self._control_depth = control_depth
         xs = [leaves[i] for i in wrt]
         differentiable = [i for i, x in enumerate(xs) if not x.stop_gradient]

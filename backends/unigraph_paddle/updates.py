@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from unigraph.ir import Graph
-from unigraph_paddle.lowerings import _EXPAND_FROM as EXPAND_FROM
+from unigraph_paddle.program_scalars import EXPAND_FROM
 
 _IN_PLACE = {"sub": "subtract_", "add": "add_"}
 
