@@ -189,6 +189,62 @@ def eager_multiply(x, y):
     return _C_ops.multiply(x, y)
 
 
+def _scalar_and_tensor(x, y):
+    """(0-d, tensor) when one of two eager Tensors of one dtype is a 0-d float32 or float64,
+    the other has EXPAND_FROM elements or more, and neither needs a gradient; else None."""
+    if x.ndim == y.ndim or not (x.stop_gradient and y.stop_gradient):
+        return None
+    scalar, tensor = (x, y) if x.ndim == 0 else (y, x)
+    dtype = scalar.dtype
+    if scalar.ndim != 0 or not (dtype is _F32 or dtype is _F64) or tensor.size < EXPAND_FROM:
+        return None
+    return scalar, tensor
+
+
+def eager_add(x, y):
+    """x + y on two eager Tensors of one dtype (`eager_direct`'s kernel for "add"). A 0-d
+    float plus a large tensor, neither needing a gradient, runs Paddle's `scale` kernel as
+    x * 1.0 + c: x * 1.0 is x, so each element is the one rounding of the sum, as in the
+    broadcasting add, which is ~5x slower (3.3.1, 784x256 float32: 40 us against 215 with
+    the 0-d, 105 with it expanded). The bias is a number in dygraph (in a Program an IR
+    attribute: see unigraph_paddle.program_scalars)."""
+    pair = _scalar_and_tensor(x, y)
+    if pair is not None:
+        return _C_ops.scale(pair[1], 1.0, pair[0].item(), True)
+    return _C_ops.add(x, y)
+
+
+# The exponent range of a power of two each dtype holds (subnormals included).
+_POWERS = {_F32: (-149, 127), _F64: (-1074, 1023)}
+
+
+def exact_reciprocal(value: float, dtype):
+    """1 / value when value is a power of two whose reciprocal `dtype` holds, else None: then
+    x / value and x * (1 / value) are one rounding of the same number, for every x."""
+    fraction, exponent = math.frexp(value)  # value = fraction * 2**exponent
+    if fraction != 0.5 and fraction != -0.5:  # not a power of two (nor 0, inf, NaN)
+        return None
+    low, high = _POWERS[dtype]
+    power = 1 - exponent  # 1 / value = +-2**power
+    return math.ldexp(fraction * 2.0, power) if low <= power <= high else None
+
+
+def eager_divide(x, y):
+    """x / y on two eager Tensors of one dtype (`eager_direct`'s kernel for "div"). A large
+    tensor divided by a 0-d float that is a power of two (Adam's 1 - beta1 ** t is 1.0 in
+    float32 from step 165 on), neither needing a gradient, runs `scale` by the reciprocal:
+    the same quotients, ~6x faster than Paddle's broadcasting divide (3.3.1, 784x256 float32:
+    40 us against 250). Other divisors keep the divide: Paddle's same-shape divide is not
+    correctly rounded, and no other kernel divides. The bias is -0.0 (see eager_multiply)."""
+    if y.ndim == 0 and x.ndim != 0:
+        pair = _scalar_and_tensor(x, y)
+        if pair is not None:
+            reciprocal = exact_reciprocal(y.item(), y.dtype)
+            if reciprocal is not None:
+                return _C_ops.scale(x, reciprocal, -0.0, True)
+    return _C_ops.divide(x, y)
+
+
 def softplus(x):
     # F.softplus returns x itself above `threshold` (default 20): off by exp(-20) ~ 2e-9 in
     # float64. Past 40, exp(-x) is below float64's rounding of x.
@@ -505,12 +561,23 @@ def multiply_in_place(x, y):
 
 def add_in_place(x, y):
     """x += y (`in_place_or` has checked x). A 0-d y of x's dtype needing no gradient (Adam's
-    eps) on a large x is expanded to x's shape first: the same-shape `add_`, the same sums
-    (one IEEE addition an element either way), ~4x faster."""
+    eps) on a large x: Paddle's `scale_` as x * 1.0 + y, the same sums (see `eager_add`),
+    ~2.5x faster than `add_` of y expanded to x's shape, ~5x than the broadcasting `add_`."""
     if (y.ndim == 0 and x.ndim != 0 and y.dtype is x.dtype and y.stop_gradient
             and x.size >= EXPAND_FROM):
-        return _C_ops.add_(x, _C_ops.expand(y, x.shape))
+        return _C_ops.scale_(x, 1.0, y.item(), True)
     return _C_ops.add_(x, y)
+
+
+def divide_in_place(x, y):
+    """x /= y (`in_place_or` has checked x). By a 0-d power of two of x's dtype needing no
+    gradient, on a large x: `scale_` by its reciprocal, the same quotients (`eager_divide`)."""
+    if (y.ndim == 0 and x.ndim != 0 and y.dtype is x.dtype and y.stop_gradient
+            and x.size >= EXPAND_FROM):
+        reciprocal = exact_reciprocal(y.item(), y.dtype)
+        if reciprocal is not None:
+            return _C_ops.scale_(x, reciprocal, -0.0, True)
+    return _C_ops.divide_(x, y)
 
 
 _SQRT = widen_half(paddle.sqrt)
@@ -526,10 +593,10 @@ def sqrt_(x):
 LOWERINGS = {
     # elementwise
     # (in a Program, with a 0-d operand: see unigraph_paddle.program_scalars)
-    "add": eager_direct(_C_ops.add, widen_small_ints(widen_half(paddle.add))),
+    "add": eager_direct(eager_add, widen_small_ints(widen_half(paddle.add))),
     "sub": eager_direct(_C_ops.subtract, widen_small_ints(widen_half(paddle.subtract))),
     "mul": eager_direct(eager_multiply, widen_small_ints(widen_half(paddle.multiply))),
-    "div": eager_direct(_C_ops.divide, widen_half(paddle.divide)),
+    "div": eager_direct(eager_divide, widen_half(paddle.divide)),
     "pow": widen_half(paddle.pow),
     "maximum": widen_small_ints(widen_half(maximum)),
     "minimum": widen_small_ints(widen_half(minimum)),
@@ -611,7 +678,7 @@ LOWERINGS = {
     "sub_": in_place_or(paddle._C_ops.subtract_, widen_small_ints(widen_half(paddle.subtract))),
     "add_": in_place_or(add_in_place, widen_small_ints(widen_half(paddle.add))),
     "mul_": in_place_or(multiply_in_place, widen_small_ints(widen_half(paddle.multiply))),
-    "div_": in_place_or(paddle._C_ops.divide_, widen_half(paddle.divide)),
+    "div_": in_place_or(divide_in_place, widen_half(paddle.divide)),
     "sqrt_": sqrt_,
 }
 
