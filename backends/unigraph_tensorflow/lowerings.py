@@ -12,8 +12,10 @@ eager call and add nothing here: inputs arrive as tensors of one dtype, attrs no
 Where TF's own op differs from the op record, a small wrapper next to the entry says how:
 bool comparisons go through int8, argmax treats NaN as the maximum, maximum/minimum split a
 tie's gradient, softmax is NaN across a row whose max is not finite, and conv/pool images
-are transposed to NHWC because TF's CPU kernels only take that layout. Each such behaviour
-is a `Quirk` record in `quirks.py`, pinned by tests/test_quirks.py.
+are transposed to NHWC because TF's CPU kernels only take that layout; softmax, argmax,
+broadcasts and the reductions' gradients take routes (`ranks.py`) where TF's kernels refuse
+a high rank. Each such behaviour is a `Quirk` record in `quirks.py`, pinned by
+tests/test_quirks.py.
 
 `LOWERINGS` serves eager ops; `GRAPH_LOWERINGS` (tensorflow:static, tensorflow:function)
 spreads it and overrides the entries that shape a graph for Grappler.
@@ -29,7 +31,7 @@ import tensorflow as tf
 
 from unigraph.index_checks import MARKER, check_indices
 from unigraph.printing import emit
-from unigraph_tensorflow import images, nchw_conv
+from unigraph_tensorflow import images, nchw_conv, ranks
 from unigraph_tensorflow.int_operands import int_operand
 from unigraph_tensorflow.taping import may_be_differentiated
 
@@ -169,12 +171,18 @@ def reduction(op):
             axis = tuple(range(len(x.shape)))
         if not axis:
             return x  # axis None of a 0-d x (a node's axis is never (): the frontend)
+        if len(x.shape) > ranks.MAX_BROADCAST_DIMS:
+            return ranks.reduction(op, x, axis, keepdims)  # TF's gradient may be refused
         return op(input=x, axis=int_operand(axis), keep_dims=keepdims)
 
     return lowering
 
 
 def argmax(x, *, axis, keepdims):
+    if len(x.shape) > ranks.MAX_ARGMAX_RANK:  # refused by TF's ArgMax: on a 3-D view
+        out = ranks.on_a_view(lambda view, axis: argmax(view, axis=axis, keepdims=False), x,
+                              axis % len(x.shape))
+        return raw.ExpandDims(input=out, axis=axis) if keepdims else out
     out = raw.ArgMax(input=x, dimension=axis, output_type=tf.int64)
     if x.dtype.is_floating:
         # TF's ArgMax skips NaN; ours (NumPy's) counts NaN as the maximum: where a slice
@@ -214,7 +222,7 @@ def expand_dims(x, *, axis):
 
 
 def broadcast_to(x, *, shape):
-    return tf.broadcast_to(x, shape)
+    return ranks.broadcast_to(x, shape)  # in steps where TF's BroadcastTo refuses it
 
 
 def slice_(x, *, begin, end, stride):
@@ -293,6 +301,10 @@ def constant(*, value):
 
 
 def softmax(x, *, axis):
+    if len(x.shape) > ranks.MAX_SOFTMAX_RANK and x.dtype != tf.float64:
+        # refused by oneDNN's Softmax (float64 runs on TF's own kernel, at any rank): on a view
+        return ranks.on_a_view(lambda view, axis: softmax(view, axis=axis), x,
+                               axis % len(x.shape))
     # TF's float32 Softmax kernel makes a row holding +inf [nan, 0] and a row holding NaN
     # [0, nan]; the op record's exp(x - max) / sum(...) is NaN throughout such a row (and
     # over a row of -inf). Adding max - max (0 where the max is finite, else NaN) makes it
@@ -417,3 +429,14 @@ GRAPH_LOWERINGS = {
     "sigmoid": images.before_nchw_transpose(LOWERINGS["sigmoid"]),
     "tanh": images.before_nchw_transpose(LOWERINGS["tanh"]),
 }
+
+# Elementwise ops whose operands broadcast: where TF's kernel refuses the broadcast (more
+# than 5 dims once merged, see ranks.py), the operands are broadcast in steps first. A graph
+# knows at build time; eagerly, TF's kernel is tried first. (SelectV2 takes 8 dims: `where`
+# needs no route.)
+BROADCASTING = ("add", "sub", "mul", "div", "pow", "maximum", "minimum", "equal", "not_equal",
+                "less", "less_equal", "greater", "greater_equal", "logical_and",
+                "logical_or", "mod", "floor_divide", "atan2")
+GRAPH_LOWERINGS.update(
+    (name, ranks.graph_broadcasting(GRAPH_LOWERINGS[name])) for name in BROADCASTING)
+LOWERINGS.update((name, ranks.eager_broadcasting(LOWERINGS[name])) for name in BROADCASTING)

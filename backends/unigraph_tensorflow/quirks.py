@@ -168,6 +168,20 @@ def _pair_quirk(name: str) -> Quirk:
     )
 
 
+def _refuses(error_class: str, text: str, fn):
+    """A pin: True while fn(tf) raises TF's `error_class` with `text` in its message."""
+
+    def pin() -> bool:
+        tf = _tf()
+        try:
+            fn(tf)
+        except getattr(tf.errors, error_class) as error:
+            return text in str(error)
+        return False
+
+    return pin
+
+
 def _function_drops_adding_zero() -> bool:
     tf = _tf()
     out = tf.function(lambda z: z + tf.constant(0.0))(tf.constant([-0.0]))
@@ -284,5 +298,38 @@ QUIRKS = [
         workaround="not routed around: only the sign of a zero result differs, on "
                    "tensorflow:function (tests/test_eager_fast_paths.py pins it)",
         pin=_function_drops_adding_zero,
+    ),
+    Quirk(
+        op="softmax", framework="tensorflow", versions=VERSIONS,
+        behaviour="tf.nn.softmax of a float32 (float16) tensor of rank > 5 fails, eagerly and "
+                  "in graphs: oneDNN's Softmax takes ranks 1 to 5 ('Input dims must be <= 5 "
+                  "and >=1'); float64 runs at any rank",
+        workaround="above rank 5 (not float64), the softmax of a [before, n] or [before, n, "
+                   "after] view, reshaped back (ranks.on_a_view)",
+        pin=_refuses("AbortedError", "Input dims must be <= 5",
+                     lambda tf: tf.nn.softmax(tf.ones((2,) * 6))),
+    ),
+    Quirk(
+        op="add (every broadcasting binary op), broadcast_to, max/min/sum/mean gradients",
+        framework="tensorflow", versions=VERSIONS,
+        behaviour="a broadcast of more than 5 dims once adjacent dims that broadcast alike "
+                  "are merged is refused ('Broadcast between [2,1,2,1,2,1] and [1,3,1,3,1,3] "
+                  "is not supported yet'): binary ops, BroadcastTo, and TF's gradients of "
+                  "Max/Min (and eagerly of Sum/Mean)",
+        workaround="the operands broadcast one axis at a time, each step a 3-D BroadcastTo "
+                   "(ranks.broadcast_in_steps), where TF would refuse: graphs from the static "
+                   "shapes, eagerly after TF's kernel refused; the reductions' gradients are "
+                   "TF's formulas, broadcast in steps (tf.custom_gradient)",
+        pin=_refuses("UnimplementedError", "is not supported yet",
+                     lambda tf: tf.ones((2, 1, 2, 1, 2, 1)) + tf.ones((1, 3, 1, 3, 1, 3))),
+    ),
+    Quirk(
+        op="argmax", framework="tensorflow", versions=VERSIONS,
+        behaviour="tf.argmax of a tensor of rank > 7 fails ('Argmax and Argmin only support "
+                  "up to 7 input dimensions')",
+        workaround="above rank 7, the argmax of a [before, n, after] view, reshaped back "
+                   "(ranks.on_a_view)",
+        pin=_refuses("InvalidArgumentError", "only support up to 7 input dimensions",
+                     lambda tf: tf.argmax(tf.ones((2,) * 8), axis=0)),
     ),
 ]
