@@ -68,7 +68,7 @@ class PaddleExecutable(Executable):
         self._paddle = paddle
         self._lowerings = lowerings
         self._place = place
-        built = build_program(paddle, graph, lowerings)
+        built = build_program(paddle, graph, lowerings, stored_constants=True)
         self.program = built.program
         self._feed_names = built.feed_names
         self._param_names = built.param_names
@@ -79,6 +79,7 @@ class PaddleExecutable(Executable):
         order = [position[id(v)] for v in built.fetch]
         self._order = None if order == list(range(len(unique))) else order
         self._scope = paddle.static.Scope()
+        self._set_constants(built.constants)
         self._exe = paddle.static.Executor(place)
         self._core = paddle.base.core
         self._flags = paddle.base.core.globals()
@@ -142,7 +143,8 @@ class PaddleExecutable(Executable):
         with self._lock:
             if self._probe is None:
                 self._probe = build_program(self._paddle, self.graph, self._lowerings,
-                                            fetch_all=True)
+                                            fetch_all=True, stored_constants=True)
+                self._set_constants(self._probe.constants)
             probe = self._probe
             feed = {name: self._feedable(v) for name, v in zip(probe.feed_names, inputs)}
             with StaticMode(self._paddle), _serial(self._flags):
@@ -151,6 +153,11 @@ class PaddleExecutable(Executable):
                     scope=self._scope, return_numpy=True,
                 )
         return dict(zip(probe.fetch.keys(), outs))
+
+    def _set_constants(self, constants: dict) -> None:
+        """The stored constants of a Program (`build_program`), set once in the Scope."""
+        for name, array in constants.items():
+            self._scope.var(name).get_tensor().set(array, self._place)
 
     def _set_param(self, index: int, array) -> None:
         with self._lock:

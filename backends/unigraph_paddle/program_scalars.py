@@ -44,9 +44,12 @@ class ScalarForms:
     """The Program lowerings of one `ProgramBuilder` (see the module doc); `table(general)`
     is what the builder spreads over the shared lowering table `general`."""
 
-    def __init__(self, paddle, builder):
+    def __init__(self, paddle, builder, *, stored: bool = False):
         self.paddle = paddle
         self.builder = builder
+        # stored: a full-size constant is a persistable variable, filled once when the
+        # Program is loaded (`stored_constants`), not a `full` op filling it every run.
+        self._stored = {} if stored else None  # name -> NumPy array
         self._constants = {}  # (dtype, bytes, shape) -> Value, top-level block only
         self._made = {}  # id(Value) -> Value, for each of those
         self._values = {}  # id(0-d constant Value) -> (the Value, its value, a NumPy scalar)
@@ -78,6 +81,10 @@ class ScalarForms:
         return {"constant": lower_constant, "full": lower_full, "mul": lower_mul,
                 "add": lower_add}
 
+    def stored_constants(self) -> dict:
+        """{variable name: NumPy array} of the stored constants, to set in the Scope."""
+        return dict(self._stored or {})
+
     def is_shared(self, value) -> bool:
         """Whether `value` is a constant this builder may hand to more than one node."""
         return self._made.get(id(value)) is value
@@ -95,6 +102,20 @@ class ScalarForms:
             if shape == ():
                 self._values[id(found)] = (found, scalar)
         return found
+
+    def _store(self, value, shape: tuple):
+        """A persistable variable holding `value` at `shape`, named by its contents (a
+        Program built again from the same graph, the probe of `Executable.run_all`, finds
+        the same variable in the Scope)."""
+        name = f"constant_{value.dtype.name}_{value.tobytes().hex()}_" + "x".join(
+            str(d) for d in shape)
+        if name not in self._stored:
+            self._stored[name] = np.full(shape, value, value.dtype)
+        variable = self.paddle.static.create_parameter(
+            list(shape), value.dtype.name, name=name,
+            default_initializer=self.paddle.nn.initializer.Constant(0.0))  # never run
+        variable.stop_gradient = True
+        return variable
 
     def _negative_zero(self, shape: tuple, dtype: str):
         """-0.0 of `shape`: the product of the smallest subnormals of opposite signs, which
@@ -135,6 +156,8 @@ class ScalarForms:
 
     def _expand(self, scalar, shape: tuple, value):
         if value is not None:  # a constant: made at the shape, once per value and shape
+            if self._stored is not None and not self.builder.block_depth:
+                return self._shared(value, shape, lambda: self._store(value, shape))
             return self._shared(value, shape, lambda: self.paddle.full(
                 list(shape), value.item(), value.dtype.name))
         if self.builder.block_depth:

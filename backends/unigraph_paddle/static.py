@@ -119,12 +119,12 @@ class ProgramBuilder:
     """Lowers one IR graph into the current Program (call inside `StaticMode` and a
     `program_guard`). The control-flow builders recurse through `lower`."""
 
-    def __init__(self, paddle, lowerings: dict):
+    def __init__(self, paddle, lowerings: dict, *, stored_constants: bool = False):
         self.paddle = paddle
         self.grad_depth = 0  # how many `grad` functions are being lowered around us
         self.block_depth = 0  # how many cond branches and loop bodies are around us
         # Shared scalar constants and the 0-d operand forms (unigraph_paddle.program_scalars).
-        self.scalars = ScalarForms(paddle, self)
+        self.scalars = ScalarForms(paddle, self, stored=stored_constants)
         self.lowerings = {**lowerings, **self.scalars.table(lowerings)}
         self.control_flow = {
             "cond": self.lower_cond,
@@ -432,18 +432,23 @@ def _no_second_order(error: ValueError, node) -> Exception:
 
 
 class BuiltProgram:
-    """A Program and what running it needs: feed names, fetch values, parameter names."""
+    """A Program and what running it needs: feed names, fetch values, parameter names, and
+    the stored constants ({name: array}) to set in its Scope before the first run."""
 
-    def __init__(self, program, feed_names, fetch, param_names):
+    def __init__(self, program, feed_names, fetch, param_names, constants=None):
         self.program = program
         self.feed_names = feed_names
         self.fetch = fetch
         self.param_names = param_names
+        self.constants = constants or {}
 
 
-def build_program(paddle, graph, lowerings: dict, *, fetch_all: bool = False) -> BuiltProgram:
+def build_program(paddle, graph, lowerings: dict, *, fetch_all: bool = False,
+                  stored_constants: bool = False) -> BuiltProgram:
     """Lower `graph` into a new Program. fetch_all: fetch every top-level value (keys of the
-    fetch list are value ids) and leave out the updates; else fetch `graph.outputs`."""
+    fetch list are value ids) and leave out the updates; else fetch `graph.outputs`.
+    stored_constants: full-size constants are persistable variables (`BuiltProgram.constants`
+    lists their values), not `full` ops run every time (`program_scalars.ScalarForms`)."""
     main, startup = paddle.static.Program(), paddle.static.Program()
     placeholder = paddle.nn.initializer.Constant(0.0)  # lands in `startup`, never run
     with (
@@ -470,11 +475,12 @@ def build_program(paddle, graph, lowerings: dict, *, fetch_all: bool = False) ->
             param.stop_gradient = True
             env[value.id] = param
             param_names.append(name)
-        builder = ProgramBuilder(paddle, lowerings)
+        builder = ProgramBuilder(paddle, lowerings, stored_constants=stored_constants)
         if fetch_all:
             builder.lower(graph, env)
             ids = list(dict.fromkeys(_top_level_ids(graph)))
-            return BuiltProgram(main, feed_names, {i: env[i] for i in ids}, param_names)
+            return BuiltProgram(main, feed_names, {i: env[i] for i in ids}, param_names,
+                                builder.scalars.stored_constants())
         in_place = plan_in_place(graph)
         absorbed = {id(node) for update in in_place.values() for node in update.nodes}
         kept = [node for node in graph.nodes if id(node) not in absorbed]
@@ -496,7 +502,8 @@ def build_program(paddle, graph, lowerings: dict, *, fetch_all: bool = False) ->
             paddle.assign(source, output=target)
         for update in in_place.values():  # last: every other read of the params is done
             emit_in_place(paddle, update, env)
-    return BuiltProgram(main, feed_names, outputs, param_names)
+    return BuiltProgram(main, feed_names, outputs, param_names,
+                        builder.scalars.stored_constants())
 
 
 def _top_level_ids(graph):
