@@ -571,7 +571,12 @@ def _typed(out_types, backend, outputs) -> list:
     an output after them, a loop's flag, is not one)."""
     wrapped = []
     for (shape, dtype), out in zip(out_types, outputs):
-        wrapped.append(_out_tensor(shape, dtype, backend, out))
+        if type(out) is np.ndarray:  # (`_out_tensor`, inline: a call less per output)
+            tensor = eager_tensor(shape, dtype, backend, None)
+            tensor._array = out
+        else:
+            tensor = eager_tensor(shape, dtype, backend, out)
+        wrapped.append(tensor)
     return wrapped
 
 
