@@ -78,8 +78,18 @@ class ScalarForms:
             out = self._same_shape(x, y, _C_ops.add, biased=True)
             return add(x, y) if out is None else out
 
+        def write_mul(target, y):
+            out = self._same_shape(target, y, _C_ops.multiply_, in_place=True)
+            return _C_ops.multiply_(target, y) if out is None else out
+
+        def write_add(target, y):
+            out = self._same_shape(target, y, _C_ops.add_, biased=True, in_place=True)
+            return _C_ops.add_(target, y) if out is None else out
+
+        # `updates.plan_writes`: the same forms, written into the first operand
         return {"constant": lower_constant, "full": lower_full, "mul": lower_mul,
-                "add": lower_add}
+                "add": lower_add, "write_mul": write_mul, "write_add": write_add,
+                "write_sub": _C_ops.subtract_}
 
     def stored_constants(self) -> dict:
         """{variable name: NumPy array} of the stored constants, to set in the Scope."""
@@ -139,9 +149,11 @@ class ScalarForms:
                 return tensor, scalar, tuple(shape)
         return None
 
-    def _same_shape(self, x, y, kernel, biased=False):
+    def _same_shape(self, x, y, kernel, biased=False, in_place=False):
+        """`kernel(x, y)` in one of the forms above, or None; `in_place`: x is written
+        (`updates.plan_writes`), with the in-place kernels of the same forms."""
         pair = self._operand(x, y)
-        if pair is None:
+        if pair is None or (in_place and pair[0] is not x):
             return None
         tensor, scalar, shape = pair
         known = self._values.get(id(scalar))
@@ -150,7 +162,8 @@ class ScalarForms:
                 and float(np.float32(value)) == float(value)):
             one = self._shared(np.asarray(1.0, np.float32), (), lambda: self.paddle.full(
                 [], 1.0, "float32"))
-            return _C_ops.scale(tensor, one, float(value), True)
+            scale = _C_ops.scale_ if in_place else _C_ops.scale
+            return scale(tensor, one, float(value), True)
         expanded = self._expand(scalar, shape, value)
         return kernel(x, expanded) if scalar is y else kernel(expanded, y)
 

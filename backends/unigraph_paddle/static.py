@@ -69,7 +69,7 @@ from unigraph.ir import Graph
 from unigraph_paddle.backend import ignore_paddle_warnings
 from unigraph_paddle.backward import fixed_backward
 from unigraph_paddle.program_scalars import ScalarForms
-from unigraph_paddle.updates import emit_in_place, plan_in_place
+from unigraph_paddle.updates import emit_in_place, plan_in_place, plan_writes
 
 # Serialises Program builds (and first runs): one thread at a time in static mode.
 _BUILD_LOCK = threading.RLock()
@@ -482,26 +482,34 @@ def build_program(paddle, graph, lowerings: dict, *, fetch_all: bool = False,
             return BuiltProgram(main, feed_names, {i: env[i] for i in ids}, param_names,
                                 builder.scalars.stored_constants())
         in_place = plan_in_place(graph)
+        written = plan_writes(graph, in_place)
+        producers = {v.id: node for node in graph.nodes for v in node.outputs}
         absorbed = {id(node) for update in in_place.values() for node in update.nodes}
-        kept = [node for node in graph.nodes if id(node) not in absorbed]
+        kept = [written.get(id(node), node) for node in graph.nodes if id(node) not in absorbed]
         outputs = builder.lower(Graph(graph.name, graph.inputs, graph.params, kept,
                                       graph.outputs), env)
         params = [env[p.id] for p in graph.params]
         # An output that is a parameter must be read before the updates overwrite it.
         outputs = [paddle.assign(o) if _is_in(o, params) else o for o in outputs]
         # Every source is read (a parameter copied: p <- q, q <- p) before any is written.
-        writes = []
+        writes, in_own_buffer = [], []
         for param, new in graph.updates:
             if id(new) in in_place:
                 continue
             source = env[new.id]
             if _is_in(source, params):
                 source = paddle.assign(source)
-            writes.append((source, env[param.id]))
+            target = env[param.id]
+            # Made in the parameter's buffer (`plan_writes`): a copy onto itself, which
+            # Paddle skips, at the very end (see updates.py).
+            made_there = id(producers[new.id]) in written if new.id in producers else False
+            (in_own_buffer if made_there else writes).append((source, target))
         for source, target in writes:
             paddle.assign(source, output=target)
         for update in in_place.values():  # last: every other read of the params is done
             emit_in_place(paddle, update, env)
+        for source, target in in_own_buffer:
+            paddle.assign(source, output=target)
     return BuiltProgram(main, feed_names, outputs, param_names,
                         builder.scalars.stored_constants())
 

@@ -11,6 +11,19 @@ float32 weight on a CPU):
     p <- add(p, d), add(d, p)                           ->  add_(p, d)
 
 (lr a scalar of p's dtype), each only where nothing else reads the values it absorbs.
+
+An update whose new value the step reads again (an optimizer's slot: Momentum's velocity,
+Adam's moments and step count) is instead made in the slot's own buffer where the graph
+makes it (`plan_writes`), when nothing else reads the slot's old value:
+
+    s <- add(s, d), add(d, s), sub(s, d), mul(s, d), mul(d, s)  ->  add_ / subtract_ / multiply_
+    s <- add(mul(s, c), d), add(d, mul(c, s))                  ->  multiply_(s, c); add_(s, d)
+
+saving a full-size temporary per slot and step. The update's copy `assign(new, output=s)`
+stays at the end: Paddle skips a copy of a buffer onto itself, and the read keeps the new
+value alive to the end, so that Paddle's inplace pass cannot write another op's result into
+the slot's buffer at what it takes for the value's last use (3.3.1: without it,
+`multiply(v_new, lr)` became `multiply_`, and the velocity held lr * v).
 `subtract_`/`add_` are the same kernels as `subtract`/`add`. `sgd_` computes `p - lr * g`
 with the float32 rounding of `mul` then `sub` only when p has a multiple of 8 elements
 (3.3.1: its vectorised loop); otherwise, and in float64, it rounds every element as an FMA,
@@ -28,7 +41,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from unigraph.ir import Graph
+from unigraph.ir import Graph, Node
 from unigraph_paddle.program_scalars import EXPAND_FROM
 
 _IN_PLACE = {"sub": "subtract_", "add": "add_"}
@@ -95,6 +108,69 @@ def _sgd_form(param, sub_node, operand, producers, reads):
     op = ("sgd_" if param.dtype == "float32" and _size(param.shape) % 8 == 0
           else "scaled_subtract_")
     return InPlaceUpdate(param, op, (lr, grad), (sub_node, product))
+
+
+_WRITES = ("add", "sub", "mul")
+
+
+def plan_writes(graph: Graph, planned: dict) -> dict:
+    """{id(node): its in-place replacement} for the updates of `graph` not in `planned`
+    (`plan_in_place`) whose new value can be made in the parameter's own buffer where the
+    graph makes it. A replacement is a `write_<op>` node whose first input is the buffer
+    written (the parameter, or the previous write's result); `ProgramBuilder` lowers it
+    with the in-place kernel of the op's lowering."""
+    reads = {}
+    for node in graph.nodes:
+        for value in node.inputs:
+            reads[value.id] = reads.get(value.id, 0) + 1
+    for value in [*graph.outputs, *(new for _, new in graph.updates)]:
+        reads[value.id] = reads.get(value.id, 0) + 1
+    producers = {v.id: node for node in graph.nodes for v in node.outputs}
+    updated = [param.id for param, _ in graph.updates]
+    replaced = {}
+    for param, new in graph.updates:
+        node = producers.get(new.id)
+        if (id(new) in planned or node is None or updated.count(param.id) > 1
+                or param.dtype not in ("float32", "float64") or reads.get(param.id) != 1
+                or tuple(new.shape) != tuple(param.shape) or new.dtype != param.dtype):
+            continue
+        chain = _write_chain(param, node, producers, reads)
+        if chain is None:
+            continue
+        target = param
+        for step, operand in chain:
+            replaced[id(step)] = Node(f"write_{step.op}", [target, operand], step.outputs,
+                                      source=step.source)
+            target = step.outputs[0]
+    return replaced
+
+
+def _write_chain(param, node, producers, reads):
+    """[(node, its other operand), ...] writing `param` in place, in order, or None."""
+
+    def fits(value):
+        return value.dtype == param.dtype and tuple(value.shape) in ((), tuple(param.shape))
+
+    if node.op not in _WRITES:
+        return None
+    x, y = node.inputs
+    if x.id == param.id and y.id != param.id and fits(y):
+        return [(node, y)]
+    if node.op != "sub" and y.id == param.id and x.id != param.id and fits(x):
+        return [(node, x)]  # a + b is b + a, a * b is b * a, bit for bit
+    if node.op != "add":
+        return None
+    for made, operand in ((x, y), (y, x)):
+        product = producers.get(made.id)
+        if (product is None or product.op != "mul" or reads.get(made.id) != 1
+                or made.id == operand.id or tuple(made.shape) != tuple(param.shape)
+                or not fits(operand)):
+            continue
+        a, b = product.inputs
+        factor = b if a.id == param.id else a if b.id == param.id else None
+        if factor is not None and factor.id != param.id and fits(factor):
+            return [(product, factor), (node, operand)]
+    return None
 
 
 def _size(shape) -> int:
