@@ -27,6 +27,7 @@ from paddle import _C_ops
 
 from unigraph.index_checks import check_indices
 from unigraph.printing import emit
+from unigraph_paddle import ranks
 from unigraph_paddle.backend import GRAD_DEPTH
 from unigraph_paddle.images import avg_pool2d, conv2d, conv_transpose2d, max_pool2d
 from unigraph_paddle.inplace import in_place_or
@@ -287,11 +288,12 @@ def reduce_mean(x, *, axis, keepdims):
 
 def reduce_max(x, *, axis, keepdims):
     # Paddle's max propagates NaN and splits tied gradients equally: the record's rule.
-    return paddle.max(x, axis=_axes(axis), keepdim=keepdims)
+    # (On a 2-D view where Paddle's backward is wrong: ranks.max_or_min.)
+    return ranks.max_or_min(paddle.max, x, _axes(axis), keepdims)
 
 
 def reduce_min(x, *, axis, keepdims):
-    return paddle.min(x, axis=_axes(axis), keepdim=keepdims)
+    return ranks.max_or_min(paddle.min, x, _axes(axis), keepdims)
 
 
 def reduce_prod(x, *, axis, keepdims):
@@ -304,6 +306,11 @@ def cumsum(x, *, axis):
 
 
 def argmax(x, *, axis, keepdims):
+    # Above rank 6 (Paddle's limit) on a 3-D view: ranks.on_a_view.
+    return ranks.on_a_view(lambda x, axis: _argmax(x, axis, keepdims), x, axis, keepdims)
+
+
+def _argmax(x, axis, keepdims):
     out = paddle.argmax(x, axis=axis, keepdim=keepdims, dtype="int64")
     if not _is_float(x):
         return out
@@ -335,8 +342,8 @@ def stack(*xs, axis):
 
 
 def slice_(x, *, begin, end, stride):
-    axes = list(range(len(begin)))
-    return paddle.strided_slice(x, axes, list(begin), list(end), list(stride))
+    # Above rank 6 (Paddle's limit) one axis at a time: ranks.strided_slice.
+    return ranks.strided_slice(x, begin, end, stride)
 
 
 def squeeze(x, *, axis):

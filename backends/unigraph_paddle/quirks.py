@@ -8,6 +8,7 @@ builds) is pinned in a fresh process.
 
 from __future__ import annotations
 
+import math
 import signal
 from fractions import Fraction
 
@@ -471,6 +472,66 @@ def _argmax_skips_nan() -> bool:
     return int(paddle.argmax(x)) == 2  # NumPy: 1
 
 
+def _max_min_grad_unwritten_at_ranks_5_and_6() -> bool:
+    """d sum(max(x, axes)) / dx (and min's) over several, not all, axes of a rank 5 or 6 x
+    (distinct values: one 1 per reduced slice) is not that one-hot array, eagerly and in a
+    Program; at rank 4 and 7 it is."""
+    paddle = _paddle()
+
+    def case(rank, axes):
+        x = np.arange(math.prod(2 + i % 2 for i in range(rank)), dtype=np.float64)
+        x = x.reshape([2 + i % 2 for i in range(rank)])
+        right = {name: (x == fn(x, axis=axes, keepdims=True)).astype(np.float64)
+                 for name, fn in (("max", np.max), ("min", np.min))}
+        return x, list(axes), right
+
+    def eager(x, axes, name):
+        leaf = _leaf(paddle, x)
+        (dx,) = paddle.grad([getattr(paddle, name)(leaf, axis=axes).sum()], [leaf])
+        return dx.numpy()
+
+    def program(x, axes, name):
+        def build(paddle):
+            leaf = paddle.static.data("x", list(x.shape), "float64")
+            leaf.stop_gradient = False
+            return paddle.static.gradients([getattr(paddle, name)(leaf, axis=axes).sum()],
+                                           [leaf])
+
+        result = _run_static(build, {"x": x})
+        return result if isinstance(result, Exception) else result[0]
+
+    for rank, axes, wrong in ((5, (0, 2, 4), True), (6, (1, 2), True), (4, (0, 2), False),
+                              (7, (0, 2, 4), False)):
+        x, axes, right = case(rank, axes)
+        for name in ("max", "min"):
+            for run in (eager, program):
+                got = run(x, axes, name)
+                if isinstance(got, Exception) or np.array_equal(got, right[name]) == wrong:
+                    return False
+    return True
+
+
+def _argmax_refuses_rank_7() -> bool:
+    paddle = _paddle()
+    x = paddle.to_tensor(np.zeros([2] * 7))
+    paddle.argmax(paddle.to_tensor(np.zeros([2] * 6)), axis=3)  # rank 6 runs
+    try:
+        paddle.argmax(x, axis=3)
+    except ValueError as error:
+        return "ranks are greater than 6" in str(error)
+    return False
+
+
+def _strided_slice_refuses_rank_7() -> bool:
+    paddle = _paddle()
+    paddle.strided_slice(paddle.to_tensor(np.zeros([2] * 6)), [0], [1], [2], [1])  # rank 6 runs
+    try:
+        paddle.strided_slice(paddle.to_tensor(np.zeros([2] * 7)), [0], [1], [2], [1])
+    except ValueError as error:
+        return "input should be less than 7" in str(error)
+    return False
+
+
 def _crashes(code: str) -> bool:
     return run_python(code).returncode != 0
 
@@ -864,6 +925,37 @@ QUIRKS = [
         workaround="where any NaN lies along the axis, the index of the first NaN "
                    "(argmax of isnan)",
         pin=_argmax_skips_nan,
+    ),
+    Quirk(
+        op="argmax", framework="paddle", versions=VERSIONS,
+        behaviour="paddle.argmax refuses a tensor of rank > 6, eagerly and in a Program "
+                  "(\"argmax operator doesn't supports tensors whose ranks are greater than "
+                  "6\")",
+        workaround="above rank 6, the argmax of a [before, n] or [before, n, after] view, "
+                   "reshaped back (ranks.on_a_view)",
+        pin=_argmax_refuses_rank_7,
+    ),
+    Quirk(
+        op="slice", framework="paddle", versions=VERSIONS,
+        behaviour="paddle.strided_slice refuses a tensor of rank > 6, eagerly and in a "
+                  "Program, whichever axes it slices ('The dimension of StridedSlice "
+                  "operator's input should be less than 7')",
+        workaround="above rank 6, one axis at a time, each a strided slice of the middle axis "
+                   "of a [before, n, after] view (ranks.strided_slice); axes taken whole are "
+                   "skipped",
+        pin=_strided_slice_refuses_rank_7,
+    ),
+    Quirk(
+        op="max, min", framework="paddle", versions=VERSIONS,
+        behaviour="the backward of paddle.max and paddle.min (amax, amin too) over several "
+                  "but not all axes of a rank 5 or 6 tensor never writes the gradient: it is "
+                  "uninitialised memory (paddle.max(x, axis=[0, 2, 4]) on a [2, 3, 2, 3, 2] "
+                  "x, adjacent axes or keepdim too), eagerly and in a Program, silently; one "
+                  "axis, all axes, ranks 1-4 and 7-8 are right, as are sum, mean and prod",
+        workaround="in that case, the max or min of a [kept, reduced] view (the reduced axes "
+                   "transposed last), reshaped back (ranks.max_or_min): the same values, the "
+                   "gradient of a 2-D max",
+        pin=_max_min_grad_unwritten_at_ranks_5_and_6,
     ),
     Quirk(
         op="(every eager op)", framework="paddle", versions=VERSIONS,
