@@ -9,11 +9,10 @@ the full size, so no two adjacent dims merge and each rank is the rank a kernel 
 case runs forward and its gradient against the float64 reference (numpy:eager on float64
 inputs).
 
-Paddle (3.3.1) has its own limits, outside the TensorFlow backend: it refuses argmax and a
-strided slice above rank 6 (its own errors), and its max/min backward over non-adjacent axes
-of a rank >= 5 tensor is wrong (it reads garbage: paddle.max(x, axis=[0, 2, 4]).backward()
-on a [2, 3, 2, 3, 2] x). Those cases are checked below those ranks there, and marked xfail
-(`PADDLE_LIMITS`).
+Paddle (3.3.1) has its own limits: it refuses argmax and a strided slice above rank 6 (its
+own errors), and its max/min backward over several (not all) axes of a rank 5 or 6 tensor is
+wrong (it reads garbage: paddle.max(x, axis=[0, 2, 4]).backward() on a [2, 3, 2, 3, 2] x);
+`backends/unigraph_paddle/ranks.py` routes around them.
 """
 
 from __future__ import annotations
@@ -23,7 +22,6 @@ import pytest
 from conftest import TARGETS, run_on
 
 import unigraph as ug
-from unigraph.config import Target
 
 RANKS = range(1, 8)
 RANKS_OF = {"argmax": range(1, 9)}  # TF's ArgMax stops at 7
@@ -142,14 +140,6 @@ CASES = {
     "matmul": (matmuls, lambda r: [full(max(r, 2)), (full(max(r, 2))[-1], 2)]),
 }
 
-# (case, backend) -> the lowest rank that backend fails, and how (see the module docstring)
-PADDLE_LIMITS = {
-    ("argmax", "paddle"): (7, "refuses argmax above rank 6"),
-    ("slices", "paddle"): (7, "refuses a strided slice above rank 6"),
-    ("max_min", "paddle"): (5, "max/min backward over non-adjacent axes of rank >= 5 is wrong"),
-}
-
-
 def _inputs(shapes, dtype, seed):
     rng = np.random.default_rng(seed)
     # away from the kinks and ties of relu, abs, max, argmax, casts: float32 rounding must
@@ -180,10 +170,7 @@ def _program(fn):
 def test_high_ranks_run_and_agree_with_float64(target, case):
     fn, make_shapes = CASES[case]
     program = _program(fn)
-    limit, why = PADDLE_LIMITS.get((case, Target.parse(target).backend), (None, ""))
     for rank in RANKS_OF.get(case, RANKS):
-        if limit is not None and rank >= limit:
-            pytest.xfail(f"{target} {why} (paddle's own)")
         inputs = _inputs(make_shapes(rank), np.float32, seed=rank)
         expected = run_on("numpy:eager", program, *(x.astype(np.float64) for x in inputs))
         got = run_on(target, program, *inputs)
