@@ -47,9 +47,10 @@ def max_or_min(native, x, axis, keepdims: bool):
 
     >>> max_or_min(paddle.max, x, [0, 2, 4], False)  # x of shape [2, 3, 2, 3, 2]: shape [3, 3]
     """
+    if axis is None or len(axis) < 2:  # (no shape read on the common path)
+        return native(x, axis=axis, keepdim=keepdims)
     rank = len(x.shape)
-    if (rank not in WRONG_MAX_GRAD_RANKS or axis is None or not 1 < len(axis) < rank
-            or _known(x) is None):
+    if rank not in WRONG_MAX_GRAD_RANKS or len(axis) == rank or _known(x) is None:
         return native(x, axis=axis, keepdim=keepdims)
     dims = _known(x)
     reduced = sorted(a % rank for a in axis)
@@ -69,9 +70,9 @@ def on_a_view(fn, x, axis: int, keepdims: bool):
 
     >>> on_a_view(argmax_of, x, 3, False)  # x of rank 7: argmax_of on a [12, 3, 12] view
     """
-    dims = _known(x)
-    if len(x.shape) <= MAX_ARGMAX_RANK or dims is None:
+    if len(x.shape) <= MAX_ARGMAX_RANK or _known(x) is None:
         return fn(x, axis)
+    dims = _known(x)
     before, after = math.prod(dims[:axis]), math.prod(dims[axis + 1:])
     view = [before, dims[axis]] if axis == len(dims) - 1 else [before, dims[axis], after]
     out = fn(paddle.reshape(x, view), 1)
@@ -86,11 +87,10 @@ def strided_slice(x, begin, end, stride):
 
     >>> strided_slice(x, (1,) * 7, (2,) * 7, (1,) * 7)  # x of rank 7: 7 slices of 3-D views
     """
-    dims = _known(x)
-    if len(x.shape) <= MAX_STRIDED_SLICE_RANK or dims is None:
+    if len(begin) <= MAX_STRIDED_SLICE_RANK or _known(x) is None:
         axes = list(range(len(begin)))
         return paddle.strided_slice(x, axes, list(begin), list(end), list(stride))
-    current = list(dims)
+    current = list(_known(x))
     for axis, (b, e, s) in enumerate(zip(begin, end, stride, strict=True)):
         if b == 0 and e >= current[axis] and s == 1:
             continue  # the whole axis
