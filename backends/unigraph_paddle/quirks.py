@@ -1055,9 +1055,10 @@ QUIRKS = [
                   "paddle.scale(x, s) (bias 0.0), scale(x, s, bias=-0.0) adds +0.0, which "
                   "turns a -0.0 product into +0.0; a -0.0 made first would turn later 0.0 "
                   "biases, the user's own included, into -0.0",
-        workaround="paddle:static never emits scale: a Program's lr * g in an update is "
-                   "multiply (updates.py; tests/test_signed_zero_products.py); paddle:eager "
-                   "keeps scale with bias -0.0 (dygraph passes the bias as a number)",
+        workaround="paddle:static emits scale only with a non-zero bias (x + c: "
+                   "program_scalars): a Program's lr * g in an update is multiply "
+                   "(updates.py; tests/test_signed_zero_products.py); paddle:eager keeps "
+                   "scale with bias -0.0 (dygraph passes the bias as a number)",
         pin=_program_scale_bias_is_one_zero,
     ),
     Quirk(
