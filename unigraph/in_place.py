@@ -14,8 +14,8 @@ from __future__ import annotations
 import sys
 
 from unigraph import api
-from unigraph.api.operands import weak_scalar
-from unigraph.dispatch import current_backend
+from unigraph.api.operands import _KEEPS_DTYPE
+from unigraph.dispatch import current_backend, scalar_on
 from unigraph.function import assign
 from unigraph.tensor import Parameter, Tensor, _EagerStore
 from unigraph.tracing import _builder, current_region
@@ -140,7 +140,11 @@ def operand_native(operand, target: Tensor, backend):
     native of `backend` an in-place lowering may read beside `target`: its dtype, and its
     shape or 0-d; else None."""
     if type(operand) is float or type(operand) is int:
-        operand = weak_scalar(target, operand)
+        # `weak_scalar(target, operand)` with the backend the caller resolved (always the
+        # current one: this runs only eagerly), without its lookup (Adam: 5 numbers a step)
+        if (target.dtype, type(operand)) not in _KEEPS_DTYPE:
+            return None
+        operand = scalar_on(backend, operand, target.dtype)
     if not (type(operand) is Tensor and operand._backend is backend
             and operand.dtype == target.dtype
             and (operand.shape == target.shape or operand.shape == ())):
