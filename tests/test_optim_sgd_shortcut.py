@@ -90,10 +90,9 @@ def test_shortcut_keeps_the_bits_of_the_op_by_op_path(target, options, monkeypat
 @pytest.mark.parametrize("name", ["sgd", "momentum", "adam"])
 @pytest.mark.parametrize("target", TARGETS)
 def test_a_gradient_of_another_shape_is_refused(target, name):
-    """The error names the parameter and both shapes, and that parameter is not written;
-    a gradient count that fits neither the parameters nor the trainable ones is refused
-    before any update. (A parameter before the refused one in `params` is updated: the
-    check is made parameter by parameter, as before.)"""
+    """The error names the parameter and both shapes, and no parameter is written (not
+    even one before the refused one: every gradient is checked first); a gradient count
+    that fits neither the parameters nor the trainable ones is refused before any update."""
     make = {"sgd": ug.optim.SGD, "momentum": ug.optim.Momentum, "adam": ug.optim.Adam}[name]
     t = Target.parse(target)
     with ug.use_backend(t.backend, t.mode):
@@ -117,6 +116,7 @@ def test_a_gradient_of_another_shape_is_refused(target, name):
         with pytest.raises(ValueError, match=r"gradient of 'second' has shape \[1, 3\], but "
                                              r"the parameter has \[3\]"):
             apply(good, bad)
+        np.testing.assert_array_equal(first.numpy(), before[0])
         np.testing.assert_array_equal(second.numpy(), before[1])
         before = [first.numpy().copy(), second.numpy().copy()]
         with pytest.raises(ValueError, match="got 1 gradients for 2 parameters"):

@@ -360,15 +360,20 @@ class Optimizer:
     def apply(self, grads) -> None:
         """Update the parameters with `grads` (see the module docstring for the common
         part and the class docstring for the update). Eager: now; tracing: graph updates."""
-        rates: dict = {}  # (lr_scale, dtype) -> lr_p: made once per distinct pair, not per param
-        for param, grad in self._pairs(grads):
-            if grad is None or not param.trainable:
-                continue
-            if grad.shape != param.shape and tuple(grad.shape) != tuple(param.shape):
+        pairs = self._pairs(grads)
+        for param, grad in pairs:  # every gradient checked before any parameter changes
+            if grad is not None and param.trainable and grad.shape != param.shape and \
+                    tuple(grad.shape) != tuple(param.shape):
                 raise ValueError(
                     f"{type(self).__name__}: the gradient of {param.name!r} has shape "
-                    f"{list(grad.shape)}, but the parameter has {list(param.shape)}"
+                    f"{list(grad.shape)}, but the parameter has {list(param.shape)}; no "
+                    "parameter was updated. Pass the gradients in the order of the "
+                    "optimizer's parameters (or a dict {parameter: gradient})"
                 )
+        rates: dict = {}  # (lr_scale, dtype) -> lr_p: made once per distinct pair, not per param
+        for param, grad in pairs:
+            if grad is None or not param.trainable:
+                continue
             if grad.dtype != param.dtype:
                 grad = api.cast(grad, param.dtype)
             if self.weight_decay:
