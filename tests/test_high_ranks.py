@@ -133,6 +133,7 @@ CASES = {
     "casts": (casts, lambda r: [full(r)]),
     "sum_mean": (reductions(ug.sum, ug.mean), lambda r: [full(r)]),
     "max_min": (reductions(ug.max, ug.min), lambda r: [full(r)]),
+    "prod": (reductions(ug.prod), lambda r: [full(r)]),
     "argmax": (argmaxes, lambda r: [full(r)]),
     "shapes": (shapes, lambda r: [full(r)]),
     "slices": (slices, lambda r: [full(r)]),

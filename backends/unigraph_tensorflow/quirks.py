@@ -310,12 +310,13 @@ QUIRKS = [
                      lambda tf: tf.nn.softmax(tf.ones((2,) * 6))),
     ),
     Quirk(
-        op="add (every broadcasting binary op), broadcast_to, max/min/sum/mean gradients",
+        op="add (every broadcasting binary op), broadcast_to, max/min/prod/sum/mean "
+           "gradients",
         framework="tensorflow", versions=VERSIONS,
         behaviour="a broadcast of more than 5 dims once adjacent dims that broadcast alike "
                   "are merged is refused ('Broadcast between [2,1,2,1,2,1] and [1,3,1,3,1,3] "
                   "is not supported yet'): binary ops, BroadcastTo, and TF's gradients of "
-                  "Max/Min (and eagerly of Sum/Mean)",
+                  "Max/Min/Prod (and eagerly of Sum/Mean)",
         workaround="the operands broadcast one axis at a time, each step a 3-D BroadcastTo "
                    "(ranks.broadcast_in_steps), where TF would refuse: graphs from the static "
                    "shapes, eagerly after TF's kernel refused; the reductions' gradients are "

@@ -8,8 +8,8 @@ TF's own error (quirks in `quirks.py`):
 * A broadcasting binary op (AddV2, Mul, Maximum, Equal, Less ...) and BroadcastTo take at
   most 5 dims once adjacent dims that broadcast alike are merged (`merged_dims`):
   [2, 1, 2, 1, 2, 1] + [1, 3, 1, 3, 1, 3] is "not supported yet". So does TF's own gradient
-  of the reductions, which broadcasts the result back: Max's and Min's, and eagerly Sum's
-  and Mean's (a BroadcastTo; a graph of static shapes tiles, which takes any rank).
+  of the reductions, which broadcasts the result back: Max's, Min's and Prod's, and eagerly
+  Sum's and Mean's (a BroadcastTo; a graph of static shapes tiles, which takes any rank).
 * ArgMax takes at most 7 dims.
 
 The routes compute the same values: they only reshape and copy. A softmax or an argmax runs
@@ -151,8 +151,8 @@ def on_a_view(fn, x, axis: int):
 
 
 def reduction(native, x, axis: tuple, keepdims: bool):
-    """native(input=x, axis=axis, keep_dims=keepdims), with TF's gradient of Max and Min
-    (and, eagerly, of Sum and Mean) rebuilt to broadcast in steps where TF's own would be
+    """native(input=x, axis=axis, keep_dims=keepdims), with TF's gradient of Max, Min and
+    Prod (and, eagerly, of Sum and Mean) rebuilt to broadcast in steps where TF's own would be
     refused: an operand that may be differentiated, of rank > 5, with more than 5 merged
     dims between the result and `x`. Elsewhere, and always for the values, the op itself."""
     source = _static(x.shape)
@@ -195,5 +195,23 @@ def _min_or_max_gradient(x, y, g, axis):
     return (indicators / broadcast_in_steps(selected, shape)) * broadcast_in_steps(g, shape)
 
 
-_GRAPH_GRADIENTS = {raw.Max: _min_or_max_gradient, raw.Min: _min_or_max_gradient}
+def _prod_gradient(x, y, g, axis):
+    # TF's _ProdGrad: the product of the others as two exclusive cumprods over the reduced
+    # axes moved first and merged.
+    shape = _static(x.shape)
+    rank = len(shape)
+    reduced = [(a + rank) % rank for a in axis]
+    perm = reduced + [a for a in range(rank) if a not in reduced]
+    permuted = tf.transpose(x, perm)
+    reduced_num = math.prod(shape[a] for a in reduced)
+    flat = tf.reshape(permuted, (reduced_num, math.prod(shape) // max(reduced_num, 1)))
+    left = tf.math.cumprod(flat, axis=0, exclusive=True)
+    right = tf.math.cumprod(flat, axis=0, exclusive=True, reverse=True)
+    others = tf.reshape(left * right, permuted.shape)
+    out = broadcast_in_steps(g, shape) * tf.transpose(others, np.argsort(perm))
+    return tf.reshape(out, shape)
+
+
+_GRAPH_GRADIENTS = {raw.Max: _min_or_max_gradient, raw.Min: _min_or_max_gradient,
+                    raw.Prod: _prod_gradient}
 _GRADIENTS = {**_GRAPH_GRADIENTS, raw.Sum: _sum_gradient, raw.Mean: _mean_gradient}
