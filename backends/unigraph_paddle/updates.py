@@ -55,15 +55,21 @@ class InPlaceUpdate:
     nodes: tuple  # the IR nodes this op replaces; they are not lowered
 
 
-def plan_in_place(graph: Graph) -> dict:
-    """{id(new value): InPlaceUpdate} for the updates of `graph` that can run in place."""
+def _reads_and_producers(graph: Graph, also_read) -> tuple[dict, dict]:
+    """({value id: how many node inputs and `also_read` entries read it}, {value id: the
+    node that makes it}) for the top-level nodes of `graph`."""
     reads = {}
     for node in graph.nodes:
         for value in node.inputs:
             reads[value.id] = reads.get(value.id, 0) + 1
-    for value in graph.outputs:
+    for value in also_read:
         reads[value.id] = reads.get(value.id, 0) + 1
-    producers = {v.id: node for node in graph.nodes for v in node.outputs}
+    return reads, {v.id: node for node in graph.nodes for v in node.outputs}
+
+
+def plan_in_place(graph: Graph) -> dict:
+    """{id(new value): InPlaceUpdate} for the updates of `graph` that can run in place."""
+    reads, producers = _reads_and_producers(graph, graph.outputs)
     updated = [param.id for param, _ in graph.updates]
     plan = {}
     for param, new in graph.updates:
@@ -119,13 +125,8 @@ def plan_writes(graph: Graph, planned: dict) -> dict:
     graph makes it. A replacement is a `write_<op>` node whose first input is the buffer
     written (the parameter, or the previous write's result); `ProgramBuilder` lowers it
     with the in-place kernel of the op's lowering."""
-    reads = {}
-    for node in graph.nodes:
-        for value in node.inputs:
-            reads[value.id] = reads.get(value.id, 0) + 1
-    for value in [*graph.outputs, *(new for _, new in graph.updates)]:
-        reads[value.id] = reads.get(value.id, 0) + 1
-    producers = {v.id: node for node in graph.nodes for v in node.outputs}
+    reads, producers = _reads_and_producers(
+        graph, [*graph.outputs, *(new for _, new in graph.updates)])
     updated = [param.id for param, _ in graph.updates]
     replaced = {}
     for param, new in graph.updates:
