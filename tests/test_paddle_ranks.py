@@ -126,3 +126,45 @@ def test_strided_slice_above_rank_6(target):
                 x[:, None, :, 1:, :, :, :, :]]  # rank 8
 
     _agree(target, fn, _ties(7, seed=5))
+
+
+# several, not all, axes, the open batch dim 0 kept (its size is the caller's)
+OPEN_AXES = {5: [(3, 4), (1, 3), (1, 2, 3, 4)], 6: [(1, 2), (2, 3, 4)]}
+
+
+@pytest.mark.parametrize("rank", [5, 6])
+@pytest.mark.parametrize("target", TARGETS)
+def test_max_min_gradient_with_a_dim_unknown_until_the_run(target, rank):
+    """Max and min over several axes with the batch dim left open (`input_spec` None: -1 in
+    a Paddle Program), so the route cannot read the shape when the graph is built; two
+    batch sizes through the one graph. (Axis sets whose gradient broadcasts back over more
+    than 5 merged dims, e.g. (1, 3, 5) at rank 6, are left out: with an open dim TensorFlow's
+    graph targets still refuse those with TF's error, as `unigraph_tensorflow.ranks` routes
+    them from static shapes only.)"""
+    def fn(x):
+        out = []
+        for axes in OPEN_AXES[rank]:
+            out += [ug.max(x, axis=axes), ug.min(x, axis=axes, keepdims=True)]
+        return out
+
+    def loss(x):
+        total = 0.0
+        for k, out in enumerate(fn(x)):
+            total = total + ug.sum(out * (0.5 + 0.25 * k))
+        return total
+
+    def program(x):
+        return (*fn(x), ug.grad(loss)(x))
+
+    spec = [ug.Spec((None, *_shape(rank)[1:]), "float32")]
+    reference = ug.function(program)
+    open_batch = ug.function(program, input_spec=spec)
+    for batch, seed in ((2, 11), (3, 12)):
+        x = np.concatenate([_ties(rank, seed + i) for i in range(batch)])[:batch]
+        expected = run_on("numpy:eager", reference, x.astype(np.float64))
+        got = run_on(target, open_batch, x)
+        assert len(got) == len(expected)
+        for k, (g, e) in enumerate(zip(got, expected)):
+            assert g.shape == e.shape, (batch, k)
+            np.testing.assert_allclose(g, e, rtol=1e-6, atol=1e-6,
+                                       err_msg=f"batch {batch}, result {k}")

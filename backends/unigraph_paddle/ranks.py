@@ -19,7 +19,8 @@ runs on a 3-D (or 2-D) view of its operand, the reduced axis kept, the others me
 strided slice is taken one axis at a time, each step a slice of the middle axis of a 3-D
 view. Each route is taken only where Paddle would fail or be wrong, so every program Paddle
 ran right before runs the same ops. Shapes not all known when a Program is built (a -1 dim)
-go to Paddle as they are.
+go to Paddle as they are, except a max or min, which then reduces a [kept..., reduced] view
+(the kept dims as they come, the reduced ones merged).
 
 This module imports paddle: `lowerings.py` imports it.
 """
@@ -50,11 +51,16 @@ def max_or_min(native, x, axis, keepdims: bool):
     if axis is None or len(axis) < 2:  # (no shape read on the common path)
         return native(x, axis=axis, keepdim=keepdims)
     rank = len(x.shape)
-    if rank not in WRONG_MAX_GRAD_RANKS or len(axis) == rank or _known(x) is None:
+    if rank not in WRONG_MAX_GRAD_RANKS or len(axis) == rank:
         return native(x, axis=axis, keepdim=keepdims)
     dims = _known(x)
     reduced = sorted(a % rank for a in axis)
     kept = [a for a in range(rank) if a not in reduced]
+    if dims is None:  # a dim unknown until the run (input_spec None): [kept..., reduced]
+        # (reshape's 0 copies the input's dim there, -1 merges the reduced axes)
+        view = paddle.reshape(paddle.transpose(x, kept + reduced), [0] * len(kept) + [-1])
+        out = native(view, axis=-1, keepdim=False)
+        return paddle.unsqueeze(out, reduced) if keepdims else out
     view = paddle.reshape(paddle.transpose(x, kept + reduced),
                           [math.prod(dims[a] for a in kept), math.prod(dims[a] for a in reduced)])
     out = native(view, axis=1, keepdim=False)
