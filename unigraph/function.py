@@ -569,15 +569,8 @@ def _run(compiled: Compiled, backend, leaves):
 def _typed(out_types, backend, outputs) -> list:
     """Tensors of `outputs` (native, or NumPy arrays) of the known (shape, dtype)s (zip:
     an output after them, a loop's flag, is not one)."""
-    wrapped = []
-    for (shape, dtype), out in zip(out_types, outputs):
-        if type(out) is np.ndarray:  # (`_out_tensor`, inline: a call less per output)
-            tensor = eager_tensor(shape, dtype, backend, None)
-            tensor._array = out
-        else:
-            tensor = eager_tensor(shape, dtype, backend, out)
-        wrapped.append(tensor)
-    return wrapped
+    return [_out_tensor(shape, dtype, backend, out)
+            for (shape, dtype), out in zip(out_types, outputs)]
 
 
 def _out_tensor(shape: tuple, dtype: str, backend, out) -> Tensor:
