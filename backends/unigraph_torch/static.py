@@ -506,13 +506,7 @@ class TorchExecutable(Executable):
                 if type(x) is not torch.Tensor or x.dtype is not dtype or x.shape != shape:
                     break
             else:
-                try:
-                    return list(self._compiled_run(self.params, *inputs))
-                except Exception as error:
-                    found = self._translated(error)
-                    if found is None:
-                        raise
-                    raise found from None
+                return self._run_translated(inputs)
         return super().run(inputs)
 
     def run_known(self, feeds: list) -> list:
@@ -524,14 +518,19 @@ class TorchExecutable(Executable):
                 if type(x) is not torch.Tensor:
                     break
             else:
-                try:
-                    return list(self._compiled_run(self.params, *feeds))
-                except Exception as error:
-                    found = self._translated(error)
-                    if found is None:
-                        raise
-                    raise found from None
+                return self._run_translated(feeds)
         return self.run(feeds)
+
+    def _run_translated(self, feeds) -> list:
+        """The compiled function on torch tensor `feeds`, a failure raised as `run` raises
+        it (`_translated`: unigraph's error where the framework's has one)."""
+        try:
+            return list(self._compiled_run(self.params, *feeds))
+        except Exception as error:
+            found = self._translated(error)
+            if found is None:
+                raise
+            raise found from None
 
     def check_inputs(self, inputs) -> list:
         # The common torch:static run, torch tensors of the graph's exact types, in one pass
