@@ -9,12 +9,8 @@ counter loop of two adds cost twice its native `while`. torch:static's loop is P
 own `while`, so the counter can be a Python int there (`n <= limit`, `n += 1`), made a
 tensor once after the loop for whatever reads it.
 
-`find_guard` recognises exactly that shape and nothing else: the counter is the last
-carried value, starts from the constant 0, is read in the condition only by
-`less_equal(counter, limit)` whose result only feeds the final `logical_and`, and in the
-body only by `add(counter, 1)`, which is the body's last result; limit, 0 and 1 are
-constants of the enclosing graph. Any other loop (a `maximum_iterations`, a loop nested
-inside that reports through the counter) keeps the tensor counter.
+`find_guard` recognises exactly that shape and nothing else (`unigraph.loop_guard`, shared
+with numpy:static's generated code); any other loop keeps the tensor counter.
 
 >>> guard = find_guard(node, [scope.get(name) for name in args])
 >>> guard.cond, guard.body, guard.limit      # the subgraphs without the counter's ops
@@ -27,6 +23,7 @@ from typing import NamedTuple
 import torch
 
 from unigraph.ir import Graph
+from unigraph.loop_guard import find_loop_guard
 
 
 class Guard(NamedTuple):
@@ -76,55 +73,17 @@ def _int_constant(value):
     return None
 
 
-def _readers(graph: Graph, value) -> list:
-    return [node for node in graph.nodes if any(v is value for v in node.inputs)]
-
-
-def _constant_input(graph: Graph, value, constants: list, first: int):
-    """The int constant fed to `graph`'s input `value`, if it is a captured input (at or
-    after position `first`) fed a known constant."""
-    for position, candidate in enumerate(graph.inputs):
-        if candidate is value and position >= first:
-            return _int_constant(constants[position])
-    return None
-
-
 def find_guard(node, constants: list) -> Guard | None:
-    """The iteration guard of while_loop `node` as described in the module docstring, or
+    """The iteration guard of while_loop `node` (`unigraph.loop_guard.find_loop_guard`), or
     None. `constants[i]` is the torch constant the node's input i is (None otherwise)."""
-    count = node.attrs["num_carried"]
     cond, body = node.subgraphs["cond"], node.subgraphs["body"]
-    last = count - 1
-    if count < 2 or _int_constant(constants[last]) != 0:
-        return None
-    counter = cond.inputs[last]
-    readers = _readers(cond, counter)
-    if len(readers) != 1 or readers[0].op != "less_equal" or \
-            readers[0].inputs[0] is not counter or counter in cond.outputs:
-        return None
-    compare = readers[0]
-    limit = _constant_input(cond, compare.inputs[1], constants, count)
-    (within,) = compare.outputs
-    joins = _readers(cond, within)
-    if limit is None or len(joins) != 1 or joins[0].op != "logical_and" or \
-            joins[0].inputs[1] is not within or joins[0].inputs[0] is within or \
-            len(cond.outputs) != 1 or cond.outputs[0] is not joins[0].outputs[0]:
-        return None
-    join = joins[0]
-    counter = body.inputs[last]
-    readers = _readers(body, counter)
-    if len(readers) != 1 or readers[0].op != "add" or readers[0].inputs[0] is not counter \
-            or counter in body.outputs:
-        return None
-    step = readers[0]
-    (stepped,) = step.outputs
-    if _constant_input(body, step.inputs[1], constants, count) != 1 or \
-            len(body.outputs) != count or body.outputs[last] is not stepped or \
-            stepped in body.outputs[:last] or _readers(body, stepped):
+    found = find_loop_guard(cond, body, node.attrs["num_carried"],
+                            lambda position: _int_constant(constants[position]))
+    if found is None:
         return None
     new_cond = Graph(cond.name, cond.inputs, cond.params,
-                     [n for n in cond.nodes if n is not compare and n is not join],
-                     [join.inputs[0]])
+                     [n for n in cond.nodes if n is not found.compare and n is not found.join],
+                     [found.join.inputs[0]])
     new_body = Graph(body.name, body.inputs, body.params,
-                     [n for n in body.nodes if n is not step], body.outputs[:last])
-    return Guard(new_cond, new_body, limit)
+                     [n for n in body.nodes if n is not found.step], body.outputs[:-1])
+    return Guard(new_cond, new_body, found.limit)

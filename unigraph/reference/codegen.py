@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from unigraph.loop_guard import find_loop_guard
 from unigraph.ops import OPS
 from unigraph.reference.fast_kernels import ARITHMETIC_UFUNCS, OPERATORS, kernel
 
@@ -308,10 +309,6 @@ class _Guard:
         self.cond_slot, self.limit = cond_slot, limit
 
 
-def _readers(graph, value) -> list:
-    return [node for node in graph.nodes if any(v is value for v in node.inputs)]
-
-
 def _registered(plan, node, name: str) -> bool:
     """Whether `node` is op `name` run by its registered record's fast kernel."""
     step = plan.steps[plan.graph.nodes.index(node)]
@@ -320,53 +317,23 @@ def _registered(plan, node, name: str) -> bool:
 
 def _loop_guard(step, operands: list, scope: dict):
     """The iteration counter `control_flow._traced_while` adds to a loop, when WhileStep
-    `step` has exactly its shape, else None: the last carried value, an int64 starting from
-    the constant 0, read in the condition only by `less_equal(counter, limit)` whose result
-    only feeds the condition's final `logical_and(predicate, ...)`, and in the body only by
-    `add(counter, 1)`, the body's last result and read by nothing; limit and 1 are int64
-    constants of the enclosing plan (`operands`: the expressions of the step's inputs,
-    `scope`: the generated code's globals, where constants are bound). Torch's generated
-    loop keeps the same counter as a Python int (`unigraph_torch.loop_guard`)."""
-    count = len(step.carried)
-    cond, body = step.cond.graph, step.body.graph
+    `step` has exactly its shape (`unigraph.loop_guard.find_loop_guard`) and its ops run
+    by their registered records' kernels, else None. `operands`: the expressions of the
+    step's inputs; `scope`: the generated code's globals, where constants are bound (0,
+    the limit and 1 are int64 constants there). Torch's generated loop keeps the same
+    counter as a Python int (`unigraph_torch.loop_guard`)."""
 
-    def constant(graph, value):  # the int64 constant fed to a captured input, else None
-        for position, candidate in enumerate(graph.inputs):
-            if candidate is value and position >= count:
-                number = scope.get(operands[position])
-                return int(number) if type(number) is np.int64 else None
-        return None
+    def constant_at(position):
+        number = scope.get(operands[position])
+        return int(number) if type(number) is np.int64 else None
 
-    last = count - 1
-    if count < 2 or type(scope.get(operands[last])) is not np.int64 or \
-            scope[operands[last]] != 0:
+    found = find_loop_guard(step.cond.graph, step.body.graph, len(step.carried), constant_at)
+    if found is None or not (_registered(step.cond, found.compare, "less_equal")
+                             and _registered(step.cond, found.join, "logical_and")
+                             and _registered(step.body, found.step, "add")):
         return None
-    counter = cond.inputs[last]
-    readers = _readers(cond, counter)
-    if len(readers) != 1 or not _registered(step.cond, readers[0], "less_equal") or \
-            readers[0].inputs[0] is not counter or any(v is counter for v in cond.outputs):
-        return None
-    compare = readers[0]
-    limit = constant(cond, compare.inputs[1])
-    joins = _readers(cond, compare.outputs[0])
-    if limit is None or len(joins) != 1 or not _registered(step.cond, joins[0], "logical_and") \
-            or joins[0].inputs[1] is not compare.outputs[0] or \
-            joins[0].inputs[0] is compare.outputs[0] or len(cond.outputs) != 1 or \
-            cond.outputs[0] is not joins[0].outputs[0]:
-        return None
-    join = joins[0]
-    counter = body.inputs[last]
-    readers = _readers(body, counter)
-    if len(readers) != 1 or not _registered(step.body, readers[0], "add") or \
-            readers[0].inputs[0] is not counter or any(v is counter for v in body.outputs):
-        return None
-    add = readers[0]
-    (stepped,) = add.outputs
-    if constant(body, add.inputs[1]) != 1 or len(body.outputs) != count or \
-            body.outputs[last] is not stepped or \
-            any(v is stepped for v in body.outputs[:last]) or _readers(body, stepped):
-        return None
-    return _Guard({compare, join}, {add}, step.cond.slots[join.inputs[0].id], limit)
+    return _Guard({found.compare, found.join}, {found.step},
+                  step.cond.slots[found.join.inputs[0].id], found.limit)
 
 
 def _only_integer_operators(step) -> bool:
