@@ -151,7 +151,7 @@ class GraphBuilder:
         self.explicit_inputs: list = []  # inputs given by the caller, before any captures
         self.captured: dict = {}  # key -> (outer Tensor or Parameter, inner Value)
         self.param_objects: list = []  # Parameter objects, parallel to graph.params
-        self._params: dict = {}
+        self._params: dict = {}  # id(Parameter) -> its Value (root only)
         self.random_inputs: list = []  # inputs fed with fresh random draws, after the args
         self.updates: dict = {}  # param Value -> new Value (graph.updates when done)
         self._assigned: dict = {}  # param key -> its newest Value, after ug.assign
@@ -202,34 +202,46 @@ class GraphBuilder:
         return value
 
     def add_node(self, op: str, inputs: list, specs: list, attrs=None, subgraphs=None) -> list:
-        outputs = [Value(s.shape, s.dtype) for s in specs]
-        node = Node(op, list(inputs), outputs, dict(attrs) if attrs else {},
-                    dict(subgraphs) if subgraphs else {}, self._node_source())
-        self.graph.nodes.append(node)
+        if len(specs) == 1:  # (most ops: no list comprehension's call)
+            spec = specs[0]
+            outputs = [Value(spec.shape, spec.dtype)]
+        else:
+            outputs = [Value(s.shape, s.dtype) for s in specs]
+        # The user's line for the node. Every traced node asks, from ~15 frames deep (a third
+        # of tracing a 100-layer model), so the walk starts beyond add_node's caller
+        # (unigraph's own code), stops at the innermost running call marked by `mark_call`
+        # (a layer's), whose answer is found once per call, and the working directory is
+        # read once per trace (os.getcwd() took ~0.5 us a node).
+        try:
+            frame = sys._getframe(2)  # (0: here, 1: add_node's caller, unigraph's own code)
+        except ValueError:  # (a caller at the bottom of the stack)
+            source = ""
+        else:
+            source = self._user_line(frame)
+            del frame
+        self.graph.nodes.append(Node(op, list(inputs), outputs, dict(attrs) if attrs else {},
+                                     dict(subgraphs) if subgraphs else {}, source))
         return outputs
 
-    def _node_source(self) -> str:
-        """`user_source()` for the node being added. Every traced node asks, from ~15 frames
-        deep (a third of tracing a 100-layer model), so the walk starts beyond add_node's
-        caller (unigraph's own code), stops at the innermost running call marked by
-        `mark_call` (a layer's), whose answer is found once per call, and the working
-        directory is read once per trace (os.getcwd() took ~0.5 us a node)."""
-        try:
-            frame = sys._getframe(3)  # (0: here, 1: add_node, 2: its caller)
-        except ValueError:  # (a caller at the bottom of the stack)
-            return ""
-        return self._user_line(frame)
-
     def _user_line(self, frame) -> str:
+        """`_outside(frame, self._marked)`'s line (its walk inline: ~6 frames a node)."""
         marked = self._marked
-        frame = _outside(frame, marked)
-        if frame is None:
+        internal = _INTERNAL_FILES
+        while frame is not None:
+            if frame in marked:
+                line = marked[frame]
+                if line is None:  # its first node: the walk goes on beyond it, once
+                    line = marked[frame] = self._user_line(frame.f_back)
+                return line
+            filename = frame.f_code.co_filename
+            skip = internal.get(filename)
+            if skip is None:
+                skip = _is_internal(filename)
+            if not skip:
+                break
+            frame = frame.f_back
+        else:
             return ""
-        if frame in marked:
-            line = marked[frame]
-            if line is None:  # its first node: the walk goes on beyond it, once
-                line = marked[frame] = self._user_line(frame.f_back)
-            return line
         root = self.root
         if root._cwd is None:
             root._cwd = os.getcwd()
@@ -237,7 +249,7 @@ class GraphBuilder:
 
     def mark_call(self, frame) -> None:
         """Note that `frame`, a running frame of unigraph's own (`Module.__call__`), is a
-        stop for the walk of `_node_source`: while it runs, the frames beyond it wait in
+        stop for the walk of `add_node`: while it runs, the frames beyond it wait in
         their calls, so the user's line beyond it is the same for every node added inside
         it. Call `unmark_call(frame)` before it returns (the table holds no finished frame).
         """
@@ -254,17 +266,19 @@ class GraphBuilder:
 
     def value_of_param(self, param) -> Value:
         """The value standing for Parameter `param` in this graph (captured if nested)."""
-        key = ("param", id(param))
         if self.parent is None and not self.capture_eager:  # (the root captures nothing)
-            if key in self._assigned:  # read after ug.assign: the new value, as in eager mode
-                return self._assigned[key]
-            value = self._params.get(key)
+            if self._assigned:
+                value = self._assigned.get(("param", id(param)))
+                if value is not None:  # read after ug.assign: the new value, as in eager mode
+                    return value
+            value = self._params.get(id(param))  # (keyed by the id alone: ~2 reads a layer)
             if value is None:
                 name = param.name or f"param{len(self.graph.params)}"
-                value = self._params[key] = Value(param.shape, param.dtype, name)
+                value = self._params[id(param)] = Value(param.shape, param.dtype, name)
                 self.graph.params.append(value)
                 self.param_objects.append(param)
             return value
+        key = ("param", id(param))
         if key in self.captured:
             return self.captured[key][1]
         return self._capture(key, param)
