@@ -216,29 +216,38 @@ class GradStep:
 CONTROL_FLOW_STEPS = {"cond": CondStep, "while_loop": WhileStep, "grad": GradStep}
 
 
-class _StepTable:
+class _StepTable(dict):
     """The "lowering table" handed to `lower_nodes`: lowering op `name` appends an `OpStep`
-    reading the input slots and returns its output slot."""
+    reading the input slots and returns its output slot. (A dict of the lowerings made so
+    far, one per op name and plan: `lower_nodes` asks once per node, and a dict answers
+    without a Python call; `__missing__` makes the others.)"""
 
     def __init__(self, plan: Plan):
+        super().__init__()
         self.plan = plan
-        self.lowerings: dict = {}  # op name -> its lowering (made once per plan)
 
-    def __getitem__(self, name: str):
-        lower = self.lowerings.get(name)
-        if lower is not None:
-            return lower
+    def __missing__(self, name: str):
         record = self.plan.ops[name]  # KeyError: lower_nodes names the unknown op
         plan = self.plan
         rules = OpStep.rules(record, plan.fast)
+        steps = plan.steps
 
-        def lower(*ins, **attrs):
-            out = plan.size
-            plan.size += 1
-            plan.steps.append(OpStep(record, attrs, list(ins), out, plan.fast, rules))
-            return out
+        if record.name == "constant":  # (its value is computed once: Plan.template)
+            def lower(*ins, **attrs):
+                out = plan.size
+                plan.size += 1
+                step = OpStep(record, attrs, list(ins), out, plan.fast, rules)
+                steps.append(step)
+                plan.constants.append(step)
+                return out
+        else:
+            def lower(*ins, **attrs):
+                out = plan.size
+                plan.size += 1
+                steps.append(OpStep(record, attrs, list(ins), out, plan.fast, rules))
+                return out
 
-        self.lowerings[name] = lower
+        self[name] = lower
         return lower
 
 
@@ -259,6 +268,7 @@ class Plan:
         self.fast = fast
         self.size = 0
         self.steps: list = []
+        self.constants: list = []  # the steps of op "constant", in order (see _StepTable)
         self.input_slots = self.new_slots(len(graph.inputs) + len(graph.params))
         env = {v.id: slot for v, slot in zip([*graph.inputs, *graph.params], self.input_slots)}
         control_flow = {op: functools.partial(self._control_flow, step_type)
@@ -266,12 +276,11 @@ class Plan:
         self.output_slots = lower_nodes(graph, env, _StepTable(self), control_flow)
         self.slots = env  # value id -> slot, every value of the graph
         self.template = [None] * self.size  # a fresh env: the constants already in place
-        for step in self.steps:
-            if type(step) is OpStep and step.op.name == "constant":
-                value = step.fn()
-                if type(value) is np.ndarray:
-                    value.flags.writeable = False  # shared by every run: never written
-                self.template[step.out] = value
+        for step in self.constants:
+            value = step.fn()
+            if type(value) is np.ndarray:
+                value.flags.writeable = False  # shared by every run: never written
+            self.template[step.out] = value
         self._runs: dict = {}  # keep -> the generated forward, made on the second run
         self._values: dict = {}  # (keep, values) -> a generated `values_function`
         self._ran = False
@@ -372,23 +381,33 @@ class Plan:
             if type(step) is not OpStep:
                 step.forward(env, False)
             elif step.op.name != "constant":  # (OpStep.forward inline: ~0.1 us a step)
-                env[step.out] = step.fn(*[env[i] for i in step.ins])
+                ins = step.ins
+                count = len(ins)  # (one or two operands without a list: ~0.4 us a step)
+                if count == 2:
+                    env[step.out] = step.fn(env[ins[0]], env[ins[1]])
+                elif count == 1:
+                    env[step.out] = step.fn(env[ins[0]])
+                else:
+                    env[step.out] = step.fn(*[env[i] for i in ins])
             for slot in slots:
                 env[slot] = None
 
     def _dead_after(self, keep) -> list:
         """For each step, the slots that no later step reads and that are neither outputs
         nor in `keep`."""
-        last: dict = {}
+        last = [-1] * self.size  # slot -> the last step that reads or defines it (-1: none)
         for index, step in enumerate(self.steps):
             for slot in step.ins:
                 last[slot] = index
             for slot in step.outs:
                 last[slot] = index  # SSA: an output is defined once, read later or never
-        kept = {*self.output_slots, *keep}
-        dead: list = [() for _ in self.steps]
-        for slot, index in last.items():
-            if slot not in kept:
+        for slot in self.output_slots:
+            last[slot] = -1
+        for slot in keep:
+            last[slot] = -1
+        dead: list = [()] * len(self.steps)
+        for slot, index in enumerate(last):
+            if index >= 0:
                 dead[index] += (slot,)  # (most steps free one slot or none)
         return dead
 
