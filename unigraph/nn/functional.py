@@ -90,9 +90,11 @@ def linear(x, weight, bias=None):
 
     >>> F.linear(ug.tensor([[1.0, 2.0]]), ug.tensor([[1.0], [1.0]]), ug.tensor([0.5]))
     """
-    if bias is not None and _linear_fusable(x, weight, bias):
+    if bias is not None:
+        # (eager_call first: it answers None at once while tracing, and on a backend without
+        # the call; the shape tests then run only where the fused call may be made)
         call = eager_call("linear")
-        if call is not None:
+        if call is not None and _linear_fusable(x, weight, bias):
             backend, fn = call
             out = fn(native(x, backend), native(weight, backend), native(bias, backend))
             return Tensor((x.shape[0], weight.shape[1]), x.dtype, backend, out)

@@ -30,7 +30,7 @@ import numpy as np
 from unigraph import autograph
 from unigraph.function import assign
 from unigraph.tensor import Parameter
-from unigraph.tracing import current_builder, current_region, note_state
+from unigraph.tracing import _builder, current_builder, current_region, note_state
 
 __all__ = ["Module", "collect_updates", "update_buffer"]
 
@@ -296,20 +296,25 @@ class Module:
     def children(self):
         return [child for _, child in self._named_children()]
 
-    def _named(self, table: str):
-        seen = set()
-        for prefix, module in self.named_modules():
-            own = module._own_parameters() if table == "_parameters" else \
-                getattr(module, table).items()
-            for name, param in own:
-                if id(param) in seen:
-                    continue  # a parameter shared by two layers is listed (and trained) once
-                seen.add(id(param))
-                yield (f"{prefix}.{name}" if prefix else name), param
+    def _named(self, table: str) -> list:
+        """(dotted name, Parameter) of every parameter (`table` "_parameters") or buffer
+        ("_buffers"), in `named_modules` order; one shared by two layers is listed (and
+        trained) once."""
+        params, buffers = self._named_state()
+        return params if table == "_parameters" else buffers
+
+    def _named_state(self) -> tuple[list, list]:
+        """(`named_parameters()`, `named_buffers()`) from one walk of the modules, in the
+        order of `named_modules`. (Module's own traversal written out, without its
+        generators: `load_state_dict` of a 100-layer model walked 100 of them twice. A
+        module whose class overrides the traversal is walked by its own methods.)"""
+        found = ([], [], set(), set())  # parameters, buffers, and the ids of each listed
+        _walk_state(self, "", found)
+        return found[0], found[1]
 
     def named_parameters(self):
         """(dotted name, Parameter) for every parameter, trainable or frozen."""
-        return list(self._named("_parameters"))
+        return self._named("_parameters")
 
     def parameters(self):
         """Every parameter (give these to an optimizer; frozen ones are skipped there)."""
@@ -319,7 +324,7 @@ class Module:
         return [param for param in self.parameters() if param.trainable]
 
     def named_buffers(self):
-        return list(self._named("_buffers"))
+        return self._named("_buffers")
 
     def buffers(self):
         return [buffer for _, buffer in self._named("_buffers")]
@@ -347,8 +352,9 @@ class Module:
 
         With `strict` (the default) the keys must be exactly this module's keys.
         """
-        own = dict(self.named_parameters())
-        own.update(self.named_buffers())
+        params, buffers = self._named_state()
+        own = dict(params)
+        own.update(buffers)
         missing = [key for key in own if key not in state]
         unexpected = [key for key in state if key not in own]
         if strict and (missing or unexpected):
@@ -417,27 +423,27 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} must define forward()")
 
     def __call__(self, *args, **kwargs):
-        builder = current_builder()
+        builder = _builder.get()  # (current_builder(), without its call)
         if builder is None:  # (eager: every step of a training loop comes here, directly)
             recorder = _summary_rows.get()
             if recorder is None:
                 return self.forward(*args, **kwargs)
             return recorder.call(self, self.forward, args, kwargs)
         # Traced: Python control flow in forward() becomes cond/while_loop (cached). This
-        # call is where the walk for each node's user line stops (GraphBuilder.mark_call).
+        # call is where the walk for each node's user line stops (GraphBuilder.mark_call and
+        # unmark_call, inline: every layer of a traced model comes here).
         frame = sys._getframe()
-        builder.mark_call(frame)
+        marked = builder._marked
+        marked[frame] = None
         try:
-            return self._call(_converted(self.forward), args, kwargs)
+            forward = _converted(self.forward)
+            recorder = _summary_rows.get()
+            if recorder is None:
+                return forward(*args, **kwargs)
+            return recorder.call(self, forward, args, kwargs)
         finally:
-            builder.unmark_call(frame)
+            marked.pop(frame, None)
             del frame  # (a frame holding itself in a local would be a reference cycle)
-
-    def _call(self, forward, args, kwargs):
-        recorder = _summary_rows.get()
-        if recorder is None:
-            return forward(*args, **kwargs)
-        return recorder.call(self, forward, args, kwargs)
 
     def extra_repr(self) -> str:
         return ""
@@ -485,6 +491,49 @@ class Module:
             print_fn(table)
         return table
 
+
+def _add_state(prefix: str, entries, listed: list, seen: set) -> None:
+    for name, param in entries:
+        if id(param) in seen:
+            continue  # a parameter shared by two layers is listed (and trained) once
+        seen.add(id(param))
+        listed.append(((f"{prefix}.{name}" if prefix else name), param))
+
+
+def _walk_state(module: Module, prefix: str, found: tuple) -> None:
+    """Add the parameters and buffers of `module` (named from `prefix`) and of its
+    descendants to `found` (see `Module._named_state`). (A function, not a closure calling
+    itself: that would be a reference cycle holding every Parameter listed.)"""
+    params, buffers, seen_params, seen_buffers = found
+    kind = type(module)
+    plain = _PLAIN_TRAVERSAL.get(kind)
+    if plain is None:
+        plain = _PLAIN_TRAVERSAL[kind] = all(
+            getattr(kind, name) is getattr(Module, name)
+            for name in ("named_modules", "_named_children", "_own_parameters"))
+    if not plain:
+        for sub_prefix, sub in module.named_modules(prefix):
+            _add_state(sub_prefix, sub._own_parameters(), params, seen_params)
+            _add_state(sub_prefix, sub._buffers.items(), buffers, seen_buffers)
+        return
+    own = module.__dict__
+    if own["_containers"]:
+        _add_state(prefix, module._own_parameters(), params, seen_params)
+        _add_state(prefix, own["_buffers"].items(), buffers, seen_buffers)
+        children = module._named_children()
+    else:  # (the usual module: its tables are all there is)
+        if own["_parameters"]:
+            _add_state(prefix, own["_parameters"].items(), params, seen_params)
+        if own["_buffers"]:
+            _add_state(prefix, own["_buffers"].items(), buffers, seen_buffers)
+        children = own["_modules"].items()
+    for name, child in children:
+        _walk_state(child, f"{prefix}.{name}" if prefix else name, found)
+
+
+# class -> whether it keeps Module's own traversal (named_modules, _named_children,
+# _own_parameters), which `Module._named_state` then runs inline
+_PLAIN_TRAVERSAL: dict = {}
 
 # What an attribute assignment may register (see Module.__setattr__).
 _REGISTERED = (Parameter, Module, list, tuple, dict)
