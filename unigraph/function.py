@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from unigraph import config, pytree, random
+from unigraph import config, plugins, pytree, random
 from unigraph.config import Target, _context_target, current_target
 from unigraph.dispatch import backend_of, symbolic, value_of
 from unigraph.errors import ShapeError, TracingError
@@ -175,6 +175,13 @@ class Function:
         self._fast: dict = {}
         self._fast_ok = not (self._static_positions or self._static_names
                              or self.input_spec is not None)
+        # The latest call a `_fast` caller answered: (target, plugins.generation, its key's
+        # (type, shape, dtype) of each argument, the caller). A call on the same Target
+        # object (the one `use_backend`/`set_backend` made; its backend is the one the
+        # caller was made for while no plugin changed) with arguments of those types runs
+        # the caller without building or hashing its key. Replaced whole (one assignment),
+        # and forgotten with `_fast`.
+        self._recent = _NO_RECENT
 
     def _static_arguments(self, argnums, argnames) -> tuple[frozenset, frozenset]:
         argnums = (argnums,) if isinstance(argnums, int) else tuple(argnums or ())
@@ -255,6 +262,19 @@ class Function:
         # The target, once (current_target()'s precedence, inline; the backend lookup also
         # refuses a target that cannot run, before any user code).
         target = _context_target.get() or config._global_target or current_target()
+        recent = self._recent
+        if recent[0] is target and recent[1] == plugins.generation and not kwargs:
+            # The static call just made again (see `_recent`): its argument types compared
+            # in place, no key built or hashed, no backend looked up.
+            types = recent[2]
+            if len(args) == len(types):
+                for a, (kind, shape, dtype) in zip(args, types):
+                    if type(a) is not kind or a.shape != shape or a.dtype != dtype:
+                        break
+                else:
+                    result = recent[3](args)
+                    if result is not _STALE:
+                        return result
         backend = backend_of(target)
         if target.mode == "eager":
             if not kwargs and self._fast_ok and self._conversion is not None:
@@ -268,6 +288,7 @@ class Function:
             if caller is not None:
                 result = caller(args)
                 if result is not _STALE:
+                    self._recent = (target, plugins.generation, key[2:], caller)
                     return result
             result = self._call_static(target, backend, args, kwargs)
             if key is not None:
@@ -433,6 +454,7 @@ class Function:
     def _store(self, key, compiled: Compiled) -> None:
         """Cache `compiled`, keeping at most MAX_CACHED graphs (least recently used go)."""
         self._fast = {}  # rebuilt by the next calls: never an entry the cache dropped
+        self._recent = _NO_RECENT
         compiled.key = (key, tuple(value for _, value in compiled.state))
         self._cache[compiled.key] = compiled
         self._variants.setdefault(key, []).append(compiled)
@@ -680,6 +702,9 @@ def _fast_key(backend, mode: str, args):
         key.append((kind, a.shape, a.dtype))
     return tuple(key)
 
+
+# `Function._recent` when there is none (no Target is None).
+_NO_RECENT = (None, -1, (), None)
 
 # A prebuilt caller's answer when its entry's Python state (a Module's `training` flag, the
 # loop limit) no longer holds: the call takes the general path, which finds or traces the
