@@ -64,8 +64,6 @@ class ReferenceExecutable(Executable):
     target = "numpy:static"
     outputs_unshared = True  # `_owned` copies every output that may alias a feed
     keeps_shared_params = True  # the engine never writes an array in place
-    # `run` is the base's, so `run_known` is its `_run_feeds` (without the call between)
-    run_known = Executable._run_feeds
 
     def __init__(self, graph, ops=None):
         super().__init__(graph)
@@ -80,6 +78,9 @@ class ReferenceExecutable(Executable):
         self.values = (*self.plan.output_slots, *(slot for _, slot in self.updates))
         self._direct = None
         self._shared: tuple = ()
+        # `_direct` once made, when a run is nothing but its call (no params, no updates, no
+        # output to copy): what `run_known` calls
+        self._plain = None
 
     def _run(self, feeds):
         run = self._direct
@@ -91,6 +92,8 @@ class ReferenceExecutable(Executable):
             # the outputs that may share a feed's memory (the others are arrays the run made)
             self._shared = tuple(i for i in range(count) if not run.unshared[i])
             self._direct = run
+            if not (self.params or self.updates or self._shared):
+                self._plain = run
         values = run(feeds + self.params if self.params else feeds)
         if self.updates:
             count = len(self.plan.output_slots)
@@ -100,6 +103,23 @@ class ReferenceExecutable(Executable):
         for i in self._shared:
             values[i] = _owned(values[i], feeds)
         return values
+
+    def run_known(self, feeds):
+        # `run` is the base's, so `run_known` is its `_run_feeds`; the common run (the plan's
+        # generated function made, every parameter set, no parameter and no update, no
+        # output that may share a feed's memory) calls the generated function itself, with
+        # `_run_feeds`' translation of a failure: the same outputs, two calls fewer. (A graph
+        # without parameters has none unset.)
+        run = self._plain
+        if run is None:
+            return self._run_feeds(feeds)
+        try:
+            return run(feeds)
+        except Exception as error:
+            found = self._translated(error)
+            if found is None:
+                raise
+            raise found from None
 
     def _walk(self, feeds):
         env, _ = self.plan.forward(feeds + self.params, False, self.keep)
