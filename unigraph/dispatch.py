@@ -17,8 +17,10 @@ from unigraph.config import _context_target, current_target
 from unigraph.errors import ShapeError
 from unigraph.ops import OPS, TensorSpec
 from unigraph.plugins import _checked, get_backend
-from unigraph.tensor import Parameter, Tensor, dtype_name, eager_tensor
+from unigraph.tensor import Parameter, Tensor, dtype_name
 from unigraph.tracing import _builder, user_source
+
+_new = object.__new__
 
 # id(Parameter) -> native leaf, while `eager_grad` differentiates with respect to them.
 _param_leaves: contextvars.ContextVar = contextvars.ContextVar("unigraph_leaves", default=None)
@@ -97,14 +99,17 @@ class _Plan:
     impossible shape is still our ShapeError, raised before the framework sees it), and
     whether the backend's lowering table may be called directly (its `eager_op` is the plain
     table lookup). The lowering itself is looked up at each call, so a table entry replaced
-    later (a plugin, a test's monkeypatch) is the one that runs."""
+    later (a plugin, a test's monkeypatch) is the one that runs. `kernel`: for an op without
+    attrs, the backend's own callable of the inputs doing what its `eager_op` does, where
+    it offers one (`eager_kernel(op, arity)`: NumPy's, which reads its tables at each call)."""
 
-    __slots__ = ("shape", "dtype", "direct")
+    __slots__ = ("shape", "dtype", "direct", "kernel")
 
-    def __init__(self, spec, direct):
+    def __init__(self, spec, direct, kernel=None):
         self.shape = tuple(spec.shape)
         self.dtype = spec.dtype
         self.direct = direct
+        self.kernel = kernel
 
 
 def _direct(backend, op: str) -> bool:
@@ -119,7 +124,12 @@ def _direct(backend, op: str) -> bool:
 
 
 def _plan(op: str, backend, inputs: list, attrs: dict, key) -> _Plan:
-    plan = _Plan(infer(op, inputs, attrs), _direct(backend, op))
+    spec = infer(op, inputs, attrs)
+    # A backend's own per-op callable for the ops without attrs, where it has one (NumPy's
+    # `eager_kernel`: its fast kernel without `eager_op`'s list, dict and lookups).
+    eager_kernel = getattr(backend, "eager_kernel", None) if not attrs else None
+    kernel = eager_kernel(op, len(inputs)) if eager_kernel is not None else None
+    plan = _Plan(spec, kernel is None and _direct(backend, op), kernel)
     if key is not None:
         if len(_plans) > 10000:
             _plans.clear()
@@ -163,7 +173,8 @@ def apply_simple(op: str, a, b=None) -> Tensor:
 def eager_simple(backend, op: str, a, b=None) -> Tensor:
     """`apply_simple` outside a trace, on `backend` (the caller's `current_backend()`: the
     op wrappers resolve it once per op and pass it here and to `scalar_on`). (A flat key:
-    it never equals a general one.)"""
+    it never equals a general one.) The result is `eager_tensor`'s, its slots set here: a
+    Python call less in every eager op."""
     key = (op, backend, a.shape, a.dtype) if b is None else \
         (op, backend, a.shape, a.dtype, b.shape, b.dtype)
     plan = _plans.get(key)
@@ -172,16 +183,31 @@ def eager_simple(backend, op: str, a, b=None) -> Tensor:
     native_a = a._native if type(a) is Tensor and a._backend is backend else None
     if native_a is None:
         native_a = native(a, backend)
+    kernel = plan.kernel
     if b is None:
-        out = (backend.lowerings[op](native_a) if plan.direct
-               else backend.eager_op(op, [native_a], {}))
-        return eager_tensor(plan.shape, plan.dtype, backend, out)
-    native_b = b._native if type(b) is Tensor and b._backend is backend else None
-    if native_b is None:
-        native_b = native(b, backend)
-    out = (backend.lowerings[op](native_a, native_b) if plan.direct
-           else backend.eager_op(op, [native_a, native_b], {}))
-    return eager_tensor(plan.shape, plan.dtype, backend, out)
+        if kernel is not None:
+            out = kernel(native_a)
+        elif plan.direct:
+            out = backend.lowerings[op](native_a)
+        else:
+            out = backend.eager_op(op, [native_a], {})
+    else:
+        native_b = b._native if type(b) is Tensor and b._backend is backend else None
+        if native_b is None:
+            native_b = native(b, backend)
+        if kernel is not None:
+            out = kernel(native_a, native_b)
+        elif plan.direct:
+            out = backend.lowerings[op](native_a, native_b)
+        else:
+            out = backend.eager_op(op, [native_a, native_b], {})
+    t = _new(Tensor)
+    t.shape = plan.shape
+    t.dtype = plan.dtype
+    t._backend = backend
+    t._native = out
+    t._array = t._value = t._builder = None
+    return t
 
 
 def scalar_on(backend, value, dtype: str) -> Tensor:
@@ -197,6 +223,7 @@ def scalar_on(backend, value, dtype: str) -> Tensor:
     """
     # A nonzero number is its own key; only a zero needs its sign (no copysign call on the
     # common path: `x + 1` in an eager loop asks every step). The lengths keep them apart.
+    # (elementwise's wrappers look a nonzero number's key up inline, then call this.)
     key = (type(value), value, dtype) if value else \
         (type(value), value, math.copysign(1.0, value), dtype)
     scalars = backend.scalars

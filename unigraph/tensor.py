@@ -154,13 +154,29 @@ class Tensor:
         return getattr(_api, op)(*inputs)
 
     def __bool__(self):
+        native = self._native
+        # The common case first: an eager one-element bool tensor (an eager tensor has no IR
+        # value), read as `_truth` reads it, with `_truth_in_c`'s cache inline: an eager
+        # cond/while predicate asks every step.
+        if native is not None and self.dtype == "bool" and self.shape in _ONE_ELEMENT:
+            in_c = _TRUTH_IN_C.get(type(native))
+            if in_c:
+                return native.__bool__()
+            truth = self._backend.truth
+            if in_c is False and truth is not None and self._array is None:
+                return truth(native)
+        return self._truth()
+
+    def _truth(self) -> bool:
+        """`bool(self)` in full: the errors for a traced or a many-element tensor, the
+        backend's cheaper read (`Backend.truth`), or a NumPy copy."""
         if self._value is not None:
             raise TracingError(
                 f"`if`/`while`/`bool()` on a traced tensor at {user_source()}: in a static "
                 "graph its value is not known while tracing; use `ug.cond(pred, true_fn, "
                 "false_fn)` or `ug.while_loop(cond_fn, body_fn, loop_vars)` instead"
             )
-        if self.shape not in ((), (1,)):
+        if self.shape not in _ONE_ELEMENT:
             raise ValueError(
                 f"the truth value of a tensor of shape {list(self.shape)} is ambiguous; "
                 "reduce it first (ug.sum, ug.max) or compare elementwise"
@@ -513,6 +529,7 @@ class _EagerStore:
         return self.backend.to_numpy(self.native)
 
 
+_ONE_ELEMENT = ((), (1,))  # the shapes that `bool()` reads
 _TRUTH_IN_C: dict = {}  # native tensor type -> whether its __bool__ is compiled code
 
 

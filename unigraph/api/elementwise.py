@@ -42,13 +42,20 @@ def _binary(op: str, policy: str | None = None):
             if (type(y) is int or type(y) is float) and (x.dtype, type(y)) in _KEEPS_DTYPE:
                 if _builder.get() is None:
                     backend = current_backend()
-                    return eager_simple(backend, op, x, scalar_on(backend, y, x.dtype))
+                    # `scalar_on`'s cache, inline for a nonzero number (its own key there)
+                    scalar = backend.scalars.get((type(y), y, x.dtype)) if y else None
+                    if scalar is None:
+                        scalar = scalar_on(backend, y, x.dtype)
+                    return eager_simple(backend, op, x, scalar)
                 return apply_simple(op, x, _scalar(y, x.dtype))
         elif type(y) in _PLAIN and y.dtype in ready and (type(x) is int or type(x) is float) \
                 and (y.dtype, type(x)) in _KEEPS_DTYPE:
             if _builder.get() is None:
                 backend = current_backend()
-                return eager_simple(backend, op, scalar_on(backend, x, y.dtype), y)
+                scalar = backend.scalars.get((type(x), x, y.dtype)) if x else None
+                if scalar is None:
+                    scalar = scalar_on(backend, x, y.dtype)
+                return eager_simple(backend, op, scalar, y)
             return apply_simple(op, _scalar(x, y.dtype), y)
         return apply(op, promote_for(op, x, y, policy=policy), {})
 
