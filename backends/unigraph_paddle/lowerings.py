@@ -338,6 +338,11 @@ def concat(*xs, axis):
 
 
 def stack(*xs, axis):
+    # Paddle's eager stack_grad segfaults on zero-size operands when one of them takes no
+    # gradient (a constant, an input not differentiated). The stack of zero-size operands is
+    # empty and every gradient is empty: it is made as zeros of its shape, with no backward.
+    if 0 in xs[0].shape:
+        return paddle.zeros_like(paddle.stack(list(xs), axis=axis))
     return paddle.stack(list(xs), axis=axis)
 
 

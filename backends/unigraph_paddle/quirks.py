@@ -466,6 +466,14 @@ def _matmul_grad_fails_on_empty_constant() -> bool:
     return False
 
 
+def _stack_grad_of_empty_operands_segfaults() -> bool:
+    return _killed_by(signal.SIGSEGV,
+                      "import paddle\n"
+                      "a, b = paddle.zeros([0, 3]), paddle.zeros([0, 3])\n"
+                      "b.stop_gradient = False\n"
+                      "paddle.stack([a, b]).sum().backward()\n")
+
+
 def _argmax_skips_nan() -> bool:
     paddle = _paddle()
     x = paddle.to_tensor([1.0, float("nan"), 2.0])
@@ -917,6 +925,15 @@ QUIRKS = [
         workaround="with a zero-size operand the product is made as zeros of its shape "
                    "(every gradient is zero or empty)",
         pin=_matmul_grad_fails_on_empty_constant,
+    ),
+    Quirk(
+        op="stack", framework="paddle", versions=VERSIONS,
+        behaviour="the eager backward of paddle.stack of zero-size operands segfaults when one "
+                  "of them takes no gradient (stop_gradient: a constant, an input not "
+                  "differentiated); paddle:static's is right",
+        workaround="zero-size operands stack to zeros of the result's shape, with no backward "
+                   "(every gradient is empty)",
+        pin=_stack_grad_of_empty_operands_segfaults,
     ),
     Quirk(
         op="argmax", framework="paddle", versions=VERSIONS,
