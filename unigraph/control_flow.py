@@ -173,45 +173,53 @@ def _eager_cond(pred, true_fn, false_fn, operands, frame):
     finally:
         _region.reset(token)
     if _builder.get() is None:
-        _check_untaken_branch(taken, other, operands, result)
+        key = _branches_key(taken, other)
+        if operands:  # (most conds pass none: no list made for them on every call)
+            key += tuple([_leaf_type(x) for x in operands if is_array_leaf(x)])
+        if key not in _checked_branches:
+            _check_untaken_branch(taken, other, operands, result, key)
     return result
 
 
 def _branches_key(taken, other) -> tuple:
     """What decides the structures the two branches return: the code of each and the type
-    of what its closure holds (shape and dtype for a tensor), in one flat tuple (a code
-    object fixes how many cells follow it, and a cell gives a shape then a dtype, a type, or
-    None, so the flat tuple is unambiguous). Each function's code by id: hashing a code
-    object hashes its bytecode (~0.2 us, twice for every eager cond), and
+    of what its closure holds, one entry a cell ((shape, dtype) for a tensor, else its
+    type, None for an empty cell), in one flat tuple (a code object fixes how many cells
+    follow it, so the flat tuple is unambiguous). Each function's code by id: hashing a
+    code object hashes its bytecode (~0.2 us, twice for every eager cond), and
     `_checked_branches` keeps the code objects of every key it holds alive, so an id in a
-    stored key is never another object's. One loop, no call per branch or cell."""
-    signature = []
-    for fn in (taken, other):
-        cells = getattr(fn, "__closure__", None)
-        signature.append(id(getattr(fn, "__code__", fn)))
-        if not cells:
+    stored key is never another object's. When the other branch's cells are the taken
+    one's own (two lambdas of one function over the same variables: `lambda: x + y`,
+    `lambda: x - y`), they hold the same values, and are not read twice: the key is then
+    shorter than any key of that code pair with both closures in it."""
+    cells = getattr(taken, "__closure__", None)
+    others = getattr(other, "__closure__", None)
+    signature = [id(getattr(taken, "__code__", taken)), id(getattr(other, "__code__", other))]
+    if cells and others and len(cells) == len(others):
+        for cell, other_cell in zip(cells, others):
+            if cell is not other_cell:
+                break
+        else:
+            others = None
+    for group in (cells, others):
+        if not group:
             continue
-        for cell in cells:
+        for cell in group:
             try:
                 content = cell.cell_contents
             except ValueError:  # an empty cell (a variable assigned later)
                 signature.append(None)
                 continue
             if isinstance(content, Tensor):
-                signature.append(content.shape)
-                signature.append(content.dtype)
+                signature.append((content.shape, content.dtype))
             else:
                 signature.append(type(content))
     return tuple(signature)
 
 
-def _check_untaken_branch(taken, other, operands, result):
-    """Trace the branch not taken, abstractly (nothing runs), and compare its result."""
-    key = _branches_key(taken, other)
-    if operands:  # (most conds pass none: no list made for them on every call)
-        key += tuple([_leaf_type(x) for x in operands if is_array_leaf(x)])
-    if key in _checked_branches:
-        return
+def _check_untaken_branch(taken, other, operands, result, key):
+    """Trace the branch not taken, abstractly (nothing runs), and compare its result; then
+    note `key` (`_branches_key` and the operands' types) as checked."""
     specs = [TensorSpec(*_leaf_type(x)) for x in operands]
     _, other_result = trace_subgraph(None, "check", other, specs, capture_eager=True)
     names = ("the branch taken", "the other branch")
