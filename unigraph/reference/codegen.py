@@ -260,12 +260,15 @@ class _Writer:
             self.emit(depth, "try:")
             depth += 1
         if guard:
-            self.emit(depth, f"{carried[-1]} = 0")
-        self.emit(depth, "while True:")
+            # The counter is the for loop's: an iteration past the limit ends it (the
+            # condition not asked again: the call raises the limit's error)
+            self.emit(depth, f"for {carried[-1]} in range({guard.limit + 1}):")
+        else:
+            self.emit(depth, "while True:")
         inner = dict(zip(step.cond.input_slots, carried + captured))
         if guard:
             self.plan(step.cond, inner, scalars, depth + 1, guard.cond_nodes)
-            keep_going = f"({inner[guard.cond_slot]} and {carried[-1]} <= {guard.limit})"
+            keep_going = inner[guard.cond_slot]
         else:
             (keep_going,) = self.plan(step.cond, inner, scalars, depth + 1)
         self.emit(depth + 1, f"if not {keep_going}:")
@@ -278,7 +281,8 @@ class _Writer:
         if state:
             self.emit(depth + 1, f"{', '.join(state)}, = {', '.join(results)},")
         if guard:
-            self.emit(depth + 1, f"{carried[-1]} += 1")
+            self.emit(depth, "else:")  # (no break: every iteration ran, one past the limit)
+            self.emit(depth + 1, f"{carried[-1]} = {guard.limit + 1}")
             # the int64 scalar the graph's counter was
             self.emit(depth, f"{carried[-1]} = {self.bind(np.int64, 'i')}({carried[-1]})")
         if ignore:
