@@ -294,7 +294,8 @@ class _SourceWriter:
 
     def while_loop(self, node, args: list) -> list:
         """A Python `while`; a loop whose iteration guard `loop_guard.find_guard` recognises
-        keeps its counter as a Python int (after a top-level loop, too: see `self.host`)."""
+        is a `for` over a range instead, its counter a Python int (after a top-level loop,
+        too: see `self.host`)."""
         args = self.tensors(args)
         guard = find_guard(node, [self.scope.get(name) for name in args])
         count = node.attrs["num_carried"]
@@ -304,19 +305,18 @@ class _SourceWriter:
         cond, body = (guard.cond, guard.body) if guard else \
             (node.subgraphs["cond"], node.subgraphs["body"])
         self.assign(carried, args[:len(carried)])
-        if guard:
-            self.emit(f"{state[-1]} = 0")
-        self.emit("while True:")
+        # A guarded loop's counter is a for loop's: an iteration past the limit ends it (the
+        # condition not asked again: the call raises the limit's error)
+        self.emit(f"for {state[-1]} in range({guard.limit + 1}):" if guard else "while True:")
         self.depth += 1
         (keep_going,) = self.inline(cond, state + captured)[:1]
-        if guard:
-            keep_going = f"({keep_going} and {state[-1]} <= {guard.limit})"
         self.emit(f"if not {keep_going}:")
         self.emit("    break")
         self.assign(carried, self.inline(body, state + captured))
-        if guard:
-            self.emit(f"{state[-1]} += 1")
         self.depth -= 1
+        if guard:  # (no break: every iteration ran, one past the limit)
+            self.emit("else:")
+            self.emit(f"    {state[-1]} = {guard.limit + 1}")
         if guard and self.level == 0:
             self.emit(f"{state[-1]} = counter_tensor({state[-1]})", run=False)
             self.host[state[-1]] = "int64"
