@@ -221,3 +221,30 @@ def test_a_first_run_equals_the_later_runs_for_ops_of_one_two_and_three_operands
     np.testing.assert_allclose(first[0], np.tanh(np.where(x > 0, b, y)) + a, rtol=1e-6,
                                atol=1e-6)
     np.testing.assert_array_equal(first[1], b)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("initializer", ["zeros", "uniform", "normal"])
+def test_init_parameter_takes_the_parameters_options_and_refuses_others(target, initializer):
+    make = getattr(ug.init, initializer)
+    param = ug.init.parameter(make(), (2, 3), "float32", name="w", trainable=False,
+                              lr_scale=2, order="F")
+    assert (param.name, param.trainable, param.lr_scale, param.order) == ("w", False, 2.0,
+                                                                          "F")
+    default = ug.init.parameter(make(), [2, 3])
+    assert (default.name, default.trainable, default.lr_scale, default.order,
+            default.dtype) == ("", True, 1.0, "C", "float32")
+    ug.manual_seed(7)
+    again = ug.init.parameter(make(), (2, 3), name="w")
+    ug.manual_seed(7)
+    drawn = make()((2, 3))
+    np.testing.assert_array_equal(again.numpy(), drawn)
+    x = np.ones((4, 2), np.float32)
+    np.testing.assert_allclose(run_on(target, ug.function(lambda x: x @ again), x), x @ drawn,
+                               rtol=1e-6)
+    where = "_deferred" if initializer != "normal" else "__init__"
+    with pytest.raises(TypeError, match=rf"^Parameter\.{where}\(\) got an unexpected keyword "
+                                        r"argument 'colour'$"):
+        ug.init.parameter(make(), (2,), colour="red")
+    with pytest.raises(ValueError, match="order must be 'C'"):
+        ug.init.parameter(make(), (2,), order="X")
