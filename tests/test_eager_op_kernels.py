@@ -29,19 +29,21 @@ def _same(got, want):
 
 def _numbers(a, v, m):
     # twice each: the second runs from the cached plan and the cached number operand
-    return (a + 2, a + 2, 3 - a, a * -1, a < 9, a < 9, a >= a, a + 2**62 + 2**62,
+    return (a + 2, a + 2, 3 - a, a * -1, a < 9, a < 9, a >= a, a + 2**62 + 2**62, a * 0.5,
+            a + True,
             v + 0.5, 0.5 + v, v * -0.0, -0.0 * v, v - 0.0, v > 1.0, v + v, v < v,
             m + v[:2], m * m, ug.relu(m), ug.matmul(m, m), ug.relu(ug.matmul(m, m) + v[:2]))
 
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_numbers_and_tensors_give_numpys_exact_results(target):
-    """Results equal NumPy's bit for bit (Python numbers weak: the tensor's dtype; int64
-    wraps around; the sign of a zero kept) on a 0-d, a vector and a matrix."""
+    """Results equal NumPy's bit for bit (Python numbers weak: the tensor's dtype, but a
+    float makes an int tensor's result float64; int64 wraps around; the sign of a zero
+    kept) on a 0-d, a vector and a matrix."""
     got = run_on(target, ug.function(_numbers), A, V, M)
     with np.errstate(over="ignore"):  # int64 wraps around, as on every target
         want = _numbers(A, V, M)
-    want = want[:18] + (np.maximum(M, 0), M @ M, np.maximum(M @ M + V[:2], 0))
+    want = want[:20] + (np.maximum(M, 0), M @ M, np.maximum(M @ M + V[:2], 0))
     assert len(got) == len(want)
     for g, w in zip(got, want):
         _same(g, w)

@@ -5,7 +5,8 @@ then the op record.
 from __future__ import annotations
 
 from unigraph.api.operands import (
-    _KEEPS_DTYPE,
+    _KEEPS_FLOAT,
+    _KEEPS_INT,
     _docs_from_records,
     _promote,
     _record_doc,
@@ -39,7 +40,8 @@ def _binary(op: str, policy: str | None = None):
                     return eager_simple(current_backend(), op, x, y)
                 return apply_simple(op, x, y)
             # `weak_scalar`, inline (a Python call less in every `x + 1`).
-            if (type(y) is int or type(y) is float) and (x.dtype, type(y)) in _KEEPS_DTYPE:
+            if (x.dtype in _KEEPS_INT) if type(y) is int else \
+                    (type(y) is float and x.dtype in _KEEPS_FLOAT):
                 if _builder.get() is None:
                     backend = current_backend()
                     # `scalar_on`'s cache, inline for a nonzero number (its own key there)
@@ -48,8 +50,9 @@ def _binary(op: str, policy: str | None = None):
                         scalar = scalar_on(backend, y, x.dtype)
                     return eager_simple(backend, op, x, scalar)
                 return apply_simple(op, x, _scalar(y, x.dtype))
-        elif type(y) in _PLAIN and y.dtype in ready and (type(x) is int or type(x) is float) \
-                and (y.dtype, type(x)) in _KEEPS_DTYPE:
+        elif type(y) in _PLAIN and y.dtype in ready and (
+                (y.dtype in _KEEPS_INT) if type(x) is int
+                else (type(x) is float and y.dtype in _KEEPS_FLOAT)):
             if _builder.get() is None:
                 backend = current_backend()
                 scalar = backend.scalars.get((type(x), x, y.dtype)) if x else None

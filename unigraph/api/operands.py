@@ -137,6 +137,10 @@ def _scalar(value, dtype):
 
 _KEEPS_DTYPE = {  # (tensor dtype, Python number type) pairs where the tensor's dtype wins
     *((d, int) for d in DTYPES if d != "bool"), *((d, float) for d in DTYPES if is_float(d))}
+# The same pairs as two sets of dtypes, one per number type: the wrappers' test builds no
+# (dtype, type) key (`x + 1` in an eager loop asks every step).
+_KEEPS_INT = frozenset(d for d, kind in _KEEPS_DTYPE if kind is int)
+_KEEPS_FLOAT = frozenset(d for d, kind in _KEEPS_DTYPE if kind is float)
 
 
 def weak_scalar(t, number):
