@@ -28,7 +28,8 @@ _param_leaves: contextvars.ContextVar = contextvars.ContextVar("unigraph_leaves"
 
 def current_backend():
     """The backend of the current target (a static target's eager ops run on its backend).
-    The one place that resolves it: an eager op asks once and passes the backend down."""
+    An eager op asks once and passes the backend down (`eager_simple` has these lines
+    inline, for the ops that need the backend nowhere else)."""
     # current_target()'s precedence, inline, and `backend_of`'s cache, inline: every eager
     # op asks.
     target = _context_target.get() or config._global_target or current_target()
@@ -167,14 +168,20 @@ def apply_simple(op: str, a, b=None) -> Tensor:
     builder = _builder.get()
     if builder is not None:
         return apply_symbolic(builder, op, [a] if b is None else [a, b], {})
-    return eager_simple(current_backend(), op, a, b)
+    return eager_simple(None, op, a, b)
 
 
 def eager_simple(backend, op: str, a, b=None) -> Tensor:
-    """`apply_simple` outside a trace, on `backend` (the caller's `current_backend()`: the
-    op wrappers resolve it once per op and pass it here and to `scalar_on`). (A flat key:
-    it never equals a general one.) The result is `eager_tensor`'s, its slots set here: a
-    Python call less in every eager op."""
+    """`apply_simple` outside a trace, on `backend`: the caller's `current_backend()` (a
+    wrapper that needs it for a Python number too resolves it once and passes it here and
+    to `scalar_on`), or None for the current one, resolved here. (A flat key: it never
+    equals a general one.) The result is `eager_tensor`'s, its slots set here. Both inline:
+    a Python call less each in every eager op."""
+    if backend is None:  # `current_backend()`
+        target = _context_target.get() or config._global_target or current_target()
+        last = _last
+        backend = last[1] if last[0] is target and last[2] == plugins.generation else \
+            backend_of(target)
     key = (op, backend, a.shape, a.dtype) if b is None else \
         (op, backend, a.shape, a.dtype, b.shape, b.dtype)
     plan = _plans.get(key)

@@ -33,11 +33,12 @@ def _binary(op: str, policy: str | None = None):
     def function(x, y):
         # Fast paths, the same operands `promote_for` gives: two tensors of one dtype the op
         # takes as they are, or a tensor and a Python number that keeps its dtype. Outside a
-        # trace the backend is resolved once, for the number and the op.
+        # trace the backend is resolved once, for the number and the op (by `eager_simple`
+        # when no number needs it).
         if type(x) in _PLAIN and x.dtype in ready:
             if type(y) in _PLAIN and x.dtype == y.dtype:
                 if _builder.get() is None:
-                    return eager_simple(current_backend(), op, x, y)
+                    return eager_simple(None, op, x, y)  # (the current backend)
                 return apply_simple(op, x, y)
             # `weak_scalar`, inline (a Python call less in every `x + 1`).
             if (x.dtype in _KEEPS_INT) if type(y) is int else \
@@ -75,7 +76,7 @@ def _unary(op: str, policy: str | None = None):
     def function(x):
         if type(x) in _PLAIN and x.dtype in ready:  # nothing to promote
             if _builder.get() is None:
-                return eager_simple(current_backend(), op, x)
+                return eager_simple(None, op, x)
             return apply_simple(op, x)
         return apply(op, promote_for(op, x, policy=policy), {})
 
