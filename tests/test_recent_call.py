@@ -42,8 +42,11 @@ def test_each_changed_argument_type_gets_its_own_graph(target):
                 result = double(x)
                 assert values(result) == expected
                 assert result.dtype == dtype and result.shape == (len(expected),)
+        for _ in range(2):  # a Python number after tensors: made a float32 tensor
+            result = double(1.5)
+            assert (values(result), result.dtype, result.shape) == (3.0, "float32", ())
         if Target.parse(target).mode != "eager":
-            assert sum(double._traces.values()) == 4  # float32 [2], [1]; float64; int64
+            assert sum(double._traces.values()) == 5  # float32 [2], [1], []; float64; int64
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -96,3 +99,15 @@ def test_a_module_switched_to_eval_is_traced_again(target):
         assert [values(run(x)) for _ in range(2)] == [[3.0, 6.0]] * 2
         scale.train()
         assert [values(run(x)) for _ in range(2)] == [[2.0, 4.0]] * 2
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_arguments_are_tensors_inside_whatever_the_call_before(target):
+    @ug.function
+    def tensor_or_zero(x):
+        return x * (1.0 if isinstance(x, ug.Tensor) else 0.0)
+
+    x = np.array([1.5, 2.0], np.float32)
+    with on(target):
+        for argument in [ug.tensor(x), ug.tensor(x), x, x, ug.tensor(x), 1.5, 1.5]:
+            assert values(tensor_or_zero(argument)) == values(ug.tensor(argument))

@@ -180,7 +180,9 @@ class Function:
         # object (the one `use_backend`/`set_backend` made; its backend is the one the
         # caller was made for while no plugin changed) with arguments of those types runs
         # the caller without building or hashing its key. Replaced whole (one assignment),
-        # and forgotten with `_fast`.
+        # and forgotten with `_fast`. After an eager call of positional tensors or arrays,
+        # (target, plugins.generation, None, None): the next such call with tensors only
+        # runs without looking up the backend (the target was checked to run then).
         self._recent = _NO_RECENT
 
     def _static_arguments(self, argnums, argnames) -> tuple[frozenset, frozenset]:
@@ -267,7 +269,13 @@ class Function:
             # The static call just made again (see `_recent`): its argument types compared
             # in place, no key built or hashed, no backend looked up.
             types = recent[2]
-            if len(args) == len(types):
+            if types is None:  # an eager target's: positional tensors need nothing else
+                for a in args:
+                    if type(a) is not Tensor:
+                        break
+                else:
+                    return self._run_eager_tensors(args)
+            elif len(args) == len(types):
                 for a, (kind, shape, dtype) in zip(args, types):
                     if type(a) is not kind or a.shape != shape or a.dtype != dtype:
                         break
@@ -280,6 +288,7 @@ class Function:
             if not kwargs and self._fast_ok and self._conversion is not None:
                 inputs = _eager_inputs(args, backend)
                 if inputs is not None:
+                    self._recent = (target, plugins.generation, None, None)
                     return self._run_eager_tensors(inputs)
             return self._call_eager(args, kwargs)
         if not kwargs and self._fast_ok:
