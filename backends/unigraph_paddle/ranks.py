@@ -20,7 +20,9 @@ strided slice is taken one axis at a time, each step a slice of the middle axis 
 view. Each route is taken only where Paddle would fail or be wrong, so every program Paddle
 ran right before runs the same ops. Shapes not all known when a Program is built (a -1 dim)
 go to Paddle as they are, except a max or min, which then reduces a [kept..., reduced] view
-(the kept dims as they come, the reduced ones merged).
+(the kept dims as they come, the reduced ones merged), and an argmax, whose view reads the
+open dims at run time (paddle.shape). (A strided slice above rank 6 with an open dim is
+still refused with Paddle's error.)
 
 This module imports paddle: `lowerings.py` imports it.
 """
@@ -76,14 +78,33 @@ def on_a_view(fn, x, axis: int, keepdims: bool):
 
     >>> on_a_view(argmax_of, x, 3, False)  # x of rank 7: argmax_of on a [12, 3, 12] view
     """
-    if len(x.shape) <= MAX_ARGMAX_RANK or _known(x) is None:
+    if len(x.shape) <= MAX_ARGMAX_RANK:
         return fn(x, axis)
-    dims = _known(x)
-    before, after = math.prod(dims[:axis]), math.prod(dims[axis + 1:])
+    dims = _dims(x)
+    before, after = _product(dims[:axis]), _product(dims[axis + 1:])
     view = [before, dims[axis]] if axis == len(dims) - 1 else [before, dims[axis], after]
     out = fn(paddle.reshape(x, view), 1)
     shape = list(dims[:axis]) + ([1] if keepdims else []) + list(dims[axis + 1:])
     return paddle.reshape(out, shape)
+
+
+def _dims(x) -> list:
+    """x's dims: ints, and for a dim unknown until the run (-1 in a Program) that element of
+    paddle.shape(x)."""
+    dims = tuple(x.shape)
+    if all(d >= 0 for d in dims):
+        return list(dims)
+    shape = paddle.shape(x)
+    return [d if d >= 0 else shape[i] for i, d in enumerate(dims)]
+
+
+def _product(dims):
+    """The product of `dims` (ints and 0-d tensors): an int where all are ints."""
+    product = math.prod(d for d in dims if isinstance(d, int))
+    for d in dims:
+        if not isinstance(d, int):
+            product = d if isinstance(product, int) and product == 1 else d * product
+    return product
 
 
 def strided_slice(x, begin, end, stride):
