@@ -149,7 +149,7 @@ def _inputs(shapes, dtype, seed):
              + rng.integers(-2, 3, s) * 0.37).astype(dtype) for s in shapes]
 
 
-def _program(fn):
+def _program(fn, input_spec=None):
     """fn's outputs, and the gradient of a weighted sum of its float outputs."""
 
     def loss(*xs):
@@ -163,7 +163,7 @@ def _program(fn):
         grads = ug.grad(loss, argnums=tuple(range(len(xs))))(*xs)
         return (*fn(*xs), *grads)
 
-    return ug.function(program)
+    return ug.function(program, input_spec=input_spec)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -180,3 +180,41 @@ def test_high_ranks_run_and_agree_with_float64(target, case):
             assert g.shape == e.shape, (rank, k)
             np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-5,
                                        err_msg=f"{case} at rank {rank}, result {k}")
+
+
+# The cases whose ops `unigraph_tensorflow.ranks` routes, with dim 0 left open
+# (`input_spec` None): the routes read that dim at run time (a tf.shape element), and must
+# work for every size it takes, 1 included (a dim of size 1 merges its neighbours in TF's
+# broadcasts, or drops out).
+OPEN_CASES = ("softmax", "broadcasting", "same_shape", "sum_mean", "max_min", "prod", "argmax",
+              "broadcast_to")
+
+
+def open_argmaxes(x):
+    # argmaxes without its take, whose rows slice the open dim; a float result for the grad
+    return [ug.argmax(x, axis=len(x.shape) // 2), ug.argmax(x, axis=0, keepdims=True),
+            ug.argmax(x, axis=-1), x * 2.0]
+
+
+OPEN_FNS = {"argmax": open_argmaxes}
+
+
+@pytest.mark.parametrize("case", OPEN_CASES)
+@pytest.mark.parametrize("target", TARGETS)
+def test_high_ranks_with_a_dim_unknown_until_the_run(target, case):
+    fn, make_shapes = CASES[case]
+    fn = OPEN_FNS.get(case, fn)
+    reference = _program(fn)
+    for rank in [r for r in RANKS_OF.get(case, RANKS) if r >= 5]:
+        open_batch = _program(fn, [ug.Spec((None, *s[1:]), "float32") for s in make_shapes(rank)])
+        for batch in (None, 1):  # the shapes as they are, then dim 0 of size 1
+            shapes = [s if batch is None else (batch, *s[1:]) for s in make_shapes(rank)]
+            inputs = _inputs(shapes, np.float32, seed=rank)
+            expected = run_on("numpy:eager", reference, *(x.astype(np.float64) for x in inputs))
+            got = run_on(target, open_batch, *inputs)
+            assert len(got) == len(expected)
+            for k, (g, e) in enumerate(zip(got, expected)):
+                assert g.shape == e.shape, (rank, batch, k)
+                np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-5,
+                                           err_msg=f"{case} at rank {rank}, dim 0 of "
+                                                   f"{batch or 'its size'}, result {k}")

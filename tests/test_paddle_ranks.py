@@ -128,23 +128,26 @@ def test_strided_slice_above_rank_6(target):
     _agree(target, fn, _ties(7, seed=5))
 
 
-# several, not all, axes, the open batch dim 0 kept (its size is the caller's)
-OPEN_AXES = {5: [(3, 4), (1, 3), (1, 2, 3, 4)], 6: [(1, 2), (2, 3, 4)]}
+# several, not all, axes, with the open batch dim 0 (its size is the caller's) kept or
+# reduced; at rank 6, (1, 3, 5) and (0, 2, 4) make TF's gradient broadcast back over 6 merged
+# dims (`unigraph_tensorflow.ranks` reads the open dim at run time)
+OPEN_AXES = {5: [(3, 4), (1, 3), (1, 2, 3, 4), (0, 2, 4)],
+             6: [(1, 2), (2, 3, 4), (1, 3, 5), (0, 2, 4)]}
 
 
 @pytest.mark.parametrize("rank", [5, 6])
 @pytest.mark.parametrize("target", TARGETS)
 def test_max_min_gradient_with_a_dim_unknown_until_the_run(target, rank):
-    """Max and min over several axes with the batch dim left open (`input_spec` None: -1 in
-    a Paddle Program), so the route cannot read the shape when the graph is built; two
-    batch sizes through the one graph. (Axis sets whose gradient broadcasts back over more
-    than 5 merged dims, e.g. (1, 3, 5) at rank 6, are left out: with an open dim TensorFlow's
-    graph targets still refuse those with TF's error, as `unigraph_tensorflow.ranks` routes
-    them from static shapes only.)"""
+    """Max and min (and sum, mean, prod) over several axes with the batch dim left open
+    (`input_spec` None: -1 in a Paddle Program), so the routes cannot read the shape when the
+    graph is built; three batch sizes through the one graph, 1 among them (a dim of 1 merges
+    or drops out of TF's broadcasts)."""
     def fn(x):
         out = []
         for axes in OPEN_AXES[rank]:
-            out += [ug.max(x, axis=axes), ug.min(x, axis=axes, keepdims=True)]
+            out += [ug.max(x, axis=axes), ug.min(x, axis=axes, keepdims=True),
+                    ug.sum(x, axis=axes), ug.mean(x, axis=axes, keepdims=True),
+                    ug.prod(2.0 ** (2.0 * x), axis=axes)]  # powers of two: exact products
         return out
 
     def loss(x):
@@ -159,7 +162,7 @@ def test_max_min_gradient_with_a_dim_unknown_until_the_run(target, rank):
     spec = [ug.Spec((None, *_shape(rank)[1:]), "float32")]
     reference = ug.function(program)
     open_batch = ug.function(program, input_spec=spec)
-    for batch, seed in ((2, 11), (3, 12)):
+    for batch, seed in ((2, 11), (3, 12), (1, 13)):
         x = np.concatenate([_ties(rank, seed + i) for i in range(batch)])[:batch]
         expected = run_on("numpy:eager", reference, x.astype(np.float64))
         got = run_on(target, open_batch, x)

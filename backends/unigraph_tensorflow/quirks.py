@@ -319,8 +319,9 @@ QUIRKS = [
                   "Max/Min/Prod (and eagerly of Sum/Mean)",
         workaround="the operands broadcast one axis at a time, each step a 3-D BroadcastTo "
                    "(ranks.broadcast_in_steps), where TF would refuse: graphs from the static "
-                   "shapes, eagerly after TF's kernel refused; the reductions' gradients are "
-                   "TF's formulas, broadcast in steps (tf.custom_gradient)",
+                   "shapes (where a dim is open, if TF may refuse for some size of it, the "
+                   "dim read at run time), eagerly after TF's kernel refused; the reductions' "
+                   "gradients are TF's formulas, broadcast in steps (tf.custom_gradient)",
         pin=_refuses("UnimplementedError", "is not supported yet",
                      lambda tf: tf.ones((2, 1, 2, 1, 2, 1)) + tf.ones((1, 3, 1, 3, 1, 3))),
     ),

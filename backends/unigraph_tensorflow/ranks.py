@@ -19,11 +19,16 @@ BroadcastTo (`broadcast_in_steps`); a reduction keeps its op and gets a gradient
 same formula as TF's that broadcasts in steps. Each route is taken only where TF's kernel
 would refuse, so every program TF ran before runs the same graph.
 
+A graph may hold a dim known only at run time (`input_spec` with None: a tf.shape element
+here). The routes then read that dim from the run-time shape, and are taken where TF's kernel
+would refuse for some size of it (`most_merged_dims`): a size of 1 can merge dims or drop one.
+
 This module imports tensorflow: `lowerings.py` imports it, after paddle.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -62,42 +67,123 @@ def merged_dims(*shapes) -> int:
     return count
 
 
-def _static(shape) -> tuple | None:
-    """A TensorShape as a tuple of ints; None when its rank or a dim is unknown."""
-    if shape.rank is None or not shape.is_fully_defined():
-        return None
-    return tuple(shape.as_list())
+_MOST_OPEN = 10  # open dims (None) whose sizes most_merged_dims tries, 2 ** 10 cases
+
+
+def most_merged_dims(*shapes) -> int:
+    """`merged_dims` of `shapes` (of known ranks) at its most over every size their open
+    dims (None) may take at run time: each 1 or not.
+
+    >>> most_merged_dims((None, 1, 2, 1, 2, 1), (None, 3, 2, 3, 2, 3))
+    6
+    >>> most_merged_dims((None, 1, 1, 3, 2, 3), (None, 3, 2, 3, 2, 3))
+    3
+    """
+    open_dims = [(k, i) for k, s in enumerate(shapes) for i, d in enumerate(s) if d is None]
+    if not open_dims:
+        return merged_dims(*shapes)
+    if len(open_dims) > _MOST_OPEN:
+        return max(len(s) for s in shapes)  # every dim its own
+    most = 0
+    for sizes in itertools.product((1, 2), repeat=len(open_dims)):
+        filled = [list(s) for s in shapes]
+        for (k, i), size in zip(open_dims, sizes):
+            filled[k][i] = size
+        most = max(most, merged_dims(*filled))
+    return most
+
+
+def _known(shape) -> tuple | None:
+    """A TensorShape as a tuple of ints and None (open dims); None when its rank is unknown."""
+    return None if shape.rank is None else tuple(shape.as_list())
+
+
+def _dims(x) -> list:
+    """`x`'s dims: ints where its static shape knows them, else scalar tensors read at run
+    time (tf.shape)."""
+    known = _known(x.shape)
+    if None not in known:
+        return list(known)
+    shape = raw.Shape(input=x, out_type=tf.int32)
+    return [d if d is not None else shape[i] for i, d in enumerate(known)]
+
+
+def _product(dims):
+    """The product of `dims` (ints and scalar tensors): an int where all are ints."""
+    product = math.prod(d for d in dims if isinstance(d, int))
+    for d in dims:
+        if not isinstance(d, int):
+            product = d if isinstance(product, int) and product == 1 else d * product
+    return product
+
+
+def _shape_operand(dims):
+    """`dims` (ints and scalar int32 tensors) as a raw op's shape input."""
+    if all(isinstance(d, int) for d in dims):
+        return int_operand(tuple(dims))
+    return tf.stack([d if not isinstance(d, int) else tf.constant(d, tf.int32) for d in dims])
 
 
 def broadcast_in_steps(x, shape):
-    """`x` broadcast to the static `shape`, one axis at a time: each step views `x` as
-    [before, 1, after] and broadcasts that to [before, n, after], which TF takes at any
-    rank. The values are those of a single broadcast (copies)."""
-    shape = tuple(shape)
-    current = [1] * (len(shape) - x.shape.rank) + list(_static(x.shape))
+    """`x` broadcast to `shape` (ints, and scalar tensors for dims known only at run time),
+    one axis at a time: each step views `x` as [before, m, after] and broadcasts that to
+    [before, n, after], which TF takes at any rank. The values are those of a single
+    broadcast (copies)."""
+    shape = [int(d) if isinstance(d, int | np.integer) else d for d in shape]
+    current = [1] * (len(shape) - x.shape.rank) + _dims(x)
     for axis, size in enumerate(shape):
-        if current[axis] == size:
-            continue
-        before, after = math.prod(current[:axis]), math.prod(current[axis + 1:])
-        x = raw.BroadcastTo(input=raw.Reshape(tensor=x, shape=int_operand((before, 1, after))),
-                            shape=int_operand((before, size, after)))
+        known = current[axis] if isinstance(current[axis], int) else None
+        if current[axis] is size or known not in (None, 1) or (
+                isinstance(size, int) and known == size):
+            continue  # the size already (a dim of x other than 1 is the result's)
+        before, after = _product(current[:axis]), _product(current[axis + 1:])
+        view = raw.Reshape(tensor=x, shape=_shape_operand((before, current[axis], after)))
+        x = raw.BroadcastTo(input=view, shape=_shape_operand((before, size, after)))
         current[axis] = size
-    return raw.Reshape(tensor=x, shape=int_operand(shape))
+    return raw.Reshape(tensor=x, shape=_shape_operand(shape))
 
 
 def too_wide(operands) -> bool:
-    """Whether TF would refuse to broadcast `operands` (all of static shape)."""
-    shapes = [_static(x.shape) for x in operands]
+    """Whether TF would (or, for some size of an open dim, may) refuse to broadcast
+    `operands` (of known ranks)."""
+    shapes = [_known(x.shape) for x in operands]
     if any(s is None for s in shapes) or max(len(s) for s in shapes) <= MAX_BROADCAST_DIMS:
         return False
-    return merged_dims(*shapes) > MAX_BROADCAST_DIMS
+    return most_merged_dims(*shapes) > MAX_BROADCAST_DIMS
 
 
 def broadcast_operands(operands) -> list:
     """`operands` broadcast to their common shape, each in steps (those of that shape as
     they are)."""
-    shape = np.broadcast_shapes(*(_static(x.shape) for x in operands))
-    return [x if _static(x.shape) == shape else broadcast_in_steps(x, shape) for x in operands]
+    shapes = [_known(x.shape) for x in operands]
+    if all(None not in s for s in shapes):
+        shape = np.broadcast_shapes(*shapes)
+        return [x if s == shape else broadcast_in_steps(x, shape)
+                for x, s in zip(operands, shapes)]
+    shape = _common_shape(operands, shapes)
+    ints = tuple(d if isinstance(d, int) else None for d in shape)
+    return [x if None not in s and s == ints else broadcast_in_steps(x, shape)
+            for x, s in zip(operands, shapes)]
+
+
+def _common_shape(operands, shapes) -> list:
+    """The broadcast shape of `operands` with open dims: an int where a static dim other than 1
+    (or 1 everywhere) decides it, else the dim of TF's BroadcastArgs of their run-time
+    shapes."""
+    rank = max(len(s) for s in shapes)
+    padded = [(1,) * (rank - len(s)) + s for s in shapes]
+    common, dynamic = [], None
+    for dims in zip(*padded):
+        sizes = {d for d in dims if d != 1}
+        if None not in sizes:
+            common.append(max(sizes, default=1))
+            continue
+        if dynamic is None:
+            dynamic = raw.Shape(input=operands[0], out_type=tf.int32)
+            for x in operands[1:]:
+                dynamic = raw.BroadcastArgs(s0=dynamic, s1=raw.Shape(input=x, out_type=tf.int32))
+        common.append(dynamic[len(common)])
+    return common
 
 
 def graph_broadcasting(lowering):
@@ -130,38 +216,39 @@ def eager_broadcasting(lowering):
 def broadcast_to(x, shape):
     """tf.broadcast_to, in steps where TF's BroadcastTo would refuse `shape`."""
     if len(shape) > MAX_BROADCAST_DIMS:
-        source = _static(x.shape)
-        if source is not None and merged_dims(source, shape) > MAX_BROADCAST_DIMS:
+        source = _known(x.shape)
+        if source is not None and most_merged_dims(source, shape) > MAX_BROADCAST_DIMS:
             return broadcast_in_steps(x, shape)
     return tf.broadcast_to(x, shape)
 
 
 def on_a_view(fn, x, axis: int):
     """fn(view, 1) on `x` viewed as [before, n] (`axis` last) or [before, n, after], its
-    result reshaped back: to `x`'s shape (softmax), or to it without `axis` (argmax). `x`
-    of unknown shape goes to fn(x, axis) as it is."""
-    dims = _static(x.shape)
-    if dims is None:
-        return fn(x, axis)
-    before, after = math.prod(dims[:axis]), math.prod(dims[axis + 1:])
+    result reshaped back: to `x`'s shape (softmax), or to it without `axis` (argmax). Dims
+    known only at run time are read then (`x`'s rank is known: unigraph's tensors have one)."""
+    dims = _dims(x)
+    before, after = _product(dims[:axis]), _product(dims[axis + 1:])
     view = (before, dims[axis]) if axis == len(dims) - 1 else (before, dims[axis], after)
-    out = fn(raw.Reshape(tensor=x, shape=int_operand(view)), 1)
+    out = fn(raw.Reshape(tensor=x, shape=_shape_operand(view)), 1)
     shape = dims if out.shape.rank == len(view) else dims[:axis] + dims[axis + 1:]
-    return raw.Reshape(tensor=out, shape=int_operand(shape))
+    return raw.Reshape(tensor=out, shape=_shape_operand(shape))
 
 
 def reduction(native, x, axis: tuple, keepdims: bool):
     """native(input=x, axis=axis, keep_dims=keepdims), with TF's gradient of Max, Min and
-    Prod (and, eagerly, of Sum and Mean) rebuilt to broadcast in steps where TF's own would be
-    refused: an operand that may be differentiated, of rank > 5, with more than 5 merged
-    dims between the result and `x`. Elsewhere, and always for the values, the op itself."""
-    source = _static(x.shape)
-    routed = _GRADIENTS if tf.executing_eagerly() else _GRAPH_GRADIENTS
-    if source is None or native not in routed or not may_be_differentiated():
+    Prod (and, eagerly or with a dim known only at run time, of Sum and Mean) rebuilt to
+    broadcast in steps where TF's own would be refused: an operand that may be differentiated,
+    of rank > 5, with more than 5 merged dims between the result and `x` (for some size of an
+    open dim). Elsewhere, and always for the values, the op itself."""
+    source = _known(x.shape)
+    if source is None:
+        return native(input=x, axis=int_operand(axis), keep_dims=keepdims)
+    routed = _GRADIENTS if tf.executing_eagerly() or None in source else _GRAPH_GRADIENTS
+    if native not in routed or not may_be_differentiated():
         return native(input=x, axis=int_operand(axis), keep_dims=keepdims)
     axes = {a % len(source) for a in axis}
     kept = tuple(1 if i in axes else d for i, d in enumerate(source))
-    if merged_dims(kept, source) <= MAX_BROADCAST_DIMS:
+    if most_merged_dims(kept, source) <= MAX_BROADCAST_DIMS:
         return native(input=x, axis=int_operand(axis), keep_dims=keepdims)
     gradient = _GRADIENTS[native]
 
@@ -171,45 +258,58 @@ def reduction(native, x, axis: tuple, keepdims: bool):
         # the enclosing graph, which the branch's gradient cannot take in (as in tie_split).
         x = raw.Identity(input=x)
         y = native(input=x, axis=int_operand(axis), keep_dims=keepdims)
-        return y, lambda g: gradient(x, raw.Reshape(tensor=y, shape=int_operand(kept)),
-                                     raw.Reshape(tensor=g, shape=int_operand(kept)), axis)
+
+        def grad(g):
+            kept = _shape_operand([1 if i in axes else d for i, d in enumerate(_dims(x))])
+            return gradient(x, raw.Reshape(tensor=y, shape=kept),
+                            raw.Reshape(tensor=g, shape=kept), axis)
+
+        return y, grad
 
     return reduce(x)
 
 
 def _sum_gradient(x, y, g, axis):
-    return broadcast_in_steps(g, _static(x.shape))
+    return broadcast_in_steps(g, _dims(x))
 
 
 def _mean_gradient(x, y, g, axis):
     # TF's _MeanGrad: Sum's gradient divided by the number of elements each result averages.
-    factor = max(x.shape.num_elements(), 0) // max(y.shape.num_elements(), 1)
-    return broadcast_in_steps(g, _static(x.shape)) / tf.constant(factor, g.dtype)
+    if x.shape.is_fully_defined():
+        factor = tf.constant(max(x.shape.num_elements(), 0) // max(y.shape.num_elements(), 1),
+                             g.dtype)
+    else:
+        factor = tf.cast(raw.FloorDiv(x=raw.Size(input=x, out_type=tf.int64),
+                                      y=raw.Maximum(x=raw.Size(input=y, out_type=tf.int64),
+                                                    y=tf.constant(1, tf.int64))), g.dtype)
+    return broadcast_in_steps(g, _dims(x)) / factor
 
 
 def _min_or_max_gradient(x, y, g, axis):
     # TF's _MinOrMaxGrad: the gradient split evenly between the elements equal to the result.
-    shape = _static(x.shape)
+    shape = _dims(x)
     indicators = tf.cast(tf.equal(broadcast_in_steps(y, shape), x), g.dtype)
-    selected = raw.Reshape(tensor=tf.reduce_sum(indicators, axis), shape=_static(y.shape))
+    selected = raw.Reshape(tensor=tf.reduce_sum(indicators, axis),
+                           shape=_shape_operand(_dims(y)))
     return (indicators / broadcast_in_steps(selected, shape)) * broadcast_in_steps(g, shape)
 
 
 def _prod_gradient(x, y, g, axis):
     # TF's _ProdGrad: the product of the others as two exclusive cumprods over the reduced
     # axes moved first and merged.
-    shape = _static(x.shape)
+    shape = _dims(x)
     rank = len(shape)
     reduced = [(a + rank) % rank for a in axis]
     perm = reduced + [a for a in range(rank) if a not in reduced]
     permuted = tf.transpose(x, perm)
-    reduced_num = math.prod(shape[a] for a in reduced)
-    flat = tf.reshape(permuted, (reduced_num, math.prod(shape) // max(reduced_num, 1)))
+    reduced_num = _product([shape[a] for a in reduced])
+    others_num = _product([shape[a] for a in range(rank) if a not in reduced])
+    flat = tf.reshape(permuted, _shape_operand((reduced_num, others_num)))
     left = tf.math.cumprod(flat, axis=0, exclusive=True)
     right = tf.math.cumprod(flat, axis=0, exclusive=True, reverse=True)
-    others = tf.reshape(left * right, permuted.shape)
+    others = tf.reshape(left * right, _shape_operand([shape[a] for a in perm]))
     out = broadcast_in_steps(g, shape) * tf.transpose(others, np.argsort(perm))
-    return tf.reshape(out, shape)
+    return tf.reshape(out, _shape_operand(shape))
 
 
 _GRAPH_GRADIENTS = {raw.Max: _min_or_max_gradient, raw.Min: _min_or_max_gradient,
