@@ -31,10 +31,6 @@ class SubCounter:
         backend = current_backend()
         backend.load()
         self.in_place = self.new = 0
-        if backend.composites and "adam_update" in backend.composites:
-            # What is counted is the lowering calls: Adam's one-call update (torch's) makes
-            # the same calls without them (tests/test_optim_adam_composite.py)
-            monkeypatch.delitem(backend.composites, "adam_update")
         table = backend.lowerings
         if table is None or "sub_" not in table:
             return

@@ -34,10 +34,6 @@ class Counter:
         backend = current_backend()
         backend.load()
         self.counts = {}
-        if backend.composites and "adam_update" in backend.composites:
-            # What is counted is the lowering calls: Adam's one-call update (torch's) makes
-            # the same calls without them (tests/test_optim_adam_composite.py)
-            monkeypatch.delitem(backend.composites, "adam_update")
         table = backend.lowerings
         for name in IN_PLACE_LOWERINGS:
             if table is None or name not in table:

@@ -60,16 +60,13 @@ def written_in_place(holder: Parameter, lowered: str, operand) -> bool:
 
 
 def update_natives(param: Parameter, grad, lowered: tuple, slots: tuple = (),
-                   operands: tuple = (), numbers: tuple = (), known: dict | None = None):
+                   operands: tuple = ()):
     """Eagerly, for an optimizer's update written as lowering calls on the native tensors
     (`SGD`, `Momentum`, `Adam`: `_update_in_place`): `(backend, natives)` where the current
     backend has every in-place lowering in `lowered`, `param` and each holder in `slots` is
-    held by nothing else (`sole_native`) and `grad`, each of `operands` (tensors, Python
-    numbers) and each of `numbers` (Python numbers) is a native `operand_native` gives
-    beside `param`; natives in that order (param, slots..., grad, operands...,
-    numbers...). Else None: the caller takes the op-by-op path. `known`, a dict the caller
-    keeps for one `apply`, holds the natives of `numbers` per backend and dtype (the same
-    for every parameter of that dtype: ~1 us a number and parameter otherwise).
+    held by nothing else (`sole_native`) and `grad` and each of `operands` (tensors, Python
+    numbers) is a native `operand_native` gives beside `param`; natives in that order
+    (param, slots..., grad, operands...). Else None: the caller takes the op-by-op path.
 
     >>> backend, (p, g, lr) = update_natives(param, grad, ("sub_",), (), (lr,))
     """
@@ -91,16 +88,6 @@ def update_natives(param: Parameter, grad, lowered: tuple, slots: tuple = (),
         if native is None:
             return None
         natives.append(native)
-    if numbers:
-        key = (backend, param.dtype, numbers)
-        constants = known.get(key) if known is not None else None
-        if constants is None:
-            constants = [operand_native(number, param, backend) for number in numbers]
-            if None in constants:
-                return None
-            if known is not None:
-                known[key] = constants
-        natives += constants
     return backend, natives
 
 

@@ -542,20 +542,6 @@ class Momentum(Optimizer):
 _ADAM_LOWERINGS = ("sub_", "add_", "mul_", "div_", "sqrt_")
 
 
-def _adam_calls(op, p, m, v, g, lr, c1, c2, b1, one_minus_b1, b2, one_minus_b2, eps) -> tuple:
-    """Adam's update on native tensors through `op` (a backend's `eager_op`): (p, m, v), each
-    written in place where its lowering decides (`Adam._update_in_place`)."""
-    # m <- m * b1 + g * (1 - b1);  v <- v * b2 + (g * g) * (1 - b2)
-    m = op("mul_", [m, b1], {})
-    m = op("add_", [m, op("mul", [g, one_minus_b1], {})], {})
-    v = op("mul_", [v, b2], {})
-    v = op("add_", [v, _into(op, "mul", op("mul", [g, g], {}), one_minus_b2)], {})
-    # p <- p - ((m / c1) * lr) / (sqrt(v / c2) + eps)
-    denominator = _into(op, "add", _into(op, "sqrt", op("div", [v, c2], {})), eps)
-    delta = _into(op, "div", _into(op, "mul", op("div", [m, c1], {}), lr), denominator)
-    return op("sub_", [p, delta], {}), m, v
-
-
 class Adam(Optimizer):
     """Adam (Kingma & Ba, 2015) with bias correction, as in torch.optim.Adam. With
     t the parameter's step count (starting at 1) and m, v starting at 0:
@@ -584,8 +570,7 @@ class Adam(Optimizer):
         super().__init__(params, lr, weight_decay)
         self.beta1, self.beta2, self.eps = beta1, beta2, eps
         # Eager only, see `_bias_corrections`: {(t, dtype): (t, correction1, correction2)}
-        # during one `apply` (and `update_natives`' constants, keyed (backend, dtype,
-        # numbers)), and {id(step slot): (the slot, its version, its value)} as last
+        # during one `apply`, and {id(step slot): (the slot, its version, its value)} as last
         # written (the slot is kept so that its id cannot be reused by a later slot).
         self._corrections: dict | None = None
         self._step_values: dict = {}
@@ -636,26 +621,30 @@ class Adam(Optimizer):
         and both moments are held by nothing else (`sole_native`) and the gradient is a
         tensor of the parameter's shape and dtype on this backend. Each lowering still
         decides whether it writes in place (a view of the memory, an autograd trace: a new
-        tensor), as on the op-by-op path. A backend may make these calls in one function of
-        its own, its `composites["adam_update"]` (torch: `unigraph_torch.fusions`), which
-        writes p, m and v in place or does nothing (None: the calls here). True when done;
-        False when nothing was done (the caller takes the op-by-op path)."""
+        tensor), as on the op-by-op path. True when done; False when nothing was done (the
+        caller takes the op-by-op path)."""
         found = update_natives(
-            param, grad, _ADAM_LOWERINGS, (m, v), (lr, correction1, correction2),
-            (self.beta1, 1.0 - self.beta1, self.beta2, 1.0 - self.beta2, self.eps),
-            self._corrections)
+            param, grad, _ADAM_LOWERINGS, (m, v),
+            (self.beta1, 1.0 - self.beta1, self.beta2, 1.0 - self.beta2, self.eps, lr,
+             correction1, correction2))
         if found is None:
             return False
-        backend, natives = found
-        composite = backend.composites.get("adam_update") if backend.composites else None
-        written = composite(*natives) if composite is not None else None
-        if written is not None:  # the calls below, made by the backend's one function
-            p_native, m_native, v_native = written
-        else:
-            p_native, m_native, v_native = _adam_calls(backend.eager_op, *natives)
+        backend, (p_native, m_native, v_native, g, b1, one_minus_b1, b2, one_minus_b2, eps,
+                  lr, c1, c2) = found
+        op = backend.eager_op
+        # m <- m * b1 + g * (1 - b1);  v <- v * b2 + (g * g) * (1 - b2)
+        m_native = op("mul_", [m_native, b1], {})
+        m_native = op("add_", [m_native, op("mul", [g, one_minus_b1], {})], {})
+        v_native = op("mul_", [v_native, b2], {})
+        v_native = op("add_", [v_native, _into(op, "mul", op("mul", [g, g], {}),
+                                               one_minus_b2)], {})
+        # p <- p - ((m / c1) * lr) / (sqrt(v / c2) + eps)
+        denominator = _into(op, "add", _into(op, "sqrt", op("div", [v_native, c2], {})), eps)
+        delta = _into(op, "div", _into(op, "mul", op("div", [m_native, c1], {}), lr),
+                      denominator)
         m._written_eager(backend, m_native)
         v._written_eager(backend, v_native)
-        param._written_eager(backend, p_native)
+        param._written_eager(backend, op("sub_", [p_native, delta], {}))
         # `assign(step, t)`'s write (its checks hold by construction: t is step + 1)
         step._written_eager(backend, t.native_for(backend))
         return True

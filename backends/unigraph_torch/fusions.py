@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 
 from unigraph.ir import Graph
-from unigraph_torch.lowerings import _check_indices, _sole_holder
+from unigraph_torch.lowerings import _check_indices
 
 _FLOATS = ("float32", "float64")
 
@@ -205,39 +205,9 @@ def _written_into_first(name: str):
 IN_PLACE_CALLS = {f"op_in_place_{name}": _written_into_first(name) for name in IN_PLACE_METHODS}
 
 
-def adam_update(param, m, v, grad, lr, c1, c2, b1, one_minus_b1, b2, one_minus_b2, eps):
-    """torch:eager's Adam update (`ug.optim.Adam._update_in_place`) as one Python call: the
-    torch kernels the op-by-op path's lowering calls make in its steady state, in the same
-    order on the same operands (so the same numbers), each written in place:
-
-        m <- m * b1 + g * (1 - b1);  v <- v * b2 + (g * g) * (1 - b2)
-        p <- p - ((m / c1) * lr) / (sqrt(v / c2) + eps)
-
-    without the per-op lowering layers (`eager_op`, `_in_place_or_new`, a storage count per
-    in-place call: ~10 us a parameter). Returns (p, m, v), written into the given tensors, or
-    None, having done nothing, unless autograd tracks no operand and nothing else holds
-    the memory of p, m or v (`_sole_holder`): the caller then takes the op-by-op path, whose
-    lowerings decide per call. The temporaries are the calls' own new tensors.
-
-    >>> p, m, v = adam_update(p, m, v, g, lr, c1, c2, b1, 1 - b1, b2, 1 - b2, eps)
-    """
-    for operand in (grad, lr, c1, c2, b1, one_minus_b1, b2, one_minus_b2, eps):
-        if operand.requires_grad:
-            return None
-    if not (_sole_holder(param) and _sole_holder(m) and _sole_holder(v)):
-        return None
-    m.mul_(b1).add_(torch.mul(grad, one_minus_b1))
-    v.mul_(b2).add_(torch.mul(grad, grad).mul_(one_minus_b2))
-    denominator = torch.div(v, c2).sqrt_().add_(eps)
-    param.sub_(torch.div(m, c1).mul_(lr).div_(denominator))
-    return param, m, v
-
-
 # torch:eager's native calls for `ug.nn.functional`'s composites (`Backend.composites`): the
-# same functions torch:static's plan calls, so both targets give the same bits; and for
-# the eager Adam update ("adam_update", see there).
-COMPOSITES = {"linear": linear, "cross_entropy_mean": cross_entropy_mean,
-              "adam_update": adam_update}
+# same functions torch:static's plan calls, so both targets give the same bits.
+COMPOSITES = {"linear": linear, "cross_entropy_mean": cross_entropy_mean}
 
 
 def _references_when_free() -> int:
