@@ -147,3 +147,29 @@ def test_truth_of_tensors(target):
     else:
         with pytest.raises(TracingError, match="ug.cond"):
             run_on(target, ug.function(branch, autograph=False), V)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_an_eager_op_set_on_the_numpy_backend_sees_every_op(target):
+    """The random-program tester's watch (an `eager_op` set on the numpy backend object)
+    sees every eager op the NumPy engine applies, also ops whose plans and kernels were made
+    before it was set; afterwards the kernels run again. Other targets: no NumPy op."""
+    from unigraph.testing.random_programs.runner import watching
+
+    seen = []
+    t = Target.parse(target)
+    with ug.use_backend(t.backend, t.mode):
+        x = ug.tensor(V)
+
+        def ops():
+            return [(x + x).numpy(), ug.relu(x).numpy(), (x < 1.0).numpy(), (x * 2).numpy()]
+
+        before = ops()
+        with watching(lambda op, inputs, attrs, out: seen.append(op)):
+            during = ops()
+        after = ops()
+    numpy_ops = t.backend == "numpy"  # (numpy:static's eager ops run on the engine too)
+    assert seen == (["add", "relu", "less", "mul"] if numpy_ops else [])
+    for got in (during, after):
+        for g, w in zip(got, before):
+            _same(g, w)

@@ -165,8 +165,9 @@ class NumpyBackend(Backend):
         """`eager_op(op, inputs, {})` as a callable of the `arity` inputs, for `dispatch`'s
         plan of an attr-less op with a fast kernel: that kernel while no gradient tape
         records (a binary ufunc's called with `out=...`: an array for 0-d operands too),
-        else `eager_op` (which records). KERNELS and the op table are read at each call
-        (a test may patch them); None for the other ops.
+        else `eager_op` (which records). KERNELS, the op table and an `eager_op` set on this
+        object (the random-program tester's watch) are looked at each call (a test may patch
+        them); None for the other ops.
 
         >>> backend.eager_kernel("add", 2)(np.ones(2), np.ones(2))
         array([2., 2.])
@@ -179,12 +180,14 @@ class NumpyBackend(Backend):
             ufunc = None
         if ufunc is not None:
             def run(x, y):
-                if _tape.get() is None and self.ops is OPS and KERNELS.get(op) is fast:
+                if _tape.get() is None and self.ops is OPS and KERNELS.get(op) is fast and \
+                        "eager_op" not in self.__dict__:
                     return ufunc(x, y, out=...)
                 return self.eager_op(op, [x, y], {})
         else:
             def run(*inputs):
-                if _tape.get() is None and self.ops is OPS and KERNELS.get(op) is fast:
+                if _tape.get() is None and self.ops is OPS and KERNELS.get(op) is fast and \
+                        "eager_op" not in self.__dict__:
                     return asarray(fast(*inputs))
                 return self.eager_op(op, list(inputs), {})
         run.__name__ = run.__qualname__ = op
