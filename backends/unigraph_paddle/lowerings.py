@@ -297,8 +297,44 @@ def reduce_min(x, *, axis, keepdims):
 
 
 def reduce_prod(x, *, axis, keepdims):
-    # dtype: paddle.prod would widen int32 to int64.
-    return paddle.prod(x, axis=_axes(axis), keepdim=keepdims, dtype=x.dtype)
+    # dtype: paddle.prod would widen int32 to int64. Eagerly, only an x that takes a gradient
+    # and holds a zero needs the route (elsewhere the same ops as ever); a Program cannot tell.
+    if not _is_float(x) or (paddle.in_dynamic_mode() and (
+            x.stop_gradient or not bool(paddle.any(x == 0)))):
+        return paddle.prod(x, axis=_axes(axis), keepdim=keepdims, dtype=x.dtype)
+    return _prod_of_zeros_by_multiplies(x, axis, keepdims)
+
+
+def _prod_of_zeros_by_multiplies(x, axis, keepdims):
+    """paddle.prod, but a slice holding a zero is multiplied out by multiplies on a 2-D
+    [kept, reduced] view: Paddle's prod_grad divides the product by each element, so the
+    gradient at a zero is NaN (0/0) where it is the product of the others. The other slices
+    are Paddle's prod, whose gradient is right there; each side sees 1 in place of the
+    other's elements (so neither gradient reads a 0/0). Where a dim to reduce is unknown
+    until the run, Paddle's prod as it is (its gradient NaN at a zero)."""
+    rank = len(x.shape)
+    reduced = sorted(a % rank for a in axis) if axis is not None else list(range(rank))
+    n = math.prod(x.shape[a] for a in reduced)
+    if n < 2 or any(x.shape[a] < 0 for a in reduced):
+        return paddle.prod(x, axis=_axes(axis), keepdim=keepdims, dtype=x.dtype)
+    zero = paddle.any(x == 0, axis=reduced, keepdim=True)
+    one = paddle.ones([], x.dtype)
+    # x itself is read once (a copy serves both sides), so its gradient from here is one
+    # term, summed with the program's others as Paddle's own prod_grad was
+    x = paddle.assign(x)
+    out = paddle.prod(paddle.where(zero, one, x), axis=_axes(axis), keepdim=keepdims,
+                      dtype=x.dtype)
+    kept = [a for a in range(rank) if a not in reduced]
+    view = paddle.transpose(paddle.where(zero, x, one), kept + reduced)
+    view = paddle.reshape(view, [-1, n])  # 2-D: Paddle slices at most 6 dims
+    while n > 1:  # halves multiplied pairwise, an odd one out carried over
+        half = n // 2
+        pairs = view[:, :half] * view[:, half:2 * half]
+        view = paddle.concat([pairs, view[:, 2 * half:]], axis=1) if n % 2 else pairs
+        n = half + n % 2
+    shape = out.shape if all(d >= 0 for d in out.shape) else paddle.shape(out)
+    multiplied = paddle.reshape(view, shape)
+    return paddle.where(zero if keepdims else paddle.reshape(zero, shape), multiplied, out)
 
 
 def cumsum(x, *, axis):

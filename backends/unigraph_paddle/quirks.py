@@ -474,6 +474,13 @@ def _stack_grad_of_empty_operands_segfaults() -> bool:
                       "paddle.stack([a, b]).sum().backward()\n")
 
 
+def _prod_grad_is_nan_at_a_zero() -> bool:
+    paddle = _paddle()
+    x = _leaf(paddle, np.array([2.0, 0.0, 3.0]))
+    (grad,) = paddle.grad([paddle.prod(x)], [x])
+    return bool(np.isnan(grad.numpy()[1]))  # the product of the others: 6
+
+
 def _argmax_skips_nan() -> bool:
     paddle = _paddle()
     x = paddle.to_tensor([1.0, float("nan"), 2.0])
@@ -925,6 +932,17 @@ QUIRKS = [
         workaround="with a zero-size operand the product is made as zeros of its shape "
                    "(every gradient is zero or empty)",
         pin=_matmul_grad_fails_on_empty_constant,
+    ),
+    Quirk(
+        op="prod", framework="paddle", versions=VERSIONS,
+        behaviour="prod_grad divides the product by each element: the gradient at a zero is "
+                  "NaN (0/0) where it is the product of the others ([2, 0, 3]: [0, nan, 0], "
+                  "not [0, 6, 0]), eager and static",
+        workaround="a slice holding a zero is multiplied out by multiplies on a 2-D [kept, "
+                   "reduced] view (pairwise halves), the others by Paddle's prod, each side "
+                   "seeing 1 in place of the other's elements; eagerly only where x takes a "
+                   "gradient",
+        pin=_prod_grad_is_nan_at_a_zero,
     ),
     Quirk(
         op="stack", framework="paddle", versions=VERSIONS,
