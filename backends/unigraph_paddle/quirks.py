@@ -941,7 +941,7 @@ QUIRKS = [
         workaround="a slice holding a zero is multiplied out by multiplies on a 2-D [kept, "
                    "reduced] view (pairwise halves), the others by Paddle's prod, each side "
                    "seeing 1 in place of the other's elements; eagerly only where x takes a "
-                   "gradient",
+                   "gradient and holds a zero",
         pin=_prod_grad_is_nan_at_a_zero,
     ),
     Quirk(
