@@ -162,9 +162,11 @@ class Tensor:
             in_c = _TRUTH_IN_C.get(type(native))
             if in_c:
                 return native.__bool__()
-            truth = self._backend.truth
-            if in_c is False and truth is not None and self._array is None:
-                return truth(native)
+            if in_c is False:  # (None: a native type not seen yet, `_truth` finds out)
+                truth = self._backend.truth
+                if truth is not None and self._array is None:
+                    return truth(native)
+                return bool(self._host().reshape(()))
         return self._truth()
 
     def _truth(self) -> bool:
