@@ -30,6 +30,7 @@ import numpy as np
 import tensorflow as tf
 
 from unigraph.index_checks import MARKER, check_indices
+from unigraph.ops.shape import TO_END
 from unigraph.printing import emit
 from unigraph_tensorflow import images, nchw_conv, ranks
 from unigraph_tensorflow.int_operands import int_operand
@@ -226,7 +227,13 @@ def broadcast_to(x, *, shape):
 
 
 def slice_(x, *, begin, end, stride):
-    return tf.strided_slice(x, begin, end, stride)
+    # A dim of unknown size taken whole (end TO_END) by end_mask: TF reads its ends as int32
+    # when the others fit, and 2**63 - 1 would not (quirk "strided_slice end").
+    if TO_END not in end:
+        return tf.strided_slice(x, begin, end, stride)
+    mask = sum(1 << axis for axis, e in enumerate(end) if e == TO_END)
+    end = [0 if e == TO_END else e for e in end]
+    return tf.strided_slice(x, begin, end, stride, end_mask=mask)
 
 
 def _checked_indices(op, indices, size, axis=None):

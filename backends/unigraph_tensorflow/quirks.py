@@ -188,6 +188,12 @@ def _function_drops_adding_zero() -> bool:
     return bool(np.signbit(out.numpy())[0])  # -0.0 + 0.0 is +0.0
 
 
+def _strided_slice_truncates_a_large_end() -> bool:
+    tf = _tf()
+    out = tf.strided_slice(tf.ones((2, 3)), [0, 0], [2**63 - 1, 1], [1, 1])
+    return tuple(out.shape) != (2, 1)  # (1, 1): the end was read as int32 (-1)
+
+
 QUIRKS = [
     Quirk(
         op="conv2d", framework="tensorflow", versions=VERSIONS,
@@ -333,5 +339,15 @@ QUIRKS = [
                    "(ranks.on_a_view)",
         pin=_refuses("InvalidArgumentError", "only support up to 7 input dimensions",
                      lambda tf: tf.argmax(tf.ones((2,) * 8), axis=0)),
+    ),
+    Quirk(
+        op="slice (strided_slice end)", framework="tensorflow", versions=VERSIONS,
+        behaviour="tf.strided_slice given ends as Python ints reads them as int32 when one "
+                  "fits, so an end of 2**63 - 1 (slicing to the end) wraps: "
+                  "strided_slice(ones((2, 3)), [0, 0], [2**63 - 1, 1], [1, 1]) has shape "
+                  "(1, 1), not (2, 1)",
+        workaround="an end of TO_END (a dim of unknown size sliced to its end) is given "
+                   "by end_mask, the end itself left 0",
+        pin=_strided_slice_truncates_a_large_end,
     ),
 ]

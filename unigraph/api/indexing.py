@@ -20,6 +20,7 @@ from unigraph.api.updates import scatter
 from unigraph.dispatch import apply
 from unigraph.dtypes import is_int
 from unigraph.errors import ShapeError, TracingError
+from unigraph.ops.shape import TO_END
 from unigraph.tensor import Tensor
 from unigraph.tracing import user_source
 
@@ -72,7 +73,11 @@ def getitem(x, index):
         size = x.shape[dim]
         if isinstance(item, int | np.integer):
             if size is None:
-                raise IndexError("cannot index a dimension of unknown size with an int")
+                raise IndexError(
+                    f"index {item} of dim {dim} at {user_source()}: the dim's size is known "
+                    "only when the program runs (left open by input_spec), so the index "
+                    "cannot be checked while tracing; slice it (x[i:i + 1], then "
+                    "ug.squeeze), or give the dim its size in input_spec")
             if not -size <= item < size:
                 raise IndexError(
                     f"index {item} is out of bounds for dimension {dim} of size {size}")
@@ -81,15 +86,14 @@ def getitem(x, index):
             squeeze_axes.append(dim)
         elif isinstance(item, builtins.slice):
             out_dim += 1
-            if size is None and item != builtins.slice(None):
-                raise IndexError("cannot slice a dimension of unknown size with bounds")
             if item.step is not None and item.step <= 0:
                 raise IndexError(
                     f"slice step {item.step} is not supported: only positive steps; "
                     "reverse with ug.take and a reversed index tensor"
                 )
-            if size is None:
-                begin.append(0), end.append(-1), stride.append(1)
+            if size is None:  # bounds clamped to the size when the program runs
+                start, stop = _open_dim_bounds(item, dim)
+                begin.append(start), end.append(stop), stride.append(item.step or 1)
             else:
                 start, stop, step = item.indices(size)
                 begin.append(start), end.append(builtins.max(stop, start)), stride.append(step)
@@ -98,7 +102,7 @@ def getitem(x, index):
                              "slices, ..., None, one integer array or a boolean mask")
         dim += 1
     out = x
-    full = all(b == 0 and (e == s or s is None) and st == 1
+    full = all(b == 0 and e == (TO_END if s is None else s) and st == 1
                for b, e, st, s in zip(begin, end, stride, x.shape))
     if not full:
         out = apply("slice", [out], {"begin": tuple(begin), "end": tuple(end),
@@ -108,6 +112,25 @@ def getitem(x, index):
     for position in new_axes:
         out = apply("expand_dims", [out], {"axis": position})
     return out
+
+
+def _open_dim_bounds(item: builtins.slice, dim: int) -> tuple[int, int]:
+    """(begin, end) of a slice of dim `dim`, whose size is known only when the program
+    runs (a dim left open by `input_spec`): non-negative bounds, clamped then."""
+    start = 0 if item.start is None else item.start
+    stop = TO_END if item.stop is None else item.stop
+    if start < 0 or stop < 0:
+        raise IndexError(
+            f"slice {_slice_text(item)} of dim {dim} at {user_source()}: the dim's size is "
+            "known only when the program runs (left open by input_spec), so a negative "
+            "bound cannot be resolved while tracing; slice with non-negative bounds, or "
+            "give the dim its size in input_spec")
+    return start, stop
+
+
+def _slice_text(item: builtins.slice) -> str:
+    parts = ["" if part is None else str(part) for part in (item.start, item.stop, item.step)]
+    return ":".join(parts if item.step is not None else parts[:2])
 
 
 # -- indexing with arrays -----------------------------------------------------------------

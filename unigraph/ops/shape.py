@@ -249,6 +249,12 @@ register(OpDef(
 ))
 
 
+# A slice's `end` on a dim of unknown size sliced to its end (ONNX's INT64_MAX). On such a
+# dim the bounds are clamped to the size when the program runs, as every framework's
+# slicing does.
+TO_END = 2**63 - 1
+
+
 def _slice_infer(x, *, begin, end, stride):
     rank = len(x.shape)
     if not rank:  # x[()] of a 0-d tensor is x itself: the frontend makes no node
@@ -260,6 +266,9 @@ def _slice_infer(x, *, begin, end, stride):
         )
     shape = []
     for i, (b, e, s, d) in enumerate(zip(begin, end, stride, x.shape, strict=True)):
+        if d is None and s > 0 and b >= 0 and e >= 0:  # clamped to the size when run
+            shape.append(None if e > b else 0)
+            continue
         if s <= 0 or b < 0 or e < 0 or (d is not None and (b > d or e > d)):
             raise ShapeError(
                 f"slice: dim {i} of {fmt(x)} cannot take begin={b}, end={e}, stride={s} "
@@ -287,7 +296,9 @@ register(OpDef(
     reference=lambda x, *, begin, end, stride: x[_slice_index(begin, end, stride)].copy(),
     vjp=_slice_vjp,
     doc="x[begin[0]:end[0]:stride[0], ...], one (begin, end, stride) per dim; the frontend "
-        "resolves negative bounds and clamps them, and strides are positive.",
+        "resolves negative bounds and clamps them, and strides are positive. On a dim of "
+        "unknown size the bounds are non-negative and clamped when the program runs "
+        "(end TO_END = 2**63 - 1: to the end).",
     example="ug.slice([0, 1, 2, 3, 4], [1], [5], [2])  # [1, 3]",
     samples=lambda rng: [
         Sample((normal(rng, (5, 6)),), {"begin": (1, 0), "end": (4, 6), "stride": (1, 2)}),
