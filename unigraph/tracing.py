@@ -224,24 +224,15 @@ class GraphBuilder:
         return outputs
 
     def _user_line(self, frame) -> str:
-        """`_outside(frame, self._marked)`'s line (its walk inline: ~6 frames a node)."""
         marked = self._marked
-        internal = _INTERNAL_FILES
-        while frame is not None:
-            if frame in marked:
-                line = marked[frame]
-                if line is None:  # its first node: the walk goes on beyond it, once
-                    line = marked[frame] = self._user_line(frame.f_back)
-                return line
-            filename = frame.f_code.co_filename
-            skip = internal.get(filename)
-            if skip is None:
-                skip = _is_internal(filename)
-            if not skip:
-                break
-            frame = frame.f_back
-        else:
+        frame = _outside(frame, marked)
+        if frame is None:
             return ""
+        if frame in marked:
+            line = marked[frame]
+            if line is None:  # its first node: the walk goes on beyond it, once
+                line = marked[frame] = self._user_line(frame.f_back)
+            return line
         root = self.root
         if root._cwd is None:
             root._cwd = os.getcwd()

@@ -430,11 +430,9 @@ class Module:
                 return self.forward(*args, **kwargs)
             return recorder.call(self, self.forward, args, kwargs)
         # Traced: Python control flow in forward() becomes cond/while_loop (cached). This
-        # call is where the walk for each node's user line stops (GraphBuilder.mark_call and
-        # unmark_call, inline: every layer of a traced model comes here).
+        # call is where the walk for each node's user line stops (GraphBuilder.mark_call).
         frame = sys._getframe()
-        marked = builder._marked
-        marked[frame] = None
+        builder.mark_call(frame)
         try:
             forward = _converted(self.forward)
             recorder = _summary_rows.get()
@@ -442,7 +440,7 @@ class Module:
                 return forward(*args, **kwargs)
             return recorder.call(self, forward, args, kwargs)
         finally:
-            marked.pop(frame, None)
+            builder.unmark_call(frame)
             del frame  # (a frame holding itself in a local would be a reference cycle)
 
     def extra_repr(self) -> str:
