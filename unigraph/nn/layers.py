@@ -63,31 +63,16 @@ class Linear(Module):
         in_features, out_features = int(in_features), int(out_features)
         # Plain attributes of a module that registers nothing yet: set directly, without
         # Module.__setattr__'s checks (a model of 100 layers is built in ~1 ms).
-        own = self.__dict__
-        own.update(in_features=in_features, out_features=out_features, act=act,
-                   _act=F.activation(act), bias=None)
+        self.__dict__.update(in_features=in_features, out_features=out_features, act=act,
+                             _act=F.activation(act), bias=None)
         # Drawn when first read (ug.init.parameter): a loaded layer never draws.
-        weight = initializers.parameter(
+        self.weight = initializers.parameter(
             weight_init or initializers.xavier_uniform(), (in_features, out_features),
             dtype, in_features, out_features, lr_scale=lr_scale, order="F")
-        bias_param = None
         if bias:
-            bias_param = initializers.parameter(
+            self.bias = initializers.parameter(
                 bias_init or initializers.zeros(), (out_features,), dtype,
                 in_features, out_features, lr_scale=lr_scale)
-        if type(self).__setattr__ is not Module.__setattr__ or own["path"]:
-            # (a subclass's own __setattr__ sees each one)
-            self.weight = weight
-            if bias_param is not None:
-                self.bias = bias_param
-            return
-        # What `self.weight = weight; self.bias = bias_param` register in a module that has
-        # no path yet, written out (~1 us a layer): the names, the table, the attributes.
-        weight.name = "weight"
-        own["_parameters"]["weight"] = own["weight"] = weight
-        if bias_param is not None:
-            bias_param.name = "bias"
-            own["_parameters"]["bias"] = own["bias"] = bias_param
 
     def forward(self, x):
         # (the check is a call, not an `if` here: a traced forward then has no control flow
@@ -353,22 +338,11 @@ class Sequential(Module):
         super().__init__()
         if len(layers) == 1 and isinstance(layers[0], list | tuple):
             layers = tuple(layers[0])
-        # What `setattr(self, str(index), layer)` registers in a module that has no path and
-        # no attributes of those names yet, written out (~1 us a layer), unless a subclass
-        # has its own __setattr__.
-        direct = type(self).__setattr__ is Module.__setattr__ and not self.path
-        own = self.__dict__
-        modules = own["_modules"]
         for index, layer in enumerate(layers):
             if not isinstance(layer, Module):
                 raise TypeError(f"Sequential: item {index} is a {type(layer).__name__}, "
                                 "not a ug.nn.Module")
-            name = str(index)
-            if direct and name not in own:
-                modules[name] = own[name] = layer
-                layer._set_path(name)
-            else:
-                setattr(self, name, layer)
+            setattr(self, str(index), layer)
 
     def __len__(self):
         return len(self._modules)

@@ -189,23 +189,25 @@ class Module:
             raise AttributeError(
                 f"{type(self).__name__}: call super().__init__() before assigning attributes"
             )
-        if not isinstance(value, _REGISTERED) and not (
-                name in own["_parameters"] or name in own["_buffers"]
-                or name in own["_modules"] or name in own["_containers"]):
+        tables = (own["_parameters"], own["_buffers"], own["_modules"], own["_containers"])
+        registered = name in tables[0] or name in tables[1] or name in tables[2] or \
+            name in tables[3]
+        if not registered and not isinstance(value, _REGISTERED):
             # A plain attribute (a size, a flag) that replaces nothing registered: the
             # common case, ~6 per layer built.
             object.__setattr__(self, name, value)
             return
-        for table in (self._parameters, self._buffers, self._modules, self._containers):
-            table.pop(name, None)
+        if registered:
+            for table in tables:
+                table.pop(name, None)
         if isinstance(value, Parameter):
-            self._parameters[name] = value
+            tables[0][name] = value
             value.name = self._child_path(name)
         elif isinstance(value, Module):
-            self._modules[name] = value
+            tables[2][name] = value
             value._set_path(self._child_path(name))
         elif isinstance(value, list | tuple | dict) and _holds_state(value):
-            self._containers[name] = value
+            tables[3][name] = value
             self._name_contents(name, value, force=True)
         object.__setattr__(self, name, value)
 
