@@ -39,7 +39,7 @@ import numpy as np
 
 from unigraph.loop_guard import find_loop_guard
 from unigraph.ops import OPS
-from unigraph.reference.fast_kernels import ARITHMETIC_UFUNCS, OPERATORS, kernel
+from unigraph.reference.fast_kernels import ARITHMETIC_UFUNCS, OPERATORS, UNARY_UFUNCS, kernel
 
 try:  # NumPy >= 2: the error state is a context variable
     from numpy._core._ufunc_config import _extobj_contextvar, _make_extobj
@@ -192,9 +192,9 @@ class _Writer:
                 return
         target = self.reused_operand(plan, node, step, depth)
         if target is not None:
-            ufunc = self.bind(ARITHMETIC_UFUNCS[step.op.name], "u")
-            x, y = (names[s] for s in step.ins)
-            self.emit(depth, f"{out} = {ufunc}({x}, {y}, out={names[target]})")
+            ufunc = self.bind(_inplace_ufunc(plan, step), "u")
+            operands = "".join(f"{names[s]}, " for s in step.ins)
+            self.emit(depth, f"{out} = {ufunc}({operands}out={names[target]})")
             self.clobbered.add(target)
             scalars.discard(out)
             return
@@ -205,8 +205,7 @@ class _Writer:
     def reused_operand(self, plan, node, step, depth):
         """The operand slot this top-level elementwise op may write its result into, or
         None (see the module docstring)."""
-        if (plan is not self.root or depth != 1 or step.op.name not in ARITHMETIC_UFUNCS
-                or not plan.fast or kernel(step.op.name, step.op) is None):
+        if plan is not self.root or depth != 1 or _inplace_ufunc(plan, step) is None:
             return None
         result = node.outputs[0]
         if any(value.dtype != result.dtype for value in node.inputs):
@@ -366,9 +365,24 @@ def _only_integer_operators(step) -> bool:
     return fits(step.cond) and fits(step.body)
 
 
-# Elementwise binary kernels that may write into a dead operand, and the top-level ops
-# whose results are fresh arrays such an op may write into.
-_FRESH = {*ARITHMETIC_UFUNCS, "matmul"}
+def _inplace_ufunc(plan, step):
+    """The ufunc that computes OpStep `step`'s record exactly and may write its result into
+    an operand of the result's dtype (`ufunc(x, y, out=x)`, `ufunc(x, out=x)`: the same
+    numbers), or None: an elementwise binary op run by its fast kernel, or an elementwise
+    unary op of `UNARY_UFUNCS` whose record is the registered one."""
+    name = getattr(getattr(step, "op", None), "name", None)
+    if not plan.fast:
+        return None
+    if name in ARITHMETIC_UFUNCS:
+        return ARITHMETIC_UFUNCS[name] if kernel(name, step.op) is not None else None
+    if name in UNARY_UFUNCS and OPS.get(name) is step.op:
+        return UNARY_UFUNCS[name]
+    return None
+
+
+# The top-level ops whose results are fresh arrays an elementwise op may write into: those
+# elementwise ops themselves and matmul.
+_FRESH = {*ARITHMETIC_UFUNCS, *UNARY_UFUNCS, "matmul"}
 
 
 def _reusable(plan, keep) -> frozenset:
@@ -383,7 +397,8 @@ def _reusable(plan, keep) -> frozenset:
     found = set()
     for node, step in zip(plan.graph.nodes, plan.steps):
         name = getattr(getattr(step, "op", None), "name", None)
-        if name not in _FRESH or not plan.fast or kernel(name, step.op) is None:
+        if name not in _FRESH or (_inplace_ufunc(plan, step) is None
+                                  and (not plan.fast or kernel(name, step.op) is None)):
             continue
         shape = tuple(node.outputs[0].shape)
         if (shape and None not in shape and reads.get(step.out) == 1

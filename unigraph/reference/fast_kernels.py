@@ -46,7 +46,7 @@ from unigraph.ir import FLOAT_DTYPES
 from unigraph.ops import OPS
 from unigraph.ops._util import unbroadcast
 
-__all__ = ["KERNELS", "OPERATORS", "VJP_KERNELS", "conv2d", "kernel", "vjp_kernel"]
+__all__ = ["KERNELS", "OPERATORS", "UNARY_UFUNCS", "VJP_KERNELS", "conv2d", "kernel", "vjp_kernel"]
 
 
 def _ufunc_kernel(ufunc, operator=None):
@@ -289,6 +289,11 @@ def relu_vjp(g, inputs, out):
 # dead operand's array).
 ARITHMETIC_UFUNCS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
                      "maximum": np.maximum, "minimum": np.minimum}
+# The elementwise unary ops whose record is this ufunc on a float (or, for neg and abs, any
+# numeric) input of the result's dtype, then a no-op cast: `ufunc(x, out=x)` gives the same
+# numbers (codegen writes these into a dead operand's array too).
+UNARY_UFUNCS = {"neg": np.negative, "abs": np.absolute, "exp": np.exp, "log": np.log,
+                "sqrt": np.sqrt}
 _UFUNCS = {
     **ARITHMETIC_UFUNCS,
     "equal": np.equal, "not_equal": np.not_equal, "less": np.less,
