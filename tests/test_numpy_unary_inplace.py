@@ -105,3 +105,24 @@ def test_the_generated_code_writes_sqrt_into_its_dead_operand_only():
     env, _ = plan.forward([v, scale], False)
     for mine, theirs in zip(got, plan.outputs_of(env)):
         assert mine.tobytes() == theirs.tobytes()
+
+
+@ug.function
+def bias_correction(t, x):
+    """Adam's pattern: a float64 scalar made by operators, cast to x's float32."""
+    correction = ug.cast(1.0 - (t + 1.0) * 0.1, "float32")
+    return x / correction, correction
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_float_scalar_cast_gives_the_arrays_cast(target):
+    """numpy:static casts an operator's float64 scalar with the scalar's own `astype`
+    (`codegen._scalar_cast`): the same float32 as the record's array cast, on every target."""
+    x = np.linspace(-2.0, 2.0, 6, dtype=np.float32)
+    for t in (np.float64(0.3), np.float64(1.0 / 3.0)):
+        want_correction = np.asarray(1.0 - (t + 1.0) * 0.1).astype(np.float32)
+        for _ in range(3):  # the plan's steps, then its generated code
+            got, correction = run_on(target, bias_correction, np.asarray(t), x)
+            assert correction.dtype == np.float32 and correction.shape == ()
+            assert correction.tobytes() == want_correction.tobytes()
+            np.testing.assert_array_equal(got, x / want_correction)

@@ -154,9 +154,10 @@ class _Writer:
         names[step.out] = out
         if (step.op.name == "cast" and plan.fast and step.op is OPS["cast"]
                 and names[step.ins[0]] in scalars and node.inputs[0].shape == ()
-                and np.dtype(node.inputs[0].dtype).kind in "biu"):
+                and _scalar_cast(node.inputs[0].dtype, step.attrs["dtype"])):
             # The record's `x.astype(dtype)` on the NumPy scalar itself (NumPy's scalars
-            # have it too: the same cast, without making an array first): a loop's flag
+            # have it too: the same cast, without making an array first): a loop's flag,
+            # Adam's bias corrections (float64 -> the parameter's float)
             dtype = self.bind(np.dtype(step.attrs["dtype"]), "d")
             self.emit(depth, f"{out} = {names[step.ins[0]]}.astype({dtype})")
             scalars.add(out)
@@ -299,6 +300,14 @@ class _Writer:
                              if start and new in self.unshared)
         if guard:
             self.unshared.add(outs[-1])
+
+
+def _scalar_cast(source, dtype) -> bool:
+    """Whether a NumPy scalar's `astype(dtype)` is the cast the record makes of a 0-d array:
+    from an integer or bool (any target dtype), or from a float to a float (rounding to the
+    nearest, overflow to inf: the same conversion, warnings included)."""
+    kind = np.dtype(source).kind
+    return kind in "biu" or (kind == "f" and np.dtype(dtype).kind == "f")
 
 
 class _Guard:
