@@ -183,24 +183,33 @@ def _eager_cond(pred, true_fn, false_fn, operands, frame):
 
 def _branches_key(taken, other) -> tuple:
     """What decides the structures the two branches return: the code of each and the type
-    of what its closure holds, one entry a cell ((shape, dtype) for a tensor, else its
-    type, None for an empty cell), in one flat tuple (a code object fixes how many cells
-    follow it, so the flat tuple is unambiguous). Each function's code by id: hashing a
-    code object hashes its bytecode (~0.2 us, twice for every eager cond), and
-    `_checked_branches` keeps the code objects of every key it holds alive, so an id in a
-    stored key is never another object's. When the other branch's cells are the taken
-    one's own (two lambdas of one function over the same variables: `lambda: x + y`,
-    `lambda: x - y`), they hold the same values, and are not read twice: the key is then
-    shorter than any key of that code pair with both closures in it."""
-    cells = getattr(taken, "__closure__", None)
-    others = getattr(other, "__closure__", None)
-    signature = [id(getattr(taken, "__code__", taken)), id(getattr(other, "__code__", other))]
+    of what its closure holds, each cell's entries in one flat tuple: a tensor's shape and
+    dtype (two entries: a tuple, then a str), else the type of what it holds (one: a type),
+    None for an empty cell. A code object fixes how many cells follow it, and each cell's
+    first entry says whether a second follows, so the flat tuple is unambiguous. Each
+    function's code by id: hashing a code object hashes its bytecode (~0.2 us, twice for
+    every eager cond), and `_checked_branches` keeps the code objects of every key it
+    holds alive, so an id in a stored key is never another object's. When the other
+    branch's cells are the taken one's own (two lambdas of one function over the same
+    variables: `lambda: x + y`, `lambda: x - y`), they hold the same values, and are not
+    read twice: the key then ends after the taken branch's cells, where a key of that code
+    pair with both closures in it goes on."""
+    try:  # a Python function (a lambda, a def): its attributes read directly
+        signature = [id(taken.__code__), id(other.__code__)]
+        cells = taken.__closure__
+        others = other.__closure__
+    except AttributeError:  # another callable: itself stands for its code
+        signature = [id(getattr(taken, "__code__", taken)),
+                     id(getattr(other, "__code__", other))]
+        cells = getattr(taken, "__closure__", None)
+        others = getattr(other, "__closure__", None)
     if cells and others and len(cells) == len(others):
         for cell, other_cell in zip(cells, others):
             if cell is not other_cell:
                 break
         else:
             others = None
+    append = signature.append
     for group in (cells, others):
         if not group:
             continue
@@ -208,12 +217,13 @@ def _branches_key(taken, other) -> tuple:
             try:
                 content = cell.cell_contents
             except ValueError:  # an empty cell (a variable assigned later)
-                signature.append(None)
+                append(None)
                 continue
-            if isinstance(content, Tensor):
-                signature.append((content.shape, content.dtype))
+            if type(content) is Tensor or isinstance(content, Tensor):
+                append(content.shape)
+                append(content.dtype)
             else:
-                signature.append(type(content))
+                append(type(content))
     return tuple(signature)
 
 
