@@ -437,10 +437,12 @@ def _eager_while_tensors(cond_fn, body_fn, loop_vars: tuple, maximum, frame):
             new_vars = tuple(new_vars)
         same = type(new_vars) is tuple and len(new_vars) == size
         if same:  # a loop, not all() over a generator: every iteration asks
-            for x, (shape, dtype) in zip(new_vars, types):
-                if type(x) is not Tensor or x.shape != shape or x.dtype != dtype:
+            index = 0  # (an index, not zip() and unpacking: ~0.1 us less an iteration)
+            for x in new_vars:
+                if type(x) is not Tensor or (x.shape, x.dtype) != types[index]:
                     same = False
                     break
+                index += 1
         if not same:
             # Raises, or accepts (a tuple, since loop_vars is one): e.g. Python numbers of
             # the loop variables' dtypes, as `_eager_while` accepts them.
