@@ -71,6 +71,10 @@ class _Writer:
         self.reusable = reusable  # top-level slots an op may write its result into
         self.clobbered: set = set()  # those written into: None in the returned list
         self.root = None  # the plan being generated (its top level may reuse)
+        # Per top-level step of `root`, the slots dead after it (`Plan._dead_after`), when
+        # the caller reads only the outputs and `keep`: their locals are deleted there
+        self.dead: list | None = None
+        self.arrays_made: set = set()  # `root`'s slots of values of one dim or more
         self.scope: dict = {"A": np.asarray}
         self.lines: list = []
         self.count = 0
@@ -103,7 +107,10 @@ class _Writer:
         from unigraph.reference.plan import CondStep, GradStep, OpStep, WhileStep
 
         prefix = self.fresh("p") + "_"
-        for node, step in zip(plan.graph.nodes, plan.steps):
+        dead = self.dead if plan is self.root and depth == 1 else None
+        for index, (node, step) in enumerate(zip(plan.graph.nodes, plan.steps)):
+            if dead is not None and index:
+                self.release(dead[index - 1], names, prefix, depth)
             if node in skip:
                 names.update(dict.fromkeys(step.outs))  # (read by no step that is written)
                 continue
@@ -123,6 +130,18 @@ class _Writer:
             else:
                 raise TypeError(f"no code for step {type(step).__name__}")
         return [names[slot] for slot in plan.output_slots]
+
+    def release(self, slots, names: dict, prefix: str, depth: int) -> None:
+        """`del` the locals of `slots` (dead: read by no later step, not returned), so that
+        their arrays are freed where the step walk drops them and not when the function
+        returns: the allocator hands a freed buffer to the next array of its size, where
+        arrays all freed at once at the end would be given back to the system and every
+        large array of the next call would fault its pages in again. (0-d values, which
+        hold no large buffer, are left to the return.)"""
+        local = [names[slot] for slot in slots
+                 if names.get(slot) == f"{prefix}v{slot}" and slot in self.arrays_made]
+        if local:
+            self.emit(depth, f"del {', '.join(local)}")
 
     def array(self, expr: str, scalars: set) -> str:
         """`expr` as an array: what every op but the operators is given."""
@@ -432,6 +451,10 @@ def generate(plan, keep=None, values=None):
         return None  # a step per node is what lets the writer read each node's dtypes
     writer = _Writer(_reusable(plan, keep) if keep is not None else frozenset())
     writer.root = plan
+    if keep is not None:
+        writer.dead = plan._dead_after(keep)
+        writer.arrays_made = {plan.slots[value.id] for node in plan.graph.nodes
+                              for value in node.outputs if len(value.shape)}
     names = {slot: f"v{slot}" for slot in plan.input_slots}
     scalars: set = set()
     if values is None:

@@ -28,6 +28,15 @@ import functools
 import numpy as np
 
 
+def _release(lines: list, done, returned: set) -> None:
+    """`del` the value and the gradient of OpStep `done`'s output once its rule has run (or
+    was skipped): the steps that read it come after it, so their rules ran before; freed
+    then, their arrays are there for the next gradients of their size, rather than all
+    freed when the function returns (see `codegen._Writer.release`)."""
+    names = [f"g{done.out}"] if done.out in returned else [f"v{done.out}", f"g{done.out}"]
+    lines.append(f"    del {', '.join(names)}")
+
+
 def generate(step):
     """`step.run`'s work as one function `run(operands) -> outputs + gradients`, or None
     when the subplan holds anything but op steps (or Python cannot compile the code)."""
@@ -52,8 +61,11 @@ def generate(step):
     seed_slot = plan.output_slots[step.output]
     # np.ones_like's own steps (empty_like, copyto) in one C call: the same 1
     lines.append(f"    g{seed_slot} = ones(v{seed_slot}.shape, v{seed_slot}.dtype)")
+    returned = set(plan.output_slots)
     for index in reversed(range(len(ops))):
         s = ops[index]
+        if index + 1 < len(ops):
+            _release(lines, ops[index + 1], returned)
         needs = [slot in step.requires for slot in s.ins]
         if s.vjp is None or not any(needs):
             continue  # OpStep.backward returns before calling the rule
