@@ -177,8 +177,13 @@ class _Writer:
             # The record's `x.astype(dtype)` on the NumPy scalar itself (NumPy's scalars
             # have it too: the same cast, without making an array first): a loop's flag,
             # Adam's bias corrections (float64 -> the parameter's float)
-            dtype = self.bind(np.dtype(step.attrs["dtype"]), "d")
-            self.emit(depth, f"{out} = {names[step.ins[0]]}.astype({dtype})")
+            if np.dtype(node.inputs[0].dtype).kind == "f":
+                # a float's conversion by the scalar type, ~0.6 us (astype: ~1.3 us)
+                convert = self.bind(np.dtype(step.attrs["dtype"]).type, "d")
+                self.emit(depth, f"{out} = {convert}({names[step.ins[0]]})")
+            else:
+                dtype = self.bind(np.dtype(step.attrs["dtype"]), "d")
+                self.emit(depth, f"{out} = {names[step.ins[0]]}.astype({dtype})")
             scalars.add(out)
             self.unshared.add(out)
             return
@@ -322,9 +327,9 @@ class _Writer:
 
 
 def _scalar_cast(source, dtype) -> bool:
-    """Whether a NumPy scalar's `astype(dtype)` is the cast the record makes of a 0-d array:
-    from an integer or bool (any target dtype), or from a float to a float (rounding to the
-    nearest, overflow to inf: the same conversion, warnings included)."""
+    """Whether a NumPy scalar's `astype(dtype)` (from an integer or bool, to any dtype) or
+    float type (`np.float32(x)`, from a float to a float: rounding to the nearest, overflow
+    to inf with the same warning) is the cast the record makes of a 0-d array."""
     kind = np.dtype(source).kind
     return kind in "biu" or (kind == "f" and np.dtype(dtype).kind == "f")
 
