@@ -93,3 +93,38 @@ def test_a_training_step_gives_the_same_numbers_on_every_target(target):
     np.testing.assert_allclose(losses, want_losses, rtol=1e-5)
     for got, want in zip(weights, want_weights):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@ug.function
+def product_gradient(x, w):
+    return ug.grad(lambda x, w: ug.sum(x * w), argnums=(0, 1))(x, w)
+
+
+@pytest.mark.parametrize("results", ["short", "long", "tuple"])
+def test_a_rule_giving_fewer_or_more_results_than_inputs(results):
+    """The generated gradient takes a rule's results as the step walk's zip does: the first
+    as many as the op has inputs, the missing ones None (no gradient for that input)."""
+    from unigraph.reference.grad_codegen import generate
+    from unigraph.reference.plan import GradStep
+
+    x = np.array([[0.5, -1.5], [2.0, 0.25]], np.float32)
+    w = np.array([[1.5, -0.5], [-2.0, 0.75]], np.float32)
+    plan = Plan(product_gradient.trace(x, w))
+    (step,) = [s for s in plan.steps if type(s) is GradStep]
+    (mul,) = [s for s in step.fn.steps if s.op.name == "mul"]
+    rule = mul.vjp
+
+    def changed(g, inputs, out, **attrs):
+        dx, dw = rule(g, inputs, out, **attrs)
+        return {"short": [dx], "long": [dx, dw, dx], "tuple": (dx, dw)}[results]
+
+    mul.vjp = changed
+    walked = step.run([x, w])
+    generated = generate(step)
+    assert generated is not None
+    got = generated([x, w])
+    np.testing.assert_array_equal(got[-2], w)  # d/dx sum(x * w) (after the outputs)
+    for one, other in zip(walked, got):
+        assert one.dtype == other.dtype
+        np.testing.assert_array_equal(one, other)
+    np.testing.assert_array_equal(got[-1], x if results != "short" else np.zeros_like(w))
