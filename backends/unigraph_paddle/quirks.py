@@ -941,7 +941,8 @@ QUIRKS = [
         workaround="a slice holding a zero is multiplied out by multiplies on a 2-D [kept, "
                    "reduced] view (pairwise halves), the others by Paddle's prod, each side "
                    "seeing 1 in place of the other's elements; eagerly only where x takes a "
-                   "gradient and holds a zero",
+                   "gradient and holds a zero. Not yet where a reduced dim is unknown until "
+                   "the run (input_spec): there the gradient is still NaN at a zero",
         pin=_prod_grad_is_nan_at_a_zero,
     ),
     Quirk(
