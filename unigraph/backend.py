@@ -20,6 +20,7 @@ import functools
 import importlib
 import importlib.metadata
 import importlib.util
+import math
 import sys
 import warnings
 from collections.abc import Callable
@@ -384,6 +385,20 @@ def import_framework(module: str, import_after: tuple = ()):
                 if earlier not in sys.modules and importlib.util.find_spec(earlier) is not None:
                     importlib.import_module(earlier)
         return importlib.import_module(module)
+
+
+def dims_product(dims):
+    """The product of a shape's `dims`, each an int or a framework's 0-d tensor (a dim known
+    only when the program runs): an int where all are ints, else the framework's tensor (the
+    ints multiplied first, in Python). Backends' views of a shape of open dims use it.
+
+    >>> dims_product([2, 3, tf.shape(x)[0]])    # 6 * that tensor
+    """
+    product = math.prod(d for d in dims if isinstance(d, int))
+    for d in dims:
+        if not isinstance(d, int):
+            product = d if isinstance(product, int) and product == 1 else d * product
+    return product
 
 
 def lower_nodes(graph: Graph, env: dict, lowerings: dict, control_flow: dict) -> list:

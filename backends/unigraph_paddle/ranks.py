@@ -33,6 +33,8 @@ import math
 
 import paddle
 
+from unigraph.backend import dims_product
+
 WRONG_MAX_GRAD_RANKS = (5, 6)  # max_grad/min_grad over some (not all) of several axes
 MAX_ARGMAX_RANK = 6
 MAX_STRIDED_SLICE_RANK = 6
@@ -81,7 +83,7 @@ def on_a_view(fn, x, axis: int, keepdims: bool):
     if len(x.shape) <= MAX_ARGMAX_RANK:
         return fn(x, axis)
     dims = _dims(x)
-    before, after = _product(dims[:axis]), _product(dims[axis + 1:])
+    before, after = dims_product(dims[:axis]), dims_product(dims[axis + 1:])
     view = [before, dims[axis]] if axis == len(dims) - 1 else [before, dims[axis], after]
     out = fn(paddle.reshape(x, view), 1)
     shape = list(dims[:axis]) + ([1] if keepdims else []) + list(dims[axis + 1:])
@@ -96,15 +98,6 @@ def _dims(x) -> list:
         return list(dims)
     shape = paddle.shape(x)
     return [d if d >= 0 else shape[i] for i, d in enumerate(dims)]
-
-
-def _product(dims):
-    """The product of `dims` (ints and 0-d tensors): an int where all are ints."""
-    product = math.prod(d for d in dims if isinstance(d, int))
-    for d in dims:
-        if not isinstance(d, int):
-            product = d if isinstance(product, int) and product == 1 else d * product
-    return product
 
 
 def strided_slice(x, begin, end, stride):

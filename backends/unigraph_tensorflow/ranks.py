@@ -29,11 +29,11 @@ This module imports tensorflow: `lowerings.py` imports it, after paddle.
 from __future__ import annotations
 
 import itertools
-import math
 
 import numpy as np
 import tensorflow as tf
 
+from unigraph.backend import dims_product
 from unigraph_tensorflow.int_operands import int_operand
 from unigraph_tensorflow.taping import may_be_differentiated
 
@@ -108,15 +108,6 @@ def _dims(x) -> list:
     return [d if d is not None else shape[i] for i, d in enumerate(known)]
 
 
-def _product(dims):
-    """The product of `dims` (ints and scalar tensors): an int where all are ints."""
-    product = math.prod(d for d in dims if isinstance(d, int))
-    for d in dims:
-        if not isinstance(d, int):
-            product = d if isinstance(product, int) and product == 1 else d * product
-    return product
-
-
 def _shape_operand(dims):
     """`dims` (ints and scalar int32 tensors) as a raw op's shape input."""
     if all(isinstance(d, int) for d in dims):
@@ -136,7 +127,7 @@ def broadcast_in_steps(x, shape):
         if current[axis] is size or known not in (None, 1) or (
                 isinstance(size, int) and known == size):
             continue  # the size already (a dim of x other than 1 is the result's)
-        before, after = _product(current[:axis]), _product(current[axis + 1:])
+        before, after = dims_product(current[:axis]), dims_product(current[axis + 1:])
         view = raw.Reshape(tensor=x, shape=_shape_operand((before, current[axis], after)))
         x = raw.BroadcastTo(input=view, shape=_shape_operand((before, size, after)))
         current[axis] = size
@@ -227,7 +218,7 @@ def on_a_view(fn, x, axis: int):
     result reshaped back: to `x`'s shape (softmax), or to it without `axis` (argmax). Dims
     known only at run time are read then (`x`'s rank is known: unigraph's tensors have one)."""
     dims = _dims(x)
-    before, after = _product(dims[:axis]), _product(dims[axis + 1:])
+    before, after = dims_product(dims[:axis]), dims_product(dims[axis + 1:])
     view = (before, dims[axis]) if axis == len(dims) - 1 else (before, dims[axis], after)
     out = fn(raw.Reshape(tensor=x, shape=_shape_operand(view)), 1)
     shape = dims if out.shape.rank == len(view) else dims[:axis] + dims[axis + 1:]
@@ -302,8 +293,8 @@ def _prod_gradient(x, y, g, axis):
     reduced = [(a + rank) % rank for a in axis]
     perm = reduced + [a for a in range(rank) if a not in reduced]
     permuted = tf.transpose(x, perm)
-    reduced_num = _product([shape[a] for a in reduced])
-    others_num = _product([shape[a] for a in range(rank) if a not in reduced])
+    reduced_num = dims_product([shape[a] for a in reduced])
+    others_num = dims_product([shape[a] for a in range(rank) if a not in reduced])
     flat = tf.reshape(permuted, _shape_operand((reduced_num, others_num)))
     left = tf.math.cumprod(flat, axis=0, exclusive=True)
     right = tf.math.cumprod(flat, axis=0, exclusive=True, reverse=True)
