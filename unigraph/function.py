@@ -175,14 +175,15 @@ class Function:
         self._fast: dict = {}
         self._fast_ok = not (self._static_positions or self._static_names
                              or self.input_spec is not None)
-        # The latest call a `_fast` caller answered: (target, plugins.generation, its key's
-        # (type, shape, dtype) of each argument, the caller). A call on the same Target
-        # object (the one `use_backend`/`set_backend` made; its backend is the one the
-        # caller was made for while no plugin changed) with arguments of those types runs
-        # the caller without building or hashing its key. Replaced whole (one assignment),
-        # and forgotten with `_fast`. After an eager call of positional tensors or arrays,
-        # (target, plugins.generation, None, None): the next such call with tensors only
-        # runs without looking up the backend (the target was checked to run then).
+        # The latest call a `_fast` caller answered: (target, plugins.generation, the
+        # caller). A call on the same Target object (the one `use_backend`/`set_backend`
+        # made; its backend is the one the caller was made for while no plugin changed)
+        # runs the caller without building or hashing its key: the caller compares the
+        # arguments with its key's types itself (`_caller`). Replaced whole (one
+        # assignment), and forgotten with `_fast`. After an eager call of positional
+        # tensors or arrays, (target, plugins.generation, None): the next such call with
+        # tensors only runs without looking up the backend (the target was checked to run
+        # then).
         self._recent = _NO_RECENT
 
     def _static_arguments(self, argnums, argnames) -> tuple[frozenset, frozenset]:
@@ -266,29 +267,25 @@ class Function:
         target = _context_target.get() or config._global_target or current_target()
         recent = self._recent
         if recent[0] is target and recent[1] == plugins.generation and not kwargs:
-            # The static call just made again (see `_recent`): its argument types compared
-            # in place, no key built or hashed, no backend looked up.
-            types = recent[2]
-            if types is None:  # an eager target's: positional tensors need nothing else
+            # The static call just made again (see `_recent`): no key built or hashed, no
+            # backend looked up; the caller answers _STALE to arguments of other types.
+            caller = recent[2]
+            if caller is None:  # an eager target's: positional tensors need nothing else
                 for a in args:
                     if type(a) is not Tensor:
                         break
                 else:
                     return self._run_eager_tensors(args)
-            elif len(args) == len(types):
-                for a, (kind, shape, dtype) in zip(args, types):
-                    if type(a) is not kind or a.shape != shape or a.dtype != dtype:
-                        break
-                else:
-                    result = recent[3](args)
-                    if result is not _STALE:
-                        return result
+            else:
+                result = caller(args)
+                if result is not _STALE:
+                    return result
         backend = backend_of(target)
         if target.mode == "eager":
             if not kwargs and self._fast_ok and self._conversion is not None:
                 inputs = _eager_inputs(args, backend)
                 if inputs is not None:
-                    self._recent = (target, plugins.generation, None, None)
+                    self._recent = (target, plugins.generation, None)
                     return self._run_eager_tensors(inputs)
             return self._call_eager(args, kwargs)
         if not kwargs and self._fast_ok:
@@ -297,7 +294,7 @@ class Function:
             if caller is not None:
                 result = caller(args)
                 if result is not _STALE:
-                    self._recent = (target, plugins.generation, key[2:], caller)
+                    self._recent = (target, plugins.generation, caller)
                     return result
             result = self._call_static(target, backend, args, kwargs)
             if key is not None:
@@ -713,7 +710,7 @@ def _fast_key(backend, mode: str, args):
 
 
 # `Function._recent` when there is none (no Target is None).
-_NO_RECENT = (None, -1, (), None)
+_NO_RECENT = (None, -1, None)
 
 # A prebuilt caller's answer when its entry's Python state (a Module's `training` flag, the
 # loop limit) no longer holds: the call takes the general path, which finds or traces the
@@ -724,10 +721,16 @@ _STALE = object()
 def _caller(compiled: Compiled, backend, cache, args):
     """The prebuilt run of `compiled` for the calls whose fast key (`_fast_key`) is that of
     `args`, kept in `Function._fast`: `_run`'s work with what depends only on the key and
-    the entry decided once, here (how each argument is fed, how the outputs come back).
-    Every call still checks the entry's Python state and refreshes its place in `cache`
-    (least recently used). An entry with parameters, random inputs or outputs of unknown
-    dims runs through `_run` itself."""
+    the entry decided once, here (how each argument is fed, how the outputs come back), as
+    one generated function of the call's arguments. It answers _STALE to arguments of
+    another count or (type, shape, dtype) than the key's (so `Function._recent` can hand it
+    any call) and when the entry's Python state no longer holds; every call refreshes the
+    entry's place in `cache` (least recently used). An entry with parameters, random inputs
+    or outputs of unknown dims runs through `_run` itself.
+
+    >>> call = _caller(compiled, backend, cache, (x, y))
+    >>> call((x, y))            # the outputs as tensors, or _STALE
+    """
     state = compiled.state
 
     def current() -> bool:
@@ -739,43 +742,71 @@ def _caller(compiled: Compiled, backend, cache, args):
                 cache.move_to_end(compiled.key)
         return True
 
+    scope = {"STALE": _STALE, "current": current, "cache": cache, "backend": backend,
+             "compiled": compiled, "feed": _feed, "ndarray": np.ndarray}
+    names = [f"a{i}" for i in range(len(args))]
+    lines = ["def call(args):", f"    if len(args) != {len(args)}:", "        return STALE"]
+    if args:
+        lines.append(f"    {', '.join(names)}, = args")
+        # (one condition: the key's type, shape and dtype of each argument, as `_fast_key`)
+        tests = []
+        for name, a in zip(names, args):
+            scope[f"K_{name}"], scope[f"S_{name}"], scope[f"D_{name}"] = type(a), a.shape, a.dtype
+            tests.append(f"type({name}) is not K_{name} or {name}.shape != S_{name} "
+                         f"or {name}.dtype != D_{name}")
+        lines += ["    if (" + "\n            or ".join(tests) + "):", "        return STALE"]
+    # Python state to check, or else the entry's place in the cache to refresh
+    lines += ["    if not current():" if state else "    if len(cache) > 1 and not current():",
+              "        return STALE"]
     if compiled.params or compiled.randoms or compiled.out_types is None:
-        def call_general(args):
-            return _run(compiled, backend, args) if current() else _STALE
-
-        return call_general
+        scope["run"] = _run
+        lines.append("    return run(compiled, backend, args)")
+        return _generated(lines, scope, compiled)
 
     # The key guarantees feeds of the types the entry's first run accepted: no re-checking.
+    # It fixed each argument's type (Tensor or ndarray) and dtype: a native-order array is
+    # fed as it is, a Tensor of this backend as its native (anything else as `_run` feeds
+    # it).
     executable = compiled.executable
-    run = getattr(executable, "run_known", executable.run)
-    # The key fixed each argument's type (Tensor or ndarray) and dtype: a native-order
-    # array is fed as it is, a Tensor of this backend as its native (anything else as
-    # `_run` feeds it); all-arrays calls need no per-argument test at all.
-    arrays_as_they_are = all(type(a) is np.ndarray and a.dtype.isnative for a in args)
-    loop_lines = compiled.loop_lines
-    out_types = compiled.out_types
-    (shape, dtype), = out_types if compiled.out_shape == "leaf" else ((None, None),)
-
-    def call(args):
-        if (state or len(cache) > 1) and not current():
-            return _STALE
-        if arrays_as_they_are:
-            feeds = list(args)
+    scope["run"] = getattr(executable, "run_known", executable.run)
+    feeds = []
+    for name, a in zip(names, args):
+        if type(a) is np.ndarray and a.dtype.isnative:
+            feeds.append(name)
+            continue
+        feeds.append(f"f_{name}")
+        if type(a) is Tensor:
+            lines += [f"    f_{name} = {name}._native if {name}._backend is backend else None",
+                      f"    if f_{name} is None:",
+                      f"        f_{name} = feed({name}, backend)"]
         else:
-            feeds = []
-            for x in args:  # (a loop, not a comprehension: no function made on every call)
-                native = x._native if type(x) is Tensor and x._backend is backend else None
-                feeds.append(_feed(x, backend) if native is None else native)
-        outputs = run(feeds)
-        if loop_lines:  # the loop guard's flag, last: `_check_loop_flag`'s usual case inline
-            flag = outputs[-1]
-            if not (type(flag) is np.ndarray and flag.shape == () and not flag):
-                _check_loop_flag(backend, flag, loop_lines)
-        if shape is not None:  # one tensor
-            return _out_tensor(shape, dtype, backend, outputs[0])
-        return _packed(compiled, _typed(out_types, backend, outputs))
+            lines.append(f"    f_{name} = feed({name}, backend)")
+    lines.append(f"    outputs = run([{''.join(f + ', ' for f in feeds)}])")
+    if compiled.loop_lines:  # the loop guard's flag, last: `_check_loop_flag`'s usual case
+        scope.update(check_loop_flag=_check_loop_flag, loop_lines=compiled.loop_lines)
+        lines += ["    flag = outputs[-1]",
+                  "    if not (type(flag) is ndarray and flag.shape == () and not flag):",
+                  "        check_loop_flag(backend, flag, loop_lines)"]
+    scope["out_tensor"] = _out_tensor
+    tensors = []
+    for i, (shape, dtype) in enumerate(compiled.out_types):
+        scope[f"S{i}"], scope[f"D{i}"] = shape, dtype
+        tensors.append(f"out_tensor(S{i}, D{i}, backend, outputs[{i}])")
+    if compiled.out_shape == "leaf":
+        lines.append(f"    return {tensors[0]}")
+    elif compiled.out_shape == "tuple":
+        lines.append(f"    return ({''.join(t + ', ' for t in tensors)})")
+    else:
+        scope.update(unflatten=pytree.unflatten, out_treedef=compiled.out_treedef)
+        lines.append(f"    return unflatten(out_treedef, [{', '.join(tensors)}])")
+    return _generated(lines, scope, compiled)
 
-    return call
+
+def _generated(lines: list, scope: dict, compiled: Compiled):
+    """The function `call` that `lines` define, with the names of `scope`."""
+    code = compile("\n".join(lines), f"<unigraph caller of {compiled.graph.name}>", "exec")
+    exec(code, scope)
+    return scope["call"]
 
 
 def _feed(x, backend):
