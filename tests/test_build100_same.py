@@ -182,3 +182,24 @@ def test_traced_ops_of_each_arity_and_attrs(target):
         for out, expected in zip(got, [c.sum(axis=0), c.sum(), c.T], strict=True):
             assert out.shape == expected.shape and out.dtype == np.float32
             np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_outer_values_inside_a_branch_are_captured(target):
+    """A tensor of the graph being traced is that graph's value as it is; one of an
+    enclosing graph, used inside a cond branch, is captured there (not taken as the
+    branch's own value), and a Parameter read there too."""
+    w = ug.Parameter(np.array([2.0, -1.0, 0.5], np.float32))
+
+    def f(x, y):
+        s = x * y  # this graph's value
+        return ug.cond(ug.sum(s) > 0, lambda: s * w + x, lambda: s - w)
+
+    t = Target.parse(target)
+    x = np.array([1.0, 2.0, -0.5], np.float32)
+    for y in (np.ones(3, np.float32), -np.ones(3, np.float32)):  # each branch taken once
+        with ug.use_backend(t.backend, t.mode):
+            got = ug.function(f)(ug.tensor(x), ug.tensor(y)).numpy()
+        s = x * y
+        expected = s * w.numpy() + x if s.sum() > 0 else s - w.numpy()
+        np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-7)

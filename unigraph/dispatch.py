@@ -279,6 +279,8 @@ def native(x, backend):
 
 def value_of(builder, x):
     """The IR value standing for `x` in the graph `builder` records."""
+    if type(x) is Tensor and x._builder is builder:  # (a value of this graph: most operands)
+        return x._value
     if isinstance(x, Parameter):
         return builder.value_of_param(x)
     if isinstance(x, Tensor):
