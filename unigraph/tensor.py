@@ -487,11 +487,13 @@ class Parameter(Tensor):
 
         >>> w.set_value(np.zeros((784, 10), np.float32))
         """
+        dtype = self.dtype
         if isinstance(value, Tensor):
             array = value._host()
         elif (type(value) is np.ndarray and value.dtype.isnative
-              and dtype_name(value.dtype) == self.dtype):
+              and dtype_name(value.dtype) == dtype):
             array = value  # already of a supported dtype: copied once, below (load_state_dict)
+            dtype = value.dtype  # (the object: astype then parses no name, ~0.3 us a load)
         else:
             array = as_array(value, what=f"{self.name or 'Parameter'}.set_value",
                              python_defaults=False)
@@ -500,11 +502,6 @@ class Parameter(Tensor):
                 f"parameter {self.name!r} has shape {list(self.shape)}; "
                 f"cannot set a value of shape {list(array.shape)}"
             )
-        # (the array's own dtype object where it is the parameter's: NumPy then parses no
-        # dtype name, ~0.3 us a load of each array; the same copy)
-        dtype = array.dtype
-        if not (dtype.isnative and dtype_name(dtype) == self.dtype):
-            dtype = self.dtype
         self._array = array.astype(dtype, copy=True)
         self._home = None
         self.version += 1
