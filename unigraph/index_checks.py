@@ -84,12 +84,15 @@ _PATTERNS = [
                                r"index element which is (?P<value>-?\d+)")),
     (TAKE, "moved", re.compile(r"greater than or equal to -(?P<size>\d+), but received index "
                                r"element which is (?P<value>-?\d+)")),
+    # Paddle index_select (take from an axis of unknown size: its gather checks nothing at 0)
+    (TAKE, "moved", re.compile(r"OP\(index_select\) expected >= -?(?P<size>\d+) and < \d+, "
+                               r"but got (?P<value>-?\d+)")),
     # Paddle take_along_axis (cross-entropy labels)
     (CROSS_ENTROPY, "moved", re.compile(r"expected >= -(?P<size>\d+) and < \d+, but got "
                                         r"(?P<value>-?\d+)")),
     # onnxruntime Gather (take; the cross-entropy labels' check is a Gather too)
     (None, "moved", re.compile(r"Gather node.*idx=(?P<value>-?\d+) must be within the "
-                               r"inclusive range \[-(?P<size>\d+),", re.S)),
+                               r"inclusive range \[-?(?P<size>\d+),", re.S)),
 ]
 
 # The rule each graph lowering applies before a framework gather that would wrap a

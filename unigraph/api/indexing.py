@@ -38,7 +38,9 @@ def slice(x, begin, end, stride=None):
 def getitem(x, index):
     """`x[index]` as in NumPy for ints, slices with positive steps, `...`, `None`, one
     integer array (a list, NumPy array or int tensor: a gather along its axis) and, in eager
-    mode, a boolean mask (the selected elements, in row-major order).
+    mode, a boolean mask (the selected elements, in row-major order). On a dim left open by
+    `input_spec`, slice bounds and ints are resolved when the program runs, with eager's
+    meaning (an int outside [-n, n) is an `IndexOutOfRangeError` then).
 
     Example::
 
@@ -64,6 +66,7 @@ def getitem(x, index):
     at = next((i for i, item in enumerate(index) if item is Ellipsis), len(index))
     index = index[:at] + fill + index[at + 1:]
     begin, end, stride, squeeze_axes, new_axes = [], [], [], [], []
+    taken = []  # (dim, index) of the ints on dims of unknown size: a take each
     dim = out_dim = 0
     for item in index:
         if item is None:
@@ -72,18 +75,17 @@ def getitem(x, index):
             continue
         size = x.shape[dim]
         if isinstance(item, int | np.integer):
-            if size is None:
-                raise IndexError(
-                    f"index {item} of dim {dim} at {user_source()}: the dim's size is known "
-                    "only when the program runs (left open by input_spec), so the index "
-                    "cannot be checked while tracing; slice it (x[i:i + 1], then "
-                    "ug.squeeze), or give the dim its size in input_spec")
-            if not -size <= item < size:
-                raise IndexError(
-                    f"index {item} is out of bounds for dimension {dim} of size {size}")
-            item = int(item) % size
-            begin.append(item), end.append(item + 1), stride.append(1)
-            squeeze_axes.append(dim)
+            if size is None:  # checked when the program runs, by a take
+                start, stop, position = _open_dim_index(int(item))
+                taken.append((dim, position))
+            else:
+                if not -size <= item < size:
+                    raise IndexError(
+                        f"index {item} is out of bounds for dimension {dim} of size {size}")
+                start = int(item) % size
+                stop = start + 1
+                squeeze_axes.append(dim)
+            begin.append(start), end.append(stop), stride.append(1)
         elif isinstance(item, builtins.slice):
             out_dim += 1
             if item.step is not None and item.step <= 0:
@@ -91,8 +93,8 @@ def getitem(x, index):
                     f"slice step {item.step} is not supported: only positive steps; "
                     "reverse with ug.take and a reversed index tensor"
                 )
-            if size is None:  # bounds clamped to the size when the program runs
-                start, stop = _open_dim_bounds(item, dim)
+            if size is None:  # bounds resolved and clamped when the program runs
+                start, stop = _open_dim_bounds(item)
                 begin.append(start), end.append(stop), stride.append(item.step or 1)
             else:
                 start, stop, step = item.indices(size)
@@ -107,6 +109,8 @@ def getitem(x, index):
     if not full:
         out = apply("slice", [out], {"begin": tuple(begin), "end": tuple(end),
                                      "stride": tuple(stride)})
+    if taken:
+        out, squeeze_axes = _take_positions(out, taken, squeeze_axes)
     if squeeze_axes:
         out = apply("squeeze", [out], {"axis": tuple(squeeze_axes)})
     for position in new_axes:
@@ -114,23 +118,39 @@ def getitem(x, index):
     return out
 
 
-def _open_dim_bounds(item: builtins.slice, dim: int) -> tuple[int, int]:
-    """(begin, end) of a slice of dim `dim`, whose size is known only when the program
-    runs (a dim left open by `input_spec`): non-negative bounds, clamped then."""
-    start = 0 if item.start is None else item.start
-    stop = TO_END if item.stop is None else item.stop
-    if start < 0 or stop < 0:
-        raise IndexError(
-            f"slice {_slice_text(item)} of dim {dim} at {user_source()}: the dim's size is "
-            "known only when the program runs (left open by input_spec), so a negative "
-            "bound cannot be resolved while tracing; slice with non-negative bounds, or "
-            "give the dim its size in input_spec")
+def _take_positions(x, taken, squeeze_axes):
+    """x with each (axis, position) of `taken` taken (the axis dropped, the last first, so
+    that the axes before it stay in place), and `squeeze_axes` renumbered to match."""
+    for axis, position in reversed(taken):
+        x = take(x, np.array(position, np.int64), axis=axis)
+        squeeze_axes = [a - (a > axis) for a in squeeze_axes]
+    return x, squeeze_axes
+
+
+def _open_dim_bounds(item: builtins.slice) -> tuple[int, int]:
+    """(begin, end) of a slice of a dim whose size is known only when the program runs (a
+    dim left open by `input_spec`): resolved then, as Python's (a negative bound counts from
+    the end, then both are clamped to 0..size); here only kept within int64."""
+    start = 0 if item.start is None else _within_int64(item.start)
+    stop = TO_END if item.stop is None else _within_int64(item.stop)
     return start, stop
 
 
-def _slice_text(item: builtins.slice) -> str:
-    parts = ["" if part is None else str(part) for part in (item.start, item.stop, item.step)]
-    return ":".join(parts if item.step is not None else parts[:2])
+def _within_int64(bound) -> int:
+    return builtins.min(builtins.max(int(bound), -TO_END), TO_END)
+
+
+def _open_dim_index(item: int) -> tuple[int, int, int]:
+    """(begin, end, position) for the int index `item` of a dim whose size n is known only
+    when the program runs: a slice, then a `take` of `position` from it, whose run-time
+    check refuses an index outside [-n, n) with `IndexOutOfRangeError` (an IndexError, as
+    eagerly). A non-negative index is taken from the whole dim (the error names it and n);
+    a negative one from x[i:i + 1], one row when -n <= i, none (so position 0 is refused,
+    as out of range for size 0) when i < -n."""
+    if item >= 0:
+        return 0, TO_END, builtins.min(item, TO_END)
+    item = _within_int64(item)
+    return item, TO_END if item == -1 else item + 1, 0
 
 
 # -- indexing with arrays -----------------------------------------------------------------

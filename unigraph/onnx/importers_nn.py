@@ -36,7 +36,7 @@ def _lrn(ctx, args, attrs):
     for k in range(size):
         begin = (0, k) + (0,) * (len(x.shape) - 2)
         end = (x.shape[0], k + channels) + tuple(x.shape[2:])
-        part = ug.slice(squares, begin, tuple(-1 if d is None else d for d in end))
+        part = ug.slice(squares, begin, end)  # an open dim (None): to its end
         total = part if total is None else total + part
     scale = total * (attrs.get("alpha", 1e-4) / size) + attrs.get("bias", 1.0)
     return x / ug.pow(scale, attrs.get("beta", 0.75))

@@ -1,7 +1,8 @@
 """Shape ops: they move, copy or pick elements, and never change a value.
 
 Attrs arrive normalised by the frontend: non-negative axes, no -1 in `reshape`, resolved
-and clamped `slice` bounds with positive strides.
+and clamped `slice` bounds with positive strides (on a dim of unknown size, bounds resolved
+when the program runs).
 """
 
 from __future__ import annotations
@@ -266,8 +267,10 @@ def _slice_infer(x, *, begin, end, stride):
         )
     shape = []
     for i, (b, e, s, d) in enumerate(zip(begin, end, stride, x.shape, strict=True)):
-        if d is None and s > 0 and b >= 0 and e >= 0:  # clamped to the size when run
-            shape.append(None if e > b else 0)
+        if d is None and s > 0 and -TO_END <= min(b, e) and max(b, e) <= TO_END:
+            # Resolved when run, as Python: a negative bound counts from the end, then both
+            # are clamped to 0..size. Empty for sure only where both count from one side.
+            shape.append(0 if e <= b and (b < 0) == (e < 0) else None)
             continue
         if s <= 0 or b < 0 or e < 0 or (d is not None and (b > d or e > d)):
             raise ShapeError(
@@ -295,10 +298,12 @@ register(OpDef(
     infer=_slice_infer,
     reference=lambda x, *, begin, end, stride: x[_slice_index(begin, end, stride)].copy(),
     vjp=_slice_vjp,
-    doc="x[begin[0]:end[0]:stride[0], ...], one (begin, end, stride) per dim; the frontend "
-        "resolves negative bounds and clamps them, and strides are positive. On a dim of "
-        "unknown size the bounds are non-negative and clamped when the program runs "
-        "(end TO_END = 2**63 - 1: to the end).",
+    doc="x[begin[0]:end[0]:stride[0], ...], one (begin, end, stride) per dim; strides are "
+        "positive. On a dim of known size the frontend resolves negative bounds and clamps "
+        "them to 0..size. On a dim of unknown size (left open by input_spec) the bounds are "
+        "resolved when the program runs, as Python's: a negative one counts from the end, "
+        "then both are clamped to 0..size (end TO_END = 2**63 - 1: to the end; bounds lie "
+        "in [-TO_END, TO_END]).",
     example="ug.slice([0, 1, 2, 3, 4], [1], [5], [2])  # [1, 3]",
     samples=lambda rng: [
         Sample((normal(rng, (5, 6)),), {"begin": (1, 0), "end": (4, 6), "stride": (1, 2)}),
