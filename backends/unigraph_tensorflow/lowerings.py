@@ -91,6 +91,7 @@ def tie_split(native, wins):
         x, y = raw.Identity(input=x), raw.Identity(input=y)
 
         def grad(g):
+            g = tf.convert_to_tensor(g)  # an IndexedSlices where a gather reads the result
             x_wins, y_wins = wins(x=x, y=y), wins(x=y, y=x)
             none = tf.zeros_like(g)
             tie_or_nan = raw.SelectV2(condition=raw.Equal(x=x, y=y), t=g * 0.5,
