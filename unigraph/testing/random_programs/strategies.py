@@ -6,7 +6,7 @@ and pool windows fit, indices and labels are in range):
 
 * elementwise ops with Python scalars or broadcasting tensors, `where`, casts (float ->
   int -> float, comparisons -> float);
-* reductions (sum mean max min over axes, argmax), reshape / transpose / slicing /
+* reductions (sum mean max min prod over axes, argmax), reshape / transpose / slicing /
   expand_dims / squeeze / broadcast_to / concat / stack / take;
 * matmul (also of a transpose), softmax, log_softmax, sparse_softmax_cross_entropy;
 * conv2d (groups, stride, padding, dilation, optional bias; sometimes a zero-size batch),
@@ -189,9 +189,9 @@ def _reduced(shape, axis, keepdims) -> tuple:
 
 
 def reduce(b: Builder, env, depth):
-    op = b.pick(["sum", "mean", "max", "min"])
-    # max and min of nothing is an error; sum and mean of nothing are 0 and NaN.
-    a = b.pick(_floats(env) if op in ("sum", "mean") else _nonempty(env))
+    op = b.pick(["sum", "mean", "max", "min", "prod"])
+    # max and min of nothing is an error; sum, mean and prod of nothing are 0, NaN and 1.
+    a = b.pick(_floats(env) if op in ("sum", "mean", "prod") else _nonempty(env))
     axis = _axes(b, len(a.shape))
     keepdims = b.draw(st.booleans())
     expr = f"ug.{op}({a.name}, axis={axis!r}, keepdims={keepdims})"
