@@ -195,3 +195,35 @@ def test_input_spec_mismatch_after_repeated_calls(target):
                     double(bad)
                 messages.add(str(error.value))
             assert len(messages) == 1
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_parameters_updated_read_and_replaced_between_repeated_calls(target):
+    w = ug.Parameter(np.array([1.0, 2.0], np.float32))
+
+    @ug.function
+    def step(x):
+        loss, grads = ug.value_and_grad(lambda: ug.sum(w * x), wrt=[w])()
+        ug.assign(w, w - 0.5 * grads[0])
+        return loss
+
+    x = ug.tensor(np.array([1.0, 1.0], np.float32))
+    with on(target):
+        assert [float(step(x).numpy()) for _ in range(3)] == [3.0, 2.0, 1.0]
+        assert w.numpy().tolist() == [-0.5, 0.5]  # the executable's value, read back
+        assert float(step(x).numpy()) == 0.0
+        w.set_value(np.array([4.0, 4.0], np.float32))  # a new value: loaded before the run
+        assert [float(step(x).numpy()) for _ in range(2)] == [8.0, 7.0]
+        assert w.numpy().tolist() == [3.0, 3.0]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_random_inputs_are_drawn_on_each_repeated_call(target):
+    drop = ug.nn.Dropout(0.5)
+    forward = ug.function(lambda x: drop(x))
+    x = np.ones((8, 64), np.float32)
+    with on(target):
+        results = [forward(x).numpy() for _ in range(3)]
+    for result in results:
+        assert set(np.unique(result)) == {0.0, 2.0}  # inverted dropout: kept values doubled
+    assert not np.array_equal(results[1], results[2])  # a new mask each call

@@ -567,23 +567,16 @@ def _run(compiled: Compiled, backend, leaves):
     does not hold yet, feed, run, check the loop guard, note the updates, wrap the outputs."""
     executable = compiled.executable
     if compiled.params:
-        for index, param in enumerate(compiled.params):
-            if compiled.loaded[index] != param.version:
-                # a Parameter never writes its array: the engine may keep it (no copy)
-                executable.share_param(index, param._host())
-                compiled.loaded[index] = param.version
+        _load_params(compiled)
     feeds = [_feed(x, backend) for x in leaves]
     if compiled.randoms:
-        rng = random.generator()
-        feeds.extend(rng.random(shape).astype(dtype) for shape, dtype in compiled.randoms)
+        feeds.extend(_random_feeds(compiled))
     outputs = executable.run(feeds)
     if compiled.loop_lines:
         outputs = list(outputs)
         _check_loop_flag(backend, outputs.pop(), compiled.loop_lines)
-    for index in compiled.updated:
-        param = compiled.params[index]
-        param._written_by(executable, index)
-        compiled.loaded[index] = param.version
+    if compiled.updated:
+        _note_updates(compiled)
     if compiled.out_types is None:
         wrapped = [_wrap(backend, value, out)
                    for value, out in zip(compiled.graph.outputs, outputs)]
@@ -592,6 +585,29 @@ def _run(compiled: Compiled, backend, leaves):
     if compiled.out_shape == "leaf":
         return wrapped[0]
     return _packed(compiled, wrapped)
+
+
+def _load_params(compiled: Compiled) -> None:
+    """Hand the executable each parameter whose value it does not hold yet."""
+    for index, param in enumerate(compiled.params):
+        if compiled.loaded[index] != param.version:
+            # a Parameter never writes its array: the engine may keep it (no copy)
+            compiled.executable.share_param(index, param._host())
+            compiled.loaded[index] = param.version
+
+
+def _random_feeds(compiled: Compiled) -> list:
+    """The random inputs of a run, drawn from unigraph's generator."""
+    rng = random.generator()
+    return [rng.random(shape).astype(dtype) for shape, dtype in compiled.randoms]
+
+
+def _note_updates(compiled: Compiled) -> None:
+    """After a run: the parameters the graph updated now live in the executable."""
+    for index in compiled.updated:
+        param = compiled.params[index]
+        param._written_by(compiled.executable, index)
+        compiled.loaded[index] = param.version
 
 
 def _typed(out_types, backend, outputs) -> list:
@@ -725,24 +741,18 @@ def _caller(compiled: Compiled, backend, cache, args):
     one generated function of the call's arguments. It answers _STALE to arguments of
     another count or (type, shape, dtype) than the key's (so `Function._recent` can hand it
     any call) and when the entry's Python state no longer holds; every call refreshes the
-    entry's place in `cache` (least recently used). An entry with parameters, random inputs
-    or outputs of unknown dims runs through `_run` itself.
+    entry's place in `cache` (least recently used). The feeds go to `run_known` (the key
+    makes the executable's input checks redundant); parameters, random inputs, the loop
+    guard and updates are `_run`'s helpers, each written in only where the entry has them.
 
     >>> call = _caller(compiled, backend, cache, (x, y))
     >>> call((x, y))            # the outputs as tensors, or _STALE
     """
-    state = compiled.state
+    def refresh() -> None:
+        with contextlib.suppress(KeyError):  # another thread may have evicted it
+            cache.move_to_end(compiled.key)
 
-    def current() -> bool:
-        for read, value in state:  # (a loop, not all(): no generator made on every call)
-            if not read() == value:
-                return False
-        if len(cache) > 1:
-            with contextlib.suppress(KeyError):  # another thread may have evicted it
-                cache.move_to_end(compiled.key)
-        return True
-
-    scope = {"STALE": _STALE, "current": current, "cache": cache, "backend": backend,
+    scope = {"STALE": _STALE, "refresh": refresh, "cache": cache, "backend": backend,
              "compiled": compiled, "feed": _feed, "ndarray": np.ndarray}
     names = [f"a{i}" for i in range(len(args))]
     lines = ["def call(args):", f"    if len(args) != {len(args)}:", "        return STALE"]
@@ -755,14 +765,15 @@ def _caller(compiled: Compiled, backend, cache, args):
             tests.append(f"type({name}) is not K_{name} or {name}.shape != S_{name} "
                          f"or {name}.dtype != D_{name}")
         lines += ["    if (" + "\n            or ".join(tests) + "):", "        return STALE"]
-    # Python state to check, or else the entry's place in the cache to refresh
-    lines += ["    if not current():" if state else "    if len(cache) > 1 and not current():",
-              "        return STALE"]
-    if compiled.params or compiled.randoms or compiled.out_types is None:
-        scope["run"] = _run
-        lines.append("    return run(compiled, backend, args)")
-        return _generated(lines, scope, compiled)
-
+    # The Python state the trace read, each value as `_matching` compares it; then the
+    # entry's place in the cache
+    for i, (read, value) in enumerate(compiled.state):
+        scope[f"read{i}"], scope[f"value{i}"] = read, value
+        lines += [f"    if not read{i}() == value{i}:", "        return STALE"]
+    lines += ["    if len(cache) > 1:", "        refresh()"]
+    if compiled.params:
+        scope["load_params"] = _load_params
+        lines.append("    load_params(compiled)")
     # The key guarantees feeds of the types the entry's first run accepted: no re-checking.
     # It fixed each argument's type (Tensor or ndarray) and dtype: a native-order array is
     # fed as it is, a Tensor of this backend as its native (anything else as `_run` feeds
@@ -781,17 +792,29 @@ def _caller(compiled: Compiled, backend, cache, args):
                       f"        f_{name} = feed({name}, backend)"]
         else:
             lines.append(f"    f_{name} = feed({name}, backend)")
+    if compiled.randoms:
+        scope["random_feeds"] = _random_feeds
+        feeds.append("*random_feeds(compiled)")
     lines.append(f"    outputs = run([{''.join(f + ', ' for f in feeds)}])")
     if compiled.loop_lines:  # the loop guard's flag, last: `_check_loop_flag`'s usual case
         scope.update(check_loop_flag=_check_loop_flag, loop_lines=compiled.loop_lines)
         lines += ["    flag = outputs[-1]",
                   "    if not (type(flag) is ndarray and flag.shape == () and not flag):",
                   "        check_loop_flag(backend, flag, loop_lines)"]
-    scope["out_tensor"] = _out_tensor
+    if compiled.updated:
+        scope["note_updates"] = _note_updates
+        lines.append("    note_updates(compiled)")
     tensors = []
-    for i, (shape, dtype) in enumerate(compiled.out_types):
-        scope[f"S{i}"], scope[f"D{i}"] = shape, dtype
-        tensors.append(f"out_tensor(S{i}, D{i}, backend, outputs[{i}])")
+    if compiled.out_types is None:  # a dim the graph left unknown: each run's own
+        scope["wrap"] = _wrap
+        for i, value in enumerate(compiled.graph.outputs):
+            scope[f"V{i}"] = value
+            tensors.append(f"wrap(backend, V{i}, outputs[{i}])")
+    else:
+        scope["out_tensor"] = _out_tensor
+        for i, (shape, dtype) in enumerate(compiled.out_types):
+            scope[f"S{i}"], scope[f"D{i}"] = shape, dtype
+            tensors.append(f"out_tensor(S{i}, D{i}, backend, outputs[{i}])")
     if compiled.out_shape == "leaf":
         lines.append(f"    return {tensors[0]}")
     elif compiled.out_shape == "tuple":
