@@ -203,3 +203,31 @@ def test_outer_values_inside_a_branch_are_captured(target):
         s = x * y
         expected = s * w.numpy() + x if s.sum() > 0 else s - w.numpy()
         np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-7)
+
+
+def _marked_line(marker: str) -> int:
+    with open(__file__) as source:
+        return next(i for i, line in enumerate(source, 1) if marker in line)
+
+
+def _ops_called_three_ways(x):
+    from unigraph.dispatch import apply
+
+    a = ug.relu(x)  # API LINE
+    b = a * 2.0  # OPERATOR LINE
+    return apply("neg", [b], {})  # APPLY LINE
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_traced_nodes_name_the_users_line(target):
+    """Each node's user line is the line calling the op, whether through an op function, an
+    operator or `dispatch.apply` itself (the walk skips only unigraph's own frames)."""
+    t = Target.parse(target)
+    here = __file__.rsplit("/", 1)[-1]
+    with ug.use_backend(t.backend, t.mode):
+        graph = ug.function(_ops_called_three_ways).trace(np.ones((2, 3), np.float32))
+    lines = {node.op: node.source for node in graph.nodes}
+    assert [node.op for node in graph.nodes] == ["relu", "constant", "mul", "neg"]
+    for op, marker in [("relu", "API"), ("mul", "OPERATOR"), ("neg", "APPLY")]:
+        line = _marked_line("# " + marker + " LINE")
+        assert lines[op].rsplit("/", 1)[-1] == f"{here}:{line}"

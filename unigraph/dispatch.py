@@ -306,5 +306,6 @@ def symbolic(builder, value) -> Tensor:
 def apply_symbolic(builder, op: str, inputs: list, attrs: dict) -> Tensor:
     values = [value_of(builder, x) for x in inputs]
     spec = infer(op, values, attrs)
-    (out,) = builder.add_node(op, values, [spec], attrs)
+    # (two frames of unigraph's own: this one and its caller, `apply` or `apply_simple`)
+    (out,) = builder.add_node(op, values, [spec], attrs, own_frames=2)
     return symbolic(builder, out)
