@@ -506,31 +506,29 @@ class TorchExecutable(Executable):
                 if type(x) is not torch.Tensor or x.dtype is not dtype or x.shape != shape:
                     break
             else:
-                return self._run_translated(inputs)
+                return self.run_known(inputs)
         return super().run(inputs)
 
     def run_known(self, feeds: list) -> list:
         # Feeds of types a run already accepted (`Executable.run_known`): torch tensors go
         # straight to the compiled function, without `run`'s per-input dtype and shape
-        # tests; NumPy feeds (an argument of another backend's tensor) through `run`.
+        # tests, a failure raised as `run` raises it (`_translated`: unigraph's error where
+        # the framework's has one); NumPy feeds (an argument of another backend's tensor)
+        # through `run`. (A @ug.function's repeated call comes here directly: one call
+        # fewer than through a helper both share.)
         if not self.unset:
             for x in feeds:
                 if type(x) is not torch.Tensor:
                     break
             else:
-                return self._run_translated(feeds)
+                try:
+                    return list(self._compiled_run(self.params, *feeds))
+                except Exception as error:
+                    found = self._translated(error)
+                    if found is None:
+                        raise
+                    raise found from None
         return self.run(feeds)
-
-    def _run_translated(self, feeds) -> list:
-        """The compiled function on torch tensor `feeds`, a failure raised as `run` raises
-        it (`_translated`: unigraph's error where the framework's has one)."""
-        try:
-            return list(self._compiled_run(self.params, *feeds))
-        except Exception as error:
-            found = self._translated(error)
-            if found is None:
-                raise
-            raise found from None
 
     def check_inputs(self, inputs) -> list:
         # The common torch:static run, torch tensors of the graph's exact types, in one pass
