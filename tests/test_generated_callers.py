@@ -227,3 +227,51 @@ def test_random_inputs_are_drawn_on_each_repeated_call(target):
     for result in results:
         assert set(np.unique(result)) == {0.0, 2.0}  # inverted dropout: kept values doubled
     assert not np.array_equal(results[1], results[2])  # a new mask each call
+
+
+@pytest.mark.filterwarnings("ignore:@ug.function")  # RetraceWarning: traced 70 times
+@pytest.mark.parametrize("target", TARGETS)
+def test_callers_are_made_on_a_second_call_and_dropped_with_their_entry(target):
+    from unigraph.function import MAX_CACHED
+
+    double = ug.function(lambda x: x * 2.0)
+    with on(target):
+        assert float(double(np.array(1.5, np.float32)).numpy()) == 3.0
+        if static(target):
+            assert double._callers == {next(iter(double._cache)): {}}  # one call: none yet
+        for _ in range(2):
+            assert float(double(np.array(1.5, np.float32)).numpy()) == 3.0
+        if static(target):
+            assert [len(c) for c in double._callers.values()] == [1]
+        for size in range(1, MAX_CACHED + 6):  # more signatures than the cache keeps
+            for _ in range(2):
+                result = double(np.full(size, 0.5, np.float32))
+                assert result.numpy().tolist() == [1.0] * size
+    if static(target):
+        assert len(double._cache) == MAX_CACHED
+        assert set(double._callers) <= {compiled.key for compiled in double._cache.values()}
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_alternating_module_states_reuse_their_callers(target):
+    class Scale(ug.nn.Module):
+        def forward(self, x):
+            return x * (2.0 if self.training else 3.0)
+
+    scale = Scale()
+    run = ug.function(lambda x: scale(x))
+    x = ug.tensor(np.array([1.0, 2.0], np.float32))
+    with on(target):
+        for _ in range(3):
+            scale.train()
+            assert [run(x).numpy().tolist() for _ in range(2)] == [[2.0, 4.0]] * 2
+            scale.eval()
+            assert [run(x).numpy().tolist() for _ in range(2)] == [[3.0, 6.0]] * 2
+        callers = [caller for made in run._callers.values() for caller in made.values()]
+        scale.train()
+        run(x)
+        scale.eval()
+        run(x)
+        again = [caller for made in run._callers.values() for caller in made.values()]
+    if static(target):
+        assert len(callers) == 2 and again == callers  # one per state, made once

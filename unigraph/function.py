@@ -173,6 +173,11 @@ class Function:
         # emptied whenever the cache changes, and the entry's Python state is still checked
         # on every call.
         self._fast: dict = {}
+        # Each entry's generated callers (`_caller`), made once whatever the cache gains or
+        # drops meanwhile: its key in `_cache` -> {fast key -> caller}. (Not kept in the
+        # Compiled entry: a caller refers to its entry, and a cycle would keep an evicted
+        # or dropped executable until the cyclic GC runs.)
+        self._callers: dict = {}
         self._fast_ok = not (self._static_positions or self._static_names
                              or self.input_spec is not None)
         # The latest call a `_fast` caller answered: (target, plugins.generation, the
@@ -291,7 +296,7 @@ class Function:
         if not kwargs and self._fast_ok:
             key = _fast_key(backend, target.mode, args)
             caller = self._fast.get(key) if key is not None else None
-            if caller is not None:
+            if caller is not None and caller is not _ONCE:
                 result = caller(args)
                 if result is not _STALE:
                     self._recent = (target, plugins.generation, caller)
@@ -299,9 +304,15 @@ class Function:
             result = self._call_static(target, backend, args, kwargs)
             if key is not None:
                 # The entry that call used (found or just compiled): next time, directly.
+                # A signature called once is not worth generating a caller for (compiling
+                # one takes ~0.1 ms): its second call makes it, kept while the entry is.
                 compiled = _matching(self._variants.get(_flat_key(target, args)))
-                if compiled is not None:
-                    self._fast[key] = _caller(compiled, backend, self._cache, args)
+                if compiled is not None and self._cache.get(compiled.key) is compiled:
+                    callers = self._callers.setdefault(compiled.key, {})
+                    made = callers.get(key)
+                    if made is None and caller is not None:
+                        made = callers[key] = _caller(compiled, backend, self._cache, args)
+                    self._fast[key] = _ONCE if made is None else made
             return result
         return self._call_static(target, backend, args, kwargs)
 
@@ -466,6 +477,7 @@ class Function:
         self._variants.setdefault(key, []).append(compiled)
         while len(self._cache) > MAX_CACHED:
             (old_key, _), old = self._cache.popitem(last=False)
+            self._callers.pop(old.key, None)
             variants = self._variants[old_key]
             variants.remove(old)
             if not variants:
@@ -728,6 +740,9 @@ def _fast_key(backend, mode: str, args):
 # `Function._recent` when there is none (no Target is None).
 _NO_RECENT = (None, -1, None)
 
+# `Function._fast`'s entry for a signature called once: no caller made yet.
+_ONCE = object()
+
 # A prebuilt caller's answer when its entry's Python state (a Module's `training` flag, the
 # loop limit) no longer holds: the call takes the general path, which finds or traces the
 # entry for the state now.
@@ -829,7 +844,7 @@ def _generated(lines: list, scope: dict, compiled: Compiled):
     """The function `call` that `lines` define, with the names of `scope`."""
     code = compile("\n".join(lines), f"<unigraph caller of {compiled.graph.name}>", "exec")
     exec(code, scope)
-    return scope["call"]
+    return scope.pop("call")  # (kept in its own globals, it would be a reference cycle)
 
 
 def _feed(x, backend):
