@@ -167,8 +167,9 @@ class Function:
         self._warned = False
         self._lock = threading.Lock()
         # The common static call, positional tensors or NumPy arrays of a signature seen
-        # before: (target, (type, shape, dtype) of each argument) -> its Compiled entry,
-        # found without flattening or building the general key (see `_fast_key`). Only for
+        # before: (backend, mode, (type, shape, dtype) of each argument) -> its entry's
+        # generated caller (`_caller`; _ONCE after the signature's first call), found
+        # without flattening or building the general key (see `_fast_key`). Only for
         # functions without static arguments or input_spec (those need the general path);
         # emptied whenever the cache changes, and the entry's Python state is still checked
         # on every call.
