@@ -18,6 +18,7 @@ from unigraph.errors import ShapeError
 from unigraph.ops import OPS, TensorSpec
 from unigraph.plugins import _checked, get_backend
 from unigraph.tensor import Parameter, Tensor, dtype_name
+from unigraph.tensor import symbolic_tensor as symbolic
 from unigraph.tracing import _builder, user_source
 
 _new = object.__new__
@@ -288,19 +289,6 @@ def value_of(builder, x):
             return builder.value_of_symbolic(x)
         return builder.value_of_eager(x)
     return builder.constant(np.asarray(x))
-
-
-def symbolic(builder, value) -> Tensor:
-    """The symbolic Tensor of IR `value` in `builder`'s graph. Its slots are set here, not
-    by Tensor's constructor and its keywords (every traced op makes one: ~0.5 us); a
-    Value's shape is already a tuple."""
-    t = _new(Tensor)
-    t.shape = value.shape
-    t.dtype = value.dtype
-    t._value = value
-    t._builder = builder
-    t._backend = t._native = t._array = None
-    return t
 
 
 def apply_symbolic(builder, op: str, inputs: list, attrs: dict) -> Tensor:
