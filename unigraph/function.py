@@ -771,29 +771,45 @@ def _caller(compiled: Compiled, backend, cache, args):
     scope = {"STALE": _STALE, "refresh": refresh, "cache": cache, "backend": backend,
              "compiled": compiled, "feed": _feed, "ndarray": np.ndarray}
     names = [f"a{i}" for i in range(len(args))]
-    lines = ["def call(args):", f"    if len(args) != {len(args)}:", "        return STALE"]
-    if args:
-        lines.append(f"    {', '.join(names)}, = args")
-        # (one condition: the key's type, shape and dtype of each argument, as `_fast_key`)
-        tests = []
-        for name, a in zip(names, args):
-            scope[f"K_{name}"], scope[f"S_{name}"], scope[f"D_{name}"] = type(a), a.shape, a.dtype
-            tests.append(f"type({name}) is not K_{name} or {name}.shape != S_{name} "
-                         f"or {name}.dtype != D_{name}")
-        lines += ["    if (" + "\n            or ".join(tests) + "):", "        return STALE"]
+    lines = ["def call(args):", *_argument_checks(scope, names, args)]
     # The Python state the trace read, each value as `_matching` compares it; then the
     # entry's place in the cache
     for i, (read, value) in enumerate(compiled.state):
         scope[f"read{i}"], scope[f"value{i}"] = read, value
         lines += [f"    if not read{i}() == value{i}:", "        return STALE"]
     lines += ["    if len(cache) > 1:", "        refresh()"]
+    lines += _run_lines(scope, compiled, names, args)
+    lines += _output_lines(scope, compiled)
+    return _generated(lines, scope, compiled)
+
+
+def _argument_checks(scope: dict, names: list, args) -> list:
+    """A generated caller's first lines: STALE unless the call's arguments have the count
+    and each the type, shape and dtype of `args` (those `_fast_key` makes the key of),
+    each argument then in its local of `names`."""
+    lines = [f"    if len(args) != {len(args)}:", "        return STALE"]
+    if not args:
+        return lines
+    tests = []
+    for name, a in zip(names, args):
+        scope[f"K_{name}"], scope[f"S_{name}"], scope[f"D_{name}"] = type(a), a.shape, a.dtype
+        tests.append(f"type({name}) is not K_{name} or {name}.shape != S_{name} "
+                     f"or {name}.dtype != D_{name}")
+    return [*lines, f"    {', '.join(names)}, = args",
+            "    if (" + "\n            or ".join(tests) + "):", "        return STALE"]
+
+
+def _run_lines(scope: dict, compiled: Compiled, names: list, args) -> list:
+    """A generated caller's run of `compiled`, to `outputs`: `_run`'s steps written in only
+    where the entry has them (parameters to load, random inputs, the loop guard, updates).
+    The key guarantees feeds of the types the entry's first run accepted, so they go to
+    `run_known`; it fixed each argument's type (Tensor or ndarray) and dtype: a native-order
+    array is fed as it is, a Tensor of this backend as its native (anything else as `_run`
+    feeds it)."""
+    lines = []
     if compiled.params:
         scope["load_params"] = _load_params
         lines.append("    load_params(compiled)")
-    # The key guarantees feeds of the types the entry's first run accepted: no re-checking.
-    # It fixed each argument's type (Tensor or ndarray) and dtype: a native-order array is
-    # fed as it is, a Tensor of this backend as its native (anything else as `_run` feeds
-    # it).
     executable = compiled.executable
     scope["run"] = getattr(executable, "run_known", executable.run)
     feeds = []
@@ -820,6 +836,11 @@ def _caller(compiled: Compiled, backend, cache, args):
     if compiled.updated:
         scope["note_updates"] = _note_updates
         lines.append("    note_updates(compiled)")
+    return lines
+
+
+def _output_lines(scope: dict, compiled: Compiled) -> list:
+    """A generated caller's last line: `outputs` as tensors, in the function's structure."""
     tensors = []
     if compiled.out_types is None:  # a dim the graph left unknown: each run's own
         scope["wrap"] = _wrap
@@ -832,13 +853,11 @@ def _caller(compiled: Compiled, backend, cache, args):
             scope[f"S{i}"], scope[f"D{i}"] = shape, dtype
             tensors.append(f"out_tensor(S{i}, D{i}, backend, outputs[{i}])")
     if compiled.out_shape == "leaf":
-        lines.append(f"    return {tensors[0]}")
-    elif compiled.out_shape == "tuple":
-        lines.append(f"    return ({''.join(t + ', ' for t in tensors)})")
-    else:
-        scope.update(unflatten=pytree.unflatten, out_treedef=compiled.out_treedef)
-        lines.append(f"    return unflatten(out_treedef, [{', '.join(tensors)}])")
-    return _generated(lines, scope, compiled)
+        return [f"    return {tensors[0]}"]
+    if compiled.out_shape == "tuple":
+        return [f"    return ({''.join(t + ', ' for t in tensors)})"]
+    scope.update(unflatten=pytree.unflatten, out_treedef=compiled.out_treedef)
+    return [f"    return unflatten(out_treedef, [{', '.join(tensors)}])"]
 
 
 def _generated(lines: list, scope: dict, compiled: Compiled):
