@@ -312,21 +312,25 @@ def _prod_of_zeros_by_multiplies(x, axis, keepdims):
     gradient at a zero is NaN (0/0) where it is the product of the others. The other slices
     are Paddle's prod, whose gradient is right there; each side sees 1 in place of the
     other's elements (so neither gradient reads a 0/0). Where a dim to reduce is unknown
-    until the run, Paddle's prod as it is (its gradient NaN at a zero)."""
+    until the run: _prod_of_zeros_by_counts."""
     rank = len(x.shape)
     reduced = sorted(a % rank for a in axis) if axis is not None else list(range(rank))
+    if any(x.shape[a] < 0 for a in reduced):
+        return _prod_of_zeros_by_counts(x, axis, keepdims)
     n = math.prod(x.shape[a] for a in reduced)
-    if n < 2 or any(x.shape[a] < 0 for a in reduced):
+    if n < 2:
         return paddle.prod(x, axis=_axes(axis), keepdim=keepdims, dtype=x.dtype)
-    zero = paddle.any(x == 0, axis=reduced, keepdim=True)
-    one = paddle.ones([], x.dtype)
     # x itself is read once (a copy serves both sides), so its gradient from here is one
     # term, summed with the program's others as Paddle's own prod_grad was
     x = paddle.assign(x)
-    out = paddle.prod(paddle.where(zero, one, x), axis=_axes(axis), keepdim=keepdims,
+    # where's operands of one shape: a Program's where broadcasts by adding zeros (-0.0 + 0.0
+    # is +0.0: the sign of a zero product was lost)
+    zero = paddle.expand_as(paddle.any(x == 0, axis=reduced, keepdim=True), x)
+    ones = paddle.ones_like(x)
+    out = paddle.prod(paddle.where(zero, ones, x), axis=_axes(axis), keepdim=keepdims,
                       dtype=x.dtype)
     kept = [a for a in range(rank) if a not in reduced]
-    view = paddle.transpose(paddle.where(zero, x, one), kept + reduced)
+    view = paddle.transpose(paddle.where(zero, x, ones), kept + reduced)
     view = paddle.reshape(view, [-1, n])  # 2-D: Paddle slices at most 6 dims
     while n > 1:  # halves multiplied pairwise, an odd one out carried over
         half = n // 2
@@ -334,8 +338,39 @@ def _prod_of_zeros_by_multiplies(x, axis, keepdims):
         view = paddle.concat([pairs, view[:, 2 * half:]], axis=1) if n % 2 else pairs
         n = half + n % 2
     shape = out.shape if all(d >= 0 for d in out.shape) else paddle.shape(out)
-    multiplied = paddle.reshape(view, shape)
-    return paddle.where(zero if keepdims else paddle.reshape(zero, shape), multiplied, out)
+    # each side is 1 where the other's slice is: their product is exact, and needs no where
+    return paddle.reshape(view, shape) * out
+
+
+def _prod_of_zeros_by_counts(x, axis, keepdims):
+    """paddle.prod with no size of a reduced dim needed (one left open by input_spec): the
+    product is z * nz, nz Paddle's prod of the slice with 1 in place of its zeros (no zero
+    inside: its gradient is right) and z the product of the zeros: 1 with none, the zero
+    itself with one (the largest of the zeros and -1s, by topk: its value, sign included,
+    and a gradient of 1; paddle.max's backward took ~7 ms on [64, 256], topk's ~0.1 ms), with
+    two or more a zero of their signs' product (z_one squared: gradient 0). Every where
+    takes operands of one shape: a Program's where broadcasts by adding zeros, which turns
+    -0.0 into +0.0."""
+    rank = len(x.shape)
+    reduced = sorted(a % rank for a in axis) if axis is not None else list(range(rank))
+    kept = [a for a in range(rank) if a not in reduced]
+    zero = x == 0
+    ones, minus_ones = paddle.full_like(x, 1.0), paddle.full_like(x, -1.0)
+    x = paddle.assign(x)  # read once: one gradient term, as Paddle's own prod_grad was
+    nz = paddle.prod(paddle.where(zero, ones, x), axis=_axes(axis), keepdim=keepdims,
+                     dtype=x.dtype)
+    # [kept..., reduced] (reshape's 0 copies the input's dim there, -1 merges the reduced)
+    view = paddle.reshape(paddle.transpose(paddle.where(zero, x, minus_ones), kept + reduced),
+                          [0] * len(kept) + [-1])
+    z_one = paddle.squeeze(paddle.topk(view, 1, axis=-1)[0], -1)
+    if keepdims:
+        z_one = paddle.unsqueeze(z_one, reduced)
+    negative_zero = paddle.logical_and(zero, ones / x < 0)  # 1 / -0.0 is -inf
+    signs = paddle.prod(paddle.where(negative_zero, minus_ones, ones), axis=_axes(axis),
+                        keepdim=keepdims)
+    z_many = signs * (z_one * z_one)  # with no zero: 1 * (-1 * -1)
+    zeros = paddle.sum(paddle.cast(zero, "int32"), axis=_axes(axis), keepdim=keepdims)
+    return paddle.where(zeros == 1, z_one, z_many) * nz
 
 
 def cumsum(x, *, axis):

@@ -941,8 +941,16 @@ QUIRKS = [
         workaround="a slice holding a zero is multiplied out by multiplies on a 2-D [kept, "
                    "reduced] view (pairwise halves), the others by Paddle's prod, each side "
                    "seeing 1 in place of the other's elements; eagerly only where x takes a "
-                   "gradient and holds a zero. Not yet where a reduced dim is unknown until "
-                   "the run (input_spec): there the gradient is still NaN at a zero",
+                   "gradient and holds a zero. Where a reduced dim is unknown until the run "
+                   "(input_spec), with no size: z * nz, nz Paddle's prod with 1 in place of "
+                   "the zeros, z the product of the zeros picked by their count (1; the zero "
+                   "itself, as the largest of the zeros and -1s by topk; with two or more, a "
+                   "zero of their signs, gradient 0); there, in a slice holding a zero and an "
+                   "inf or NaN, a gradient may be NaN where NumPy's is 0 (at the inf: Paddle's "
+                   "prod_grad divides, as in a slice with no zero on every route) or 0 where "
+                   "it is NaN. The where operands have one shape: a Program's where "
+                   "broadcasts by adding zeros, which made a -0.0 factor +0.0 (the product's "
+                   "sign)",
         pin=_prod_grad_is_nan_at_a_zero,
     ),
     Quirk(
