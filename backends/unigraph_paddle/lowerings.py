@@ -464,7 +464,10 @@ def take(x, indices, *, axis):
     indices = _checked_indices("take", indices, x, axis, axis)
     # paddle.gather takes a 1-D index; gather the flat indices, then restore their shape.
     flat = paddle.reshape(indices, [-1])
-    gathered = paddle.gather(x, flat, axis=axis)
+    if x.shape[axis] < 0:  # unknown until the run, maybe 0: a gather would check nothing
+        gathered = paddle.index_select(x, flat, axis=axis)  # (quirk: take, an empty axis)
+    else:
+        gathered = paddle.gather(x, flat, axis=axis)
     x_shape, index_shape = list(x.shape), list(indices.shape)
     dims = x_shape[:axis] + index_shape + x_shape[axis + 1:]
     if dims.count(-1) > 1:  # several dims unknown until the program runs

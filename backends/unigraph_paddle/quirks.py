@@ -363,6 +363,19 @@ def _cpu_has_no_float16_pad_or_divide() -> bool:
     return True
 
 
+def _gather_from_an_empty_axis_checks_nothing() -> bool:
+    paddle = _paddle()
+    empty, index = paddle.zeros([0, 3]), paddle.to_tensor([0])
+    read = list(paddle.gather(empty, index, axis=0).shape) == [1, 3]  # no error
+    try:
+        paddle.index_select(empty, index, axis=0)
+    except ValueError as error:  # what index_checks.translate_run_error reads
+        refused = "OP(index_select) expected >= 0 and < 0, but got 0" in str(error)
+    else:
+        refused = False
+    return read and refused
+
+
 def _gather_wraps_negative_indices() -> bool:
     paddle = _paddle()
     x = paddle.to_tensor(np.array([1.0, 2.0, 3.0]))
@@ -1081,6 +1094,17 @@ QUIRKS = [
                    "becomes i - n, which the gather refuses, and "
                    "index_checks.translate_run_error turns that into IndexOutOfRangeError",
         pin=_gather_wraps_negative_indices,
+    ),
+    Quirk(
+        op="take", framework="paddle", versions=VERSIONS,
+        behaviour="paddle.gather from an axis of size 0 refuses no index: gathering [0] from "
+                  "a [0, 3] tensor gives a [1, 3] row of whatever memory held, eagerly and in "
+                  "a Program (where a dim left open by input_spec can be 0 at run time)",
+        workaround="paddle:eager checks the indices first; in a Program, a take along an axis "
+                   "of unknown size is paddle.index_select, which refuses it ('expected >= 0 "
+                   "and < 0, but got 0'), and index_checks.translate_run_error turns that "
+                   "into IndexOutOfRangeError (tests/test_open_dim_slices.py)",
+        pin=_gather_from_an_empty_axis_checks_nothing,
     ),
     Quirk(
         op="constant", framework="paddle", versions=VERSIONS,
