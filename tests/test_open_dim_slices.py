@@ -151,3 +151,22 @@ def _ops(spec, index):
 def test_the_graph_is_as_before_where_the_size_is_known(name, known, open_):
     assert _ops(ug.Spec((3, 5), "float32"), INDICES[name]) == known
     assert _ops(SPEC[0], INDICES[name]) == open_
+
+
+@pytest.mark.parametrize("target", FORWARD_TARGETS)
+def test_a_take_along_an_open_dim_matches_numpy_with_repeats(target):
+    """The take paddle:static makes along an axis of unknown size (index_select): the same
+    rows, and a gradient summed over repeated indices."""
+    index = np.array([[1, 1], [0, 1]])
+    t = Target.parse(target)
+    x = _rows(3)
+    with ug.use_backend(t.backend, t.mode):
+        run = ug.function(lambda x: ug.take(x, index), input_spec=SPEC)
+        np.testing.assert_array_equal(np.asarray(run(x)), x[index])
+        if target in INFERENCE_TARGETS:
+            return
+        grad = ug.function(lambda x: ug.grad(lambda v: ug.sum(ug.take(v, index) ** 2))(x),
+                           input_spec=SPEC)
+        want = np.zeros_like(x)
+        np.add.at(want, index, 2 * x[index])
+        np.testing.assert_array_equal(np.asarray(grad(x)), want)
