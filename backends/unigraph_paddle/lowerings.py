@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import paddle
 import paddle.nn.functional as F
 from paddle import _C_ops
@@ -373,6 +374,20 @@ def _prod_of_zeros_by_counts(x, axis, keepdims):
     return paddle.where(zeros == 1, z_one, z_many) * nz
 
 
+def where(condition, x, y):
+    """paddle.where. In a Program, paddle.where broadcasts operands of different shapes by
+    adding zeros, and -0.0 + 0.0 is +0.0: a selected -0.0 came out +0.0 (quirk "where").
+    There float operands are broadcast here by subtracting those zeros instead (x - 0.0 is
+    x, -0.0 included), and the condition by an or with False; dygraph broadcasts by
+    broadcast_to, which keeps every value."""
+    if paddle.in_dynamic_mode() or not _is_float(x) or (
+            list(condition.shape) == list(x.shape) == list(y.shape)):
+        return paddle.where(condition, x, y)
+    zeros = paddle.zeros_like(x) + paddle.zeros_like(y) + paddle.zeros_like(condition, x.dtype)
+    condition = paddle.logical_or(condition, paddle.zeros_like(zeros, "bool"))
+    return paddle.where(condition, x - zeros, y - zeros)
+
+
 def cumsum(x, *, axis):
     return paddle.cumsum(x, axis=axis, dtype=x.dtype)
 
@@ -523,11 +538,27 @@ def constant(*, value):
         # One `full` op; `assign` of an array costs two in a Program. (`full` carries its
         # value as a double: exact for every dtype but int64 beyond 2**53.)
         return paddle.full([], value.item(), value.dtype.name)
+    if value.dtype.kind == "f" and not paddle.in_dynamic_mode() and \
+            np.signbit(value[value == 0]).any():
+        return _with_negative_zeros(value)
     if value.dtype == "float16":  # assign takes no float16 array; float32 holds it exactly
         return paddle.cast(paddle.assign(value.astype("float32")), "float16")
     if value.dtype.name in ("int8", "uint8", "int16"):  # nor these (quirk "small ints")
         return paddle.cast(paddle.assign(value.astype("int32")), value.dtype.name)
     return paddle.assign(value)
+
+
+def _with_negative_zeros(value):
+    """An array constant holding -0.0, in a Program: assign's values are IR float
+    attributes, and the IR keeps one attribute for 0.0 and -0.0 (quirk "constant"), so a
+    -0.0 ran as +0.0. Made as the array with +0.0 there times an array of 1s and -1s
+    (0.0 * -1.0 is -0.0, v * 1.0 is v); float16 in float32 (no CPU float16 multiply), cast
+    back."""
+    wide = value.astype(np.float32) if value.dtype == np.float16 else value
+    negative = (wide == 0) & np.signbit(wide)
+    magnitudes = constant(value=np.where(negative, 0, wide).astype(wide.dtype))
+    signed = magnitudes * constant(value=np.where(negative, -1, 1).astype(wide.dtype))
+    return signed if wide is value else paddle.cast(signed, "float16")
 
 
 # -- nn ---------------------------------------------------------------------------------------
@@ -703,7 +734,7 @@ LOWERINGS = {
     "log": paddle.log,
     "sqrt": _SQRT,
     # x decides, after the bool cond
-    "where": widen_small_ints(widen_half(paddle.where, dtype_input=1), dtype_input=1),
+    "where": widen_small_ints(widen_half(where, dtype_input=1), dtype_input=1),
     "cast": cast,
     # math
     # floor semantics (the sign of y), as NumPy

@@ -61,6 +61,20 @@ def _program_scale_bias_is_one_zero() -> bool:
     return not np.signbit(got[0][0])  # -0.0 * 2 + -0.0 is -0.0
 
 
+def _program_where_broadcast_drops_negative_zero() -> bool:
+    from unigraph_paddle.static import StaticMode
+
+    paddle = _paddle()
+    with StaticMode(paddle):
+        main = paddle.static.Program()
+        with paddle.static.program_guard(main, paddle.static.Program()):
+            z = paddle.static.data("z", [2], "float32")
+            picked = paddle.where(z == 0, z, paddle.full([1], 2.0, "float32"))
+        got = paddle.static.Executor().run(main, feed={"z": np.array([-0.0, 1.0], np.float32)},
+                                           fetch_list=[picked])
+    return not np.signbit(got[0][0])  # where picks z's -0.0
+
+
 def _softmax_floors_at_minus_64() -> bool:
     import paddle.nn.functional as F
 
@@ -1113,7 +1127,10 @@ QUIRKS = [
         workaround="paddle:static makes a -0.0 constant as the product of the smallest "
                    "subnormals of opposite signs, never as a -0.0 attribute "
                    "(program_scalars; tests/test_eager_fast_paths.py, "
-                   "tests/test_program_scalars.py)",
+                   "tests/test_program_scalars.py), and an array constant holding -0.0 as "
+                   "the array with +0.0 there times one of 1s and -1s "
+                   "(lowerings._with_negative_zeros; "
+                   "tests/test_signed_zeros_where_constants.py)",
         pin=_static_merges_signed_zero_constants,
     ),
     Quirk(
@@ -1128,6 +1145,16 @@ QUIRKS = [
                    "(updates.py; tests/test_signed_zero_products.py); paddle:eager keeps "
                    "scale with bias -0.0 (dygraph passes the bias as a number)",
         pin=_program_scale_bias_is_one_zero,
+    ),
+    Quirk(
+        op="where", framework="paddle", versions=VERSIONS,
+        behaviour="in a Program, paddle.where broadcasts operands of different shapes by "
+                  "adding zeros to each, which turns a selected -0.0 into +0.0: "
+                  "where(z == 0, z, 2.0) at z = -0.0 gives +0.0 (dygraph keeps -0.0)",
+        workaround="paddle:static broadcasts float operands itself, subtracting the zeros "
+                   "(x - 0.0 is x), before paddle.where of one shape (lowerings.where; "
+                   "tests/test_where_signed_zeros.py)",
+        pin=_program_where_broadcast_drops_negative_zero,
     ),
     Quirk(
         op="softmax", framework="paddle", versions=VERSIONS,
