@@ -170,3 +170,20 @@ def test_a_take_along_an_open_dim_matches_numpy_with_repeats(target):
         want = np.zeros_like(x)
         np.add.at(want, index, 2 * x[index])
         np.testing.assert_array_equal(np.asarray(grad(x)), want)
+
+
+@pytest.mark.parametrize("target", FORWARD_TARGETS)
+def test_a_negative_take_index_along_an_open_dim_names_the_fix(target):
+    """ug.take(x, [-1]) along a dim left open: eagerly the size is known and -1 is the last
+    row; a static trace cannot count from an end it does not know, and said so at run time
+    with a wrong index ("index -3 is out of range for size 2"). Now refused while tracing,
+    naming the fix."""
+    t = Target.parse(target)
+    x = _rows(2)
+    with ug.use_backend(t.backend, t.mode):
+        run = ug.function(lambda x: ug.take(x, np.array([1, -1])), input_spec=SPEC)
+        if t.mode == "eager":
+            np.testing.assert_array_equal(np.asarray(run(x)), x[[1, -1]])
+            return
+        with pytest.raises(IndexError, match=r"negative index \(-1\) along axis 0.*input_spec"):
+            run(x)

@@ -121,6 +121,13 @@ def take(x, indices, axis=0):
     if isinstance(indices, np.ndarray):
         if size is not None and indices.dtype.kind in "iu":
             indices = np.where(indices < 0, indices + size, indices)  # known now: no ops
+        elif indices.dtype.kind == "i" and (indices < 0).any():
+            raise IndexError(
+                f"ug.take at {user_source()}: a negative index ({int(indices.min())}) along "
+                f"axis {axis}, whose size is known only when the program runs (left open "
+                "by input_spec), cannot be counted from the end while tracing; use "
+                "non-negative indices, x[i] for one index (resolved when it runs), or give "
+                "the dim its size in input_spec")
     elif size is not None and is_int(indices.dtype):
         # The op takes [0, n): map the negative ones (three ops, on every target).
         indices = where(indices < 0, indices + size, indices)
