@@ -271,21 +271,20 @@ class Function:
         # The target, once (current_target()'s precedence, inline; the backend lookup also
         # refuses a target that cannot run, before any user code).
         target = _context_target.get() or config._global_target or current_target()
-        recent = self._recent
-        if recent[0] is target and recent[1] == plugins.generation and not kwargs:
+        recent_target, generation, caller = self._recent
+        if recent_target is target and generation == plugins.generation and not kwargs:
             # The static call just made again (see `_recent`): no key built or hashed, no
             # backend looked up; the caller answers _STALE to arguments of other types.
-            caller = recent[2]
-            if caller is None:  # an eager target's: positional tensors need nothing else
+            if caller is not None:
+                result = caller(args)
+                if result is not _STALE:
+                    return result
+            else:  # an eager target's: positional tensors need nothing else
                 for a in args:
                     if type(a) is not Tensor:
                         break
                 else:
                     return self._run_eager_tensors(args)
-            else:
-                result = caller(args)
-                if result is not _STALE:
-                    return result
         backend = backend_of(target)
         if target.mode == "eager":
             if not kwargs and self._fast_ok and self._conversion is not None:
