@@ -17,11 +17,9 @@ from unigraph.config import _context_target, current_target
 from unigraph.errors import ShapeError
 from unigraph.ops import OPS, TensorSpec
 from unigraph.plugins import _checked, get_backend
-from unigraph.tensor import Parameter, Tensor, dtype_name
+from unigraph.tensor import Parameter, Tensor, dtype_name, eager_tensor
 from unigraph.tensor import symbolic_tensor as symbolic
 from unigraph.tracing import _builder, user_source
-
-_new = object.__new__
 
 # id(Parameter) -> native leaf, while `eager_grad` differentiates with respect to them.
 _param_leaves: contextvars.ContextVar = contextvars.ContextVar("unigraph_leaves", default=None)
@@ -183,9 +181,8 @@ def apply_simple(op: str, a, b=None) -> Tensor:
 def eager_simple(backend, op: str, a, b=None) -> Tensor:
     """`apply_simple` outside a trace, on `backend`: the caller's `current_backend()` (a
     wrapper that needs it for a Python number too resolves it once and passes it here and
-    to `scalar_on`), or None for the current one, resolved here. (A flat key: it never
-    equals a general one.) The result is `eager_tensor`'s, its slots set here. Both inline:
-    a Python call less each in every eager op."""
+    to `scalar_on`), or None for the current one, resolved here (inline: a Python call
+    less in every eager op). (A flat key: it never equals a general one.)"""
     if backend is None:  # `current_backend()`
         target = _context_target.get() or config._global_target or current_target()
         last = _last
@@ -217,13 +214,7 @@ def eager_simple(backend, op: str, a, b=None) -> Tensor:
             out = backend.lowerings[op](native_a, native_b)
         else:
             out = backend.eager_op(op, [native_a, native_b], {})
-    t = _new(Tensor)
-    t.shape = plan.shape
-    t.dtype = plan.dtype
-    t._backend = backend
-    t._native = out
-    t._array = t._value = t._builder = None
-    return t
+    return eager_tensor(plan.shape, plan.dtype, backend, out)
 
 
 def scalar_on(backend, value, dtype: str) -> Tensor:
