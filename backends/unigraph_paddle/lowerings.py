@@ -304,20 +304,21 @@ def reduce_prod(x, *, axis, keepdims):
     if not _is_float(x) or (paddle.in_dynamic_mode() and (
             x.stop_gradient or not (x.numpy() == 0).any())):
         return paddle.prod(x, axis=_axes(axis), keepdim=keepdims, dtype=x.dtype)
-    return _prod_of_zeros_by_multiplies(x, axis, keepdims)
+    rank = len(x.shape)
+    reduced = sorted(a % rank for a in axis) if axis is not None else list(range(rank))
+    if any(x.shape[a] < 0 for a in reduced):  # a dim to reduce unknown until the run
+        return _prod_of_zeros_by_counts(x, axis, keepdims, reduced)
+    return _prod_of_zeros_by_multiplies(x, axis, keepdims, reduced)
 
 
-def _prod_of_zeros_by_multiplies(x, axis, keepdims):
+def _prod_of_zeros_by_multiplies(x, axis, keepdims, reduced):
     """paddle.prod, but a slice holding a zero is multiplied out by multiplies on a 2-D
     [kept, reduced] view: Paddle's prod_grad divides the product by each element, so the
     gradient at a zero is NaN (0/0) where it is the product of the others. The other slices
     are Paddle's prod, whose gradient is right there; each side sees 1 in place of the
-    other's elements (so neither gradient reads a 0/0). Where a dim to reduce is unknown
-    until the run: _prod_of_zeros_by_counts."""
+    other's elements (so neither gradient reads a 0/0). `reduced`: the reduced dims, sorted
+    and non-negative, each of known size."""
     rank = len(x.shape)
-    reduced = sorted(a % rank for a in axis) if axis is not None else list(range(rank))
-    if any(x.shape[a] < 0 for a in reduced):
-        return _prod_of_zeros_by_counts(x, axis, keepdims)
     n = math.prod(x.shape[a] for a in reduced)
     if n < 2:
         return paddle.prod(x, axis=_axes(axis), keepdim=keepdims, dtype=x.dtype)
@@ -343,7 +344,7 @@ def _prod_of_zeros_by_multiplies(x, axis, keepdims):
     return paddle.reshape(view, shape) * out
 
 
-def _prod_of_zeros_by_counts(x, axis, keepdims):
+def _prod_of_zeros_by_counts(x, axis, keepdims, reduced):
     """paddle.prod with no size of a reduced dim needed (one left open by input_spec): the
     product is z * nz, nz Paddle's prod of the slice with 1 in place of its zeros (no zero
     inside: its gradient is right) and z the product of the zeros: 1 with none, the zero
@@ -351,10 +352,8 @@ def _prod_of_zeros_by_counts(x, axis, keepdims):
     and a gradient of 1; paddle.max's backward took ~7 ms on [64, 256], topk's ~0.1 ms), with
     two or more a zero of their signs' product (z_one squared: gradient 0). Every where
     takes operands of one shape: a Program's where broadcasts by adding zeros, which turns
-    -0.0 into +0.0."""
-    rank = len(x.shape)
-    reduced = sorted(a % rank for a in axis) if axis is not None else list(range(rank))
-    kept = [a for a in range(rank) if a not in reduced]
+    -0.0 into +0.0. `reduced`: the reduced dims, sorted and non-negative."""
+    kept = [a for a in range(len(x.shape)) if a not in reduced]
     zero = x == 0
     ones, minus_ones = paddle.full_like(x, 1.0), paddle.full_like(x, -1.0)
     x = paddle.assign(x)  # read once: one gradient term, as Paddle's own prod_grad was
