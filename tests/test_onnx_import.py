@@ -421,3 +421,39 @@ def test_an_op_error_names_the_onnx_node(target):
     with pytest.raises(ug.ShapeError, match=r"inner dimensions.*ONNX graph 'misfit': node "
                                             r"'fc_matmul' \(MatMul\)"):
         run_on(target, model, np.ones((2, 6), np.float32))
+
+
+def symbolic_slices():
+    """Slices of a symbolic dim "N" counted from its end (x[-2:, 1:-1]) and strided from
+    both ends (x[1:-1:2]): the bounds are resolved when the program runs."""
+    info, big = helper.make_tensor_value_info, np.iinfo(np.int64).max
+    ints = {"s1": [-2, 1], "e1": [big, -1], "a1": [0, 1], "s2": [1], "e2": [-1], "a2": [0],
+            "st2": [2]}
+    nodes = [helper.make_node("Slice", ["x", "s1", "e1", "a1"], ["tail"], name="tail"),
+             helper.make_node("Slice", ["x", "s2", "e2", "a2", "st2"], ["mid"], name="mid"),
+             helper.make_node("Relu", ["tail"], ["y"], name="relu")]
+    inits = {name: np.array(value, np.int64) for name, value in ints.items()}
+    return make_model(nodes, [info("x", FLOAT, ["N", 5])],
+                      [info("y", FLOAT, [None, 3]), info("mid", FLOAT, [None, 5])], inits,
+                      name="symbolic_slices")
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_slice_of_a_symbolic_dim_is_traced_once(target, monkeypatch):
+    """Each batch size agrees with ONNX Runtime (also 1 and 2 rows, where x[-2:] and
+    x[1:-1:2] clamp or come out empty), and a static target traces one graph for them all
+    (a Slice used to need the dim's size, so such a model was traced per size)."""
+    from unigraph.onnx.load import ImportContext
+
+    traced = []
+    walk = ImportContext.walk
+    monkeypatch.setattr(ImportContext, "walk", lambda self, graph: (
+        traced.append(tuple(self.env["x"].shape)), walk(self, graph))[1])
+    onnx_model = symbolic_slices()
+    model = ug.onnx.load(onnx_model)
+    for batch in (6, 1, 2, 5):
+        x = RNG.standard_normal((batch, 5)).astype(np.float32)
+        got = as_list(run_on(target, model, x))
+        assert_close(got, onnxruntime_outputs(onnx_model, [x]), f"batch {batch}")
+    assert traced == ([(6, 5), (1, 5), (2, 5), (5, 5)] if target.endswith(":eager")
+                      else [(None, 5)])

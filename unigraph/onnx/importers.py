@@ -220,6 +220,9 @@ def _expand(ctx, args, attrs):
 
 
 def _slice(ctx, args, attrs):
+    """Slice with positive steps: ONNX resolves and clamps starts and ends as Python slices
+    do, so it is `x[start:end:step, ...]`, also on a dim of unknown size (a symbolic dim the
+    model is traced with: resolved when the program runs)."""
     x = args[0]
     starts = ctx.static(args[1], "the starts of Slice")
     ends = ctx.static(args[2], "the ends of Slice")
@@ -228,15 +231,12 @@ def _slice(ctx, args, attrs):
         else np.arange(len(starts))
     steps = ctx.static(args[4], "the steps of Slice") if len(args) > 4 and args[4] is not None \
         else np.ones(len(starts), np.int64)
-    begin, end, stride = [0] * rank, list(x.shape), [1] * rank
+    index = [slice(None)] * rank
     for start, stop, axis, step in zip(starts, ends, axes, steps):
         if step < 0:
             ctx.refuse("Slice with a negative step")
-        axis = int(axis) % rank
-        size = x.shape[axis]
-        begin[axis], end[axis], stride[axis] = slice(int(start), int(stop)).indices(size)[0], \
-            slice(int(start), int(stop)).indices(size)[1], int(step)
-    return ug.slice(x, tuple(begin), tuple(end), tuple(stride))
+        index[int(axis) % rank] = slice(int(start), int(stop), int(step))
+    return x[tuple(index)]
 
 
 def _pad(ctx, args, attrs):
