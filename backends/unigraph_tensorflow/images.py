@@ -39,10 +39,11 @@ def conv2d_nhwc(x, w, bias=None, *, stride, padding, dilation, groups):
     """conv2d of the NHWC image `x` (weight and bias as the record's), NHWC out; the
     graph modes' layout pass (`layout.py`) calls it on values it keeps NHWC."""
     f = tf.transpose(w, TO_HWIO)
+    kh, kw, _, channels = known_or_run_dims(f)
     out = nonempty_batch(
         x, lambda: convolve(x, f, stride, padding, dilation, groups),
-        kernel=f.shape[:2], stride=stride, padding=padding, dilation=dilation,
-        channels=f.shape[3])
+        kernel=(kh, kw), stride=stride, padding=padding, dilation=dilation,
+        channels=channels)
     if bias is not None:
         # Once, after whichever route, while the channels are last: BiasAdd on NHWC is
         # the op Grappler folds into the conv (_FusedConv2D) on the plain route.
@@ -111,6 +112,15 @@ def convolve(x, f, stride, padding, dilation, groups):
     return tf.concat([conv(xg, fg) for xg, fg in pairs], axis=3)
 
 
+def known_or_run_dims(x) -> tuple:
+    """Each dim of `x`: its size where the graph knows it, else a scalar tensor that
+    reads it when the graph runs (a dim input_spec left open)."""
+    if None not in tuple(x.shape):
+        return tuple(x.shape)
+    run = tf.shape(x)
+    return tuple(run[i] if d is None else d for i, d in enumerate(x.shape))
+
+
 def nonempty_batch(image, compute, *, kernel, stride, padding, dilation, channels):
     """`compute()` (an NHWC conv or pool of the NHWC `image`), or zeros of its true shape
     when the batch is empty. TF gets N = 0 wrong: Conv2D hands back its input ([0, H, W, C]
@@ -136,13 +146,15 @@ def nonempty_batch(image, compute, *, kernel, stride, padding, dilation, channel
 
 def dilate_filter(f, dh, dw):
     """[KH, KW, I, O] -> [(KH-1)*dh+1, (KW-1)*dw+1, I, O] with zeros between the taps.
-    KH and KW are static: a filter is a parameter or an input of known shape."""
-    kh, kw = f.shape[0], f.shape[1]
+    A dim the graph does not know (a filter input whose input_spec leaves it open) is
+    read when it runs."""
+    kh, kw, channels, _ = known_or_run_dims(f)
     # Each tap followed by rate - 1 zeros, flattened back, the trailing zeros cut off.
     f = tf.pad(f[:, None], ((0, 0), (0, dh - 1), (0, 0), (0, 0), (0, 0)))
-    f = tf.reshape(f, (kh * dh, kw, f.shape[3], -1))[: (kh - 1) * dh + 1]
+    f = tf.reshape(f, (kh * dh, kw, channels, -1))[: (kh - 1) * dh + 1]
     f = tf.pad(f[:, :, None], ((0, 0), (0, 0), (0, dw - 1), (0, 0), (0, 0)))
-    return tf.reshape(f, (-1, kw * dw, f.shape[3], f.shape[4]))[:, : (kw - 1) * dw + 1]
+    _, _, _, channels, out = known_or_run_dims(f)
+    return tf.reshape(f, (-1, kw * dw, channels, out))[:, : (kw - 1) * dw + 1]
 
 
 def pool_pads_of(x, kernel, stride, padding, dilation, ceil_mode):
@@ -173,7 +185,7 @@ def pool(native_pool, fill):
             return native_pool(nhwc, kernel, stride, dilation)
 
         return nonempty_batch(x, compute, kernel=kernel, stride=stride, padding=widths,
-                              dilation=dilation, channels=x.shape[3])
+                              dilation=dilation, channels=known_or_run_dims(x)[3])
 
     return lowering
 

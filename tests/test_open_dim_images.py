@@ -1,0 +1,86 @@
+"""conv2d and the pools where `input_spec` leaves dims open (sizes known only when the
+program runs), on all 9 targets, forward and gradient, with an empty batch and a full one,
+against numpy:eager in float64.
+
+TF's graph targets (tensorflow:static, tensorflow:function) raised raw errors here (found
+by the random-program tester with open dims): the zeros they return for an empty batch
+were built from the static channel count and kernel size (`None values not supported`,
+`NoneType - int`), and a dilated strided conv wrote the zeros into its filter with static
+sizes; those are now read when the graph runs where the graph does not know them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import TARGETS
+
+import unigraph as ug
+from unigraph.config import Target
+
+CONVS = {
+    "plain": {"stride": (1, 1), "padding": (0, 0), "dilation": (1, 1), "groups": 1},
+    "grouped, dilated, strided": {"stride": (2, 1), "padding": (1, 0), "dilation": (2, 1),
+                                  "groups": 2},
+}
+OPEN = {  # which dims of (x, w, bias) the spec leaves open
+    "every dim": ((0, 1, 2, 3), (0, 1, 2, 3), (0,)),
+    "the filter's": ((), (0, 1, 2, 3), (0,)),
+    "x's channels": ((1,), (), ()),
+}
+
+
+def _spec(arrays, opened):
+    return [ug.Spec(tuple(None if axis in axes else d for axis, d in enumerate(a.shape)),
+                    str(a.dtype)) for a, axes in zip(arrays, opened)]
+
+
+def _run(fn, arrays, opened, target):
+    """fn(*arrays) and the gradient of a weighted sum of it, on `target` with the spec and
+    on numpy:eager in float64 (no spec); asserts they agree."""
+
+    def loss(*xs):
+        out = fn(*xs)
+        return ug.sum(out * out)
+
+    def both(spec):
+        forward = ug.function(fn, input_spec=spec)
+        grad = ug.function(lambda *xs: ug.grad(loss, argnums=tuple(range(len(xs))))(*xs),
+                           input_spec=spec)
+        return forward, grad
+
+    wide = [a.astype(np.float64) for a in arrays]
+    with ug.use_backend("numpy", "eager"):
+        forward, grad = both(_spec(wide, opened))
+        expected = [forward(*wide).numpy()] + [g.numpy() for g in grad(*wide)]
+    t = Target.parse(target)
+    with ug.use_backend(t.backend, t.mode):
+        forward, grad = both(_spec(arrays, opened))
+        got = [forward(*arrays).numpy()] + [g.numpy() for g in grad(*arrays)]
+    for name, a, e in zip(["output"] + [f"grad {k}" for k in range(len(arrays))], got,
+                          expected):
+        assert a.shape == e.shape, name
+        np.testing.assert_allclose(a, e, rtol=1e-4, atol=1e-4, err_msg=name)
+
+
+@pytest.mark.parametrize("batch", [0, 2])
+@pytest.mark.parametrize("opened", list(OPEN))
+@pytest.mark.parametrize("conv", list(CONVS))
+@pytest.mark.parametrize("target", TARGETS)
+def test_conv2d_with_open_dims(target, conv, opened, batch):
+    attrs = CONVS[conv]
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(batch, 2, 5, 4)).astype(np.float32)
+    w = rng.normal(size=(4, 2 // attrs["groups"], 2, 3)).astype(np.float32)
+    bias = rng.normal(size=(4,)).astype(np.float32)
+    _run(lambda x, w, b: ug.conv2d(x, w, b, **attrs), [x, w, bias], OPEN[opened], target)
+
+
+@pytest.mark.parametrize("batch", [0, 2])
+@pytest.mark.parametrize("op", ["max_pool2d", "avg_pool2d"])
+@pytest.mark.parametrize("target", TARGETS)
+def test_pools_with_every_dim_open(target, op, batch):
+    x = np.random.default_rng(1).normal(size=(batch, 3, 4, 3)).astype(np.float32)
+    pool = getattr(ug, op)
+    _run(lambda x: pool(x, (2, 2), stride=(1, 2), padding=(1, 0)), [x], [(0, 1, 2, 3)],
+         target)
