@@ -7,6 +7,7 @@ by the random-program tester with open dims): the zeros they return for an empty
 were built from the static channel count and kernel size (`None values not supported`,
 `NoneType - int`), and a dilated strided conv wrote the zeros into its filter with static
 sizes; those are now read when the graph runs where the graph does not know them.
+paddle:static's float64 avg_pool2d with the channels open raised Paddle's ValueError.
 """
 
 from __future__ import annotations
@@ -76,11 +77,19 @@ def test_conv2d_with_open_dims(target, conv, opened, batch):
     _run(lambda x, w, b: ug.conv2d(x, w, b, **attrs), [x, w, bias], OPEN[opened], target)
 
 
+POOLS = {"every dim": (0, 1, 2, 3), "the channels": (1,)}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("batch", [0, 2])
+@pytest.mark.parametrize("opened", list(POOLS))
 @pytest.mark.parametrize("op", ["max_pool2d", "avg_pool2d"])
 @pytest.mark.parametrize("target", TARGETS)
-def test_pools_with_every_dim_open(target, op, batch):
-    x = np.random.default_rng(1).normal(size=(batch, 3, 4, 3)).astype(np.float32)
+def test_pools_with_open_dims(target, op, opened, batch, dtype):
+    """Also paddle:static's float64 avg_pool2d (a depthwise conv of ones, whose groups are
+    the channels) with the channels open: it raised Paddle's ValueError ('All elements in
+    shape must be positive')."""
+    x = np.random.default_rng(1).normal(size=(batch, 3, 4, 3)).astype(dtype)
     pool = getattr(ug, op)
-    _run(lambda x: pool(x, (2, 2), stride=(1, 2), padding=(1, 0)), [x], [(0, 1, 2, 3)],
+    _run(lambda x: pool(x, (2, 2), stride=(1, 2), padding=(1, 0)), [x], [POOLS[opened]],
          target)

@@ -157,8 +157,18 @@ def avg_pool2d(x, *, kernel, stride, padding, ceil_mode=False, count_include_pad
     # 0.1111111119 for 1/9). In float64 the window sums are a depthwise convolution with a
     # kernel of ones (exact backward), divided by the count in float64.
     channels = x.shape[1]
-    ones = paddle.ones([channels, 1, *kernel], dtype=x.dtype)
-    window = F.conv2d(padded, ones, stride=list(stride), groups=channels)
+    if channels is None or channels < 0:
+        # Channels left open by input_spec: the depthwise conv's groups must be known, so
+        # each channel of each image is pooled as an image of its own (one filter of ones).
+        ones = paddle.ones([1, 1, *kernel], dtype=x.dtype)
+        size = paddle.shape(padded)
+        rows = paddle.reshape(padded, [-1, 1, size[2], size[3]])
+        window = F.conv2d(rows, ones, stride=list(stride))
+        pooled = paddle.shape(window)
+        window = paddle.reshape(window, [size[0], size[1], pooled[2], pooled[3]])
+    else:
+        ones = paddle.ones([channels, 1, *kernel], dtype=x.dtype)
+        window = F.conv2d(padded, ones, stride=list(stride), groups=channels)
     if constant:
         return paddle.divide(window, paddle.full([], kernel[0] * kernel[1], x.dtype))
     mask = _ones_mask(x, kernel, stride, padding, ceil_mode, count_include_pad)
