@@ -46,6 +46,11 @@ from unigraph.ir import FLOAT_DTYPES
 from unigraph.ops import OPS
 from unigraph.ops._util import unbroadcast
 
+try:  # NumPy >= 2: the error state is a context variable
+    from numpy._core._ufunc_config import _extobj_contextvar, _make_extobj
+except ImportError:  # pragma: no cover - another NumPy layout: np.errstate blocks
+    _extobj_contextvar = _make_extobj = None
+
 __all__ = ["KERNELS", "OPERATORS", "UNARY_UFUNCS", "VJP_KERNELS", "conv2d", "kernel", "vjp_kernel"]
 
 
@@ -89,10 +94,11 @@ _FLOATS = frozenset(np.dtype(name) for name in FLOAT_DTYPES)
 _FAST_FLOATS = frozenset((np.dtype(np.float32), np.dtype(np.float64)))
 
 # The cross-entropy forward's exponentials and row sums, kept for the VJP of the same call:
-# one entry per thread, (loss, logits, labels, exp, row sums), taken (and cleared) by the
-# VJP when it is handed that very loss array for those very logits and labels. The engine
-# never writes an array it has handed on, so identity means the same numbers; any other
-# call recomputes. At most one [N, C] array per thread stays alive between calls.
+# one entry per thread, (loss, logits, labels, exp, row sums, the labels' flat positions
+# `_picks`), taken (and cleared) by the VJP when it is handed that very loss array for
+# those very logits and labels. The engine never writes an array it has handed on, so
+# identity means the same numbers; any other call recomputes. At most one [N, C] array per
+# thread stays alive between calls.
 _softmax_memo = threading.local()
 
 
@@ -105,15 +111,26 @@ def sparse_softmax_cross_entropy(logits, labels):
     if _out_of_range(labels, logits.shape[1]):
         check_indices("sparse_softmax_cross_entropy", labels, logits.shape[1])
     shifted = _shifted_rows(logits)
-    exp = np.exp(shifted)
+    # the picks first: then the exponentials go into shifted's own buffer
+    picks = _picks(shifted, labels)
+    picked = np.ravel(shifted)[picks]
+    exp = np.exp(shifted, out=shifted)
     total = np.add.reduce(exp, axis=1)  # exp.sum(axis=1) without ndarray.sum's Python layer
     lse = np.log(total)
-    picked = shifted[_rows(len(labels)), labels]
-    loss = np.subtract(picked, lse)
+    loss = np.subtract(picked, lse, out=picked)
     # -(picked - lse), not lse - picked: the reference's signed zeros
-    loss = np.negative(loss, out=loss).astype(logits.dtype, copy=False)
-    _softmax_memo.entry = (loss, logits, labels, exp, total)
+    loss = np.negative(loss, out=loss)
+    if loss.dtype != logits.dtype:
+        loss = loss.astype(logits.dtype)
+    _softmax_memo.entry = (loss, logits, labels, exp, total, picks)
     return loss
+
+
+def _picks(matrix, labels):
+    """The positions of `matrix[arange(N), labels]` in `matrix` [N, C] raveled in C order
+    (labels in range): one add, and a 1-D gather or scatter by them is ~3x cheaper than
+    NumPy's 2-D fancy indexing by (rows, labels)."""
+    return np.add(_row_starts(*matrix.shape), labels)
 
 
 # int64/int32 labels seen as unsigned: a negative label is then >= 2**31, so one max
@@ -148,12 +165,33 @@ def _row_max(x):
 
 def _shifted_rows(x):
     """x - max(x) over axis 1, as `ops.nn._shifted` (a row with an infinite max is NaN,
-    silently); the error state is entered only where such a row exists."""
+    silently: NumPy's `invalid` warning is off for this one subtraction, as the record's
+    `np.errstate` does, set through its context variable: ~0.2 us where the `errstate`
+    block costs ~2 us and a test of the peaks for finite values ~1.5 us)."""
     peak = _row_max(x)
-    if np.logical_and.reduce(np.isfinite(peak), axis=None):  # .all() without its Python layer
-        return x - peak
-    with np.errstate(invalid="ignore"):
-        return x - peak
+    if _extobj_contextvar is None:  # pragma: no cover - another NumPy layout
+        with np.errstate(invalid="ignore"):
+            return x - peak
+    token = _extobj_contextvar.set(_ignoring_invalid())
+    try:
+        return np.subtract(x, peak)
+    finally:
+        _extobj_contextvar.reset(token)
+
+
+_IGNORING: dict = {}  # an error state -> the same with invalid="ignore"
+
+
+def _ignoring_invalid():
+    """The current NumPy error state with `invalid` ignored, cached per state (as
+    `codegen._ignore_overflow`); other settings (over, divide, a call) stay the caller's."""
+    current = _extobj_contextvar.get()
+    state = _IGNORING.get(current)
+    if state is None:
+        if len(_IGNORING) > 64:
+            _IGNORING.clear()
+        state = _IGNORING[current] = _make_extobj(invalid="ignore")
+    return state
 
 
 def sparse_softmax_cross_entropy_vjp(g, inputs, out):
@@ -162,19 +200,30 @@ def sparse_softmax_cross_entropy_vjp(g, inputs, out):
     logits, labels = inputs
     if logits.size == 0 or logits.dtype not in _FLOATS:
         return OPS["sparse_softmax_cross_entropy"].vjp(g, inputs, out)
+    d_logits = _softmax_minus_one_hot(logits, labels, out)
+    if g.dtype == d_logits.dtype:
+        return [np.multiply(d_logits, g[:, None], out=d_logits), None]
+    return [(d_logits * g[:, None]).astype(logits.dtype, copy=False), None]
+
+
+def _softmax_minus_one_hot(logits, labels, out):
+    """softmax(logits) - one_hot(labels) as a fresh array: from the forward's
+    exponentials when `out` is that call's loss (`_softmax_memo`), else computed again."""
     entry = getattr(_softmax_memo, "entry", None)
     if entry is not None and entry[0] is out and entry[1] is logits and entry[2] is labels:
         _softmax_memo.entry = None
         # The forward's exp is referenced by nothing else now: divide into its buffer.
-        e, total = entry[3], entry[4]
+        e, total, picks = entry[3], entry[4], entry[5]
         d_logits = np.divide(e, total[:, None], out=e)
+        if d_logits.flags.c_contiguous:  # (its layout follows the logits': NumPy's order K)
+            flat = d_logits.reshape(-1)  # a view
+            flat[picks] -= 1  # (the forward checked these labels)
+            return d_logits
     else:
         e = np.exp(_shifted_rows(logits))
         d_logits = e / e.sum(axis=1, keepdims=True)
-    d_logits[_rows(len(labels)), labels] -= 1
-    if g.dtype == d_logits.dtype:
-        return [np.multiply(d_logits, g[:, None], out=d_logits), None]
-    return [(d_logits * g[:, None]).astype(logits.dtype, copy=False), None]
+    d_logits[np.arange(len(labels)), labels] -= 1
+    return d_logits
 
 
 def mean_vjp(g, inputs, out, *, axis, keepdims):
@@ -184,14 +233,39 @@ def mean_vjp(g, inputs, out, *, axis, keepdims):
     if x.dtype not in _FLOATS:
         return [None]
     axes = tuple(range(x.ndim)) if axis is None else tuple(axis)
-    count = 1
-    for a in axes:
-        count *= x.shape[a]
     if not keepdims and axis is not None:
         g = np.expand_dims(g, axes)  # a mean over all axes has a 0-d g: it broadcasts as is
     grad = np.empty(x.shape, x.dtype)
-    grad[...] = np.asarray(g / count).astype(x.dtype, copy=False)
+    grad[...] = _mean_share(g, x, axes)
     return [grad]
+
+
+def _mean_share(g, x, axes):
+    """g / count in x's dtype: what mean's VJP spreads over x."""
+    count = 1
+    for a in axes:
+        count *= x.shape[a]
+    return np.asarray(g / count).astype(x.dtype, copy=False)
+
+
+def mean_cross_entropy_vjp(g, loss, mean, logits, labels, *, axis, keepdims):
+    """The gradient of `mean = mean(loss, axis, keepdims)`, `loss =
+    sparse_softmax_cross_entropy(logits, labels)` with respect to logits, given the
+    mean's gradient g: what `mean_vjp` then `sparse_softmax_cross_entropy_vjp` give (None
+    where they give none), in one call (`grad_codegen` makes it of the two steps). Where g
+    is one number, the mean's share g / count multiplies the cross-entropy's gradient as
+    that one number instead of as the [N] array of it `mean_vjp` fills: the same products,
+    without the array, its fill and the [N, 1] view (hand-written NumPy's `d / len(y)`)."""
+    if (g.size != 1 or logits.size == 0 or logits.dtype not in _FLOATS
+            or loss.dtype != logits.dtype):
+        (spread,) = mean_vjp(g, [loss], mean, axis=axis, keepdims=keepdims)
+        if spread is None:
+            return None
+        return sparse_softmax_cross_entropy_vjp(spread, [logits, labels], loss)[0]
+    # (the mean of a [N] loss reduces its only axis, or none: then count is 1)
+    share = _mean_share(g.reshape(()), loss, range(loss.ndim) if axis is None else axis)
+    d_logits = _softmax_minus_one_hot(logits, labels, loss)
+    return np.multiply(d_logits, share, out=d_logits)
 
 
 def mean(x, *, axis, keepdims):
@@ -207,7 +281,10 @@ def mean(x, *, axis, keepdims):
     total = np.add.reduce(x, axis=axis, keepdims=keepdims)
     if type(total) is np.ndarray:
         return np.true_divide(total, np.intp(count), out=total, casting="unsafe")
-    return np.asarray(x.dtype.type(total / np.intp(count)))
+    # np.mean's `total / intp(count)` of two NumPy scalars is a float64 division (~3 us in
+    # NumPy's scalar math); Python's float division is the same IEEE double division, and
+    # the array made of it rounds to x's dtype as np.mean's `dtype.type(...)` does
+    return np.array(float(total) / count, x.dtype)
 
 
 def relu(x):
@@ -216,18 +293,20 @@ def relu(x):
     return np.asarray(np.maximum(x, 0))
 
 
-_ROWS: dict = {}
+_ROW_STARTS: dict = {}
 
 
-def _rows(count: int) -> np.ndarray:
-    """np.arange(count), read-only and kept per count: the row index of the label picks."""
-    rows = _ROWS.get(count)
-    if rows is None:
-        if len(_ROWS) > 64:
-            _ROWS.clear()
-        rows = _ROWS[count] = np.arange(count)
-        rows.flags.writeable = False
-    return rows
+def _row_starts(count: int, width: int) -> np.ndarray:
+    """np.arange(count) * width, read-only and kept per (count, width): the flat position of
+    each row's first entry in a C-contiguous [count, width] array."""
+    key = (count, width)
+    starts = _ROW_STARTS.get(key)
+    if starts is None:
+        if len(_ROW_STARTS) > 64:
+            _ROW_STARTS.clear()
+        starts = _ROW_STARTS[key] = np.arange(count) * width
+        starts.flags.writeable = False
+    return starts
 
 
 def _same_float(g, *arrays) -> bool:
@@ -316,6 +395,9 @@ KERNELS["relu"] = relu
 # matmul's operands have one dtype (the record's rule), which np.matmul keeps: the
 # record's cast is a no-op
 KERNELS["matmul"] = np.matmul
+# VJP_KERNELS's rule of two steps, sparse_softmax_cross_entropy then mean, in one call
+# (see `grad_codegen`)
+FUSED_VJPS = {("sparse_softmax_cross_entropy", "mean"): mean_cross_entropy_vjp}
 VJP_KERNELS = {"sparse_softmax_cross_entropy": sparse_softmax_cross_entropy_vjp,
                "mean": mean_vjp, "matmul": matmul_vjp, "add": add_vjp, "sub": sub_vjp,
                "relu": relu_vjp}

@@ -37,6 +37,31 @@ def _release(lines: list, done, returned: set) -> None:
     lines.append(f"    del {', '.join(names)}")
 
 
+def _fused_pairs(plan, ops: list, requires) -> dict:
+    """{index of the second step: the fused VJP rule (with its attrs)} for each pair of
+    consecutive op steps whose VJP kernels `fast_kernels.FUSED_VJPS` makes one call of (a
+    mean of a cross-entropy): the first step's output is read by the second only and is not
+    a plan output, its first input needs a gradient, and both run their fast VJP kernels.
+    Consecutive, so no other step's gradient is added between the two."""
+    from unigraph.reference.fast_kernels import FUSED_VJPS, vjp_kernel
+
+    reads: dict = {}
+    for s in plan.steps:
+        for slot in s.ins:
+            reads[slot] = reads.get(slot, 0) + 1
+    pairs = {}
+    for index in range(1, len(ops)):
+        first, second = ops[index - 1], ops[index]
+        rule = FUSED_VJPS.get((first.op.name, second.op.name))
+        if (rule is None or second.ins != [first.out] or reads.get(first.out) != 1
+                or first.out in plan.output_slots or first.ins[0] not in requires
+                or first.vjp is not vjp_kernel(first.op.name, first.op)
+                or second.vjp is not vjp_kernel(second.op.name, second.op)):
+            continue
+        pairs[index] = functools.partial(rule, **second.attrs)
+    return pairs
+
+
 def generate(step):
     """`step.run`'s work as one function `run(operands) -> outputs + gradients`, or None
     when the subplan holds anything but op steps (or Python cannot compile the code)."""
@@ -45,7 +70,7 @@ def generate(step):
     plan = step.fn
     if any(type(s) is not OpStep for s in plan.steps):
         return None
-    scope = {"ones": np.ones, "zeros_like": np.zeros_like}
+    scope = {"ones": np.ones, "array": np.array, "zeros_like": np.zeros_like}
     lines = ["def run(operands):"]
     lines += [f"    v{slot} = operands[{i}]" for i, slot in enumerate(plan.input_slots)]
     ops = [s for s in plan.steps if s.op.name != "constant"]
@@ -59,16 +84,33 @@ def generate(step):
     every = sorted({*plan.input_slots, *(s.out for s in plan.steps)})
     lines += [f"    g{slot} = None" for slot in every]
     seed_slot = plan.output_slots[step.output]
-    # np.ones_like's own steps (empty_like, copyto) in one C call: the same 1
-    lines.append(f"    g{seed_slot} = ones(v{seed_slot}.shape, v{seed_slot}.dtype)")
+    if _rank(plan, seed_slot) == 0:
+        # np.ones_like's 1 for a 0-d output (a loss) in one C call (np.ones: ~0.5 us more)
+        lines.append(f"    g{seed_slot} = array(1, v{seed_slot}.dtype)")
+    else:
+        # np.ones_like's own steps (empty_like, copyto) in one C call: the same 1
+        lines.append(f"    g{seed_slot} = ones(v{seed_slot}.shape, v{seed_slot}.dtype)")
     returned = set(plan.output_slots)
+    fused = _fused_pairs(plan, ops, step.requires)
     for index in reversed(range(len(ops))):
         s = ops[index]
         if index + 1 < len(ops):
             _release(lines, ops[index + 1], returned)
+        if index + 1 in fused:
+            continue  # its rule ran in the next step's fused call
         needs = [slot in step.requires for slot in s.ins]
         if s.vjp is None or not any(needs):
             continue  # OpStep.backward returns before calling the rule
+        if index in fused:
+            # the two rules in one call: the gradient of the first step's first input, as
+            # its rule would have given it (with the second's gradient)
+            first = ops[index - 1]
+            scope[f"b{index}"] = fused[index]
+            operands = ", ".join(f"v{i}" for i in (first.out, s.out, *first.ins))
+            lines.append(f"    if g{s.out} is not None:")
+            lines.append(f"        x = b{index}(g{s.out}, {operands})")
+            lines += _accumulate(first.ins[0])
+            continue
         extra = {"needs": needs} if s.op.partial_vjp else {}
         scope[f"b{index}"] = functools.partial(s.vjp, **extra, **s.attrs) if (
             extra or s.attrs) else s.vjp
@@ -83,8 +125,7 @@ def generate(step):
             if not need:
                 continue
             lines.append(f"        x = r[{k}]")
-            lines.append(f"        if x is not None and v{slot}.dtype.kind == 'f':")
-            lines.append(f"            g{slot} = x if g{slot} is None else g{slot} + x")
+            lines += _accumulate(slot)
     outputs = "".join(f"v{slot}, " for slot in plan.output_slots)
     grads = "".join(
         f"g{plan.input_slots[i]} if g{plan.input_slots[i]} is not None "
@@ -96,3 +137,22 @@ def generate(step):
         return None
     exec(code, scope)
     return scope["run"]
+
+
+def _accumulate(slot) -> list:
+    """The lines that add gradient `x` to slot's (as `plan._add`: a floating input's, when
+    there is one; the first kept as it is)."""
+    return [f"        if x is not None and v{slot}.dtype.kind == 'f':",
+            f"            g{slot} = x if g{slot} is None else g{slot} + x"]
+
+
+def _rank(plan, slot):
+    """The rank of the plan's value in `slot` (None if no node or input defines it)."""
+    for value in (*plan.graph.inputs, *plan.graph.params):
+        if plan.slots.get(value.id) == slot:
+            return len(value.shape)
+    for node in plan.graph.nodes:
+        for value in node.outputs:
+            if plan.slots.get(value.id) == slot:
+                return len(value.shape)
+    return None
