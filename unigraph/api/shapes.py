@@ -69,6 +69,17 @@ def squeeze(x, axis=None):
     """Remove size-1 dimensions (all of them when `axis` is None)."""
     x = _tensor_or_array(x)
     if axis is None:
+        unknown = [i for i, d in enumerate(x.shape) if d is None]
+        if unknown:
+            # Eagerly each size-1 dim goes; a trace cannot tell whether an open dim will be
+            # 1, and the result's rank must be known: refused, not guessed.
+            dims = ", ".join("None" if d is None else str(d) for d in x.shape)
+            raise ShapeError(
+                f"ug.squeeze at {user_source()}: x is [{dims}], and the size of "
+                f"{'axis' if len(unknown) == 1 else 'axes'} {', '.join(map(str, unknown))} "
+                "is known only when the program runs (left "
+                "open by input_spec), so which dims are 1 is not known while tracing; name "
+                "the axes to remove: ug.squeeze(x, axis=...)")
         axes = tuple(i for i, d in enumerate(x.shape) if d == 1)
     else:
         axes = _axes(axis, len(x.shape), "squeeze")
