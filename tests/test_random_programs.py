@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from conftest import TARGETS
 
+import unigraph as ug
 from unigraph.config import Target
 from unigraph.testing.random_programs import Workers, evaluate, render, shrink, survey
 from unigraph.testing.random_programs.model import Assign, Input, Program, Var
@@ -22,12 +23,26 @@ from unigraph.testing.random_programs.runner import IllConditioned
 from unigraph.testing.random_programs.tester import REFERENCE, counts_table, reproducer_text
 
 BATCH = 25  # about 50 s on 2 cores (backends in 2 worker processes)
+OPEN_BATCH = 20
 
 
 @pytest.fixture(scope="module")
 def batch():
+    """Every dim known to the trace (no input_spec): the programs of the tester before it
+    drew open dims."""
     with Workers(timeout=120, jobs=2) as workers:
-        return survey(TARGETS, count=BATCH, seed_value=0, grads=True, workers=workers)
+        return survey(TARGETS, count=BATCH, seed_value=0, grads=True, workers=workers,
+                      open_dims=False)
+
+
+@pytest.fixture(scope="module")
+def open_batch():
+    """Programs whose input_spec may leave dims open, without control flow (a `cond` or
+    `while` whose paths give one value a known dim and an open one is still refused by
+    every static target: unigraph/control_flow.py)."""
+    with Workers(timeout=120, jobs=2) as workers:
+        return survey(TARGETS, count=OPEN_BATCH, seed_value=0, grads=True, workers=workers,
+                      max_depth=0)
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -39,6 +54,16 @@ def test_fixed_seed_batch_agrees_with_the_reference(batch, target):
     report = "\n\n".join(reproducer_text(f) for f in failures)
     assert not failures, f"{counts_table(batch)}\n\n{report}"
     assert counts["ok"] + counts["refused"] == batch.programs - batch.reference_failed
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_fixed_seed_batch_with_open_dims_agrees_with_the_reference(open_batch, target):
+    counts = open_batch.counts[target]
+    failures = [f for f in open_batch.failures.values() if f.signature[0] in (target, REFERENCE)]
+    report = "\n\n".join(reproducer_text(f) for f in failures)
+    assert not failures, f"{counts_table(open_batch)}\n\n{report}"
+    assert counts["ok"] + counts["refused"] + counts["open-dim limit"] == open_batch.programs
+    assert open_batch.open_programs >= OPEN_BATCH // 4  # 7 of 20 leave a dim open
 
 
 def test_fixed_seed_batch_is_valid_on_the_reference(batch):
@@ -151,3 +176,69 @@ def test_ill_conditioned_programs_are_rejected(expr, reason):
     program = Program("float32", [Input(x, seed=1)], [Assign(y, expr, ("x0",))], ["v1"])
     with pytest.raises(IllConditioned):
         evaluate(program, ["numpy:static"], grads=True)
+
+
+# -- open dims (input_spec) -----------------------------------------------------------------
+def _open_program(expr: str, shape: tuple, dtype="float32") -> Program:
+    """v1 = expr (of `shape`) over x0 of shape (3, 2), whose input_spec leaves dim 0 open."""
+    x = Var("x0", (3, 2))
+    return Program(dtype, [Input(x, seed=5, open=(0,))],
+                   [Assign(Var("v1", shape), expr, ("x0",))], ["v1"])
+
+
+def test_an_open_program_renders_its_input_spec_and_runs_as_a_script(tmp_path):
+    import subprocess
+    import sys
+
+    source = render(_open_program("ug.tanh(x0) * 2.0", (3, 2)),
+                    targets=["numpy:static"])
+    assert "spec = [ug.Spec((None, 2), dtype)]" in source
+    assert source.count("@ug.function(input_spec=spec)") == 2
+    path = tmp_path / "repro.py"
+    path.write_text(source)
+    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert [line.split(" [")[0] for line in done.stdout.splitlines() if " [array(" in line] == [
+        "reference", "reference grad", "numpy:static", "numpy:static grad"]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_an_open_program_is_traced_with_its_open_dims(target):
+    """The slice x0[1:] of a dim the spec leaves open: every target agrees, and a static
+    target's trace (grad_program's too) does not know the dim."""
+    from unigraph.testing.random_programs.model import load
+
+    program = _open_program("x0[1:] * x0[:-1]", (2, 2))
+    (outcome,) = evaluate(program, [target], grads=True).outcomes
+    assert outcome.status == "ok", outcome
+    namespace = load(render(program))
+    x = program.arrays()[0]
+    t = Target.parse(target)
+    with ug.use_backend(t.backend, t.mode):
+        for name in ("program", "grad_program"):
+            graph = namespace[name].trace(x)
+            assert graph.inputs[0].shape == (None, 2), (name, graph.inputs[0])
+
+
+@pytest.mark.parametrize("documented", [True, False])
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_refusal_only_with_an_open_dim_is_told_apart(monkeypatch, target, documented):
+    """ug.take(x0, [-1]) along a dim the spec leaves open is refused while tracing (a
+    documented limit, naming the fix); eagerly, or with the dim known, it runs. Static
+    targets count it as an "open-dim limit" (neither a pass nor a failure), or, were it
+    not documented, as an "open-dim refusal" (a failure: one program, two meanings)."""
+    from unigraph.testing.random_programs import runner
+
+    if not documented:
+        monkeypatch.setattr(runner, "OPEN_DIM_LIMITS", [])
+    program = _open_program("ug.take(x0, np.array([-1]), axis=0)", (1, 2))
+    (outcome,) = evaluate(program, [target], grads=True).outcomes
+    if Target.parse(target).mode == "eager":
+        assert outcome.status == "ok", outcome
+    elif documented:
+        assert outcome.status == "open-dim limit" and not outcome.failed, outcome
+    else:
+        assert outcome.status == "open-dim refusal" and outcome.failed, outcome
+    (closed,) = evaluate(program.closed(), [target], grads=True).outcomes
+    assert closed.status == "ok", closed

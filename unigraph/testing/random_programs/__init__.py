@@ -1,7 +1,7 @@
 """A differential tester: random valid programs, every target, the float64 reference.
 
     python -m unigraph.testing.random_programs --seed 0 --count 2000 \\
-        [--targets paddle:static,torch] [--grad/--no-grad]
+        [--targets paddle:static,torch] [--grad/--no-grad] [--open-dims/--no-open-dims]
 
 hypothesis draws programs built from the op records (`strategies`): elementwise ops with
 broadcasting, reductions, reshapes / transposes / slices, matmul, the softmax family,
@@ -16,11 +16,18 @@ records (`runner`). Programs that come close to a kink, a tie or an overflow in 
 are rejected, not judged. A raw framework error, a crash, or a refusal that does not name
 the user's line is a failure as much as a wrong number.
 
+A program may also draw an `input_spec` that leaves dims of its inputs open (None): its
+inputs keep their sizes, eager targets check the call against the spec, and static
+targets trace with those sizes unknown until the run. A static target that refuses such
+a program, where the same program with every dim known runs, fails ("open-dim refusal":
+one program, one meaning) unless the refusal is a documented limit naming the fix
+(`runner.OPEN_DIM_LIMITS`: "open-dim limit", counted apart).
+
 The CLI prints per-target counts and, for each distinct failure, the program hypothesis
 shrank it to, as a script that prints the reference and the failing targets' answers.
 
 >>> from unigraph.testing.random_programs import survey
->>> found = survey(["numpy:static", "torch:eager"], count=20, seed_value=0)
+>>> found = survey(["numpy:static", "torch:eager"], count=20, seed_value=0, open_dims=False)
 >>> found.failures
 {}
 """

@@ -1,8 +1,8 @@
 """The command line of the random-program tester (`python -m unigraph.testing.random_programs`).
 
 Prints per-target counts (programs run, agreements, disagreements, raw errors, crashes,
-refusals), then one shrunk, standalone reproducer per distinct failure. Exit status 1 when
-anything failed.
+refusals, refusals due to an open dim), then one shrunk, standalone reproducer per
+distinct failure. Exit status 1 when anything failed.
 """
 
 from __future__ import annotations
@@ -51,6 +51,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--max-statements", type=int, default=8)
     p.add_argument("--max-depth", type=int, default=2, help="control-flow nesting")
     p.add_argument("--dtypes", default="float32,float64")
+    p.add_argument("--open-dims", action=argparse.BooleanOptionalAction, default=True,
+                   help="let a program's input_spec leave dims of its inputs open (None), "
+                        "so static targets trace with those sizes unknown; --no-open-dims: "
+                        "no input_spec, every dim known to the trace")
     p.add_argument("--no-shrink", action="store_true", help="report first programs as found")
     p.add_argument("--max-shrinks", type=int, default=20,
                    help="shrink at most this many distinct failures")
@@ -64,7 +68,7 @@ def main(argv=None) -> int:
     args = parser().parse_args(argv)
     targets = _targets(args.targets)
     strategy = {"max_statements": args.max_statements, "max_depth": args.max_depth,
-                "dtypes": tuple(args.dtypes.split(","))}
+                "dtypes": tuple(args.dtypes.split(",")), "open_dims": args.open_dims}
     started = time.perf_counter()
 
     def progress(found):
@@ -76,8 +80,9 @@ def main(argv=None) -> int:
         found = survey(targets, args.count, args.seed, args.grad, workers, progress,
                        **strategy)
         print(f"{found.programs} programs x {len(targets)} targets (seed {args.seed}, "
-              f"{'forward and grad' if args.grad else 'forward only'}; {found.rejected} "
-              f"ill-conditioned programs rejected), {found.seconds:.0f} s\n")
+              f"{'forward and grad' if args.grad else 'forward only'}; {found.open_programs} "
+              f"with dims left open by input_spec; {found.rejected} ill-conditioned programs "
+              f"rejected), {found.seconds:.0f} s\n")
         print(counts_table(found))
         if found.reference_failed:
             print(f"({found.reference_failed} programs the reference could not run)")

@@ -13,6 +13,7 @@ choices that built the program; dead code removal makes the printed program mini
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import linecache
 from dataclasses import dataclass
@@ -87,11 +88,18 @@ class Loop:
 @dataclass
 class Input:
     """A float input: values drawn by NumPy from `seed`, rounded to 3 decimals (short
-    reproducers), kept 0.01 apart and away from 0 by construction where `kind` says so."""
+    reproducers), kept 0.01 apart and away from 0 by construction where `kind` says so.
+    `open` names the axes the program's input_spec leaves open (None): static targets
+    trace with those sizes unknown until the run."""
 
     var: Var
     seed: int
     kind: str = "normal"  # normal | positive
+    open: tuple = ()
+
+    @property
+    def spec_shape(self) -> tuple:
+        return tuple(None if axis in self.open else d for axis, d in enumerate(self.var.shape))
 
     def values(self) -> np.ndarray:
         rng = np.random.default_rng(self.seed)
@@ -139,6 +147,22 @@ class Program:
     def size(self) -> int:
         """Statements the rendered program holds (nested ones included)."""
         return sum(1 for _ in walk(self.needed()[0]))
+
+    @property
+    def is_open(self) -> bool:
+        """Whether its input_spec leaves a dim of an input it uses open."""
+        return any(i.open for i in self.needed()[1])
+
+    def closed(self) -> Program:
+        """The same program traced with every dim known (no input_spec)."""
+        inputs = [dataclasses.replace(i, open=()) for i in self.inputs]
+        return dataclasses.replace(self, inputs=inputs)
+
+    def shapes(self) -> dict:
+        """name -> shape of every value (as run, every dim known)."""
+        found = {i.var.name: i.var.shape for i in self.inputs}
+        found.update((stmt.out.name, stmt.out.shape) for stmt in walk(self.stmts))
+        return found
 
 
 def walk(stmts):
@@ -292,35 +316,110 @@ if __name__ == "__main__":
 '''
 
 
+OPEN_LOSS = '''
+
+def weights(shape, dtype):
+    """Fixed weights for the loss, of an output's shape as it runs (the trace may not know
+    it): a plain sum would hide errors (sum(softmax(x)) is 1)."""
+    n = int(np.prod(shape))
+    return np.cos(np.arange(n) + 0.5).reshape(shape).astype(dtype)
+
+
+def build(dtype):
+    """(program, grad_program) in `dtype`. input_spec leaves the None dims open: static
+    targets trace with those sizes unknown until the run; eager ones check the call."""
+'''
+
+OPEN_MAIN = '''
+
+if __name__ == "__main__":
+    reference = [x.astype(np.float64) for x in inputs]  # numpy:eager in float64
+    reference_program, reference_grad_program = build("float64")
+    with ug.use_backend("numpy", "eager"):
+        print("reference", [o.numpy() for o in reference_program(*reference)])
+        {ref_grad}
+    for target in {targets!r}:
+        backend, mode = target.split(":")
+        with ug.use_backend(backend, mode):
+            print(target, [o.numpy() for o in program(*inputs)])
+            {target_grad}
+'''
+
+
+def _loss_terms(program: Program, float_outputs: list, weight) -> str:
+    return " + ".join(f"ug.sum(outputs[{k}] * {weight(k)})" for k in float_outputs)
+
+
+def _open_source(program: Program, title: str, stmts, inputs, float_outputs,
+                 grads: bool) -> str:
+    """The program inside `build(dtype)`, traced with its input_spec (see `render`)."""
+    args = ", ".join(i.var.name for i in inputs)
+    pad = INDENT
+    specs = [f"ug.Spec({i.spec_shape!r}, dtype)" for i in inputs]
+    spec = f"{pad}spec = [{', '.join(specs)}]"
+    if len(spec) > 96:  # one per line
+        spec = f"{pad}spec = [\n" + "".join(f"{pad * 2}{s},\n" for s in specs) + f"{pad}]"
+    lines = [HEADER.format(title=title).rstrip("\n") + "\n" + OPEN_LOSS.rstrip("\n"),
+             spec, "", f"{pad}@ug.function(input_spec=spec)",
+             f"{pad}def program({args}):"]
+    for stmt in stmts:
+        lines += _lines(stmt, 2)
+    lines.append(f"{pad * 2}return ({', '.join(program.outputs)},)")
+    grad = "None"
+    if grads and float_outputs:
+        shapes = program.shapes()
+        terms = _loss_terms(program, float_outputs, lambda k: f"weights("
+                            f"{shapes[program.outputs[k]]!r}, dtype)")
+        argnums = "(" + "".join(f"{k}, " for k in range(len(inputs))) + ")"
+        lines += ["", f"{pad}def loss({args}):", f"{pad * 2}outputs = program({args})",
+                  f"{pad * 2}return {terms}", "", f"{pad}@ug.function(input_spec=spec)",
+                  f"{pad}def grad_program({args}):",
+                  f"{pad * 2}return ug.grad(loss, argnums={argnums})({args})"]
+        grad = "grad_program"
+    lines += ["", f"{pad}return program, {grad}", "", "",
+              f'program, grad_program = build("{program.dtype}")']
+    return "\n".join(lines) + "\n"
+
+
 def render(program: Program, title: str = "A random unigraph program.", targets=(),
            grads: bool = True) -> str:
-    """The program as a standalone Python script (see the module docstring)."""
+    """The program as a standalone Python script (see the module docstring). A program
+    whose input_spec leaves dims open (`Program.is_open`) is written inside
+    `build(dtype)`, so that the float64 reference traces the same spec in float64."""
     stmts, inputs = program.needed()
     args = ", ".join(i.var.name for i in inputs)
-    lines = [HEADER.format(title=title).rstrip("\n")]
-    lines += ["", "", "@ug.function", f"def program({args}):"]
-    for stmt in stmts:
-        lines += _lines(stmt, 1)
-    lines.append(f"{INDENT}return ({', '.join(program.outputs)},)")
-    source = "\n".join(lines) + "\n"
     float_outputs = [k for k, name in enumerate(program.outputs)
                      if name in program.float_names()]
-    if grads and inputs and float_outputs:
-        terms = " + ".join(f"ug.sum(outputs[{k}] * weights(outputs[{k}]))"
-                           for k in float_outputs)
-        argnums = "(" + "".join(f"{k}, " for k in range(len(inputs))) + ")"
-        source += LOSS.format(args=args, loss=terms, argnums=argnums)
+    is_open = program.is_open
+    if is_open:
+        source = _open_source(program, title, stmts, inputs, float_outputs, grads)
+    else:
+        lines = [HEADER.format(title=title).rstrip("\n")]
+        lines += ["", "", "@ug.function", f"def program({args}):"]
+        for stmt in stmts:
+            lines += _lines(stmt, 1)
+        lines.append(f"{INDENT}return ({', '.join(program.outputs)},)")
+        source = "\n".join(lines) + "\n"
+        if grads and inputs and float_outputs:
+            terms = _loss_terms(program, float_outputs,
+                                lambda k: f"weights(outputs[{k}])")
+            argnums = "(" + "".join(f"{k}, " for k in range(len(inputs))) + ")"
+            source += LOSS.format(args=args, loss=terms, argnums=argnums)
     # The 3-decimal values: np.array(0.123, np.float32) is the float32 the tester feeds.
     source += "\n\n" + "\n".join(f"{i.var.name} = {_array_literal(i.values(), program.dtype)}"
-                                 for i in inputs)
+                                  for i in inputs)
     source += f"\ninputs = [{args}]\n" if inputs else "\ninputs = []\n"
     if targets:
-        has_grad = "grad_program" in source
-        ref_grad = ('print("reference grad", [g.numpy() for g in grad_program(*reference)])'
-                    if has_grad else "")
+        has_grad = ("grad_program" in source and not is_open) or (
+            is_open and grads and bool(float_outputs))
+        ref_grad = ""
+        if has_grad:
+            called = "reference_grad_program" if is_open else "grad_program"
+            ref_grad = f'print("reference grad", [g.numpy() for g in {called}(*reference)])'
         target_grad = ('print(target, "grad", [g.numpy() for g in grad_program(*inputs)])'
                        if has_grad else "")
-        source += MAIN.format(targets=list(targets), ref_grad=ref_grad,
+        main = OPEN_MAIN if is_open else MAIN
+        source += main.format(targets=list(targets), ref_grad=ref_grad,
                               target_grad=target_grad)
     return source
 

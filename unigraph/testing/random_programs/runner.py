@@ -17,6 +17,12 @@ Each target runs the same source on the inputs in the program's dtype. Its outco
   a bug in unigraph) on a program the reference ran: always a failure;
 * "refused": a `UnigraphError` naming the program's file and line (a documented
   refusal: counted, not a failure);
+* "open-dim refusal": a refusal (clear or not, or an error naming the program's line) of
+  a program whose input_spec leaves dims open, where the same program with every dim
+  known runs and agrees: one program must have one
+  meaning, so this is a failure, unless the message is a documented limit of open dims
+  that names the fix (`OPEN_DIM_LIMITS`): "open-dim limit", counted apart, neither a pass
+  nor a failure;
 * "unclear refusal": a `UnigraphError` that does not name the user's line (a failure:
   every refusal must say where);
 * "crash", "timeout": the worker process running the target died or hung (see
@@ -70,7 +76,7 @@ class Outcome:
 
     @property
     def failed(self) -> bool:
-        return self.status not in ("ok", "refused")
+        return self.status not in ("ok", "refused", "open-dim limit")
 
     @property
     def signature(self) -> tuple:
@@ -227,13 +233,16 @@ def reference(program: Program, source: str, grads: bool) -> Reference:
     inputs = program.arrays("float64")
     forward, backward = Watch(), Watch()
     try:
+        run_program, run_grad = namespace["program"], namespace.get("grad_program")
+        if "build" in namespace:  # an input_spec: the same one in float64
+            run_program, run_grad = namespace["build"]("float64")
         with use_backend("numpy", "eager"):
             with watching(forward):
-                outputs = _arrays(namespace["program"](*inputs))
+                outputs = _arrays(run_program(*inputs))
             gradients = None
-            if grads and "grad_program" in namespace:
+            if grads and run_grad is not None:
                 with watching(backward):
-                    gradients = _arrays(namespace["grad_program"](*inputs))
+                    gradients = _arrays(run_grad(*inputs))
     finally:
         forget(namespace)
     if not _finite_and_bounded(gradients or []):
@@ -308,9 +317,51 @@ def evaluate(program: Program, targets, grads: bool = True, workers=None) -> Res
     grads = grads and ref.grads is not None
     targets = [str(t) for t in targets]
     inputs = program.arrays()
-    if workers is None:
-        runs = {t: execute(t, source, inputs, grads) for t in targets}
-    else:
-        runs = workers.run_all(targets, source, inputs, grads)
+    runs = _run_all(targets, source, inputs, grads, workers)
     result.outcomes = [judge(t, runs[t], ref, program.dtype) for t in targets]
+    if program.is_open:
+        _judge_open_refusals(result, ref, inputs, grads, workers)
     return result
+
+
+def _run_all(targets, source, inputs, grads, workers) -> dict:
+    if workers is None:
+        return {t: execute(t, source, inputs, grads) for t in targets}
+    return workers.run_all(targets, source, inputs, grads)
+
+
+# A refusal that holds only where input_spec leaves a dim open, documented in the README
+# with the fix named in the message: (pattern of the message, what it is).
+OPEN_DIM_LIMITS: list = [
+    (r"a negative index \(-?\d+\) along axis \d+, whose size is known only when the "
+     r"program runs \(left open by input_spec\)",
+     "ug.take with a negative index along an open dim (README: Shapes that vary)"),
+    (r"ug\.squeeze at .*so which dims are 1 is not known while tracing; name the axes",
+     "ug.squeeze(x) with no axis, of a tensor with an open dim"),
+]
+
+
+def open_dim_status(detail: str) -> str:
+    """"open-dim limit" for a documented refusal of open dims, else "open-dim refusal"."""
+    documented = any(re.search(pattern, detail) for pattern, _ in OPEN_DIM_LIMITS)
+    return "open-dim limit" if documented else "open-dim refusal"
+
+
+def _judge_open_refusals(result: Result, ref: Reference, inputs, grads, workers) -> None:
+    """Run each target that refused the program again with every dim known: if it runs
+    then, the open dims alone made it refuse (see `open_dim_status`). A refusal is a
+    unigraph error, or another error whose message names the program's line (an
+    IndexError while tracing, say)."""
+    refused = [o for o in result.outcomes if o.status in ("refused", "unclear refusal") or (
+        o.status == "raw error" and "random_program_" in o.detail)]
+    if not refused:
+        return
+    closed = result.program.closed()
+    runs = _run_all([o.target for o in refused], render(closed), inputs, grads, workers)
+    for outcome in refused:
+        if judge(outcome.target, runs[outcome.target], ref, closed.dtype).status == "ok":
+            outcome.status = open_dim_status(outcome.detail)
+            # What refused ("cond", "`while` loop", an op) tells these failures apart.
+            what = re.match(r"\w+: (.{1,60}?) at random_program_", outcome.detail)
+            if what:
+                outcome.what += f" ({what.group(1)})"

@@ -12,7 +12,9 @@ and pool windows fit, indices and labels are in range):
 * conv2d (groups, stride, padding, dilation, optional bias; sometimes a zero-size batch),
   max_pool2d, avg_pool2d;
 * `ug.cond` / `ug.while_loop` with nested functions, and Python `if` / `while` that
-  autograph converts, nested up to `max_depth`, loops with a bounded trip count.
+  autograph converts, nested up to `max_depth`, loops with a bounded trip count;
+* an `input_spec` that leaves some dims of the inputs open (None), so static targets
+  trace without knowing those sizes (`OPEN_DIMS`).
 
 Every choice is a hypothesis draw, so hypothesis shrinks programs: fewer statements,
 simpler ops (each list of choices starts with the simplest), smaller shapes, no nesting.
@@ -21,6 +23,8 @@ float64 run: see `runner.hazards`.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 from hypothesis import strategies as st
@@ -303,6 +307,9 @@ def reshape(b: Builder, env, depth):
         return _assign(b, shape, f"{a.name}[{_index_text(index)}]", [a.name])
     if how == "squeeze" and 1 in a.shape:
         shape = tuple(d for d in a.shape if d != 1)
+        if b.draw(st.booleans()):  # every size-1 axis, named (a trace may not know them)
+            axes = tuple(i for i, d in enumerate(a.shape) if d == 1)
+            return _assign(b, shape, f"ug.squeeze({a.name}, axis={axes!r})", [a.name])
         return _assign(b, shape, f"ug.squeeze({a.name})", [a.name])
     if how == "broadcast":
         shape = (b.draw(st.integers(1, 3)),) + tuple(
@@ -473,10 +480,38 @@ def statement(b: Builder, env, depth):
     return generator(b, env, depth) or unary(b, env, depth)
 
 
+# Which dims a program's input_spec leaves open (None), simplest first: none (no
+# input_spec, every dim known to the trace), the leading (batch) dim of every input, a
+# drawn set of dims of each input, every dim.
+OPEN_DIMS = ["none", "batch", "some", "all"]
+
+
+def _open_dims(draw, inputs: list) -> list:
+    """`inputs` with the axes their input_spec leaves open. Any dim may be open: the
+    inputs keep their sizes, so the program stays valid, and the trace must not assume
+    what it cannot know (that an open dim is not 1, that two open dims are equal)."""
+    how = draw(st.sampled_from(OPEN_DIMS), label="open dims")
+    opened = []
+    for item in inputs:
+        rank = len(item.var.shape)
+        if how == "none" or rank == 0:
+            axes = ()
+        elif how == "batch":
+            axes = (0,)
+        elif how == "all":
+            axes = tuple(range(rank))
+        else:
+            axes = tuple(sorted(draw(st.sets(st.integers(0, rank - 1)), label="open axes")))
+        opened.append(dataclasses.replace(item, open=axes))
+    return opened
+
+
 @st.composite
-def programs(draw, dtypes=("float32", "float64"), max_statements=8, max_depth=2) -> Program:
+def programs(draw, dtypes=("float32", "float64"), max_statements=8, max_depth=2,
+             open_dims=True) -> Program:
     """A random valid `Program` (see the module docstring). It returns every value no
-    other statement uses, so nothing it computes is dead code.
+    other statement uses, so nothing it computes is dead code. With `open_dims`, its
+    input_spec may leave dims of its inputs open (`OPEN_DIMS`); without, it has none.
 
     >>> from hypothesis import given
     >>> @given(programs())
@@ -494,4 +529,5 @@ def programs(draw, dtypes=("float32", "float64"), max_statements=8, max_depth=2)
     outputs = [s.out.name for s in stmts if s.out.name not in used]
     if not any(s.out.is_float and s.out.name in outputs for s in stmts):
         outputs.append(_floats(env)[-1].name)
-    return Program(b.dtype, b.inputs, stmts, outputs)
+    inputs = _open_dims(draw, b.inputs) if open_dims else b.inputs
+    return Program(b.dtype, inputs, stmts, outputs)

@@ -31,7 +31,8 @@ from unigraph.testing.random_programs.model import Program, render
 from unigraph.testing.random_programs.runner import IllConditioned, Outcome, evaluate
 from unigraph.testing.random_programs.strategies import programs
 
-STATUSES = ("ok", "disagree", "raw error", "crash", "timeout", "refused", "unclear refusal")
+STATUSES = ("ok", "disagree", "raw error", "crash", "timeout", "refused", "unclear refusal",
+            "open-dim refusal", "open-dim limit")
 
 
 @dataclass
@@ -57,6 +58,7 @@ class Survey:
 
     targets: list
     programs: int = 0
+    open_programs: int = 0  # of them, those whose input_spec leaves a dim open
     rejected: int = 0
     reference_failed: int = 0  # programs the reference could not run (not run elsewhere)
     counts: dict = field(default_factory=lambda: defaultdict(Counter))  # target -> status
@@ -109,6 +111,7 @@ def survey(targets, count: int, seed_value: int = 0, grads: bool = True, workers
             found.rejected_keys.add(_key(program))
             assume(False)
         found.programs += 1
+        found.open_programs += program.is_open
         if result.reference_error:
             found.reference_failed += 1
             found.record(_reference_outcome(result.reference_error), program)
@@ -116,9 +119,10 @@ def survey(targets, count: int, seed_value: int = 0, grads: bool = True, workers
             found.counts[outcome.target][outcome.status] += 1
             if outcome.failed:
                 found.record(outcome, program)
-            elif outcome.status == "refused":
+            elif outcome.status in ("refused", "open-dim limit"):
                 message = re.sub(r"random_program_\w+\.py:\d+", "<line>", outcome.detail)
-                found.refusals[outcome.target][message.splitlines()[0][:300]] += 1
+                prefix = "(open-dim limit) " if outcome.status == "open-dim limit" else ""
+                found.refusals[outcome.target][prefix + message.splitlines()[0][:300]] += 1
         if progress is not None:
             progress(found)
 
@@ -196,11 +200,13 @@ def counts_table(found: Survey) -> str:
     shown = [s for s in STATUSES if any(found.counts[t][s] for t in found.targets)
              or s in ("ok", "disagree", "raw error")]
     width = max(len(t) for t in found.targets) if found.targets else 6
-    lines = [f"{'target':<{width}}  {'programs':>8}  " + "  ".join(f"{s:>9}" for s in shown)]
+    widths = [max(9, len(s)) for s in shown]
+    lines = [f"{'target':<{width}}  {'programs':>8}  "
+             + "  ".join(f"{s:>{w}}" for s, w in zip(shown, widths))]
     for target in found.targets:
         total = sum(found.counts[target].values())
-        lines.append(f"{target:<{width}}  {total:>8}  "
-                     + "  ".join(f"{found.counts[target][s]:>9}" for s in shown))
+        lines.append(f"{target:<{width}}  {total:>8}  " + "  ".join(
+            f"{found.counts[target][s]:>{w}}" for s, w in zip(shown, widths)))
     return "\n".join(lines)
 
 
