@@ -93,3 +93,25 @@ def test_pools_with_open_dims(target, op, opened, batch, dtype):
     pool = getattr(ug, op)
     _run(lambda x: pool(x, (2, 2), stride=(1, 2), padding=(1, 0)), [x], [POOLS[opened]],
          target)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_conv2d_with_open_dims_carried_by_a_while_loop(target):
+    """A loop carrying a conv's output, which the IR knows [None, None, 1, 2]: TF's graph
+    targets raised TF's raw ValueError ('enters the loop with shape (None, None, 1, 2), but
+    has shape (None, None, None, 2) after one iteration'): the empty-batch route read the
+    kept sizes when the graph runs, and the loop body's outputs did not take the IR's
+    shapes."""
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(2, 2, 3, 6)).astype(np.float32)
+    w = rng.normal(size=(4, 1, 2, 3)).astype(np.float32)
+
+    def program(x, w):
+        out = ug.conv2d(x, w, stride=(2, 2), padding=(0, 1), dilation=(2, 2), groups=2)
+
+        def body(k, v):
+            return k + 1, ug.tanh(v) + out
+
+        return ug.while_loop(lambda k, v: k < 3, body, (ug.tensor(0), out))[1]
+
+    _run(program, [x, w], [(0,), (0,)], target)

@@ -43,9 +43,20 @@ def make_control_flow(tf, lowerings: dict, gradients: str) -> dict:
         # The IR's types are the loop invariants: a dim the frontend left unknown (None) may
         # change from one iteration to the next.
         invariants = [tf.TensorShape(value.shape) for value in node.inputs[:count]]
+
+        def body(*values):
+            outs = lower_subgraph(body_graph, list(values) + captured)
+            # A lowering may know less of a shape than the IR (a size read when the graph
+            # runs, where input_spec left a dim open); TF then finds the value more general
+            # after an iteration than its invariant. The IR's shape is what it is.
+            for out, value in zip(outs, body_graph.outputs):
+                if isinstance(out, tf.Tensor):
+                    out.set_shape(value.shape)
+            return outs
+
         outs = tf.while_loop(
             lambda *values: lower_subgraph(cond_graph, list(values) + captured)[0],
-            lambda *values: lower_subgraph(body_graph, list(values) + captured),
+            body,
             carried,
             shape_invariants=invariants,
         )

@@ -130,7 +130,7 @@ def nonempty_batch(image, compute, *, kernel, stride, padding, dilation, channel
     batch = image.shape[0]
     if batch is not None and batch > 0:
         return compute()
-    dims = tf.shape(image) if None in tuple(image.shape) else tuple(image.shape)
+    dims = known_or_run_dims(image)  # known sizes stay static: the result keeps them
     # A pad is one int (both sides) or a pair (before, after).
     height, width = (
         (size + (sum(pad) if isinstance(pad, tuple) else 2 * pad) - rate * (k - 1) - 1)
