@@ -135,9 +135,11 @@ def _generated_source_calls_fused(fn, *args) -> bool:
 
 def _loss(kind):
     def loss(z, y):
+        other = ug.sum(z * z) * 0.5 if kind == "logits_twice" else None
         per_row = ug.sparse_softmax_cross_entropy(z, y)
-        if kind == "mean":
-            return ug.mean(per_row)
+        if kind in ("mean", "logits_twice"):
+            # (logits_twice: the fused gradient of z is added to another one)
+            return ug.mean(per_row) if other is None else other + ug.mean(per_row)
         if kind == "mean_axis0":
             return ug.mean(per_row, axis=0)
         if kind == "scaled_mean":  # the mean's gradient is not the seed
@@ -148,7 +150,7 @@ def _loss(kind):
     return loss
 
 
-KINDS = ["mean", "mean_axis0", "scaled_mean", "two_reads", "sum"]
+KINDS = ["mean", "mean_axis0", "scaled_mean", "two_reads", "logits_twice", "sum"]
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -156,7 +158,7 @@ def test_which_gradients_fuse(kind):
     fn = ug.function(lambda z, y: ug.value_and_grad(_loss(kind))(z, y))
     z, y = _logits(np.float32, bad_rows=False)
     fused = _generated_source_calls_fused(fn, z, y)
-    assert fused == (kind in ("mean", "mean_axis0", "scaled_mean"))
+    assert fused == (kind in ("mean", "mean_axis0", "scaled_mean", "logits_twice"))
 
 
 def _gradient_runs(kind, dtype, bad_rows):

@@ -92,6 +92,18 @@ def generate(step):
         lines.append(f"    g{seed_slot} = ones(v{seed_slot}.shape, v{seed_slot}.dtype)")
     returned = set(plan.output_slots)
     fused = _fused_pairs(plan, ops, step.requires)
+    # Per slot, how many rule results may be added to its gradient: a slot with one (and no
+    # seed) takes that result as it is, without the tests of `_accumulate`
+    sites: dict = {seed_slot: 1}
+    for index, s in enumerate(ops):
+        if index in fused:  # one result, for the first input of the pair's first step
+            added = ops[index - 1].ins[:1]
+        elif index + 1 in fused or s.vjp is None:
+            added = ()
+        else:
+            added = s.ins
+        for slot in added:
+            sites[slot] = sites.get(slot, 0) + 1
     for index in reversed(range(len(ops))):
         s = ops[index]
         if index + 1 < len(ops):
@@ -109,7 +121,7 @@ def generate(step):
             operands = ", ".join(f"v{i}" for i in (first.out, s.out, *first.ins))
             lines.append(f"    if g{s.out} is not None:")
             lines.append(f"        x = b{index}(g{s.out}, {operands})")
-            lines += _accumulate(first.ins[0])
+            lines += _accumulate(first.ins[0], sites)
             continue
         extra = {"needs": needs} if s.op.partial_vjp else {}
         scope[f"b{index}"] = functools.partial(s.vjp, **extra, **s.attrs) if (
@@ -125,7 +137,7 @@ def generate(step):
             if not need:
                 continue
             lines.append(f"        x = r[{k}]")
-            lines += _accumulate(slot)
+            lines += _accumulate(slot, sites)
     outputs = "".join(f"v{slot}, " for slot in plan.output_slots)
     grads = "".join(
         f"g{plan.input_slots[i]} if g{plan.input_slots[i]} is not None "
@@ -139,9 +151,13 @@ def generate(step):
     return scope["run"]
 
 
-def _accumulate(slot) -> list:
+def _accumulate(slot, sites: dict) -> list:
     """The lines that add gradient `x` to slot's (as `plan._add`: a floating input's, when
-    there is one; the first kept as it is)."""
+    there is one; the first kept as it is). Where `x` is the only one that slot can get,
+    its gradient is None until then: x itself (None or not) when the input is floating."""
+    if sites.get(slot) == 1:
+        return [f"        if v{slot}.dtype.kind == 'f':",
+                f"            g{slot} = x"]
     return [f"        if x is not None and v{slot}.dtype.kind == 'f':",
             f"            g{slot} = x if g{slot} is None else g{slot} + x"]
 
