@@ -320,6 +320,9 @@ def _prod_of_zeros_by_multiplies(x, axis, keepdims, reduced):
     and non-negative, each of known size."""
     rank = len(x.shape)
     n = math.prod(x.shape[a] for a in reduced)
+    if n == 1:  # the product of one element is that element (prod_grad would divide by it)
+        return paddle.squeeze(x, axis=reduced) if reduced and not keepdims else \
+            paddle.assign(x)
     if n < 2:
         return paddle.prod(x, axis=_axes(axis), keepdim=keepdims, dtype=x.dtype)
     # x itself is read once (a copy serves both sides), so its gradient from here is one
