@@ -18,13 +18,17 @@ checker runs it); a kernel here computes the same numbers with less work per cal
   operations without the [N, C] log-softmax matrix, the dtype-name checks and the NumPy
   error-state context per call (the softmax-regression step is mostly small ops); the
   forward keeps its exponentials for the VJP of the same call (`_softmax_memo`), so a
-  training step computes them once, as hand-written NumPy does;
+  training step computes them once, as hand-written NumPy does; the mean of a
+  cross-entropy has one VJP call for the two steps (`FUSED_VJPS`, which `grad_codegen`
+  writes), its share g / count multiplying as one number, as hand-written NumPy's
+  `d / len(y)`;
 - mean's forward, and the VJPs of matmul (2-D), add, sub and relu on operands of one float
   dtype: the same NumPy calls as the records' rules without the generic wrapper
   (`grad_for`'s dtype checks, casts and reshapes), which costs more than the arithmetic on
   a training step's bias vectors;
 
-`VJP_KERNELS` / `vjp_kernel` are the same for VJP rules.
+`VJP_KERNELS` / `vjp_kernel` are the same for VJP rules; `FUSED_VJPS` maps a pair of
+consecutive ops to one rule for both.
 
 `kernel(name, record)` is the engine's entry: the kernel when `record` is the registered
 record of op `name` (a deliberately wrong op table in a test keeps its own references),
