@@ -8,14 +8,20 @@ accumulating into a dict: ~3 us per op and direction, which on a softmax-regress
 is a fifth of the step. What the plan computes at run time but never changes (which inputs
 need a gradient: `requires`; whether a step has a VJP; its attrs) is decided here once;
 values and gradients are locals. The code makes the same calls in the same order with the
-same arguments as the step walk, so the numbers are the same bit for bit:
+same arguments as the step walk (but for the fused pairs below), so the numbers are the
+same bit for bit:
 
 - forward: `v{out} = f{i}(v{in}, ...)` for every non-constant step (constants: the plan's
   template values);
 - backward, steps in reverse: where the step's output has a gradient, its VJP rule is
   called with the inputs, the output, `needs` (rules that take it) and the attrs; each
   gradient of an input that needs one, is not None and belongs to a floating input is
-  added to that input's gradient (`a + b`, the first one kept as it is), as `plan._add`.
+  added to that input's gradient (`a + b`, the first one kept as it is), as `plan._add`;
+  an input that can get one gradient only takes it as it is;
+- two consecutive steps with one rule for both (`fast_kernels.FUSED_VJPS`: the mean of a
+  cross-entropy, whose loss vector nothing else reads) make one call of it, which gives
+  the numbers of the two rules (the mean's share multiplies as one number instead of as
+  an array of it).
 
 >>> run = generate(grad_step)      # None: the step keeps its walk
 >>> outputs_and_grads = run(operands)
