@@ -16,7 +16,8 @@ tests/test_fidelity_control_flow.py; each Paddle fault is a `unigraph_paddle.qui
   first (`ProgramBuilder.only_path`).
 * a cond branch that returns an operand unchanged makes the backward of the other outputs
   with respect to it 0: such outputs are copied.
-* a zero-size result of an `if` op has no memory (fetched as None): made outside the `if`.
+* a zero-size result of an `if` op has no memory (fetched as None): made outside the `if`;
+  a result or operand that a dim left open may make empty crosses it flat, one element more.
 * an `if` result is differentiable only if its then-branch result is: set from both.
 * a loop body that yields one loop variable as another's next value, while passing the
   first through, segfaults the build (`optimize_update`): such results are copied.
@@ -167,16 +168,28 @@ class ProgramBuilder:
         # as None, read later as shape (0,)). Its value is its shape and dtype alone, and
         # its gradient is empty, so it is made outside the `if` as zeros; where other dims
         # are unknown until the run, the `if` yields its shape (never empty) instead.
+        # A result whose size is unknown until the run (a dim left open by input_spec) may
+        # be empty then: the `if` yields it flat with one element more, and its shape.
         empty = [i for i, v in enumerate(node.outputs) if 0 in v.shape]
         sized = [i for i in empty if None in node.outputs[i].shape]
         kept = [i for i in range(len(node.outputs)) if i not in empty]
+        padded = [j for j, i in enumerate(kept) if None in node.outputs[i].shape]
         live = [False] * len(kept)  # whether either branch's result needs a gradient
+        # So may an operand: its gradient from the `if` would have no memory. It enters
+        # flat with one element more, and is taken back to its shape inside the branch.
+        flat = {k: (paddle.concat([paddle.reshape(x, [-1]), paddle.zeros([1], x.dtype)]),
+                    paddle.shape(x))
+                for k, (x, v) in enumerate(zip(operands, node.inputs[1:]))
+                if None in v.shape and 0 not in v.shape}
 
         def branch(name):
             graph = node.subgraphs[name]
 
             def build():
-                results = self.lower_block(graph, operands, node)
+                inner = list(operands)
+                for k, (values, shape) in flat.items():
+                    inner[k] = paddle.reshape(values[:-1], shape)
+                results = self.lower_block(graph, inner, node)
                 outs = [results[i] for i in kept]
                 # A branch that hands back one of its operands unchanged breaks Paddle's
                 # backward through `cond` (3.3.1: the other outputs' gradient with respect
@@ -184,7 +197,11 @@ class ProgramBuilder:
                 outs = [paddle.assign(o) if _is_in(o, operands) else o for o in outs]
                 for j, o in enumerate(outs):
                     live[j] = live[j] or not o.stop_gradient
-                return outs + [paddle.shape(results[i]) for i in sized]
+                shapes = [paddle.shape(outs[j]) for j in padded]
+                for j in padded:
+                    outs[j] = paddle.concat([paddle.reshape(outs[j], [-1]),
+                                             paddle.zeros([1], outs[j].dtype)])
+                return outs + [paddle.shape(results[i]) for i in sized] + shapes
 
             return build
 
@@ -197,6 +214,9 @@ class ProgramBuilder:
         for result, needs_gradient in zip(results, live):
             if needs_gradient:
                 result.stop_gradient = False
+        results, made_shapes = results[:len(kept) + len(sized)], results[len(kept) + len(sized):]
+        for j, shape in zip(padded, made_shapes):
+            results[j] = paddle.reshape(results[j][:-1], shape)
         made, shapes = iter(results[:len(kept)]), dict(zip(sized, results[len(kept):]))
         return [paddle.zeros(shapes.get(i, list(v.shape)), v.dtype) if i in empty
                 else next(made) for i, v in enumerate(node.outputs)]
