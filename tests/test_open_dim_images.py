@@ -95,6 +95,17 @@ def test_pools_with_open_dims(target, op, opened, batch, dtype):
          target)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("op", ["max_pool2d", "avg_pool2d"])
+@pytest.mark.parametrize("target", TARGETS)
+def test_pools_of_an_empty_batch_with_the_height_open(target, op, dtype):
+    """paddle:static's max_pool2d reshaped its result to [0, 3, -1, 4], which Paddle
+    refuses (raw ValueError: 'size must be divisible by known capacity'; seed 5006)."""
+    x = np.zeros((0, 3, 4, 3), dtype)
+    pool = getattr(ug, op)
+    _run(lambda x: pool(x, (3, 2), stride=(2, 1), padding=(0, 1)), [x], [(2,)], target)
+
+
 @pytest.mark.parametrize("target", TARGETS)
 def test_conv2d_with_open_dims_carried_by_a_while_loop(target):
     """A loop carrying a conv's output, which the IR knows [None, None, 1, 2]: TF's graph

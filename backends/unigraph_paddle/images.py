@@ -103,7 +103,9 @@ def max_pool2d(x, *, kernel, stride, padding, dilation=(1, 1), ceil_mode=False):
     flat, index = paddle.flatten(x, start_axis=2), paddle.flatten(where, start_axis=2)
     picked = paddle.take_along_axis(flat, index, axis=2)
     shape = list(where.shape)  # in a Program the batch may be unknown (-1)
-    return paddle.reshape(picked, shape if shape.count(-1) <= 1 else paddle.shape(where))
+    # Paddle's reshape infers one -1 only from the other dims' sizes: none beside a 0
+    known = shape.count(-1) == 0 or (shape.count(-1) == 1 and 0 not in shape)
+    return paddle.reshape(picked, shape if known else paddle.shape(where))
 
 
 def _dilated_max_pool2d(x, wide, kernel, stride, dilation):
