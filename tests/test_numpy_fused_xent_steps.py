@@ -247,3 +247,30 @@ def test_a_bad_label_after_good_steps_raises(target, label):
     bad[3] = label
     with pytest.raises(ug.IndexOutOfRangeError, match=f"{label}"):
         run_on(target, lambda: _mlp_steps([*GOOD, bad], 2))
+
+
+@pytest.mark.parametrize("under", ["ignore", "raise", "warn"])
+def test_an_underflowing_mean_share_keeps_numpys_error_state(under):
+    logits, labels = _logits(np.float32, bad_rows=False)
+    g = np.asarray(np.float32(1e-38))  # g / 7 underflows (subnormal, inexact)
+    outcomes = []
+    for fused in (False, True):
+        with np.errstate(under=under), warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            try:
+                if fused:
+                    loss = kernel(XENT, OPS[XENT])(logits, labels)
+                    mean = np.asarray(np.mean(loss))
+                    got = mean_cross_entropy_vjp(g, loss, mean, logits, labels, axis=None,
+                                                 keepdims=False)
+                else:
+                    got = _two_rules(g, logits, labels, None, False)
+                outcomes.append((got.tobytes(), [str(w.message) for w in seen]))
+            except FloatingPointError as error:
+                outcomes.append(("raised", str(error)))
+        fast_kernels._softmax_memo.entry = None
+    assert outcomes[0] == outcomes[1]
+    if under == "raise":
+        assert outcomes[0] == ("raised", "underflow encountered in divide")
+    else:  # (the products underflow too)
+        assert ("underflow encountered in divide" in outcomes[0][1]) == (under == "warn")
