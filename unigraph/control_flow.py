@@ -147,25 +147,19 @@ def cond(pred, true_fn, false_fn, *operands):
     >>> ug.cond(x > y, lambda: x + y, lambda: x - y)
     """
     frame = sys._getframe(1)
-    if type(pred) is Tensor and pred._value is None and pred.dtype == "bool" and \
-            pred.shape in _SCALAR_SHAPES:
-        return _eager_cond(pred, true_fn, false_fn, operands, frame)  # the eager fast path
-    pred = _predicate(pred, "cond", frame)
-    builder = current_builder()
-    if isinstance(pred, Tensor) and pred.is_symbolic and builder is not None:
-        return _traced_cond(builder, pred, true_fn, false_fn, operands)
-    if not isinstance(pred, Tensor):  # a Python value: Python's `if`, in every mode
-        return (true_fn if pred else false_fn)(*operands)
-    return _eager_cond(pred, true_fn, false_fn, operands, frame)
-
-
-_SCALAR_SHAPES = ((), (1,))  # the shapes a predicate may have
-
-
-def _eager_cond(pred, true_fn, false_fn, operands, frame):
-    """A cond on a concrete predicate: the branch taken runs (inside the `cond` region),
-    then the other is traced abstractly, once per signature, to check it would give the
-    same structure (so that code passing here passes on every static target)."""
+    # An eager bool scalar (the common case) goes straight to the eager cond below.
+    if type(pred) is not Tensor or pred._value is not None or pred.dtype != "bool" or \
+            pred.shape not in _SCALAR_SHAPES:
+        pred = _predicate(pred, "cond", frame)
+        builder = current_builder()
+        if isinstance(pred, Tensor) and pred.is_symbolic and builder is not None:
+            return _traced_cond(builder, pred, true_fn, false_fn, operands)
+        if not isinstance(pred, Tensor):  # a Python value: Python's `if`, in every mode
+            return (true_fn if pred else false_fn)(*operands)
+    # A concrete predicate: the branch taken runs (inside the `cond` region), then the other
+    # is traced abstractly, once per signature, to check it would give the same structure
+    # (so that code passing here passes on every static target). Here, not in a function of
+    # its own: a Python call less in every eager cond.
     taken, other = (true_fn, false_fn) if pred.__bool__() else (false_fn, true_fn)
     token = _region.set(("cond", frame))  # `region("cond", frame)`, without its object
     try:
@@ -179,6 +173,9 @@ def _eager_cond(pred, true_fn, false_fn, operands, frame):
         if key not in _checked_branches:
             _check_untaken_branch(taken, other, operands, result, key)
     return result
+
+
+_SCALAR_SHAPES = ((), (1,))  # the shapes a predicate may have
 
 
 def _branches_key(taken, other) -> tuple:
@@ -364,13 +361,20 @@ def while_loop(cond_fn, body_fn, loop_vars, maximum_iterations=None):
     >>> ug.while_loop(lambda x: x > 0, lambda x: x - 1, x, maximum_iterations=10)
     """
     frame = sys._getframe(1)
-    maximum_iterations = _checked_maximum(maximum_iterations, frame)
-    builder = current_builder()
-    if builder is None and type(loop_vars) is tuple and all(
-            type(x) is Tensor and x._value is None for x in loop_vars):
-        with region("while_loop", frame):  # eager tensors already: nothing to convert
-            return _eager_while_tensors(cond_fn, body_fn, loop_vars, maximum_iterations,
-                                        frame)
+    if maximum_iterations is not None:
+        maximum_iterations = _checked_maximum(maximum_iterations, frame)
+    builder = _builder.get()
+    if builder is None and type(loop_vars) is tuple:
+        for x in loop_vars:  # (a loop, not all() over a generator: every eager loop asks)
+            if type(x) is not Tensor or x._value is not None:
+                break
+        else:  # eager tensors already: nothing to convert
+            token = _region.set(("while_loop", frame))  # `region(...)`, without its object
+            try:
+                return _eager_while_tensors(cond_fn, body_fn, loop_vars, maximum_iterations,
+                                            frame)
+            finally:
+                _region.reset(token)
     leaves, treedef = pytree.flatten(loop_vars, is_array_leaf)
     leaves = [x if isinstance(x, Tensor) else tensor(x) for x in leaves]
     loop_vars = pytree.unflatten(treedef, leaves)
@@ -420,14 +424,15 @@ def _eager_while(cond_fn, body_fn, loop_vars, maximum, frame):
 
 def _eager_while_tensors(cond_fn, body_fn, loop_vars: tuple, maximum, frame):
     """`_eager_while` of the common loop, a tuple of eager tensors: each iteration checks
-    the body's result against the loop variables' first (shape, dtype) list, inline, and
+    the body's result against the loop variables' first shapes and dtypes, inline, and
     goes through `_check_same` (which raises in the user's terms, or accepts what it
     accepts) only when that quick comparison fails. The same checks, in fewer steps: the
     (shape, dtype) equality is transitive, so matching the first iteration's types is
     matching the previous one's."""
     limit = max_loop_iterations()
-    types = [(x.shape, x.dtype) for x in loop_vars]
-    size = len(types)
+    shapes = [x.shape for x in loop_vars]
+    dtypes = [x.dtype for x in loop_vars]
+    size = len(shapes)
     count = 0
     while maximum is None or count < maximum:
         pred = cond_fn(*loop_vars)
@@ -447,7 +452,9 @@ def _eager_while_tensors(cond_fn, body_fn, loop_vars: tuple, maximum, frame):
         if same:  # a loop, not all() over a generator: every iteration asks
             index = 0  # (an index, not zip() and unpacking: ~0.1 us less an iteration)
             for x in new_vars:
-                if type(x) is not Tensor or (x.shape, x.dtype) != types[index]:
+                # (no (shape, dtype) tuple made for each variable of every iteration)
+                if type(x) is not Tensor or x.dtype != dtypes[index] or \
+                        x.shape != shapes[index]:
                     same = False
                     break
                 index += 1
