@@ -39,29 +39,12 @@ import numpy as np
 
 from unigraph.loop_guard import find_loop_guard
 from unigraph.ops import OPS
+from unigraph.reference.error_state import STATE, ignoring
 from unigraph.reference.fast_kernels import ARITHMETIC_UFUNCS, OPERATORS, UNARY_UFUNCS, kernel
-
-try:  # NumPy >= 2: the error state is a context variable
-    from numpy._core._ufunc_config import _extobj_contextvar, _make_extobj
-except ImportError:  # pragma: no cover - another NumPy layout: integer ops call the ufunc
-    _extobj_contextvar = _make_extobj = None
 
 __all__ = ["generate"]
 
 _MAY_OVERFLOW = {"add", "sub", "mul"}
-_ignoring: dict = {}  # the caller's error state -> the same with over="ignore"
-
-
-def _ignore_overflow():
-    """The current NumPy error state with integer (and float) overflow ignored, cached per
-    state (a state is an immutable capsule, kept alive as the key)."""
-    current = _extobj_contextvar.get()
-    state = _ignoring.get(current)
-    if state is None:
-        if len(_ignoring) > 64:
-            _ignoring.clear()
-        state = _ignoring[current] = _make_extobj(over="ignore")
-    return state
 
 
 class _Writer:
@@ -197,7 +180,7 @@ class _Writer:
             if kind in "iu" and step.op.name in _MAY_OVERFLOW and self.ignoring:
                 self.emit(depth, f"{out} = {x} {operator} {y}")  # (the loop ignores it)
             elif kind in "iu" and step.op.name in _MAY_OVERFLOW:
-                if _extobj_contextvar is None:
+                if STATE is None:
                     operator = None
                 else:
                     self.overflow_guard = True
@@ -275,7 +258,7 @@ class _Writer:
         scalars.update(carried)
         # A carried value is unshared when its start and every new value are (see below)
         starts = [names[slot] in self.unshared for slot in step.carried]
-        ignore = (_extobj_contextvar is not None and not self.ignoring
+        ignore = (STATE is not None and not self.ignoring
                   and _only_integer_operators(step))
         if ignore:
             self.overflow_guard = self.ignoring = True
@@ -476,9 +459,8 @@ def generate(plan, keep=None, values=None):
     writer.plan(plan, names, scalars, 1)
     body = writer.lines
     if writer.overflow_guard:
-        writer.scope.update(SET=_extobj_contextvar.set, RESET=_extobj_contextvar.reset,
-                            IGNORE_OF=_ignore_overflow)
-        header.append("    IGNORE = IGNORE_OF()")
+        writer.scope.update(SET=STATE.set, RESET=STATE.reset, IGNORING=ignoring)
+        header.append("    IGNORE = IGNORING('over')")
     if values is not None:
         returned = ", ".join(writer.array(names[slot], scalars) for slot in values)
     else:

@@ -49,11 +49,7 @@ from unigraph.index_checks import check_indices
 from unigraph.ir import FLOAT_DTYPES
 from unigraph.ops import OPS
 from unigraph.ops._util import unbroadcast
-
-try:  # NumPy >= 2: the error state is a context variable
-    from numpy._core._ufunc_config import _extobj_contextvar, _make_extobj
-except ImportError:  # pragma: no cover - another NumPy layout: np.errstate blocks
-    _extobj_contextvar = _make_extobj = None
+from unigraph.reference import error_state
 
 __all__ = ["KERNELS", "OPERATORS", "UNARY_UFUNCS", "VJP_KERNELS", "conv2d", "kernel", "vjp_kernel"]
 
@@ -173,29 +169,14 @@ def _shifted_rows(x):
     `np.errstate` does, set through its context variable: ~0.2 us where the `errstate`
     block costs ~2 us and a test of the peaks for finite values ~1.5 us)."""
     peak = _row_max(x)
-    if _extobj_contextvar is None:  # pragma: no cover - another NumPy layout
+    if error_state.STATE is None:  # pragma: no cover - another NumPy layout
         with np.errstate(invalid="ignore"):
             return x - peak
-    token = _extobj_contextvar.set(_ignoring_invalid())
+    token = error_state.STATE.set(error_state.ignoring("invalid"))
     try:
         return np.subtract(x, peak)
     finally:
-        _extobj_contextvar.reset(token)
-
-
-_IGNORING: dict = {}  # an error state -> the same with invalid="ignore"
-
-
-def _ignoring_invalid():
-    """The current NumPy error state with `invalid` ignored, cached per state (as
-    `codegen._ignore_overflow`); other settings (over, divide, a call) stay the caller's."""
-    current = _extobj_contextvar.get()
-    state = _IGNORING.get(current)
-    if state is None:
-        if len(_IGNORING) > 64:
-            _IGNORING.clear()
-        state = _IGNORING[current] = _make_extobj(invalid="ignore")
-    return state
+        error_state.STATE.reset(token)
 
 
 def sparse_softmax_cross_entropy_vjp(g, inputs, out):
@@ -249,29 +230,14 @@ def _mean_share(g, x, axes):
     count = 1
     for a in axes:
         count *= x.shape[a]
-    if g.ndim == 0 and g.dtype is x.dtype and g.dtype in _FAST_FLOATS and _underflow_ignored():
+    if (g.ndim == 0 and g.dtype is x.dtype and g.dtype in _FAST_FLOATS
+            and error_state.ignores("under")):
         # NumPy's scalar math (~0.4 us; the ufunc on a 0-d array and an int: ~4 us): the
         # same IEEE division by the count in g's dtype. Dividing by a count >= 1 can raise
         # no flag but underflow, which NumPy's error state then ignores in both (their
         # messages would differ: "scalar divide").
         return g[()] / count
     return np.asarray(g / count).astype(x.dtype, copy=False)
-
-
-_UNDERFLOW_IGNORED: dict = {}  # an error state -> whether it ignores underflow
-
-
-def _underflow_ignored() -> bool:
-    """Whether NumPy's current error state ignores underflow (np.geterr() once per state)."""
-    if _extobj_contextvar is None:  # pragma: no cover - another NumPy layout
-        return False
-    current = _extobj_contextvar.get()
-    ignored = _UNDERFLOW_IGNORED.get(current)
-    if ignored is None:
-        if len(_UNDERFLOW_IGNORED) > 64:
-            _UNDERFLOW_IGNORED.clear()
-        ignored = _UNDERFLOW_IGNORED[current] = np.geterr()["under"] == "ignore"
-    return ignored
 
 
 def mean_cross_entropy_vjp(g, loss, mean, logits, labels, *, axis, keepdims):

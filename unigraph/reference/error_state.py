@@ -1,0 +1,53 @@
+"""NumPy's floating-point error state (`np.errstate`), read and set without its context
+manager by the NumPy engine's hot paths: a generated loop of integer ops ignores overflow,
+the cross-entropy kernel ignores `invalid` for one subtraction, mean's gradient asks
+whether underflow is ignored. NumPy >= 2 keeps the state in a context variable (`STATE`,
+None on another NumPy layout: callers then use `np.errstate`); a state is an immutable
+object, so the derived states and answers are cached per state.
+
+>>> token = STATE.set(ignoring("over"))
+>>> try:
+...     np.int8(127) + np.int8(1)   # no RuntimeWarning
+... finally:
+...     STATE.reset(token)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+try:  # NumPy >= 2: the error state is a context variable
+    from numpy._core._ufunc_config import _extobj_contextvar as STATE
+    from numpy._core._ufunc_config import _make_extobj
+except ImportError:  # pragma: no cover - another NumPy layout
+    STATE = _make_extobj = None
+
+__all__ = ["STATE", "ignores", "ignoring"]
+
+_IGNORING: dict = {}  # (a state, a kind) -> that state with the kind ignored
+_IGNORES: dict = {}  # (a state, a kind) -> whether the state ignores the kind
+
+
+def ignoring(kind: str):
+    """The current error state with `kind` ("over", "invalid", ...) ignored, the other
+    settings (and a call or log set with np.seterrcall) the caller's."""
+    key = (STATE.get(), kind)
+    state = _IGNORING.get(key)
+    if state is None:
+        if len(_IGNORING) > 64:
+            _IGNORING.clear()
+        state = _IGNORING[key] = _make_extobj(**{kind: "ignore"})
+    return state
+
+
+def ignores(kind: str) -> bool:
+    """Whether the current error state ignores `kind` (False where `STATE` is None)."""
+    if STATE is None:  # pragma: no cover - another NumPy layout
+        return False
+    key = (STATE.get(), kind)
+    answer = _IGNORES.get(key)
+    if answer is None:
+        if len(_IGNORES) > 64:
+            _IGNORES.clear()
+        answer = _IGNORES[key] = np.geterr()[kind] == "ignore"
+    return answer
