@@ -21,13 +21,22 @@ from unigraph.config import Target, _context_target, current_target
 from unigraph.dispatch import backend_of, symbolic, value_of
 from unigraph.errors import ShapeError, TracingError
 from unigraph.ir import Graph, check_dtype
-from unigraph.tensor import Parameter, Tensor, as_array, dtype_name, eager_tensor, tensor
+from unigraph.tensor import (
+    Parameter,
+    Tensor,
+    as_array,
+    dtype_name,
+    eager_tensor,
+    eager_tensor_lines,
+    tensor,
+)
 from unigraph.tracing import (
     GraphBuilder,
     _builder,
     _in_function,
     current_builder,
     current_region,
+    open_builders,
     user_source,
 )
 
@@ -266,7 +275,8 @@ class Function:
         return self if instance is None else functools.partial(self, instance)
 
     def __call__(self, *args, **kwargs):
-        if _builder.get() is not None:
+        # (`open_builders` empty: no trace open anywhere, no ContextVar to read)
+        if open_builders and _builder.get() is not None:
             return self._call_inline(args, kwargs)
         # The target, once (current_target()'s precedence, inline; the backend lookup also
         # refuses a target that cannot run, before any user code).
@@ -632,9 +642,7 @@ def _typed(out_types, backend, outputs) -> list:
 def _out_tensor(shape: tuple, dtype: str, backend, out) -> Tensor:
     """The tensor of a run's output `out` (native, or a NumPy array) of known type."""
     if type(out) is np.ndarray:
-        tensor = eager_tensor(shape, dtype, backend, None)
-        tensor._array = out  # (Tensor(shape, dtype, backend, array=out), without __init__)
-        return tensor
+        return eager_tensor(shape, dtype, backend, None, out)
     return eager_tensor(shape, dtype, backend, out)
 
 
@@ -804,7 +812,8 @@ def _run_lines(scope: dict, compiled: Compiled, names: list, args) -> list:
     The key guarantees feeds of the types the entry's first run accepted, so they go to
     `run_known`; it fixed each argument's type (Tensor or ndarray) and dtype: a native-order
     array is fed as it is, a Tensor of this backend as its native (anything else as `_run`
-    feeds it)."""
+    feeds it). Where the executable offers its compiled function (`_direct_lines`), feeds
+    that are all its natives go straight to that."""
     lines = []
     if compiled.params:
         scope["load_params"] = _load_params
@@ -812,21 +821,30 @@ def _run_lines(scope: dict, compiled: Compiled, names: list, args) -> list:
     executable = compiled.executable
     scope["run"] = getattr(executable, "run_known", executable.run)
     feeds = []
+    natives = []  # the test that every feed is this backend's native, one per Tensor
     for name, a in zip(names, args):
         if type(a) is np.ndarray and a.dtype.isnative:
             feeds.append(name)
             continue
         feeds.append(f"f_{name}")
         if type(a) is Tensor:
-            lines += [f"    f_{name} = {name}._native if {name}._backend is backend else None",
-                      f"    if f_{name} is None:",
-                      f"        f_{name} = feed({name}, backend)"]
-        else:
-            lines.append(f"    f_{name} = feed({name}, backend)")
+            lines.append(f"    f_{name} = {name}._native if {name}._backend is backend else None")
+            natives.append(f"f_{name} is not None")
+    fed = [f"    if f_{name} is None:\n        f_{name} = feed({name}, backend)"
+           if type(a) is Tensor else f"    f_{name} = feed({name}, backend)"
+           for name, a, f in zip(names, args, feeds) if f != name]
     if compiled.randoms:
         scope["random_feeds"] = _random_feeds
         feeds.append("*random_feeds(compiled)")
-    lines.append(f"    outputs = run([{''.join(f + ', ' for f in feeds)}])")
+    known = [*fed, f"    outputs = run([{''.join(f + ', ' for f in feeds)}])"]
+    direct = _direct_lines(scope, compiled, names, args, feeds, natives)
+    if direct is None:
+        lines += known
+    elif natives:  # each Tensor's native known only when the call runs
+        lines += [f"    if {' and '.join(natives)}:", *["    " + x for x in direct],
+                  "    else:", *["    " + x for x in "\n".join(known).split("\n")]]
+    else:
+        lines += direct
     if compiled.loop_lines:  # the loop guard's flag, last: `_check_loop_flag`'s usual case
         scope.update(check_loop_flag=_check_loop_flag, loop_lines=compiled.loop_lines)
         lines += ["    flag = outputs[-1]",
@@ -838,25 +856,58 @@ def _run_lines(scope: dict, compiled: Compiled, names: list, args) -> list:
     return lines
 
 
+def _direct_lines(scope: dict, compiled: Compiled, names: list, args, feeds: list,
+                  natives: list) -> list | None:
+    """A generated caller's run of `compiled` by the executable's own compiled function
+    (its `direct_run()`: `(function, params, takes_arrays)` or None), without `run_known`'s
+    call and tests, a failure raised as `run_known` raises it (`_translated`: unigraph's
+    error where the framework's has one). Only for feeds that are all the backend's natives
+    (an array the call feeds as it is counts where `takes_arrays`); None where the
+    executable has no such function (yet) or a feed cannot be one."""
+    direct_run = getattr(compiled.executable, "direct_run", None)
+    found = direct_run() if direct_run is not None else None
+    if found is None:
+        return None
+    function, params, takes_arrays = found
+    arrays = [name for name, a, f in zip(names, args, feeds) if f == name]
+    if compiled.randoms or (arrays and not takes_arrays):
+        return None  # a random input, or an argument's array, is no native of its own
+    if len(natives) + len(arrays) != len(args):
+        return None  # an argument fed converted (a byte-swapped array)
+    scope.update(direct=function, P=params, translated=compiled.executable._translated)
+    call = (f"direct([{''.join(f + ', ' for f in feeds)}])" if params is None else
+            f"direct(P, {''.join(f + ', ' for f in feeds)})")
+    return ["    try:",
+            f"        outputs = {call}",
+            "    except Exception as error:",
+            "        found = translated(error)",
+            "        if found is None:",
+            "            raise",
+            "        raise found from None"]
+
+
 def _output_lines(scope: dict, compiled: Compiled) -> list:
-    """A generated caller's last line: `outputs` as tensors, in the function's structure."""
-    tensors = []
+    """A generated caller's last lines: `outputs` as tensors, in the function's structure
+    (each of a known type made as `_out_tensor` makes it, written in: `eager_tensor_lines`)."""
+    lines, tensors = [], []
     if compiled.out_types is None:  # a dim the graph left unknown: each run's own
         scope["wrap"] = _wrap
         for i, value in enumerate(compiled.graph.outputs):
             scope[f"V{i}"] = value
             tensors.append(f"wrap(backend, V{i}, outputs[{i}])")
     else:
-        scope["out_tensor"] = _out_tensor
+        scope.update(new=object.__new__, Tensor=Tensor)
         for i, (shape, dtype) in enumerate(compiled.out_types):
             scope[f"S{i}"], scope[f"D{i}"] = shape, dtype
-            tensors.append(f"out_tensor(S{i}, D{i}, backend, outputs[{i}])")
+            lines += [f"    o{i} = outputs[{i}]",
+                      *eager_tensor_lines(f"t{i}", f"S{i}", f"D{i}", "backend", f"o{i}")]
+            tensors.append(f"t{i}")
     if compiled.out_shape == "leaf":
-        return [f"    return {tensors[0]}"]
+        return [*lines, f"    return {tensors[0]}"]
     if compiled.out_shape == "tuple":
-        return [f"    return ({''.join(t + ', ' for t in tensors)})"]
+        return [*lines, f"    return ({''.join(t + ', ' for t in tensors)})"]
     scope.update(unflatten=pytree.unflatten, out_treedef=compiled.out_treedef)
-    return [f"    return unflatten(out_treedef, [{', '.join(tensors)}])"]
+    return [*lines, f"    return unflatten(out_treedef, [{', '.join(tensors)}])"]
 
 
 def _generated(lines: list, scope: dict, compiled: Compiled):

@@ -18,6 +18,10 @@ import numpy as np
 from unigraph.ir import Graph, Node, Value
 
 _builder: contextvars.ContextVar = contextvars.ContextVar("unigraph_builder", default=None)
+# The builders entered and not yet exited, in any thread: empty, no context has a builder
+# set, so a @ug.function call skips reading `_builder` (one list test, not a ContextVar read
+# on every static call). (A list: append and remove are atomic under the GIL.)
+open_builders: list = []
 # (kind, user line) of the innermost tensor cond / while_loop / grad being run or traced.
 _region: contextvars.ContextVar = contextvars.ContextVar("unigraph_region", default=None)
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -176,10 +180,12 @@ class GraphBuilder:
 
     def __enter__(self):
         self._token = _builder.set(self)
+        open_builders.append(self)
         return self
 
     def __exit__(self, *exc):
         _builder.reset(self._token)
+        open_builders.remove(self)
 
     # -- values ---------------------------------------------------------------------------
     def add_input(self, shape, dtype, name="") -> Value:

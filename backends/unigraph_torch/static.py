@@ -530,6 +530,19 @@ class TorchExecutable(Executable):
                     raise found from None
         return self.run(feeds)
 
+    def direct_run(self):
+        """For a @ug.function's prebuilt caller (`function._direct_lines`): `(the compiled
+        function, self.params, False)` once every parameter is set (None before):
+        `function(params, *feeds)` is `run_known(feeds)` for torch tensors of the types a run
+        accepted (no NumPy array: those go through `run`, which copies), but for the
+        translation of a failure, which the caller does (`_translated`). `self.params` is
+        only ever written in place, so the caller may hold it.
+
+        >>> function, params, _ = executable.direct_run()
+        >>> outputs = function(params, x, y)
+        """
+        return None if self.unset else (self._compiled_run, self.params, False)
+
     def check_inputs(self, inputs) -> list:
         # The common torch:static run, torch tensors of the graph's exact types, in one pass
         # (a @ug.function call feeds its tensors' natives); anything else, and every

@@ -121,6 +121,18 @@ class ReferenceExecutable(Executable):
                 raise
             raise found from None
 
+    def direct_run(self):
+        """For a @ug.function's prebuilt caller (`function._direct_lines`): once the common
+        run is nothing but the plan's generated function (see `run_known`), `(that
+        function, None, True)`: `function(feeds)` is `run_known(feeds)` for any feeds
+        `run_known` takes (arrays included) but for the translation of a failure, which the
+        caller does (`_translated`); else None (`run_known` it is).
+
+        >>> function, _, _ = executable.direct_run()
+        >>> outputs = function([x, y])
+        """
+        return None if self._plain is None else (self._plain, None, True)
+
     def _walk(self, feeds):
         env, _ = self.plan.forward(feeds + self.params, False, self.keep)
         for index, slot in self.updates:
