@@ -965,8 +965,9 @@ QUIRKS = [
         behaviour="prod_grad divides the product by each element: the gradient at a zero is "
                   "NaN (0/0) where it is the product of the others ([2, 0, 3]: [0, nan, 0], "
                   "not [0, 6, 0]), eager and static",
-        workaround="a slice holding a zero is multiplied out by multiplies on a 2-D [kept, "
-                   "reduced] view (pairwise halves), the others by Paddle's prod, each side "
+        workaround="a product over one element is that element (prod_grad of [0] is NaN "
+                   "too); a slice holding a zero is multiplied out by multiplies on a 2-D "
+                   "[kept, reduced] view (pairwise halves), the others by Paddle's prod, each side "
                    "seeing 1 in place of the other's elements; eagerly only where x takes a "
                    "gradient and holds a zero. Where a reduced dim is unknown until the run "
                    "(input_spec), with no size: z * nz, nz Paddle's prod with 1 in place of "
