@@ -441,7 +441,16 @@ def slice_(x, *, begin, end, stride):
 
 
 def squeeze(x, *, axis):
-    return paddle.squeeze(x, axis=list(axis))
+    dims = list(x.shape)  # (-1: left open by input_spec, known when the program runs)
+    if all(dims[a] == 1 for a in axis):
+        return paddle.squeeze(x, axis=list(axis))
+    # paddle.squeeze keeps a dim that is not 1: a reshape to the other dims refuses it when
+    # the program runs (the op's inference checked the known sizes)
+    kept = [d for i, d in enumerate(dims) if i not in axis]
+    if -1 in kept:  # another open dim: the sizes read when the program runs (a -1 in the
+        shape = paddle.shape(x)  # target shape would take the squeezed dim's elements)
+        kept = paddle.concat([shape[i:i + 1] for i in range(len(dims)) if i not in axis])
+    return paddle.reshape(x, kept)
 
 
 def expand_dims(x, *, axis):

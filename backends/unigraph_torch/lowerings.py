@@ -18,6 +18,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from unigraph.errors import ShapeError
 from unigraph.index_checks import check_indices
 from unigraph.ops.pooling import pool_geometry, pool_pads
 from unigraph.printing import emit
@@ -154,7 +155,14 @@ def stack(*xs, axis):
 
 
 def squeeze(x, *, axis):
-    return torch.squeeze(x, dim=axis)  # a tuple of dims; () squeezes none, as in NumPy
+    out = torch.squeeze(x, dim=axis)  # a tuple of dims; () squeezes none, as in NumPy
+    if out.dim() != x.dim() - len(axis):
+        # torch keeps a dim that is not 1; the op's inference checked the known sizes, so
+        # this is a dim left open by input_spec, not 1 when the program runs
+        raise ShapeError(f"squeeze: axis {[a for a in axis if x.shape[a] != 1][0]} of a "
+                         f"tensor of shape {list(x.shape)} is not 1 (it was left open by "
+                         "input_spec; only size-1 axes can be squeezed)")
+    return out
 
 
 def expand_dims(x, *, axis):
