@@ -142,21 +142,10 @@ def _parse(text: str):
     return None
 
 
-def _nodes(graph, op: str) -> list:
-    """Every node of `op` in `graph` and its subgraphs, in order."""
-    found = []
-    for node in graph.nodes:
-        if node.op == op:
-            found.append(node)
-        for sub in node.subgraphs.values():
-            found += _nodes(sub, op)
-    return found
-
-
 def _matching(graph, op: str, axis, size) -> list:
     """The `op` nodes that may have failed: their axis and size agree with the failure's."""
     found = []
-    for node in _nodes(graph, op):
+    for node in graph.nodes_of(op):
         node_axis = node.attrs.get("axis") if op == TAKE else len(node.inputs[0].shape) - 1
         if op == TAKE and axis is not None and node_axis != axis:
             continue

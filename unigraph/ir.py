@@ -92,6 +92,16 @@ class Graph:
     outputs: list = field(default_factory=list)
     updates: list = field(default_factory=list)  # (param value, new value) pairs
 
+    def nodes_of(self, op: str) -> list:
+        """Every node of `op` in this graph and its subgraphs, in order."""
+        found = []
+        for node in self.nodes:
+            if node.op == op:
+                found.append(node)
+            for sub in node.subgraphs.values():
+                found += sub.nodes_of(op)
+        return found
+
     def verify(self) -> Graph:
         """Check that every value is defined once, before use, with known dtypes; raise
         `GraphError` naming the first problem. Returns the graph, so it can be chained."""
