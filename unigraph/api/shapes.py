@@ -26,6 +26,12 @@ from unigraph.tracing import user_source
 def reshape(x, shape):
     """`x` with a new shape; one dimension may be -1."""
     x = _tensor_or_array(x)
+    if not isinstance(shape, int) and any(d is None for d in shape):
+        # (x.shape[i] of a dim left open by input_spec is None while tracing)
+        raise ShapeError(
+            f"ug.reshape at {user_source()}: the new shape {list(shape)} has a None, the size "
+            "of a dim known only when the program runs (left open by input_spec); write -1 "
+            "for it (at most one dim), e.g. ug.reshape(x, (-1, 3))")
     shape = (shape,) if isinstance(shape, int) else tuple(int(d) for d in shape)
     if shape.count(-1) > 1:
         raise ShapeError(f"reshape: at most one dimension may be -1, got {list(shape)}")
