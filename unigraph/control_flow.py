@@ -45,8 +45,22 @@ def _type_text(leaf_type) -> str:
     return f"{dtype}{list(shape)}"
 
 
-def _check_same(what: str, names: tuple, first, second) -> None:
-    """Raise ControlFlowError unless two results have one structure, shapes and dtypes."""
+def fits_open(a: tuple, b: tuple) -> bool:
+    """Whether shapes `a` and `b` can be one shape when the program runs: one rank, and
+    each dim equal or left open (None) on one side. Eagerly both paths must agree; where a
+    trace leaves a dim open, the sizes are only known then."""
+    return len(a) == len(b) and all(x == y or x is None or y is None for x, y in zip(a, b))
+
+
+def merged_shape(a: tuple, b: tuple) -> tuple:
+    """The shape of a value that is `a` on one path and `b` on the other (`fits_open`):
+    open (None) wherever they differ."""
+    return tuple(x if x == y else None for x, y in zip(a, b))
+
+
+def _check_same(what: str, names: tuple, first, second, open_dims=False) -> None:
+    """Raise ControlFlowError unless two results have one structure, shapes and dtypes
+    (with `open_dims`, shapes that `fits_open`: a traced cond's paths)."""
     if type(first) is tuple and type(second) is tuple and len(first) == len(second) and all(
             type(a) is Tensor and type(b) is Tensor and a.shape == b.shape and a.dtype == b.dtype
             for a, b in zip(first, second)):
@@ -60,6 +74,9 @@ def _check_same(what: str, names: tuple, first, second) -> None:
             f"returns {pytree.describe(tree_b)}; both must return the same structure"
         )
     for i, (a, b) in enumerate(zip(leaves_a, leaves_b)):
+        (shape_a, dtype_a), (shape_b, dtype_b) = _leaf_type(a), _leaf_type(b)
+        if open_dims and dtype_a == dtype_b and fits_open(shape_a, shape_b):
+            continue
         if _leaf_type(a) != _leaf_type(b):
             where = user_source()
             raise ControlFlowError(
@@ -248,7 +265,7 @@ def _traced_cond(builder, pred, true_fn, false_fn, operands):
     specs = [TensorSpec(x.shape, x.dtype) for x in operands]
     then_builder, then_result = trace_subgraph(builder, "then", true_fn, specs)
     else_builder, else_result = trace_subgraph(builder, "else", false_fn, specs)
-    _check_same("cond", ("true_fn", "false_fn"), then_result, else_result)
+    _check_same("cond", ("true_fn", "false_fn"), then_result, else_result, open_dims=True)
     return emit_cond(builder, pred, operands, (then_builder, then_result),
                      (else_builder, else_result))
 
@@ -265,7 +282,9 @@ def emit_cond(builder, pred, operands, then_branch, else_branch):
     _finish(else_builder, else_result, flags[1])
     captured = then_builder.share_captures([else_builder])
     inputs = [value_of(builder, pred)] + [value_of(builder, x) for x in [*operands, *captured]]
-    out_specs = [TensorSpec(v.shape, v.dtype) for v in then_builder.graph.outputs]
+    # (a dim one path knows and the other leaves open is open: its size is the run's)
+    out_specs = [TensorSpec(merged_shape(tuple(a.shape), tuple(b.shape)), a.dtype)
+                 for a, b in zip(then_builder.graph.outputs, else_builder.graph.outputs)]
     outs = builder.add_node("cond", inputs, out_specs, {},
                             {"then": then_builder.graph, "else": else_builder.graph})
     results = [symbolic(builder, v) for v in outs]

@@ -19,7 +19,7 @@ import numpy as np
 from unigraph import api, pytree
 from unigraph.autograph.ranges import TensorRange, range, range_call  # noqa: A004, F401
 from unigraph.autograph.weak import is_weak, strong, weak
-from unigraph.control_flow import emit_cond, trace_subgraph, while_loop
+from unigraph.control_flow import emit_cond, fits_open, trace_subgraph, while_loop
 from unigraph.dtypes import python_scalar_dtype
 from unigraph.errors import ControlFlowError
 from unigraph.function import is_array_leaf
@@ -165,10 +165,11 @@ def _mismatch(name, what: str, a: str, b: str, labels: tuple, need: str):
     )
 
 
-def _merge(name, values: list, labels: tuple, what: str) -> list:
+def _merge(name, values: list, labels: tuple, what: str, open_dims=False) -> list:
     """Give one variable's values from two code paths one type: Python numbers take the
-    dtype of the tensor on the other path; shapes and dtypes must then agree. `name`
-    None: the value of a conditional expression."""
+    dtype of the tensor on the other path; shapes and dtypes must then agree (with
+    `open_dims`, the two branches of a traced `if`: a dim one leaves open may be any size
+    on the other, `fits_open`). `name` None: the value of a conditional expression."""
     flat = [pytree.flatten(v, is_array_leaf) for v in values]
     (leaves_a, tree_a), (leaves_b, tree_b) = flat
     if tree_a != tree_b:
@@ -184,7 +185,9 @@ def _merge(name, values: list, labels: tuple, what: str) -> list:
             a = np.asarray(a, _spec_of(b)[1])
         elif b_weak and _spec_of(a)[0] == ():
             b = np.asarray(b, _spec_of(a)[1])
-        if _spec_of(a) != _spec_of(b):
+        (shape_a, dtype_a), (shape_b, dtype_b) = _spec_of(a), _spec_of(b)
+        if dtype_a != dtype_b or not (shape_a == shape_b or
+                                      open_dims and fits_open(shape_a, shape_b)):
             raise _mismatch(name, what, _type_text(a), _type_text(b), labels,
                             "one shape and dtype in a static graph (cast, or initialise it "
                             "with a value of the right dtype)")
@@ -252,7 +255,7 @@ def _symbolic_cond(pred, true_run, false_run, names, what: str) -> list:
             raise _one_branch_error(what, name, "if" if isinstance(b, Undefined) else "else")
         labels = ("in the if branch", "in the else branch") if name else ("when true",
                                                                           "when false")
-        a, b = _merge(name, [a, b], labels, what)
+        a, b = _merge(name, [a, b], labels, what, open_dims=True)
         kept.append(index)
         then_out.append(a)
         else_out.append(b)
