@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from unigraph.export.prepare import ExportError
 from unigraph.onnx.emitters_math import MATH_EMITTERS
 from unigraph.ops.pooling import avg_divisor, pool_geometry, pool_pads
 
@@ -294,16 +295,25 @@ def _conv2d_im2col(w, args, node):
     attrs, dtype = node.attrs, _dtype(node)
     out_channels, per_group, kh, kw = node.inputs[1].shape
     groups = attrs["groups"]
+    if None in (per_group, kh, kw):
+        where = f" at {node.source}" if node.source else ""
+        raise ExportError(
+            f"{dtype} conv2d{where}: ONNX Runtime has no {dtype} Conv kernel, and its im2col "
+            "form needs the weight's input channels and kernel size while tracing, which "
+            "input_spec leaves open; give those dims sizes in the spec, or use float32")
+    # (out channels left open by input_spec: -1, the one size each Reshape infers)
+    out_channels = -1 if out_channels is None else out_channels
+    per_output_group = -1 if out_channels == -1 else out_channels // groups
     windows = _windows_nhwc(w, args[0], (kh, kw), attrs["stride"], attrs["dilation"],
                             attrs["padding"], 0.0, dtype)
     grouped = _ints([0, 0, 0, groups, 1, per_group])  # 0: keep N, OH, OW as they are
     columns = w.node("Concat", [w.node("Reshape", [win, w.const(grouped)]) for win in windows],
                      axis=-1)  # [N, OH, OW, G, 1, KH*KW*C/G], ordered (i, j, c)
     kernel = w.node("Reshape", [args[1], w.const(_ints(
-        [groups, out_channels // groups, per_group, kh, kw]))])
+        [groups, per_output_group, per_group, kh, kw]))])
     kernel = w.node("Transpose", [kernel], perm=[0, 3, 4, 2, 1])  # [G, KH, KW, C/G, O/G]
     kernel = w.node("Reshape", [kernel, w.const(_ints(
-        [groups, kh * kw * per_group, out_channels // groups]))])
+        [groups, kh * kw * per_group, per_output_group]))])
     product = w.node("MatMul", [columns, kernel])  # [N, OH, OW, G, 1, O/G]
     flat = w.node("Reshape", [product, w.const(_ints([0, 0, 0, out_channels]))])
     out = w.node("Transpose", [flat], perm=[0, 3, 1, 2])
