@@ -20,6 +20,7 @@ import numpy as np
 import tensorflow as tf
 
 from unigraph.ops.pooling import pool_geometry, pool_pads
+from unigraph_tensorflow.ranks import dims_of
 from unigraph_tensorflow.taping import may_be_differentiated
 
 # [N, C, H, W] <-> [N, H, W, C]
@@ -39,7 +40,7 @@ def conv2d_nhwc(x, w, bias=None, *, stride, padding, dilation, groups):
     """conv2d of the NHWC image `x` (weight and bias as the record's), NHWC out; the
     graph modes' layout pass (`layout.py`) calls it on values it keeps NHWC."""
     f = tf.transpose(w, TO_HWIO)
-    kh, kw, _, channels = known_or_run_dims(f)
+    kh, kw, _, channels = dims_of(f)
     out = nonempty_batch(
         x, lambda: convolve(x, f, stride, padding, dilation, groups),
         kernel=(kh, kw), stride=stride, padding=padding, dilation=dilation,
@@ -130,15 +131,6 @@ def convolve(x, f, stride, padding, dilation, groups):
     return tf.concat([conv(xg, fg) for xg, fg in pairs], axis=3)
 
 
-def known_or_run_dims(x) -> tuple:
-    """Each dim of `x`: its size where the graph knows it, else a scalar tensor that
-    reads it when the graph runs (a dim input_spec left open)."""
-    if None not in tuple(x.shape):
-        return tuple(x.shape)
-    run = tf.shape(x)
-    return tuple(run[i] if d is None else d for i, d in enumerate(x.shape))
-
-
 def nonempty_batch(image, compute, *, kernel, stride, padding, dilation, channels):
     """`compute()` (an NHWC conv or pool of the NHWC `image`), or zeros of its true shape
     when the batch is empty. TF gets N = 0 wrong: Conv2D hands back its input ([0, H, W, C]
@@ -148,7 +140,7 @@ def nonempty_batch(image, compute, *, kernel, stride, padding, dilation, channel
     batch = image.shape[0]
     if batch is not None and batch > 0:
         return compute()
-    dims = known_or_run_dims(image)  # known sizes stay static: the result keeps them
+    dims = dims_of(image)  # known sizes stay static: the result keeps them
     # A pad is one int (both sides) or a pair (before, after).
     height, width = (
         (size + (sum(pad) if isinstance(pad, tuple) else 2 * pad) - rate * (k - 1) - 1)
@@ -166,12 +158,12 @@ def dilate_filter(f, dh, dw):
     """[KH, KW, I, O] -> [(KH-1)*dh+1, (KW-1)*dw+1, I, O] with zeros between the taps.
     A dim the graph does not know (a filter input whose input_spec leaves it open) is
     read when it runs."""
-    kh, kw, channels, _ = known_or_run_dims(f)
+    kh, kw, channels, _ = dims_of(f)
     # Each tap followed by rate - 1 zeros, flattened back, the trailing zeros cut off.
     f = tf.pad(f[:, None], ((0, 0), (0, dh - 1), (0, 0), (0, 0), (0, 0)))
     f = tf.reshape(f, (kh * dh, kw, channels, -1))[: (kh - 1) * dh + 1]
     f = tf.pad(f[:, :, None], ((0, 0), (0, 0), (0, dw - 1), (0, 0), (0, 0)))
-    _, _, _, channels, out = known_or_run_dims(f)
+    _, _, _, channels, out = dims_of(f)
     return tf.reshape(f, (-1, kw * dw, channels, out))[:, : (kw - 1) * dw + 1]
 
 
@@ -203,7 +195,7 @@ def pool(native_pool, fill):
             return native_pool(nhwc, kernel, stride, dilation)
 
         return nonempty_batch(x, compute, kernel=kernel, stride=stride, padding=widths,
-                              dilation=dilation, channels=known_or_run_dims(x)[3])
+                              dilation=dilation, channels=dims_of(x)[3])
 
     return lowering
 

@@ -98,7 +98,7 @@ def _known(shape) -> tuple | None:
     return None if shape.rank is None else tuple(shape.as_list())
 
 
-def _dims(x) -> list:
+def dims_of(x) -> list:
     """`x`'s dims: ints where its static shape knows them, else scalar tensors read at run
     time (tf.shape)."""
     known = _known(x.shape)
@@ -121,7 +121,7 @@ def broadcast_in_steps(x, shape):
     [before, n, after], which TF takes at any rank. The values are those of a single
     broadcast (copies)."""
     shape = [int(d) if isinstance(d, int | np.integer) else d for d in shape]
-    current = [1] * (len(shape) - x.shape.rank) + _dims(x)
+    current = [1] * (len(shape) - x.shape.rank) + dims_of(x)
     for axis, size in enumerate(shape):
         known = current[axis] if isinstance(current[axis], int) else None
         if current[axis] is size or known not in (None, 1) or (
@@ -217,7 +217,7 @@ def on_a_view(fn, x, axis: int):
     """fn(view, 1) on `x` viewed as [before, n] (`axis` last) or [before, n, after], its
     result reshaped back: to `x`'s shape (softmax), or to it without `axis` (argmax). Dims
     known only at run time are read then (`x`'s rank is known: unigraph's tensors have one)."""
-    dims = _dims(x)
+    dims = dims_of(x)
     before, after = dims_product(dims[:axis]), dims_product(dims[axis + 1:])
     view = (before, dims[axis]) if axis == len(dims) - 1 else (before, dims[axis], after)
     out = fn(raw.Reshape(tensor=x, shape=_shape_operand(view)), 1)
@@ -251,7 +251,7 @@ def reduction(native, x, axis: tuple, keepdims: bool):
         y = native(input=x, axis=int_operand(axis), keep_dims=keepdims)
 
         def grad(g):
-            kept = _shape_operand([1 if i in axes else d for i, d in enumerate(_dims(x))])
+            kept = _shape_operand([1 if i in axes else d for i, d in enumerate(dims_of(x))])
             return gradient(x, raw.Reshape(tensor=y, shape=kept),
                             raw.Reshape(tensor=g, shape=kept), axis)
 
@@ -261,7 +261,7 @@ def reduction(native, x, axis: tuple, keepdims: bool):
 
 
 def _sum_gradient(x, y, g, axis):
-    return broadcast_in_steps(g, _dims(x))
+    return broadcast_in_steps(g, dims_of(x))
 
 
 def _mean_gradient(x, y, g, axis):
@@ -273,22 +273,22 @@ def _mean_gradient(x, y, g, axis):
         factor = tf.cast(raw.FloorDiv(x=raw.Size(input=x, out_type=tf.int64),
                                       y=raw.Maximum(x=raw.Size(input=y, out_type=tf.int64),
                                                     y=tf.constant(1, tf.int64))), g.dtype)
-    return broadcast_in_steps(g, _dims(x)) / factor
+    return broadcast_in_steps(g, dims_of(x)) / factor
 
 
 def _min_or_max_gradient(x, y, g, axis):
     # TF's _MinOrMaxGrad: the gradient split evenly between the elements equal to the result.
-    shape = _dims(x)
+    shape = dims_of(x)
     indicators = tf.cast(tf.equal(broadcast_in_steps(y, shape), x), g.dtype)
     selected = raw.Reshape(tensor=tf.reduce_sum(indicators, axis),
-                           shape=_shape_operand(_dims(y)))
+                           shape=_shape_operand(dims_of(y)))
     return (indicators / broadcast_in_steps(selected, shape)) * broadcast_in_steps(g, shape)
 
 
 def _prod_gradient(x, y, g, axis):
     # TF's _ProdGrad: the product of the others as two exclusive cumprods over the reduced
     # axes moved first and merged.
-    shape = _dims(x)
+    shape = dims_of(x)
     rank = len(shape)
     reduced = [(a + rank) % rank for a in axis]
     perm = reduced + [a for a in range(rank) if a not in reduced]
