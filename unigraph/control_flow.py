@@ -74,16 +74,16 @@ def _check_same(what: str, names: tuple, first, second, open_dims=False) -> None
             f"returns {pytree.describe(tree_b)}; both must return the same structure"
         )
     for i, (a, b) in enumerate(zip(leaves_a, leaves_b)):
-        (shape_a, dtype_a), (shape_b, dtype_b) = _leaf_type(a), _leaf_type(b)
-        if open_dims and dtype_a == dtype_b and fits_open(shape_a, shape_b):
+        type_a, type_b = _leaf_type(a), _leaf_type(b)
+        if type_a == type_b or (open_dims and type_a[1] == type_b[1]
+                                and fits_open(type_a[0], type_b[0])):
             continue
-        if _leaf_type(a) != _leaf_type(b):
-            where = user_source()
-            raise ControlFlowError(
-                f"{what} at {where}: value {i} is {_type_text(_leaf_type(a))} in {names[0]} "
-                f"but {_type_text(_leaf_type(b))} in {names[1]}; static graphs need the same "
-                "shape and dtype (cast or reshape so they match)"
-            )
+        where = user_source()
+        raise ControlFlowError(
+            f"{what} at {where}: value {i} is {_type_text(type_a)} in {names[0]} "
+            f"but {_type_text(type_b)} in {names[1]}; static graphs need the same "
+            "shape and dtype (cast or reshape so they match)"
+        )
 
 
 # A subgraph nested deeper than this is unbounded recursion (each level of a recursive
