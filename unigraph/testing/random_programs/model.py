@@ -304,9 +304,9 @@ def grad_program({args}):
 MAIN = '''
 
 if __name__ == "__main__":
-    reference = [x.astype(np.float64) for x in inputs]  # numpy:eager in float64
+    reference = [x.astype(np.float64) for x in inputs]  # numpy:eager in float64{build}
     with ug.use_backend("numpy", "eager"):
-        print("reference", [o.numpy() for o in program(*reference)])
+        print("reference", [o.numpy() for o in {reference_program}(*reference)])
         {ref_grad}
     for target in {targets!r}:
         backend, mode = target.split(":")
@@ -329,22 +329,6 @@ def build(dtype):
     """(program, grad_program) in `dtype`. input_spec leaves the None dims open: static
     targets trace with those sizes unknown until the run; eager ones check the call."""
 '''
-
-OPEN_MAIN = '''
-
-if __name__ == "__main__":
-    reference = [x.astype(np.float64) for x in inputs]  # numpy:eager in float64
-    reference_program, reference_grad_program = build("float64")
-    with ug.use_backend("numpy", "eager"):
-        print("reference", [o.numpy() for o in reference_program(*reference)])
-        {ref_grad}
-    for target in {targets!r}:
-        backend, mode = target.split(":")
-        with ug.use_backend(backend, mode):
-            print(target, [o.numpy() for o in program(*inputs)])
-            {target_grad}
-'''
-
 
 def _loss_terms(program: Program, float_outputs: list, weight) -> str:
     return " + ".join(f"ug.sum(outputs[{k}] * {weight(k)})" for k in float_outputs)
@@ -407,20 +391,21 @@ def render(program: Program, title: str = "A random unigraph program.", targets=
             source += LOSS.format(args=args, loss=terms, argnums=argnums)
     # The 3-decimal values: np.array(0.123, np.float32) is the float32 the tester feeds.
     source += "\n\n" + "\n".join(f"{i.var.name} = {_array_literal(i.values(), program.dtype)}"
-                                  for i in inputs)
+                                 for i in inputs)
     source += f"\ninputs = [{args}]\n" if inputs else "\ninputs = []\n"
     if targets:
-        has_grad = ("grad_program" in source and not is_open) or (
-            is_open and grads and bool(float_outputs))
-        ref_grad = ""
-        if has_grad:
-            called = "reference_grad_program" if is_open else "grad_program"
-            ref_grad = f'print("reference grad", [g.numpy() for g in {called}(*reference)])'
+        has_grad = grads and bool(inputs) and bool(float_outputs)  # (either form writes one)
+        # An open program's float64 reference is build("float64")'s (the same spec)
+        prefix = "reference_" if is_open else ""
+        build = '\n    reference_program, reference_grad_program = build("float64")' \
+            if is_open else ""
+        ref_grad = (f'print("reference grad", [g.numpy() for g in {prefix}grad_program'
+                    '(*reference)])' if has_grad else "")
         target_grad = ('print(target, "grad", [g.numpy() for g in grad_program(*inputs)])'
                        if has_grad else "")
-        main = OPEN_MAIN if is_open else MAIN
-        source += main.format(targets=list(targets), ref_grad=ref_grad,
-                              target_grad=target_grad)
+        source += MAIN.format(targets=list(targets), ref_grad=ref_grad,
+                              target_grad=target_grad, build=build,
+                              reference_program=f"{prefix}program")
     return source
 
 
