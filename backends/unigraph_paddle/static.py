@@ -177,8 +177,7 @@ class ProgramBuilder:
         live = [False] * len(kept)  # whether either branch's result needs a gradient
         # So may an operand: its gradient from the `if` would have no memory. It enters
         # flat with one element more, and is taken back to its shape inside the branch.
-        flat = {k: (paddle.concat([paddle.reshape(x, [-1]), paddle.zeros([1], x.dtype)]),
-                    paddle.shape(x))
+        flat = {k: (_flat_with_one_more(paddle, x), paddle.shape(x))
                 for k, (x, v) in enumerate(zip(operands, node.inputs[1:]))
                 if None in v.shape and 0 not in v.shape}
 
@@ -188,7 +187,7 @@ class ProgramBuilder:
             def build():
                 inner = list(operands)
                 for k, (values, shape) in flat.items():
-                    inner[k] = paddle.reshape(values[:-1], shape)
+                    inner[k] = _unflattened(paddle, values, shape)
                 results = self.lower_block(graph, inner, node)
                 outs = [results[i] for i in kept]
                 # A branch that hands back one of its operands unchanged breaks Paddle's
@@ -199,8 +198,7 @@ class ProgramBuilder:
                     live[j] = live[j] or not o.stop_gradient
                 shapes = [paddle.shape(outs[j]) for j in padded]
                 for j in padded:
-                    outs[j] = paddle.concat([paddle.reshape(outs[j], [-1]),
-                                             paddle.zeros([1], outs[j].dtype)])
+                    outs[j] = _flat_with_one_more(paddle, outs[j])
                 return outs + [paddle.shape(results[i]) for i in sized] + shapes
 
             return build
@@ -216,7 +214,7 @@ class ProgramBuilder:
                 result.stop_gradient = False
         results, made_shapes = results[:len(kept) + len(sized)], results[len(kept) + len(sized):]
         for j, shape in zip(padded, made_shapes):
-            results[j] = paddle.reshape(results[j][:-1], shape)
+            results[j] = _unflattened(paddle, results[j], shape)
         made, shapes = iter(results[:len(kept)]), dict(zip(sized, results[len(kept):]))
         return [paddle.zeros(shapes.get(i, list(v.shape)), v.dtype) if i in empty
                 else next(made) for i, v in enumerate(node.outputs)]
@@ -586,3 +584,14 @@ def _is_in(value, values) -> bool:
 
 def _is_float(paddle, value) -> bool:
     return value.dtype in (paddle.float16, paddle.float32, paddle.float64)
+
+
+def _flat_with_one_more(paddle, x):
+    """`x` flattened with one zero appended: never empty, so it has memory when it crosses
+    an `if` op (a value that a dim left open may make empty); `_unflattened` undoes it."""
+    return paddle.concat([paddle.reshape(x, [-1]), paddle.zeros([1], x.dtype)])
+
+
+def _unflattened(paddle, flat, shape):
+    """The value `_flat_with_one_more` made `flat` of, back in its run-time `shape`."""
+    return paddle.reshape(flat[:-1], shape)
