@@ -29,6 +29,7 @@ from unigraph.api import (
     div,
     einsum,
     elu,
+    ensure_shape,
     equal,
     erf,
     exp,

@@ -133,11 +133,14 @@ class Executable:
         """The error a failed run means in the user's terms, or None to re-raise it as it
         is: an index check's failure (a graph's Assert, a framework gather's refusal) becomes
         `IndexOutOfRangeError` with the op's line, a squeeze of an open dim that is not 1
-        the `ShapeError` eager raises."""
+        the `ShapeError` eager raises, a failed `ensure_shape` check (a cond's paths, a
+        while_loop's iterations) the `ControlFlowShapeError` eager raises."""
         from unigraph.index_checks import translate_run_error
+        from unigraph.shape_checks import translate_check_error
         from unigraph.squeeze_checks import translate_squeeze_error
 
-        return translate_run_error(error, self) or translate_squeeze_error(error, self)
+        return (translate_run_error(error, self) or translate_check_error(error, self)
+                or translate_squeeze_error(error, self))
 
     def set_param(self, index: int, array) -> None:
         value = self.graph.params[index]

@@ -17,6 +17,11 @@ class ControlFlowError(UnigraphError):
     """A `cond` or `while_loop` was given branches or bodies that do not match."""
 
 
+class ControlFlowShapeError(ControlFlowError, ShapeError):
+    """A `cond`'s paths or a `while_loop`'s iterations give one value two shapes: eagerly,
+    or when a static program runs and a dim left open by `input_spec` decides."""
+
+
 class BackendError(UnigraphError):
     """A backend or mode is unknown, not installed, or cannot run what it was given."""
 

@@ -28,6 +28,7 @@ from paddle import _C_ops
 
 from unigraph.index_checks import check_indices
 from unigraph.printing import emit
+from unigraph.shape_checks import check as check_shape
 from unigraph_paddle import ranks
 from unigraph_paddle.backend import GRAD_DEPTH
 from unigraph_paddle.images import avg_pool2d, conv2d, conv_transpose2d, max_pool2d
@@ -461,6 +462,26 @@ def expand_dims(x, *, axis):
     return paddle.reshape(x, dims[:axis] + [1] + dims[axis:])
 
 
+def ensure_shape(x, *others, shape, message):
+    if type(x) is _EAGER_TENSOR:
+        for value in (x, *others):
+            check_shape(value, shape, message)
+        return x
+    # A Program: each dim the check knows and the Program does not, compared when it runs
+    # by Paddle's Assert (no data: it would print them), whose failure
+    # shape_checks.translate_check_error reads. x itself flows on: the Assert is an op of
+    # the block, run with it.
+    checks = []
+    for value in (x, *others):
+        open_dims = [i for i, want in enumerate(shape) if want is not None and value.shape[i] < 0]
+        if open_dims:
+            actual = paddle.shape(value)
+            checks += [actual[i] == shape[i] for i in open_dims]
+    if checks:
+        paddle.static.nn.control_flow.Assert(paddle.all(paddle.stack(checks)), data=[])
+    return x
+
+
 def broadcast_to(x, *, shape):
     return paddle.broadcast_to(x, list(shape))
 
@@ -783,6 +804,7 @@ LOWERINGS = {
     "concat": widen_small_ints(concat),
     "stack": widen_small_ints(stack),
     "squeeze": squeeze,
+    "ensure_shape": ensure_shape,
     "expand_dims": expand_dims,
     "broadcast_to": broadcast_to,
     "slice": slice_,

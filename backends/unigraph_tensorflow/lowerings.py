@@ -32,6 +32,8 @@ import tensorflow as tf
 from unigraph.index_checks import MARKER, check_indices
 from unigraph.ops.shape import TO_END
 from unigraph.printing import emit
+from unigraph.shape_checks import MARKER as SHAPE_MARKER
+from unigraph.shape_checks import check as check_shape
 from unigraph_tensorflow import images, nchw_conv, ranks
 from unigraph_tensorflow.int_operands import int_operand
 from unigraph_tensorflow.taping import may_be_differentiated
@@ -219,6 +221,30 @@ def squeeze(x, *, axis):
     return tf.squeeze(x, axis)
 
 
+def ensure_shape(x, *others, shape, message):
+    if tf.executing_eagerly():
+        for value in (x, *others):
+            check_shape(value, shape, message)
+        return x
+    # A graph: each dim the check knows and the graph does not, compared when it runs (the
+    # Assert prints each checked value's shape); x then has the known shape (better
+    # inference downstream, a loop variable's own).
+    checks, shapes = [], []
+    for value in (x, *others):
+        open_dims = [i for i, want in enumerate(shape)
+                     if want is not None and value.shape[i] is None]
+        if open_dims:
+            actual = tf.shape(value)
+            checks += [tf.equal(actual[i], shape[i]) for i in open_dims]
+            shapes.append(actual)
+    if not checks:
+        return x
+    out = _asserted(x, tf.reduce_all(tf.stack(checks)), [f"{SHAPE_MARKER} {message}", *shapes],
+                    summarize=len(shape))
+    out.set_shape(shape)
+    return out
+
+
 def expand_dims(x, *, axis):
     return tf.expand_dims(x, axis)
 
@@ -250,9 +276,16 @@ def _checked_indices(op, indices, size, axis=None):
     low, high = tf.reduce_min(indices), tf.reduce_max(indices)  # empty: no failure
     valid = tf.logical_and(low >= 0, high < size)
     bad = tf.where(low < 0, low, high)
-    check = tf.debugging.Assert(valid, [f"{MARKER} op={op} axis={axis or 0}", size, bad])
+    return _asserted(indices, valid, [f"{MARKER} op={op} axis={axis or 0}", size, bad])
+
+
+def _asserted(x, valid, data, summarize=None):
+    """`x`, once a graph's `tf.debugging.Assert(valid, data)` has passed: the check a
+    unigraph run-time rule makes in a graph (its data names the rule for the translation of
+    the failure into unigraph's error, see index_checks and shape_checks)."""
+    check = tf.debugging.Assert(valid, data, summarize=summarize)
     with tf.control_dependencies([check]):
-        return tf.identity(indices)
+        return tf.identity(x)
 
 
 def take(x, indices, *, axis):
@@ -405,6 +438,7 @@ LOWERINGS = {
     "concat": concat,
     "stack": stack,
     "squeeze": squeeze,
+    "ensure_shape": ensure_shape,
     "expand_dims": expand_dims,
     "broadcast_to": broadcast_to,
     "slice": slice_,

@@ -22,6 +22,7 @@ from unigraph.errors import ShapeError
 from unigraph.index_checks import check_indices
 from unigraph.ops.pooling import pool_geometry, pool_pads
 from unigraph.printing import emit
+from unigraph.shape_checks import check as check_shape
 
 TORCH_DTYPES = {
     "float16": torch.float16,
@@ -163,6 +164,12 @@ def squeeze(x, *, axis):
                          f"tensor of shape {list(x.shape)} is not 1 (it was left open by "
                          "input_spec; only size-1 axes can be squeezed)")
     return out
+
+
+def ensure_shape(x, *others, shape, message):
+    for value in (x, *others):  # (torch:static's code calls it too, on every run)
+        check_shape(value, shape, message)
+    return x
 
 
 def expand_dims(x, *, axis):
@@ -433,6 +440,7 @@ LOWERINGS = {
     "concat": concat,
     "stack": stack,
     "squeeze": squeeze,
+    "ensure_shape": ensure_shape,
     "expand_dims": expand_dims,
     "broadcast_to": broadcast_to,
     "slice": slice_,

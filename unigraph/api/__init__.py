@@ -82,6 +82,7 @@ from unigraph.api.reductions import argmax, argmin, cumsum, max, mean, min, prod
 from unigraph.api.shapes import (
     broadcast_to,
     concat,
+    ensure_shape,
     expand_dims,
     flatten,
     flip,

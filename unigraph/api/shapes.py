@@ -20,6 +20,7 @@ from unigraph.api.operands import (
 from unigraph.dispatch import apply
 from unigraph.dtypes import as_dtype, is_int
 from unigraph.errors import ShapeError
+from unigraph.shape_checks import shape_check_error
 from unigraph.tracing import user_source
 
 
@@ -92,6 +93,27 @@ def squeeze(x, axis=None):
     if not axes:
         return unchanged(x)  # nothing to squeeze (the record never sees an empty axis)
     return apply("squeeze", [x], {"axis": axes})
+
+
+def ensure_shape(x, shape, message=None):
+    """x, unchanged, when its shape has the sizes `shape` gives (None: any size there); a
+    dim that input_spec left open is then known while tracing and checked when the program
+    runs, on every target: a `ControlFlowShapeError` (a ShapeError) with `message` (by
+    default the call's line) and the shape it had.
+
+    >>> ug.ensure_shape(x, (1, None))  # x [None, 3] in the trace: [1, 3]
+    """
+    x = _tensor_or_array(x)
+    shape = tuple(None if d is None else int(d) for d in shape)
+    if message is None:
+        message = (f"ug.ensure_shape at {user_source()}: the tensor must have shape "
+                   f"{[d for d in shape]} (None: any size)")
+    if len(shape) != len(x.shape) or any(want is not None and got is not None and want != got
+                                         for want, got in zip(shape, x.shape)):
+        raise shape_check_error(message, x.shape if None not in x.shape else None)
+    if not any(want is not None and got is None for want, got in zip(shape, x.shape)):
+        return unchanged(x)  # every dim it names is known, and right: nothing to check
+    return apply("ensure_shape", [x], {"shape": shape, "message": message})
 
 
 def expand_dims(x, axis):
@@ -268,4 +290,4 @@ def pad(x, pad_width, mode="constant", value=0):
 
 
 _docs_from_records(reshape, transpose, concat, stack, squeeze, expand_dims, broadcast_to,
-                   one_hot)
+                   one_hot, ensure_shape)

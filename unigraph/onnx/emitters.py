@@ -158,6 +158,18 @@ def _squeeze(w, args, node):
     return w.node("Squeeze", [args[0], w.const(_ints(axis))])
 
 
+def _ensure_shape(w, args, node):
+    # ONNX has no Assert: a Reshape of x to the known dims (0: the input's own, for the dims
+    # the check leaves open) fails when the run's size differs, and shape_checks reads ONNX
+    # Runtime's failure. (Limits of the export: two open dims whose sizes trade places keep
+    # the element count and pass; the other inputs, a while_loop's variables, are not
+    # checked.)
+    shape = node.attrs["shape"]
+    if 0 in shape:
+        return w.node("Identity", [args[0]])
+    return w.node("Reshape", [args[0], w.const(_ints([0 if d is None else d for d in shape]))])
+
+
 def _expand_dims(w, args, node):
     return w.node("Unsqueeze", [args[0], w.const(_ints([node.attrs["axis"]]))])
 
@@ -530,6 +542,7 @@ EMITTERS = {
     "concat": _concat,
     "stack": _stack,
     "squeeze": _squeeze,
+    "ensure_shape": _ensure_shape,
     "expand_dims": _expand_dims,
     "broadcast_to": _broadcast_to,
     "slice": _slice,

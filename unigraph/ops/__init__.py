@@ -25,6 +25,7 @@ Signatures (inputs ; attrs) -> output:
                argmax (x ; axis: int, keepdims: bool) -> int64, first maximum wins
   shape        reshape (x ; shape) ; transpose (x ; perm) ; concat stack (*xs ; axis)
                squeeze (x ; axis: tuple) ; expand_dims (x ; axis: int)
+               ensure_shape (x, *others ; shape: ints or None, message) -> x, checked
                broadcast_to (x ; shape) ; slice (x ; begin, end, stride: tuples, one per dim)
                take (x, indices: int ; axis) ; one_hot (indices: int ; depth, dtype)
                scatter_add (x, indices: 1-D int, updates ; axis) -> x.dtype, repeats sum

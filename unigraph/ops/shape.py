@@ -25,6 +25,7 @@ from unigraph.ops._util import (
     unbroadcast,
 )
 from unigraph.ops.base import OpDef, Sample, TensorSpec, register
+from unigraph.shape_checks import check as check_shape
 
 
 def _size(shape):
@@ -185,6 +186,43 @@ def _squeeze_infer(x, *, axis):
                 "axes can be squeezed)"
             )
     return TensorSpec(tuple(d for i, d in enumerate(x.shape) if i not in axis), x.dtype)
+
+
+def _ensure_shape_infer(x, *others, shape, message):
+    shape = tuple(shape)
+    for value in (x, *others):
+        if len(shape) != len(value.shape) or any(
+                want is not None and got is not None and want != got
+                for want, got in zip(shape, value.shape)):
+            raise ShapeError(f"ensure_shape: {fmt(value)} can never have shape {list(shape)}")
+    return TensorSpec(tuple(got if want is None else want for want, got in zip(shape, x.shape)),
+                      x.dtype)
+
+
+def _ensure_shape_reference(x, *others, shape, message):
+    for value in (x, *others):
+        check_shape(value, shape, message)
+    return x
+
+
+register(OpDef(
+    name="ensure_shape",
+    infer=_ensure_shape_infer,
+    reference=_ensure_shape_reference,
+    vjp=lambda g, inputs, out, *, shape, message: [g] + [None] * (len(inputs) - 1),
+    doc="x, unchanged, when its shape (and each other input's: a while_loop's variable, "
+        "checked with its body's result) has the sizes `shape` gives (None: any size "
+        "there), its shape then known; else a ShapeError (`ControlFlowShapeError`) with "
+        "`message` and the shape, when the program runs (unigraph/shape_checks.py).",
+    example="ug.ensure_shape([[1.0, 2.0]], (None, 2))  # [[1.0, 2.0]]",
+    samples=lambda rng: [
+        Sample((normal(rng, (1, 3)),), {"shape": (1, 3), "message": "a check"}),
+        Sample((normal(rng, (2, 3)),), {"shape": (None, 3), "message": "a check"}),
+        Sample((normal(rng, (2, 3)), normal(rng, (2, 1))), {"shape": (2, None),
+                                                            "message": "a check"}),
+    ],
+    differentiable_inputs=(0,),
+))
 
 
 register(OpDef(
