@@ -15,9 +15,9 @@ import sys
 import numpy as np
 
 from unigraph import api, config, pytree
-from unigraph.dispatch import symbolic, value_of
+from unigraph.dispatch import apply, symbolic, value_of
 from unigraph.dtypes import is_int
-from unigraph.errors import ControlFlowError, TracingError
+from unigraph.errors import ControlFlowError, ControlFlowShapeError, TracingError
 from unigraph.function import is_array_leaf
 from unigraph.ops.base import TensorSpec
 from unigraph.tensor import Tensor, tensor
@@ -52,6 +52,23 @@ def fits_open(a: tuple, b: tuple) -> bool:
     return len(a) == len(b) and all(x == y or x is None or y is None for x, y in zip(a, b))
 
 
+def checked_shape(x, known: tuple, what: str, others=()):
+    """`x`, checked when the program runs to have the dims of `known` that it leaves open,
+    as each of `others` is (the `ensure_shape` op, raising `ControlFlowShapeError` with
+    `what` then), and known from here on; `x` itself when none of them leaves one open."""
+    if not any(k is not None and d is None for value in (x, *others)
+               for k, d in zip(known, value.shape)):
+        return x
+    return apply("ensure_shape", [x, *others], {
+        "shape": tuple(known), "message": f"{what}, a dim left open by input_spec"})
+
+
+def known_shape(a: tuple, b: tuple) -> tuple:
+    """The shape of a value that is `a` on one path and `b` on the other (`fits_open`)
+    once each is checked to have the other's known dims: known wherever one is."""
+    return tuple(y if x is None else x for x, y in zip(a, b))
+
+
 def merged_shape(a: tuple, b: tuple) -> tuple:
     """The shape of a value that is `a` on one path and `b` on the other (`fits_open`):
     open (None) wherever they differ."""
@@ -79,7 +96,9 @@ def _check_same(what: str, names: tuple, first, second, open_dims=False) -> None
                                 and fits_open(type_a[0], type_b[0])):
             continue
         where = user_source()
-        raise ControlFlowError(
+        # (one dtype, two shapes: a shape error too, as when a static run finds it)
+        error = ControlFlowShapeError if type_a[1] == type_b[1] else ControlFlowError
+        raise error(
             f"{what} at {where}: value {i} is {_type_text(type_a)} in {names[0]} "
             f"but {_type_text(type_b)} in {names[1]}; static graphs need the same "
             "shape and dtype (cast or reshape so they match)"
@@ -266,8 +285,31 @@ def _traced_cond(builder, pred, true_fn, false_fn, operands):
     then_builder, then_result = trace_subgraph(builder, "then", true_fn, specs)
     else_builder, else_result = trace_subgraph(builder, "else", false_fn, specs)
     _check_same("cond", ("true_fn", "false_fn"), then_result, else_result, open_dims=True)
+    then_result, else_result = _checked_paths(then_builder, then_result, else_builder,
+                                              else_result)
     return emit_cond(builder, pred, operands, (then_builder, then_result),
                      (else_builder, else_result))
+
+
+def _checked_paths(then_builder, then_result, else_builder, else_result):
+    """The results of a traced ug.cond's paths (`fits_open`), each value's dims that one
+    path leaves open and the other knows checked when the program runs (`checked_shape`):
+    eagerly the branch not taken is traced and must give the same shapes. The cond's value
+    then has those dims known."""
+    then_leaves, treedef = pytree.flatten(then_result, is_array_leaf)
+    else_leaves, _ = pytree.flatten(else_result, is_array_leaf)
+    where = user_source()
+    for i, (a, b) in enumerate(zip(then_leaves, else_leaves)):
+        if not isinstance(a, Tensor) or not isinstance(b, Tensor) or a.shape == b.shape:
+            continue
+        what = (f"cond at {where}: value {i} is {_type_text(_leaf_type(a))} in true_fn but "
+                f"{_type_text(_leaf_type(b))} in false_fn")
+        known = known_shape(tuple(a.shape), tuple(b.shape))
+        with then_builder:
+            then_leaves[i] = checked_shape(a, known, what)
+        with else_builder:
+            else_leaves[i] = checked_shape(b, known, what)
+    return pytree.unflatten(treedef, then_leaves), pytree.unflatten(treedef, else_leaves)
 
 
 def emit_cond(builder, pred, operands, then_branch, else_branch):
@@ -510,7 +552,7 @@ def _traced_while(builder, cond_fn, body_fn, leaves, treedef, maximum, frame):
         most = constant(maximum) if isinstance(maximum, int) else maximum
 
     def body(*xs):
-        result = _call(body_fn, rebuild(*xs[:count]))
+        result = _checked_body(_call(body_fn, rebuild(*xs[:count])), xs[:count], frame)
         if not counted:
             return result, []
         counter = xs[count] + one
@@ -539,7 +581,7 @@ def _traced_while(builder, cond_fn, body_fn, leaves, treedef, maximum, frame):
     if isinstance(body_result, list) and treedef[0] == "tuple":
         body_result = tuple(body_result)
     _check_same("while_loop", ("loop_vars", "the body"), rebuild(*specs_as_tensors(specs)),
-                body_result)
+                body_result, open_dims=True)  # (a dim open on one side: `_checked_body`)
     cond_builder, pred = trace_subgraph(builder, "cond", loop_cond, specs + counter_spec)
     _finish(cond_builder, pred)
     _finish(body_builder, body_result, body_counter)
@@ -562,6 +604,30 @@ def _traced_while(builder, cond_fn, body_fn, leaves, treedef, maximum, frame):
             flag = api.maximum(flag, api.cast(counter < 0, "int64") * -counter)
         builder.loop_flags.append(flag)
     return pytree.unflatten(treedef, results[:count])
+
+
+def _checked_body(result, carried, frame):
+    """A traced body's `result`, each value whose shape differs from its loop variable's
+    (`carried`: the body's inputs) where one leaves a dim open (`fits_open`) checked when
+    the program runs: the body's value and the loop variable it replaces must have the
+    sizes either knows (`checked_shape`), as eagerly each iteration's result must have the
+    loop variables' first shapes, and only when the body runs. Anything else as it is, for
+    `_check_same` to judge."""
+    leaves, treedef = pytree.flatten(result, is_array_leaf)
+    if len(leaves) != len(carried):
+        return result
+    where = None
+    for i, (x, old) in enumerate(zip(leaves, carried)):
+        if isinstance(x, np.ndarray | np.generic):
+            x = leaves[i] = tensor(x)
+        if isinstance(x, Tensor) and x.dtype == old.dtype and x.shape != old.shape and \
+                fits_open(tuple(old.shape), tuple(x.shape)):
+            where = where or user_frame(frame)[0]
+            what = (f"while_loop at {where}: value {i} is {_type_text(_leaf_type(old))} in "
+                    f"loop_vars but {_type_text(_leaf_type(x))} in the body")
+            leaves[i] = checked_shape(x, known_shape(tuple(old.shape), tuple(x.shape)), what,
+                                      [old])
+    return pytree.unflatten(treedef, leaves)
 
 
 def specs_as_tensors(specs):

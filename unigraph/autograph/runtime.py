@@ -19,9 +19,14 @@ import numpy as np
 from unigraph import api, pytree
 from unigraph.autograph.ranges import TensorRange, range, range_call  # noqa: A004, F401
 from unigraph.autograph.weak import is_weak, strong, weak
-from unigraph.control_flow import emit_cond, fits_open, trace_subgraph, while_loop
+from unigraph.control_flow import (
+    emit_cond,
+    fits_open,
+    trace_subgraph,
+    while_loop,
+)
 from unigraph.dtypes import python_scalar_dtype
-from unigraph.errors import ControlFlowError
+from unigraph.errors import ControlFlowError, ControlFlowShapeError
 from unigraph.function import is_array_leaf
 from unigraph.tensor import Tensor, tensor
 from unigraph.tracing import GraphBuilder, current_builder, region, user_source
@@ -151,25 +156,27 @@ def _spec_of(x) -> tuple:
     return (array.shape, array.dtype.name)
 
 
-def _mismatch(name, what: str, a: str, b: str, labels: tuple, need: str):
+def _mismatch(name, what: str, a: str, b: str, labels: tuple, need: str,
+              error=ControlFlowError):
     if name is not None and re.fullmatch(r"retval__\d+", name):
         # The value of an early `return` lives in a generated variable: say so plainly.
-        return ControlFlowError(
+        return error(
             f"`return` at {user_source()}: the function returns {a} on one path but {b} on "
             f"another, and a tensor decides which; every `return` must give {need}"
         )
     subject = "its value" if name is None else f"variable {name!r}"
-    return ControlFlowError(
+    return error(
         f"{what} at {user_source()}: {subject} is {a} {labels[0]} but {b} {labels[1]}; "
         f"both must have {need}"
     )
 
 
-def _merge(name, values: list, labels: tuple, what: str, open_dims=False) -> list:
+def _merge(name, values: list, labels: tuple, what: str, fits=None) -> list:
     """Give one variable's values from two code paths one type: Python numbers take the
-    dtype of the tensor on the other path; shapes and dtypes must then agree (with
-    `open_dims`, the two branches of a traced `if`: a dim one leaves open may be any size
-    on the other, `fits_open`). `name` None: the value of a conditional expression."""
+    dtype of the tensor on the other path; shapes and dtypes must then agree, or `fits`
+    them (the two branches of a traced `if`: a dim one leaves open may be any size on the
+    other, `fits_open`; so may a traced loop's state before and after its body).
+    `name` None: the value of a conditional expression."""
     flat = [pytree.flatten(v, is_array_leaf) for v in values]
     (leaves_a, tree_a), (leaves_b, tree_b) = flat
     if tree_a != tree_b:
@@ -187,10 +194,12 @@ def _merge(name, values: list, labels: tuple, what: str, open_dims=False) -> lis
             b = np.asarray(b, _spec_of(a)[1])
         (shape_a, dtype_a), (shape_b, dtype_b) = _spec_of(a), _spec_of(b)
         if dtype_a != dtype_b or not (shape_a == shape_b or
-                                      open_dims and fits_open(shape_a, shape_b)):
+                                      fits is not None and fits(shape_a, shape_b)):
+            # (one dtype, two shapes: a shape error too, as when a static run finds it)
+            error = ControlFlowShapeError if dtype_a == dtype_b else ControlFlowError
             raise _mismatch(name, what, _type_text(a), _type_text(b), labels,
                             "one shape and dtype in a static graph (cast, or initialise it "
-                            "with a value of the right dtype)")
+                            "with a value of the right dtype)", error)
         out_a.append(a)
         out_b.append(b)
     return [pytree.unflatten(tree_a, out_a), pytree.unflatten(tree_b, out_b)]
@@ -255,7 +264,7 @@ def _symbolic_cond(pred, true_run, false_run, names, what: str) -> list:
             raise _one_branch_error(what, name, "if" if isinstance(b, Undefined) else "else")
         labels = ("in the if branch", "in the else branch") if name else ("when true",
                                                                           "when false")
-        a, b = _merge(name, [a, b], labels, what, open_dims=True)
+        a, b = _merge(name, [a, b], labels, what, fits=fits_open)
         kept.append(index)
         then_out.append(a)
         else_out.append(b)
@@ -448,7 +457,9 @@ def _symbolic_loop(loop_cond, loop_body, get_state, set_state, names, what, pref
         head, new = new[:len(prefix)], new[len(prefix):]
         for index, value in enumerate(new):
             weak_out[index] = weak_in[index] and is_weak(value)
-        merged = [strong(_merge(name, [old, value], _LOOP_LABELS, what)[1])
+        # (a dim left open after the body that the state knew before it is checked when
+        # the program runs: control_flow._checked_body)
+        merged = [strong(_merge(name, [old, value], _LOOP_LABELS, what, fits_open)[1])
                   for name, old, value in zip(names, initial, new)]
         return (*head, *merged)
 
