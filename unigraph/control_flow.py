@@ -618,8 +618,8 @@ def _checked_body(result, carried, frame):
         return result
     where = None
     for i, (x, old) in enumerate(zip(leaves, carried)):
-        if isinstance(x, np.ndarray | np.generic):
-            x = leaves[i] = tensor(x)
+        if isinstance(x, np.ndarray | np.generic) and x.shape != old.shape:
+            x = leaves[i] = tensor(x)  # (a constant, as the graph's output would make it)
         if isinstance(x, Tensor) and x.dtype == old.dtype and x.shape != old.shape and \
                 fits_open(tuple(old.shape), tuple(x.shape)):
             where = where or user_frame(frame)[0]
