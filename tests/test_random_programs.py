@@ -37,12 +37,11 @@ def batch():
 
 @pytest.fixture(scope="module")
 def open_batch():
-    """Programs whose input_spec may leave dims open, without control flow (a `cond` or
-    `while` whose paths give one value a known dim and an open one is still refused by
-    every static target: unigraph/control_flow.py)."""
+    """Programs whose input_spec may leave dims open, control flow included (a `cond` or
+    `while` whose paths or iterations give one value a known dim and an open one is checked
+    when the program runs: unigraph/shape_checks.py)."""
     with Workers(timeout=120, jobs=2) as workers:
-        return survey(TARGETS, count=OPEN_BATCH, seed_value=0, grads=True, workers=workers,
-                      max_depth=0)
+        return survey(TARGETS, count=OPEN_BATCH, seed_value=0, grads=True, workers=workers)
 
 
 @pytest.mark.parametrize("target", TARGETS)
