@@ -55,54 +55,119 @@ def conv2d_nhwc(x, w, bias=None, *, stride, padding, dilation, groups):
 def conv_transpose2d(x, w, bias=None, *, stride, padding, output_padding, dilation, groups):
     # w [C, O/groups, KH, KW] -> TF's transposed-conv filter [KH, KW, O/groups, C].
     f = tf.transpose(w, TO_HWIO)
-    (sh, sw), (dh, dw), (ph, pw), (oph, opw) = stride, dilation, padding, output_padding
+    (dh, dw), (ph, pw), (oph, opw) = dilation, padding, output_padding
     if (dh, dw) != (1, 1):
         # TF's CPU Conv2DBackpropInput refuses dilations > 1 in float64 (2.21, a quirk
         # record): the filter gets its zeros written in, for every dtype (one route).
         f = dilate_filter(f, dh, dw)
-    kh, kw = f.shape[0], f.shape[1]
-    full_h, full_w = (x.shape[2] - 1) * sh + kh, (x.shape[3] - 1) * sw + kw
-    batch = x.shape[0] if x.shape[0] is not None else tf.shape(x)[0]
-
-    def transposed(xg, fg):
-        # VALID: every position some input reaches; padding is cropped below.
-        shape = tf.stack([batch, full_h, full_w, fg.shape[2]])
-        return tf.nn.conv2d_transpose(xg, fg, shape, strides=(1, sh, sw, 1), padding="VALID")
-
     nhwc = tf.transpose(x, TO_NHWC)
-    if groups == 1:
-        out = transposed(nhwc, f)
-    else:  # one per group, as convolve does (split input channels, concat the outputs)
-        pairs = zip(tf.split(nhwc, groups, axis=3), tf.split(f, groups, axis=3))
-        out = tf.concat([transposed(xg, fg) for xg, fg in pairs], axis=3)
+    if nhwc.dtype == tf.float64:
+        out = spread(nhwc, f, stride, groups)
+    else:
+        # Its gradient w.r.t. x is a conv with stride `stride` and one output along an
+        # axis where x has one cell: TF's float32 quirk (may_have_one_strided_output). One
+        # input cell spreads the same with stride 1, whose gradient is a plain conv.
+        sizes = {axis: size for axis, (size, s) in enumerate(zip(spatial_dims(nhwc), stride))
+                 if s > 1}
+        out = by_ones(sizes, lambda single: spread(nhwc, f, unstrided(stride, single), groups))
     if oph or opw:
         out = tf.pad(out, ((0, 0), (0, oph), (0, opw), (0, 0)))
-    out = out[:, ph: full_h + oph - ph, pw: full_w + opw - pw]
+    full_h, full_w = spatial_dims(out)
+    out = out[:, ph: full_h - ph, pw: full_w - pw]
     if bias is not None:
         out = tf.nn.bias_add(out, bias)
     return tf.transpose(out, TO_NCHW)
 
 
-def one_strided_output(x_hw, kernel, stride, padding, dilation) -> list:
-    """The spatial axes (0: height, 1: width) whose stride is above 1 and which have one
-    output, where the sizes are known. TF's CPU Conv2D gets float32 convs wrong there
-    (2.21: stride (1, 2), one output column, one input channel and a batch of 2 give
-    values of uninitialised memory, eager and in graphs, forward and gradient)."""
-    return [axis for axis, (size, k, s, p, d) in enumerate(zip(x_hw, kernel, stride, padding,
-                                                                dilation))
-            if s > 1 and size is not None and k is not None
-            and (size + 2 * p - d * (k - 1) - 1) // s + 1 == 1]
+def spread(x, f, stride, groups):
+    """The transposed conv of the NHWC `x` by the [KH, KW, O/groups, C] filter `f`, VALID
+    (every position some input reaches; conv_transpose2d crops the padding), NHWC out."""
+    (sh, sw), (batch, height, width, _), (kh, kw, _, _) = stride, dims_of(x), dims_of(f)
+
+    def transposed(xg, fg):
+        shape = tf.stack([batch, (height - 1) * sh + kh, (width - 1) * sw + kw,
+                          dims_of(fg)[2]])
+        return tf.nn.conv2d_transpose(xg, fg, shape, strides=(1, sh, sw, 1), padding="VALID")
+
+    if groups == 1:
+        return transposed(x, f)
+    # one per group, as convolve does (split input channels, concat the outputs)
+    pairs = zip(tf.split(x, groups, axis=3), tf.split(f, groups, axis=3))
+    return tf.concat([transposed(xg, fg) for xg, fg in pairs], axis=3)
+
+
+def spatial_dims(x) -> tuple:
+    """The NHWC `x`'s (height, width): ints where its static shape knows them, else (both)
+    read when the graph runs."""
+    known = tuple(x.shape[1:3])
+    return known if None not in known else tuple(dims_of(x)[1:3])
+
+
+def unstrided(stride, axes) -> tuple:
+    """`stride` with 1 along `axes`."""
+    return tuple(1 if axis in axes else s for axis, s in enumerate(stride))
+
+
+def by_ones(counts: dict, route):
+    """`route(axes)`, where `axes` are the keys of `counts` whose count is 1. A count is an
+    int, or a scalar tensor read when the graph runs (a dim the trace leaves open): each of
+    those is chosen by a tf.cond, so known counts cost nothing."""
+    known = tuple(axis for axis, count in counts.items() if isinstance(count, int)
+                  and count == 1)
+    pending = [axis for axis, count in counts.items() if not isinstance(count, int)]
+
+    def choose(ones, rest):
+        if not rest:
+            return route(ones)
+        axis, rest = rest[0], rest[1:]
+        # tf.equal, not ==: a TF1 graph compares tensors by identity
+        return tf.cond(tf.equal(counts[axis], 1), lambda: choose((*ones, axis), rest),
+                       lambda: choose(ones, rest))
+
+    return choose(known, pending)
+
+
+def window_count(size, kernel, stride, padding, dilation):
+    """The outputs of a conv or pool along one spatial axis of `size` cells (an int, or a
+    scalar tensor read when the graph runs): windows of `kernel` taps `dilation` apart,
+    every `stride` cells, over the cells padded by `padding` (one int for each side, or a
+    pair (before, after))."""
+    pads = sum(padding) if isinstance(padding, tuple) else 2 * padding
+    return (size + pads - dilation * (kernel - 1) - 1) // stride + 1
+
+
+def may_have_one_strided_output(x_hw, kernel, stride, padding, dilation) -> bool:
+    """Whether a spatial axis whose stride is above 1 has one output, or may have (its size
+    or kernel open in the trace). TF's CPU Conv2D gets float32 convs wrong there (2.21:
+    stride (1, 2), one output column, one input channel and a batch of 2 give values of
+    uninitialised memory, eager and in graphs, forward and gradient)."""
+    return any(s > 1 and (size is None or k is None or window_count(size, k, s, p, d) == 1)
+               for size, k, s, p, d in zip(x_hw, kernel, stride, padding, dilation))
 
 
 def convolve(x, f, stride, padding, dilation, groups):
     """The NHWC conv of `x` by the HWIO filter `f`, by a route TF can differentiate."""
-    single = one_strided_output(tuple(x.shape[1:3]), tuple(f.shape[:2]), stride, padding,
-                                dilation)
-    if single and x.dtype != tf.float64:
-        # Stride 1 there, then its first output: the same window (see one_strided_output).
-        unstrided = tuple(1 if axis in single else s for axis, s in enumerate(stride))
-        out = convolve(x, f, unstrided, padding, dilation, groups)
+    if x.dtype == tf.float64:
+        return convolve_as_is(x, f, stride, padding, dilation, groups)
+    # Stride 1 along an axis with one output (known, or read when the graph runs), then its
+    # first output: the same window (see may_have_one_strided_output).
+    sizes, taps = spatial_dims(x), tuple(f.shape[:2])
+    if None in taps:
+        taps = dims_of(f)[:2]
+    counts = {axis: window_count(*each) for axis, each in enumerate(zip(
+        sizes, taps, stride, padding, dilation)) if stride[axis] > 1}
+
+    def route(single):
+        out = convolve_as_is(x, f, unstrided(stride, single), padding, dilation, groups)
+        if not single:
+            return out
         return out[:, :1 if 0 in single else None, :1 if 1 in single else None]
+
+    return by_ones(counts, route)
+
+
+def convolve_as_is(x, f, stride, padding, dilation, groups):
+    """convolve without the workaround of TF's one-strided-output quirk."""
     (ph, pw), (sh, sw), (dh, dw) = padding, stride, dilation
     if (dh, dw) == (1, 1):
         def conv(x, f):
@@ -141,13 +206,8 @@ def nonempty_batch(image, compute, *, kernel, stride, padding, dilation, channel
     if batch is not None and batch > 0:
         return compute()
     dims = dims_of(image)  # known sizes stay static: the result keeps them
-    # A pad is one int (both sides) or a pair (before, after).
-    height, width = (
-        (size + (sum(pad) if isinstance(pad, tuple) else 2 * pad) - rate * (k - 1) - 1)
-        // step + 1
-        for size, k, step, pad, rate in zip(
-            (dims[1], dims[2]), kernel, stride, padding, dilation)
-    )
+    height, width = (window_count(*each) for each in zip(
+        (dims[1], dims[2]), kernel, stride, padding, dilation))
     zeros = tf.zeros((dims[0], height, width, channels), image.dtype)
     if batch == 0:
         return zeros

@@ -44,7 +44,7 @@ def usable(x, w, *, stride, padding, dilation, groups) -> bool:
     batch = x.shape[0]
     return (x.dtype == tf.float32 and w.dtype == tf.float32 and groups == 1
             and tuple(dilation) == (1, 1) and batch is not None and batch > 0
-            and x.shape.rank == 4 and not images.one_strided_output(
+            and x.shape.rank == 4 and not images.may_have_one_strided_output(
                 tuple(x.shape[2:]), tuple(w.shape[2:]), stride, padding, dilation))
 
 

@@ -368,8 +368,10 @@ QUIRKS = [
                   "column, one input channel, a batch of 2: 1e24 where 0.3 is right), "
                   "eagerly and in graphs, forward and gradient",
         workaround="stride 1 along such an axis, then its first output: the same window "
-                   "(images.one_strided_output; where that axis is open in the trace, the "
-                   "conv runs as TF's)",
+                   "(images.convolve; where that axis is open in the trace, a tf.cond on "
+                   "its output count when the graph runs); conv_transpose2d, whose gradient "
+                   "is such a conv where its input has one cell along a strided axis, "
+                   "spreads that cell with stride 1 (images.conv_transpose2d)",
         pin=_conv_with_one_strided_output_reads_garbage,
     ),
 ]
