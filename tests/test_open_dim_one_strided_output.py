@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from conftest import TARGETS
 from test_conv_one_strided_output import CASES
+from test_open_dim_images import _run
 
 import unigraph as ug
 from unigraph.config import Target
@@ -71,3 +72,24 @@ def test_conv2d_with_one_strided_output_open(target, case, opened, dtype):
             assert a.shape == e.shape, name
             np.testing.assert_allclose(a, e, rtol=1e-4, atol=1e-4, err_msg=name)
 
+
+POOLS = {  # x shape, kernel, attrs: one output along a strided axis
+    "stride (1, 2), one column": ((2, 1, 4, 4), (1, 3), {"stride": (1, 2)}),
+    "stride (2, 2), one output, padded": ((3, 2, 3, 3), (3, 3), {"stride": (2, 2),
+                                                                "padding": (1, 1)}),
+    "stride (2, 1), one row, dilated": ((2, 1, 5, 4), (2, 2), {"stride": (2, 1),
+                                                              "dilation": (3, 1)}),
+}
+
+
+@pytest.mark.parametrize("opened", list(OPEN))
+@pytest.mark.parametrize("case", list(POOLS))
+@pytest.mark.parametrize("op", ["max_pool2d", "avg_pool2d"])
+@pytest.mark.parametrize("target", TARGETS)
+def test_pools_with_one_strided_output_open(target, op, case, opened):
+    x_shape, kernel, attrs = POOLS[case]
+    if op == "avg_pool2d" and "dilation" in attrs:
+        pytest.skip("avg_pool2d takes no dilation")
+    x = np.random.default_rng(8).normal(size=x_shape).astype(np.float32)
+    pool = getattr(ug, op)
+    _run(lambda x: pool(x, kernel, **attrs), [x], [OPEN[opened]], target)

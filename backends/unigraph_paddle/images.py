@@ -12,6 +12,7 @@ import paddle.nn.functional as F
 from paddle import _C_ops
 
 from unigraph.ops.pooling import pool_geometry
+from unigraph_paddle.ranks import dims_of
 
 _LARGEST = {dtype: float(paddle.finfo(dtype).max)
             for dtype in (paddle.float16, paddle.float32, paddle.float64)}
@@ -111,7 +112,8 @@ def max_pool2d(x, *, kernel, stride, padding, dilation=(1, 1), ceil_mode=False):
 def _dilated_max_pool2d(x, wide, kernel, stride, dilation):
     """F.max_pool2d has no dilation: the windows as columns (F.unfold, which has), x
     gathered at the argmax of `wide` in each (the first maximum)."""
-    _, channels, height, width = x.shape
+    # In a Program, a dim input_spec leaves open is -1: read when it runs (dims_of)
+    _, channels, height, width = x.shape if min(x.shape[1:]) >= 0 else dims_of(x)
     rows, cols = ((size - rate * (k - 1) - 1) // step + 1 for size, k, step, rate in zip(
         (height, width), kernel, stride, dilation))
 

@@ -82,7 +82,7 @@ def on_a_view(fn, x, axis: int, keepdims: bool):
     """
     if len(x.shape) <= MAX_ARGMAX_RANK:
         return fn(x, axis)
-    dims = _dims(x)
+    dims = dims_of(x)
     before, after = dims_product(dims[:axis]), dims_product(dims[axis + 1:])
     view = [before, dims[axis]] if axis == len(dims) - 1 else [before, dims[axis], after]
     out = fn(paddle.reshape(x, view), 1)
@@ -90,7 +90,7 @@ def on_a_view(fn, x, axis: int, keepdims: bool):
     return paddle.reshape(out, shape)
 
 
-def _dims(x) -> list:
+def dims_of(x) -> list:
     """x's dims: ints, and for a dim unknown until the run (-1 in a Program) that element of
     paddle.shape(x)."""
     dims = tuple(x.shape)
