@@ -1013,8 +1013,8 @@ QUIRKS = [
                   "Program, whichever axes it slices ('The dimension of StridedSlice "
                   "operator's input should be less than 7')",
         workaround="above rank 6, one axis at a time, each a strided slice of the middle axis "
-                   "of a [before, n, after] view (ranks.strided_slice); axes taken whole are "
-                   "skipped",
+                   "of a [before, n, after] view (ranks.strided_slice; an open dim read "
+                   "when the Program runs); axes taken whole are skipped",
         pin=_strided_slice_refuses_rank_7,
     ),
     Quirk(

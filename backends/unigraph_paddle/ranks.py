@@ -21,8 +21,7 @@ view. Each route is taken only where Paddle would fail or be wrong, so every pro
 ran right before runs the same ops. Shapes not all known when a Program is built (a -1 dim)
 go to Paddle as they are, except a max or min, which then reduces a [kept..., reduced] view
 (the kept dims as they come, the reduced ones merged), and an argmax, whose view reads the
-open dims at run time (paddle.shape). (A strided slice above rank 6 with an open dim is
-still refused with Paddle's error.)
+open dims at run time (paddle.shape), as does a strided slice's.
 
 This module imports paddle: `lowerings.py` imports it.
 """
@@ -34,6 +33,7 @@ import math
 import paddle
 
 from unigraph.backend import dims_product
+from unigraph.ops.shape import TO_END
 
 WRONG_MAX_GRAD_RANKS = (5, 6)  # max_grad/min_grad over some (not all) of several axes
 MAX_ARGMAX_RANK = 6
@@ -102,20 +102,22 @@ def dims_of(x) -> list:
 
 def strided_slice(x, begin, end, stride):
     """paddle.strided_slice of every axis of `x` (begin, end, stride: one per dim, resolved
-    and clamped, positive strides), one axis at a time on 3-D views where `x` has more dims
-    than Paddle's StridedSlice takes; axes taken whole are skipped.
+    and clamped, positive strides; on a dim input_spec leaves open, as Python's when the
+    program runs), one axis at a time on 3-D views where `x` has more dims than Paddle's
+    StridedSlice takes; axes taken whole are skipped. An open dim is read when the program
+    runs (paddle.shape), and so is its sliced size.
 
     >>> strided_slice(x, (1,) * 7, (2,) * 7, (1,) * 7)  # x of rank 7: 7 slices of 3-D views
     """
-    if len(begin) <= MAX_STRIDED_SLICE_RANK or _known(x) is None:
+    if len(begin) <= MAX_STRIDED_SLICE_RANK:
         axes = list(range(len(begin)))
         return paddle.strided_slice(x, axes, list(begin), list(end), list(stride))
-    current = list(_known(x))
+    current = dims_of(x)
     for axis, (b, e, s) in enumerate(zip(begin, end, stride, strict=True)):
-        if b == 0 and e >= current[axis] and s == 1:
+        size = current[axis]
+        if b == 0 and e >= (size if isinstance(size, int) else TO_END) and s == 1:
             continue  # the whole axis
-        before, after = math.prod(current[:axis]), math.prod(current[axis + 1:])
-        x = paddle.strided_slice(paddle.reshape(x, [before, current[axis], after]),
-                                 [1], [b], [e], [s])
-        current[axis] = len(range(b, e, s))
+        before, after = dims_product(current[:axis]), dims_product(current[axis + 1:])
+        x = paddle.strided_slice(paddle.reshape(x, [before, size, after]), [1], [b], [e], [s])
+        current[axis] = len(range(b, e, s)) if isinstance(size, int) else paddle.shape(x)[1]
     return paddle.reshape(x, current)
