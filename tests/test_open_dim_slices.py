@@ -4,12 +4,12 @@ below, at and past the bounds (0, 1, 2, 5, 7 rows).
 
 A slice bound is resolved when the program runs, as Python's: a negative one counts from
 the end, then both are clamped to 0..n (x[-7:] of 2 rows is both rows). An int index i is a
-`take` (of i; of row 0 of x[i:i + 1] for a negative i) whose run-time check refuses one
-outside [-n, n) with `IndexOutOfRangeError`, an IndexError as eagerly, naming the op and
-the user's line. (The static targets refused x[-2:], x[:-1] and x[0] there with an
-IndexError asking for non-negative bounds or the dim's size; before that they refused
-x[:, :1] too, and TF's graph targets took 2**63 - 1 as an int32 end.) Where the size is
-known, the graph is as before: a slice (and a squeeze), no take.
+`take` (of i; of rows 0 and -i - 1 of x[i:] for a negative i, the first kept) whose
+run-time check refuses one outside [-n, n) with `IndexOutOfRangeError`, as eagerly, naming
+the op, the index, n and the user's line. (The static targets refused x[-2:], x[:-1] and
+x[0] there with an IndexError asking for non-negative bounds or the dim's size; before
+that they refused x[:, :1] too, and TF's graph targets took 2**63 - 1 as an int32 end.)
+Where the size is known, the graph is as before: a slice (and a squeeze), no take.
 """
 
 from __future__ import annotations
@@ -98,11 +98,14 @@ def _index_minus_1_in_grad(x):
     return ug.grad(lambda v: ug.sum(v[-1] ** 2))(x)
 
 
+# The user's index and the dim's size, as eagerly: the static targets named the take of row
+# 0 of the empty x[-3:-2] ("index 0 is out of range for size 0"), and eager targets raised a
+# plain IndexError without the line.
 _OUT_OF_RANGE = [
     (_index_5, 2, "index 5 is out of range for size 2"),
-    (_index_minus_3, 2, "index 0 is out of range for size 0"),  # of the empty x[-3:-2]
+    (_index_minus_3, 2, "index -3 is out of range for size 2"),
     (_index_0, 0, "index 0 is out of range for size 0"),
-    (_index_minus_1_in_grad, 0, "index 0 is out of range for size 0"),
+    (_index_minus_1_in_grad, 0, "index -1 is out of range for size 0"),
 ]
 
 
@@ -117,8 +120,6 @@ def test_an_int_index_outside_an_open_dim_is_refused_as_eagerly(target, fn, rows
         run = ug.function(fn, input_spec=SPEC)
         with pytest.raises(IndexError) as caught:
             run(x)
-    if t.mode == "eager":  # the size is known: the frontend's own check, as before
-        return
     assert isinstance(caught.value, IndexOutOfRangeError), repr(caught.value)
     assert f"take on {target} at " in str(caught.value)
     assert "test_open_dim_slices.py:" in str(caught.value)  # the user's line
@@ -148,6 +149,8 @@ def _ops(spec, index):
     ("[-2:]", ["slice"], ["slice"]),
     ("[1:-1]", ["slice"], ["slice"]),
     ("[1, 1:]", ["slice", "squeeze"], ["slice", "constant", "take"]),
+    # rows 0 and 1 of x[-2:], the first kept: the check of row 1 names n (index_checks)
+    ("[-2, :-1]", ["slice", "squeeze"], ["slice", "constant", "take", "slice", "squeeze"]),
     ("[None, -1, 2]", ["slice", "squeeze", "expand_dims"],
      ["slice", "constant", "take", "squeeze", "expand_dims"]),
 ])

@@ -120,8 +120,11 @@ def translate_run_error(error: BaseException, executable) -> IndexOutOfRangeErro
             value = user_index(op, value, size)
         elif op == CROSS_ENTROPY and value < 0:
             value += size  # labels are not moved by the frontend: undo the lowering's move
+    nodes = _matching(graph, op, axis, size)
+    if op == TAKE:
+        value = _counted_from_end(graph, nodes, value)
     lines = []
-    for node in _matching(graph, op, axis, size):
+    for node in nodes:
         if node.source and node.source not in lines:
             lines.append(node.source)
     return IndexOutOfRangeError(
@@ -140,6 +143,33 @@ def _parse(text: str):
         return (groups.get("op") or op, kind, int(groups["value"]), int(groups["size"]),
                 None if axis is None else int(axis))
     return None
+
+
+def _counted_from_end(graph, takes: list, value: int) -> int:
+    """The user's x[i] for `value`, the row a failed `take` read: i when every one of
+    `takes` reads row `value` = -i - 1 of a slice x[i:] (how `x[i]` takes a negative i
+    along a dim of unknown size n: the row exists only when -n <= i; see
+    `unigraph.api.indexing._open_dim_index`), else `value` itself."""
+    from unigraph.ops.shape import TO_END
+
+    producers = {out.id: node for node in _walk(graph) for out in node.outputs}
+    for node in takes:
+        axis = node.attrs.get("axis")
+        sliced, rows = (producers.get(operand.id) for operand in node.inputs[:2])
+        if sliced is None or rows is None or (sliced.op, rows.op) != ("slice", "constant"):
+            return value
+        last = np.asarray(rows.attrs["value"]).reshape(-1)[-1:]
+        if (last.tolist() != [value] or sliced.attrs["begin"][axis] != -value - 1
+                or sliced.attrs["end"][axis] != TO_END):
+            return value
+    return -value - 1 if takes else value
+
+
+def _walk(graph):
+    for node in graph.nodes:
+        yield node
+        for sub in node.subgraphs.values():
+            yield from _walk(sub)
 
 
 def _matching(graph, op: str, axis, size) -> list:

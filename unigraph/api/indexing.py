@@ -20,6 +20,7 @@ from unigraph.api.updates import scatter
 from unigraph.dispatch import apply
 from unigraph.dtypes import is_int
 from unigraph.errors import ShapeError, TracingError
+from unigraph.index_checks import TAKE, refuse
 from unigraph.ops.shape import TO_END
 from unigraph.tensor import Tensor
 from unigraph.tracing import user_source
@@ -79,9 +80,8 @@ def getitem(x, index):
                 start, stop, position = _open_dim_index(int(item))
                 taken.append((dim, position))
             else:
-                if not -size <= item < size:
-                    raise IndexError(
-                        f"index {item} is out of bounds for dimension {dim} of size {size}")
+                if not -size <= item < size:  # the error a run-time check raises
+                    refuse(TAKE, int(item) + size if item < 0 else int(item), size, axis=dim)
                 start = int(item) % size
                 stop = start + 1
                 squeeze_axes.append(dim)
@@ -120,9 +120,12 @@ def getitem(x, index):
 
 def _take_positions(x, taken, squeeze_axes):
     """x with each (axis, position) of `taken` taken (the axis dropped, the last first, so
-    that the axes before it stay in place), and `squeeze_axes` renumbered to match."""
+    that the axes before it stay in place), and `squeeze_axes` renumbered to match. A pair
+    of positions (see _open_dim_index) keeps the first."""
     for axis, position in reversed(taken):
         x = take(x, np.array(position, np.int64), axis=axis)
+        if np.ndim(position):
+            x = getitem(x, (builtins.slice(None),) * axis + (0,))
         squeeze_axes = [a - (a > axis) for a in squeeze_axes]
     return x, squeeze_axes
 
@@ -140,17 +143,18 @@ def _within_int64(bound) -> int:
     return builtins.min(builtins.max(int(bound), -TO_END), TO_END)
 
 
-def _open_dim_index(item: int) -> tuple[int, int, int]:
+def _open_dim_index(item: int) -> tuple[int, int, int | list]:
     """(begin, end, position) for the int index `item` of a dim whose size n is known only
     when the program runs: a slice, then a `take` of `position` from it, whose run-time
     check refuses an index outside [-n, n) with `IndexOutOfRangeError` (an IndexError, as
-    eagerly). A non-negative index is taken from the whole dim (the error names it and n);
-    a negative one from x[i:i + 1], one row when -n <= i, none (so position 0 is refused,
-    as out of range for size 0) when i < -n."""
+    eagerly), naming it and n. A non-negative index is taken from the whole dim; a negative
+    one i from x[i:]: its rows 0 and -i - 1 (row 0 alone for -1), the first kept. x[i:] has
+    -i rows when -n <= i, else the n rows of x, so the check of row -i - 1 refuses i < -n
+    and names n (`index_checks` reads i back from the row and the slice)."""
     if item >= 0:
         return 0, TO_END, builtins.min(item, TO_END)
     item = _within_int64(item)
-    return item, TO_END if item == -1 else item + 1, 0
+    return item, TO_END, 0 if item == -1 else [0, -item - 1]
 
 
 # -- indexing with arrays -----------------------------------------------------------------
