@@ -93,3 +93,28 @@ def test_pools_with_one_strided_output_open(target, op, case, opened):
     x = np.random.default_rng(8).normal(size=x_shape).astype(np.float32)
     pool = getattr(ug, op)
     _run(lambda x: pool(x, kernel, **attrs), [x], [OPEN[opened]], target)
+
+
+@pytest.mark.parametrize("opened", list(OPEN))
+@pytest.mark.parametrize("target", TARGETS)
+def test_global_average_pooling_with_open_dims(target, opened):
+    """AdaptiveAvgPool2D(1) (a mean over H and W) of open H and W: every static target
+    refused it with a ShapeError while eager targets ran it."""
+    x = np.random.default_rng(9).normal(size=(2, 3, 3, 5)).astype(np.float32)
+    _run(lambda x: ug.nn.AdaptiveAvgPool2D(1)(x), [x], [OPEN[opened]], target)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_adaptive_pooling_to_more_than_one_cell_needs_known_spatial_dims(target):
+    """Its windows depend on H and W: refused while tracing, naming the line, where they
+    are open (eager targets know them and run it)."""
+    x = np.random.default_rng(9).normal(size=(2, 3, 4, 6)).astype(np.float32)
+    t = Target.parse(target)
+    with ug.use_backend(t.backend, t.mode):
+        run = ug.function(lambda x: ug.nn.AdaptiveAvgPool2D((2, 3))(x),
+                          input_spec=[ug.Spec((2, 3, None, None), "float32")])
+        if t.mode == "eager":
+            assert run(x).numpy().shape == (2, 3, 2, 3)
+            return
+        with pytest.raises(ug.ShapeError, match="test_open_dim_one_strided_output.py:.*input_spec"):
+            run(x)

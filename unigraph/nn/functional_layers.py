@@ -202,12 +202,13 @@ def adaptive_avg_pool2d(x, output_size):
         output_size is None else tuple(output_size)
     oh, ow = (h if sizes[0] is None else int(sizes[0]), w if sizes[1] is None else
               int(sizes[1]))
+    if (oh, ow) == (1, 1):  # any H and W, open ones (input_spec) included
+        return api.mean(x, axis=(2, 3), keepdims=True)
     if h is None or w is None or min(oh, ow) < 1:
         raise ShapeError(f"adaptive_avg_pool2d: output size {(oh, ow)} for x of shape "
                          f"{list(x.shape)}: needs known H and W and sizes >= 1 (at "
-                         f"{user_source()})")
-    if (oh, ow) == (1, 1):
-        return api.mean(x, axis=(2, 3), keepdims=True)
+                         f"{user_source()}); only output size 1 (global average pooling) "
+                         "takes H and W left open by input_spec")
     if h % oh == 0 and w % ow == 0:
         kernel = (h // oh, w // ow)
         return api.avg_pool2d(x, kernel, kernel)
