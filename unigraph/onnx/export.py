@@ -13,7 +13,9 @@ by its entry in the flat table `unigraph.onnx.emitters.EMITTERS`; `cond` becomes
 
 Parameters are initializers named after the parameters; inputs are named after the Python
 signature, outputs `output` / `output_0`, ... (as every other exporter names them). A dim
-the graph knows only at run time (None) is symbolic: `batch` for dim 0, `NAME_i` for dim i.
+the graph knows only at run time (None) is symbolic, a name no other dim has (ONNX reads one
+name as one size): `batch` for dim 0 where only one input leaves it open, else `NAME_0`;
+`NAME_i` for dim i.
 
 `graph_to_model` writes any IR graph; the onnxruntime backend compiles through it with
 the parameters as inputs and the updates as extra outputs.
@@ -181,9 +183,13 @@ def _ir_version(opset: int) -> int:
     return onnx.IR_VERSION
 
 
-def _symbolic_dims(value, name: str) -> list:
-    return [d if d is not None else ("batch" if i == 0 else f"{name}_{i}")
-            for i, d in enumerate(value.shape)]
+def _symbolic_dims(values: list, names: list) -> list:
+    """Each input's dims, an open one a dim_param no other dim has: ONNX reads one name as
+    one size (ONNX Runtime then reuses a buffer of one input's rows for another's). Dim 0
+    is `batch` where only one input leaves it open, else `NAME_0`; dim i is `NAME_i`."""
+    open_rows = sum(1 for v in values if v.shape and v.shape[0] is None)
+    return [[d if d is not None else ("batch" if i == 0 and open_rows == 1 else f"{name}_{i}")
+             for i, d in enumerate(v.shape)] for v, name in zip(values, names)]
 
 
 def _unique_names(names: list, taken: set) -> list:
@@ -223,8 +229,8 @@ def graph_to_model(graph: Graph, params: list | None, input_names: list, output_
     param_names = _unique_names([p.name or "param" for p in graph.params], taken)
     env = {v.id: name for v, name in zip(graph.inputs, input_names)}
     env.update((p.id, name) for p, name in zip(graph.params, param_names))
-    inputs = [value_info(name, v, _symbolic_dims(v, name))
-              for v, name in zip(graph.inputs, input_names)]
+    inputs = [value_info(name, v, dims) for v, name, dims in
+              zip(graph.inputs, input_names, _symbolic_dims(graph.inputs, input_names))]
     initializers = []
     if params is None:
         inputs += [value_info(name, p) for p, name in zip(graph.params, param_names)]
@@ -295,8 +301,9 @@ def export(fn_or_module, *example_inputs, path, opset: int | None = None, input_
     write (13 to the installed onnx's newest; default 18). Training graphs (parameter
     updates, `ug.grad`) and random draws are refused (`ExportError`), naming the line.
     A dim that `input_spec` (a `ug.Spec` or None per positional argument) or
-    `dynamic_batch=True` (dim 0 of every array input) leaves unknown is symbolic: `batch`
-    for dim 0, `<input>_<axis>` for the others.
+    `dynamic_batch=True` (dim 0 of every array input) leaves unknown is symbolic, each its
+    own name: `batch` for dim 0 where one input alone leaves it open (several inputs:
+    `<input>_0` each, sizes that may differ), `<input>_<axis>` for the others.
 
     >>> ug.onnx.export(counter, 0, 10, path="counter.onnx")
     'counter.onnx'
