@@ -51,3 +51,21 @@ def test_a_float64_conv_of_an_open_kernel_size_names_the_fix_on_onnxruntime():
         with pytest.raises(BackendError, match=r"float64 conv2d at .*"
                                               r"test_open_dim_conv_weights\.py:\d+: .*kernel size"):
             f(X, W, B)
+
+
+@pytest.mark.parametrize("groups", [1, 3])
+@pytest.mark.parametrize("target", FORWARD_TARGETS)
+def test_an_empty_batch_of_a_conv_of_a_weight_with_open_out_channels(target, groups):
+    """No rows: the im2col form's last Reshape could not infer the out channels from an
+    empty product (-1 beside a 0; random tester with open dims, seed 5017)."""
+    x, w, b = np.zeros((0, 3, 4, 5)), RNG.normal(size=(3, 3 // groups, 1, 3)), np.ones(3)
+    spec = [ug.Spec((None, 3, 4, 5), "float64"), ug.Spec((None, 3 // groups, 1, 3), "float64"),
+            ug.Spec((None,), "float64")]
+
+    def dilated(x, w, b):
+        return ug.conv2d(x, w, b, stride=(2, 1), dilation=(2, 2), groups=groups)
+
+    t = Target.parse(target)
+    with ug.use_backend(t.backend, t.mode):
+        got = ug.function(dilated, input_spec=spec)(x, w, b).numpy()
+    assert got.shape == (0, 3, 2, 1)

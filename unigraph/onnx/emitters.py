@@ -327,7 +327,14 @@ def _conv2d_im2col(w, args, node):
     kernel = w.node("Reshape", [kernel, w.const(_ints(
         [groups, kh * kw * per_group, per_output_group]))])
     product = w.node("MatMul", [columns, kernel])  # [N, OH, OW, G, 1, O/G]
-    flat = w.node("Reshape", [product, w.const(_ints([0, 0, 0, out_channels]))])
+    if out_channels == -1:  # (-1 beside the 0 rows of an empty batch names no size)
+        first = [w.const(_ints([0])), w.const(_ints([3]))]
+        rows = w.node("Slice", [w.node("Shape", [product]), *first])  # [N, OH, OW]
+        outs = w.node("Slice", [w.node("Shape", [args[1]]), first[0], w.const(_ints([1]))])
+        flat_shape = w.node("Concat", [rows, outs], axis=0)
+    else:
+        flat_shape = w.const(_ints([0, 0, 0, out_channels]))
+    flat = w.node("Reshape", [product, flat_shape])
     out = w.node("Transpose", [flat], perm=[0, 3, 1, 2])
     if len(args) == 3:
         out = w.node("Add", [out, w.node("Reshape", [args[2], w.const(
