@@ -128,15 +128,27 @@ def cast(x, *, dtype):
 
 
 def add_in_graph(x, y):
-    """x + y in a graph. Grappler's remapper turns MatMul(transpose_a) + AddV2 into a fused
-    MatMul + BiasAdd even when the addend is a [1, N] row, whose BiasAdd kernel then fails
-    ("bias must be 1-dimensional"). A row added to a matrix product goes in as [N] instead:
-    the same broadcast, and the bias the fusion expects."""
-    if is_row(y) and is_matmul(x):
-        y = raw.Reshape(tensor=y, shape=(-1,))
-    elif is_row(x) and is_matmul(y):
-        x = raw.Reshape(tensor=x, shape=(-1,))
+    """x + y in a graph. Grappler's remapper turns MatMul + AddV2 into a fused MatMul +
+    BiasAdd where the addend looks like a bias, and gets two such sums wrong (quirks.py):
+    a [1, N] row with a transposed operand fails ("bias must be 1-dimensional"), and an
+    addend of more dims, the leading ones 1 ([1, 1, N]), gives the product's 2 dims, a
+    silently wrong shape."""
+    if is_matmul(x):
+        x, y = as_matmul_addend(x, y)
+    elif is_matmul(y):
+        y, x = as_matmul_addend(y, x)
     return raw.AddV2(x=x, y=y)
+
+
+def as_matmul_addend(product, addend):
+    """(product, addend), the same broadcast: a row goes in as [N], the bias the fusion
+    expects; an addend of rank above 2 meets the product expanded to its rank, which is not
+    fused."""
+    if is_row(addend):
+        return product, raw.Reshape(tensor=addend, shape=(-1,))
+    for _ in range((addend.shape.rank or 2) - 2):
+        product = raw.ExpandDims(input=product, axis=0)
+    return product, addend
 
 
 def is_row(t) -> bool:

@@ -116,6 +116,13 @@ def _matmul_plus_row_fails_in_a_function() -> bool:
     return False
 
 
+def _matmul_plus_higher_rank_loses_dims_in_a_function() -> bool:
+    tf = _tf()
+    fn = tf.function(lambda a, b, c: tf.raw_ops.AddV2(x=tf.raw_ops.MatMul(a=a, b=b), y=c))
+    out = fn(tf.ones((1, 2)), tf.ones((2, 3)), tf.ones((1, 1, 3)))
+    return out.shape.rank == 2  # the broadcast is [1, 1, 3]
+
+
 def _argmax_skips_nan() -> bool:
     tf = _tf()
     return int(tf.argmax(tf.constant([1.0, np.nan, 0.5]))) == 0  # the answer is 1
@@ -248,6 +255,15 @@ QUIRKS = [
         workaround="in graph modes a [1, N] row added to a MatMul goes in reshaped to [N] "
                    "(lowerings.add_in_graph)",
         pin=_matmul_plus_row_fails_in_a_function,
+    ),
+    Quirk(
+        op="add", framework="tensorflow", versions=VERSIONS,
+        behaviour="in a tf.function, MatMul(a, b) + c with c of more than 2 dims, its leading "
+                  "ones 1 ([1, 1, N]), gives a [M, N] result where the broadcast is [1, M, N]: "
+                  "Grappler fuses it into MatMul + BiasAdd, which keeps the product's dims",
+        workaround="in graph modes the product goes in expanded to c's rank (ExpandDims), "
+                   "which is not fused (lowerings.add_in_graph)",
+        pin=_matmul_plus_higher_rank_loses_dims_in_a_function,
     ),
     Quirk(
         op="argmax", framework="tensorflow", versions=VERSIONS,
