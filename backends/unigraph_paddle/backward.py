@@ -19,10 +19,17 @@ body's value stack (`while_prune_check`) while the backward loop's `cf.has_eleme
 still reads it, and the process aborts ("Destroyed a op_result that is still in use by
 cf.has_elements").
 
+A fourth is a raw TypeError from `call_vjp`: a value of `stop_gradient` (a cast from an
+int) that a `while` body reads and a broadcasting add uses outside (`r + y`, `r` of fewer
+dims) gets from that add's vjp a None gradient, which the `while`'s vjp is handed where it
+takes a tensor. Zeros are that gradient (Paddle builds them where a value has no gradient
+recorded at all).
+
 `fixed_backward()` swaps in a wrapper around `append_backward_ops` for the duration of
 one `paddle.static.gradients` call (Program builds hold `_BUILD_LOCK`, so no other build
-sees it) that passes the enclosing map down and hands the yield the original values, and
-a `while_prune_check` that keeps a stack something else still reads. It changes nothing
+sees it) that passes the enclosing map down and hands the yield the original values,
+a `while_prune_check` that keeps a stack something else still reads, and a `call_vjp`
+that gives a `while` zeros for a None gradient. It changes nothing
 for an `if` at the top level of a Program (the copy map is empty there, the enclosing map
 too), which is Paddle's own tested path. `quirks.py` pins the faults.
 """
@@ -80,10 +87,22 @@ def fixed_backward(paddle):
         return all(user.id() in (pop.id(), push.id())
                    for result in stack.results() for user in result.all_used_ops())
 
+    core = paddle.framework.core
+    native_call_vjp = core.call_vjp
+
+    def call_vjp(op, inputs, outputs, output_grads, stop_gradients):
+        if op.name() == "pd_op.while":
+            # inputs: [cond] + carried + captured; output_grads: carried's + captured's.
+            output_grads = [[paddle.full_like(inputs[i + 1][0], 0.0)] if grad == [None]
+                            else grad for i, grad in enumerate(output_grads)]
+        return native_call_vjp(op, inputs, outputs, output_grads, stop_gradients)
+
     ir_backward.append_backward_ops = append_backward_ops
     ir_backward.while_prune_check = while_prune_check
+    core.call_vjp = call_vjp
     try:
         yield
     finally:
         ir_backward.append_backward_ops = native
         ir_backward.while_prune_check = native_prune_check
+        core.call_vjp = native_call_vjp

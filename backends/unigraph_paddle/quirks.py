@@ -473,6 +473,23 @@ def _two_loops_capturing_a_value_double_its_gradient() -> bool:
     return not isinstance(result, Exception) and np.allclose(result[0], doubled, rtol=1e-12)
 
 
+def _while_gradient_of_a_captured_value_without_one_raises() -> bool:
+    def build(paddle):
+        x = paddle.static.data("x", [2], "float64")
+        y = paddle.static.data("y", [2, 2], "float64")
+        x.stop_gradient = y.stop_gradient = False
+        r = paddle.cast(paddle.cast(x * 4.0, "int32").detach(), "float64")  # no gradient
+        z = _loop(paddle, 1, lambda a: a * r, paddle.assign(x))
+        # r + y broadcasts r: the add's vjp gives r a None gradient.
+        return paddle.static.gradients([paddle.sum(z * 2.0) + paddle.sum(r + y)], [x, y])
+
+    try:
+        _run_static(build, {"x": np.array([0.5, 1.5]), "y": np.ones((2, 2))})
+    except TypeError as error:
+        return "call_vjp" in str(error)
+    return False
+
+
 def _matmul_grad_fails_on_batch_ranks() -> bool:
     paddle = _paddle()
     a, b = _leaf(paddle, np.ones((2, 1, 3, 4))), _leaf(paddle, np.ones((3, 4, 2)))
@@ -918,6 +935,16 @@ QUIRKS = [
         workaround="inside a grad function each loop captures its own copy (paddle.assign) "
                    "of a value that needs a gradient",
         pin=_two_loops_capturing_a_value_double_its_gradient,
+    ),
+    Quirk(
+        op="while_loop", framework="paddle", versions=VERSIONS,
+        behaviour="paddle:static: the backward of a while op whose body reads a value of "
+                  "stop_gradient (a cast from an int) that a broadcasting add uses again "
+                  "outside fails while it is built (TypeError: call_vjp(): incompatible "
+                  "function arguments): the add's vjp gives the value a None gradient, passed "
+                  "on to the while's vjp",
+        workaround="the while's vjp gets zeros for a None gradient (backward.fixed_backward)",
+        pin=_while_gradient_of_a_captured_value_without_one_raises,
     ),
     Quirk(
         op="cond", framework="paddle", versions=VERSIONS,
