@@ -160,10 +160,17 @@ class _Writer:
             # The record's `x.astype(dtype)` on the NumPy scalar itself (NumPy's scalars
             # have it too: the same cast, without making an array first): a loop's flag,
             # Adam's bias corrections (float64 -> the parameter's float)
-            if np.dtype(node.inputs[0].dtype).kind == "f":
+            kind = np.dtype(node.inputs[0].dtype).kind
+            if kind == "f":
                 # a float's conversion by the scalar type, ~0.6 us (astype: ~1.3 us)
                 convert = self.bind(np.dtype(step.attrs["dtype"]).type, "d")
                 self.emit(depth, f"{out} = {convert}({names[step.ins[0]]})")
+            elif kind == "b":
+                # a bool has two casts, made once: the loop guard's flag (astype: ~6k
+                # instructions, a choice ~0.3k; NumPy scalars are immutable, so shared)
+                scalar = np.dtype(step.attrs["dtype"]).type
+                one, zero = (self.bind(scalar(number), "k") for number in (1, 0))
+                self.emit(depth, f"{out} = {one} if {names[step.ins[0]]} else {zero}")
             else:
                 dtype = self.bind(np.dtype(step.attrs["dtype"]), "d")
                 self.emit(depth, f"{out} = {names[step.ins[0]]}.astype({dtype})")
@@ -290,8 +297,10 @@ class _Writer:
         if guard:
             self.emit(depth, "else:")  # (no break: every iteration ran, one past the limit)
             self.emit(depth + 1, f"{carried[-1]} = {guard.limit + 1}")
-            # the int64 scalar the graph's counter was
-            self.emit(depth, f"{carried[-1]} = {self.bind(np.int64, 'i')}({carried[-1]})")
+            # the int64 scalar the graph's counter was (int64 0 plus the Python int: the
+            # same scalar, ~0.6k instructions where np.int64() takes ~2.6k)
+            zero = self.bind(np.int64(0), "i")
+            self.emit(depth, f"{carried[-1]} = {zero} + {carried[-1]}")
         if ignore:
             self.emit(depth - 1, "finally:")
             self.emit(depth, f"RESET({token})")
