@@ -794,15 +794,16 @@ def _argument_checks(scope: dict, names: list, args) -> list:
     """A generated caller's first lines: STALE unless the call's arguments have the count
     and each the type, shape and dtype of `args` (those `_fast_key` makes the key of),
     each argument then in its local of `names`."""
-    lines = [f"    if len(args) != {len(args)}:", "        return STALE"]
     if not args:
-        return lines
+        return ["    if args:", "        return STALE"]
     tests = []
     for name, a in zip(names, args):
         scope[f"K_{name}"], scope[f"S_{name}"], scope[f"D_{name}"] = type(a), a.shape, a.dtype
         tests.append(f"type({name}) is not K_{name} or {name}.shape != S_{name} "
                      f"or {name}.dtype != D_{name}")
-    return [*lines, f"    {', '.join(names)}, = args",
+    # (the unpacking tests the count: no len() call)
+    return ["    try:", f"        {', '.join(names)}, = args", "    except ValueError:",
+            "        return STALE",
             "    if (" + "\n            or ".join(tests) + "):", "        return STALE"]
 
 
@@ -859,7 +860,8 @@ def _run_lines(scope: dict, compiled: Compiled, names: list, args) -> list:
 def _direct_lines(scope: dict, compiled: Compiled, names: list, args, feeds: list,
                   natives: list) -> list | None:
     """A generated caller's run of `compiled` by the executable's own compiled function
-    (its `direct_run()`: `(function, params, takes_arrays)` or None), without `run_known`'s
+    (its `direct_run()`: `(function, params, takes_arrays)` or None: `function(*feeds)`,
+    or `function(params, *feeds)` where params is not None), without `run_known`'s
     call and tests, a failure raised as `run_known` raises it (`_translated`: unigraph's
     error where the framework's has one). Only for feeds that are all the backend's natives
     (an array the call feeds as it is counts where `takes_arrays`); None where the
@@ -875,7 +877,7 @@ def _direct_lines(scope: dict, compiled: Compiled, names: list, args, feeds: lis
     if len(natives) + len(arrays) != len(args):
         return None  # an argument fed converted (a byte-swapped array)
     scope.update(direct=function, P=params, translated=compiled.executable._translated)
-    call = (f"direct([{''.join(f + ', ' for f in feeds)}])" if params is None else
+    call = (f"direct({''.join(f + ', ' for f in feeds)})" if params is None else
             f"direct(P, {''.join(f + ', ' for f in feeds)})")
     return ["    try:",
             f"        outputs = {call}",

@@ -441,7 +441,7 @@ def generate(plan, keep=None, values=None):
     nested loops): the caller keeps its step loop.
 
     With `values` (a tuple of slots, each an output or in `keep`), the function is
-    `run(inputs) -> [the value of each slot of values]`, `inputs` the plan's inputs then
+    `run(*inputs) -> [the value of each slot of values]`, `inputs` the plan's inputs then
     its params (no env); its `unshared` attribute holds, per slot of `values`, whether that
     array is one no input or constant shares (made by the run, so never a caller's)."""
     if len(plan.steps) != len(plan.graph.nodes):
@@ -458,9 +458,9 @@ def generate(plan, keep=None, values=None):
         header = ["def run(env):"]
         header += [f"    v{slot} = env[{slot}]" for slot in plan.input_slots]
     else:
-        header = ["def run(inputs):"]
-        if plan.input_slots:
-            header.append(f"    {''.join(f'v{slot}, ' for slot in plan.input_slots)}= inputs")
+        # (the inputs as parameters: a caller's call builds no list, the function
+        # unpacks none)
+        header = [f"def run({', '.join(f'v{slot}' for slot in plan.input_slots)}):"]
     for slot, value in zip(plan.input_slots, [*plan.graph.inputs, *plan.graph.params]):
         if tuple(value.shape) == ():  # fed as a 0-d array: its scalar for the operators
             header.append(f"    v{slot}s = v{slot}[()]")

@@ -94,7 +94,7 @@ class ReferenceExecutable(Executable):
             self._direct = run
             if not (self.params or self.updates or self._shared):
                 self._plain = run
-        values = run(feeds + self.params if self.params else feeds)
+        values = run(*feeds, *self.params) if self.params else run(*feeds)
         if self.updates:
             count = len(self.plan.output_slots)
             for position, (index, _) in enumerate(self.updates, count):
@@ -114,7 +114,7 @@ class ReferenceExecutable(Executable):
         if run is None:
             return self._run_feeds(feeds)
         try:
-            return run(feeds)
+            return run(*feeds)
         except Exception as error:
             found = self._translated(error)
             if found is None:
@@ -124,12 +124,12 @@ class ReferenceExecutable(Executable):
     def direct_run(self):
         """For a @ug.function's prebuilt caller (`function._direct_lines`): once the common
         run is nothing but the plan's generated function (see `run_known`), `(that
-        function, None, True)`: `function(feeds)` is `run_known(feeds)` for any feeds
+        function, None, True)`: `function(*feeds)` is `run_known(feeds)` for any feeds
         `run_known` takes (arrays included) but for the translation of a failure, which the
         caller does (`_translated`); else None (`run_known` it is).
 
         >>> function, _, _ = executable.direct_run()
-        >>> outputs = function([x, y])
+        >>> outputs = function(x, y)
         """
         return None if self._plain is None else (self._plain, None, True)
 

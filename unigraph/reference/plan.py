@@ -347,23 +347,23 @@ class Plan:
         return env, residuals
 
     def values_function(self, keep: frozenset, values: tuple):
-        """`run(inputs) -> [the value of each slot of values]`, the forward without
+        """`run(*inputs) -> [the value of each slot of values]`, the forward without
         recording of `forward(inputs, False, keep)` reading only `values` (outputs and
-        slots of `keep`), as one generated function taking the inputs list itself; its
+        slots of `keep`), as one generated function taking each input as a parameter; its
         `unshared` attribute says, per slot of `values`, whether that value is an array the
         run made (see `codegen.generate`). None until the plan has run once (a plan run
         once is not worth generating code for); where no code can be generated, the steps.
 
         >>> run = plan.values_function(frozenset(), tuple(plan.output_slots))
-        >>> outputs = run(inputs + params)
+        >>> outputs = run(*inputs, *params)
         """
         run = self._values.get((keep, values))
         if run is not None or not self._ran:
             return run
         run = generate(self, keep, values)
         if run is None:
-            def run(inputs):
-                env, _ = self.forward(inputs, False, keep)
+            def run(*inputs):
+                env, _ = self.forward(list(inputs), False, keep)
                 return [env[slot] for slot in values]
 
             run.unshared = (False,) * len(values)
