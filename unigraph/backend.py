@@ -111,10 +111,7 @@ class Executable:
             outputs = self._run(feeds)
             return outputs if self.outputs_unshared else _unshared(outputs, feeds)
         except Exception as error:
-            found = self._translated(error)
-            if found is None:
-                raise
-            raise found from None
+            raise self._run_error(error)  # noqa: B904 (its context, as `from None`)
 
     def run_all(self, inputs: list) -> dict:
         feeds = self.check_inputs(inputs)
@@ -124,10 +121,25 @@ class Executable:
             values = self._run_all(feeds)
             return dict(zip(values, _unshared(list(values.values()), feeds)))
         except Exception as error:
-            found = self._translated(error)
-            if found is None:
-                raise
-            raise found from None
+            raise self._run_error(error)  # noqa: B904 (its context, as `from None`)
+
+    def _run_error(self, error: Exception) -> Exception:
+        """What a run that failed with `error` raises, from its `except` block: unigraph's
+        error in the user's terms where `_translated` finds one, with its context suppressed
+        (`raise ... from None`'s `__cause__` and `__suppress_context__`), else `error`
+        itself. The one translation of a failed run (`_run_feeds`, `run_all`, the
+        backends' `run_known` and a @ug.function's generated caller raise it).
+
+        >>> try:
+        ...     outputs = self._run(feeds)
+        ... except Exception as error:
+        ...     raise self._run_error(error)
+        """
+        found = self._translated(error)
+        if found is None:
+            return error
+        found.__cause__ = None  # (which sets __suppress_context__, as `from None` does)
+        return found
 
     def _translated(self, error: Exception):
         """The error a failed run means in the user's terms, or None to re-raise it as it

@@ -862,10 +862,10 @@ def _direct_lines(scope: dict, compiled: Compiled, names: list, args, feeds: lis
     """A generated caller's run of `compiled` by the executable's own compiled function
     (its `direct_run()`: `(function, params, takes_arrays)` or None: `function(*feeds)`,
     or `function(params, *feeds)` where params is not None), without `run_known`'s
-    call and tests, a failure raised as `run_known` raises it (`_translated`: unigraph's
-    error where the framework's has one). Only for feeds that are all the backend's natives
-    (an array the call feeds as it is counts where `takes_arrays`); None where the
-    executable has no such function (yet) or a feed cannot be one."""
+    call and tests, a failure raised as `run_known` raises it (`Executable._run_error`:
+    unigraph's error where the framework's has one). Only for feeds that are all the
+    backend's natives (an array the call feeds as it is counts where `takes_arrays`); None
+    where the executable has no such function (yet) or a feed cannot be one."""
     direct_run = getattr(compiled.executable, "direct_run", None)
     found = direct_run() if direct_run is not None else None
     if found is None:
@@ -876,16 +876,13 @@ def _direct_lines(scope: dict, compiled: Compiled, names: list, args, feeds: lis
         return None  # a random input, or an argument's array, is no native of its own
     if len(natives) + len(arrays) != len(args):
         return None  # an argument fed converted (a byte-swapped array)
-    scope.update(direct=function, P=params, translated=compiled.executable._translated)
+    scope.update(direct=function, P=params, run_error=compiled.executable._run_error)
     call = (f"direct({''.join(f + ', ' for f in feeds)})" if params is None else
             f"direct(P, {''.join(f + ', ' for f in feeds)})")
     return ["    try:",
             f"        outputs = {call}",
             "    except Exception as error:",
-            "        found = translated(error)",
-            "        if found is None:",
-            "            raise",
-            "        raise found from None"]
+            "        raise run_error(error)"]
 
 
 def _output_lines(scope: dict, compiled: Compiled) -> list:

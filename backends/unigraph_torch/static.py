@@ -512,7 +512,7 @@ class TorchExecutable(Executable):
     def run_known(self, feeds: list) -> list:
         # Feeds of types a run already accepted (`Executable.run_known`): torch tensors go
         # straight to the compiled function, without `run`'s per-input dtype and shape
-        # tests, a failure raised as `run` raises it (`_translated`: unigraph's error where
+        # tests, a failure raised as `run` raises it (`_run_error`: unigraph's error where
         # the framework's has one); NumPy feeds (an argument of another backend's tensor)
         # through `run`. (A @ug.function's repeated call comes here directly: one call
         # fewer than through a helper both share.)
@@ -524,10 +524,7 @@ class TorchExecutable(Executable):
                 try:
                     return list(self._compiled_run(self.params, *feeds))
                 except Exception as error:
-                    found = self._translated(error)
-                    if found is None:
-                        raise
-                    raise found from None
+                    raise self._run_error(error)  # noqa: B904 (as `from None`)
         return self.run(feeds)
 
     def direct_run(self):
@@ -535,7 +532,7 @@ class TorchExecutable(Executable):
         function, self.params, False)` once every parameter is set (None before):
         `function(params, *feeds)` is `run_known(feeds)` for torch tensors of the types a run
         accepted (no NumPy array: those go through `run`, which copies), but for the
-        translation of a failure, which the caller does (`_translated`). `self.params` is
+        translation of a failure, which the caller does (`_run_error`). `self.params` is
         only ever written in place, so the caller may hold it.
 
         >>> function, params, _ = executable.direct_run()

@@ -116,17 +116,14 @@ class ReferenceExecutable(Executable):
         try:
             return run(*feeds)
         except Exception as error:
-            found = self._translated(error)
-            if found is None:
-                raise
-            raise found from None
+            raise self._run_error(error)  # noqa: B904 (its context, as `from None`)
 
     def direct_run(self):
         """For a @ug.function's prebuilt caller (`function._direct_lines`): once the common
         run is nothing but the plan's generated function (see `run_known`), `(that
         function, None, True)`: `function(*feeds)` is `run_known(feeds)` for any feeds
         `run_known` takes (arrays included) but for the translation of a failure, which the
-        caller does (`_translated`); else None (`run_known` it is).
+        caller does (`_run_error`); else None (`run_known` it is).
 
         >>> function, _, _ = executable.direct_run()
         >>> outputs = function(x, y)
