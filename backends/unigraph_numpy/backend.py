@@ -16,7 +16,7 @@ from unigraph import reference
 from unigraph.backend import Backend
 from unigraph.errors import BackendError
 from unigraph.ops import OPS
-from unigraph.reference.eager import _tape, in_tape
+from unigraph.reference.eager import COMPOSITES, _tape, in_tape
 from unigraph.reference.fast_kernels import _UFUNCS, KERNELS
 
 asarray = np.asarray
@@ -139,6 +139,16 @@ class NumpyBackend(Backend):
             table.update(IN_PLACE)
             cached = self.__dict__["_lowerings"] = (self.ops, table)
         return cached[1]
+
+    @property
+    def composites(self) -> dict | None:
+        """`ug.nn.functional`'s eager linear and mean cross-entropy as one engine call and
+        one tape record each (`reference.eager.COMPOSITES`: the records' kernels, the same
+        numbers), with the registered op table and no `eager_op` set on this object (the
+        random-program tester's watch sees every op); else None: the records, op by op."""
+        if self.ops is OPS and "eager_op" not in self.__dict__:
+            return COMPOSITES
+        return None
 
     def to_native(self, array):
         return np.array(array, copy=True)

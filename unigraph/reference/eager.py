@@ -14,6 +14,7 @@ import contextvars
 import numpy as np
 
 from unigraph.ops import OPS
+from unigraph.reference import fast_kernels
 from unigraph.reference.fast_kernels import KERNELS, VJP_KERNELS
 from unigraph.reference.plan import SECOND_ORDER, SecondOrderUnsupported
 
@@ -120,3 +121,46 @@ def eager_grad(fn, watched: list) -> tuple[list, list]:
     finally:
         _tape.reset(token)
     return outputs, tape.backward(outputs[0], leaves)
+
+
+class Composite:
+    """A tape record's op for a composite of op records run as one call (`COMPOSITES`):
+    what `Tape.backward` reads of an op record, its name and its VJP rule (no op record
+    bears the name, so the rule is always this one)."""
+
+    __slots__ = ("name", "vjp", "partial_vjp")
+
+    def __init__(self, name: str, vjp, partial_vjp: bool):
+        self.name, self.vjp, self.partial_vjp = name, vjp, partial_vjp
+
+
+_LINEAR = Composite("linear", fast_kernels.linear_vjp, True)
+_CROSS_ENTROPY_MEAN = Composite("cross_entropy_mean", fast_kernels.cross_entropy_mean_vjp,
+                                False)
+
+
+def linear(x, w, b):
+    """`ug.nn.functional.linear`'s eager call on the NumPy engine (`COMPOSITES`): the
+    records' kernels (`fast_kernels.linear`), one tape record where four dispatch steps,
+    records and VJP calls were two each."""
+    out = fast_kernels.linear(x, w, b)
+    tape = _tape.get()
+    if tape is not None:
+        tape.record(_LINEAR, {}, [x, w, b], out)
+    return out
+
+
+def cross_entropy_mean(logits, labels):
+    """`ug.nn.functional.cross_entropy`'s eager call (integer labels, mean) on the NumPy
+    engine: the records' kernels, one tape record whose VJP is the fused mean cross-entropy
+    rule numpy:static's generated gradients call (`fast_kernels.mean_cross_entropy_vjp`)."""
+    out, loss = fast_kernels.cross_entropy_mean(logits, labels)
+    tape = _tape.get()
+    if tape is not None:
+        tape.record(_CROSS_ENTROPY_MEAN, {"loss": loss}, [logits, labels], out)
+    return out
+
+
+# `Backend.composites` of the NumPy engine: the same numbers as the records' kernels run
+# op by op, bit for bit (`tests/test_numpy_eager_composites.py`).
+COMPOSITES = {"linear": linear, "cross_entropy_mean": cross_entropy_mean}

@@ -356,6 +356,40 @@ def relu_vjp(g, inputs, out):
     return [np.multiply(g, x > 0)]
 
 
+def linear(x, w, b):
+    """`add(matmul(x, w), b)` for 2-D x and w and a 1-D b of one float dtype (the records
+    `ug.nn.functional.linear` is made of; the NumPy engine's eager call for it,
+    `eager.COMPOSITES`): the bias is added into the product's own array, the same sums as
+    the `add` kernel's new array."""
+    out = np.matmul(x, w)
+    return np.add(out, b, out=out)
+
+
+def linear_vjp(g, inputs, out, needs=(True, True, True)):
+    """The gradients of `linear` for x, w and b: `add_vjp` then `matmul_vjp`, the rules of
+    its two records (the product has the result's shape and dtype: `out` stands for it)."""
+    x, w, b = inputs
+    g_product, g_bias = add_vjp(g, [out, b], out)
+    g_x, g_w = matmul_vjp(g_product, [x, w], out, needs[:2])
+    return [g_x, g_w, g_bias]
+
+
+def cross_entropy_mean(logits, labels):
+    """(`mean(sparse_softmax_cross_entropy(logits, labels))` over every row, the [N] loss)
+    by the two records' kernels (`ug.nn.functional.cross_entropy`'s mean; the NumPy
+    engine's eager call for it, `eager.COMPOSITES`); the loss is kept for the VJP."""
+    loss = sparse_softmax_cross_entropy(logits, labels)
+    return mean(loss, axis=None, keepdims=False), loss
+
+
+def cross_entropy_mean_vjp(g, inputs, out, *, loss):
+    """The gradients of `cross_entropy_mean` for the logits and (none) the labels, given its
+    [N] `loss`: `mean_cross_entropy_vjp`, the two records' rules in one call."""
+    logits, labels = inputs
+    return [mean_cross_entropy_vjp(g, loss, out, logits, labels, axis=None, keepdims=False),
+            None]
+
+
 # The elementwise ops whose result has their operands' dtype (codegen writes these into a
 # dead operand's array).
 ARITHMETIC_UFUNCS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
