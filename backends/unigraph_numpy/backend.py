@@ -16,7 +16,7 @@ from unigraph import reference
 from unigraph.backend import Backend
 from unigraph.errors import BackendError
 from unigraph.ops import OPS
-from unigraph.reference.eager import COMPOSITES, _tape, in_tape
+from unigraph.reference.eager import COMPOSITES, _tape
 from unigraph.reference.fast_kernels import _UFUNCS, KERNELS
 
 asarray = np.asarray
@@ -44,7 +44,7 @@ def _writable(x, y) -> bool:
     return (type(x) is np.ndarray and x.base is None and x.flags.writeable
             and (y is None or (type(y) is np.ndarray and y.dtype == x.dtype
                                and (y.shape == x.shape or y.shape == ())))
-            and not in_tape())
+            and _tape.get() is None)  # (`in_tape()`, inline: every optimizer write asks)
 
 
 def sub_(param, delta):
@@ -163,12 +163,12 @@ class NumpyBackend(Backend):
         # With no gradient tape recording and the registered op table, an op with a fast
         # kernel is that kernel (what `reference.eager_op` runs then), without its lookups:
         # ~0.3 us of a scalar op's ~1.5. KERNELS is read at each call (a test may patch it).
+        if op in IN_PLACE:  # not op records: the table's entries (a test may replace them)
+            return self.lowerings[op](*inputs)
         if _tape.get() is None and self.ops is OPS:
             fast = KERNELS.get(op)
             if fast is not None:
                 return asarray(fast(*inputs, **attrs))  # (np.matmul of vectors: a scalar)
-        if op in IN_PLACE:  # not op records: the table's entries (a test may replace them)
-            return self.lowerings[op](*inputs)
         return reference.eager_op(op, inputs, attrs, self.ops)
 
     def eager_kernel(self, op, arity):

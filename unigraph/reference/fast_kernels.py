@@ -113,7 +113,7 @@ def sparse_softmax_cross_entropy(logits, labels):
     shifted = _shifted_rows(logits)
     # the picks first: then the exponentials go into shifted's own buffer
     picks = _picks(shifted, labels)
-    picked = np.ravel(shifted)[picks]
+    picked = shifted.ravel()[picks]  # (the method: np.ravel's Python layer, ~0.4 us)
     exp = np.exp(shifted, out=shifted)
     total = np.add.reduce(exp, axis=1)  # exp.sum(axis=1) without ndarray.sum's Python layer
     lse = np.log(total)
