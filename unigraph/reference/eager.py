@@ -142,7 +142,11 @@ _CROSS_ENTROPY_MEAN = Composite("cross_entropy_mean", fast_kernels.cross_entropy
 def linear(x, w, b):
     """`ug.nn.functional.linear`'s eager call on the NumPy engine (`COMPOSITES`): the
     records' kernels (`fast_kernels.linear`), one tape record where four dispatch steps,
-    records and VJP calls were two each."""
+    records and VJP calls were two each.
+
+    >>> out = linear(np.ones((2, 3), np.float32), np.ones((3, 4), np.float32),
+    ...              np.zeros(4, np.float32))
+    """
     out = fast_kernels.linear(x, w, b)
     tape = _tape.get()
     if tape is not None:
@@ -153,7 +157,10 @@ def linear(x, w, b):
 def cross_entropy_mean(logits, labels):
     """`ug.nn.functional.cross_entropy`'s eager call (integer labels, mean) on the NumPy
     engine: the records' kernels, one tape record whose VJP is the fused mean cross-entropy
-    rule numpy:static's generated gradients call (`fast_kernels.mean_cross_entropy_vjp`)."""
+    rule numpy:static's generated gradients call (`fast_kernels.mean_cross_entropy_vjp`).
+
+    >>> loss = cross_entropy_mean(np.zeros((2, 3), np.float32), np.array([0, 2]))
+    """
     out, loss = fast_kernels.cross_entropy_mean(logits, labels)
     tape = _tape.get()
     if tape is not None:

@@ -27,6 +27,10 @@ checker runs it); a kernel here computes the same numbers with less work per cal
   (`grad_for`'s dtype checks, casts and reshapes), which costs more than the arithmetic on
   a training step's bias vectors;
 
+- `linear` (matmul, then the bias added into the product) and `cross_entropy_mean` with
+  their VJPs: the records' kernels above, as one call each, for numpy:eager's composites
+  (`eager.COMPOSITES`, `ug.nn.functional`'s linear and mean cross-entropy);
+
 `VJP_KERNELS` / `vjp_kernel` are the same for VJP rules; `FUSED_VJPS` maps a pair of
 consecutive ops to one rule for both.
 
