@@ -60,13 +60,15 @@ def written_in_place(holder: Parameter, lowered: str, operand) -> bool:
 
 
 def update_natives(param: Parameter, grad, lowered: tuple, slots: tuple = (),
-                   operands: tuple = ()):
+                   operands: tuple = (), constants: tuple = ()):
     """Eagerly, for an optimizer's update written as lowering calls on the native tensors
     (`SGD`, `Momentum`, `Adam`: `_update_in_place`): `(backend, natives)` where the current
     backend has every in-place lowering in `lowered`, `param` and each holder in `slots` is
-    held by nothing else (`sole_native`) and `grad` and each of `operands` (tensors, Python
-    numbers) is a native `operand_native` gives beside `param`; natives in that order
-    (param, slots..., grad, operands...). Else None: the caller takes the op-by-op path.
+    held by nothing else (`sole_native`), `grad` and each of `operands` (tensors) is a native
+    `operand_native` gives beside `param`, and so is each of `constants` (Python numbers:
+    the optimizer's hyperparameters, see `constant_natives`); natives in the order (param,
+    slots..., grad, constants..., operands...). Else None: the caller takes the op-by-op
+    path.
 
     >>> backend, (p, g, lr) = update_natives(param, grad, ("sub_",), (), (lr,))
     """
@@ -83,12 +85,51 @@ def update_natives(param: Parameter, grad, lowered: tuple, slots: tuple = (),
         if native is None:
             return None
         natives.append(native)
-    for operand in (grad, *operands):
+    native = operand_native(grad, param, backend)
+    if native is None:
+        return None
+    natives.append(native)
+    if constants:
+        numbers = constant_natives(constants, param, backend)
+        if numbers is None:
+            return None
+        natives += numbers
+    for operand in operands:
         native = operand_native(operand, param, backend)
         if native is None:
             return None
         natives.append(native)
     return backend, natives
+
+
+def constant_natives(numbers: tuple, target: Tensor, backend):
+    """`operand_native` of each Python number in `numbers` beside `target`, as a tuple, or
+    None where one has none. The same answer for the same backend, dtype and numbers (an
+    optimizer's hyperparameters, asked each eager step of each parameter): kept for floats
+    (an int equals the float of its value as a key, and takes an integer dtype, a float
+    does not), except zeros (0.0 and -0.0 are equal as keys, not as operands).
+
+    >>> mu, = constant_natives((0.9,), param, current_backend())
+    """
+    key = (backend, target.dtype, numbers)
+    found = _CONSTANTS.get(key)
+    if found is None:
+        found = []
+        for number in numbers:
+            native = operand_native(number, target, backend)
+            if native is None:
+                return None
+            found.append(native)
+        found = tuple(found)
+        if 0 not in numbers and all(type(number) is float for number in numbers):
+            if len(_CONSTANTS) >= 64:  # other optimizers' numbers, other backends
+                _CONSTANTS.clear()
+            _CONSTANTS[key] = found
+    return found
+
+
+# (backend, dtype, numbers) -> their natives (`constant_natives`)
+_CONSTANTS: dict = {}
 
 
 def sole_native(holder: Parameter, backend):

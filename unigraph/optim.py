@@ -522,8 +522,8 @@ class Momentum(Optimizer):
     def _update_in_place(self, param, grad, lr, velocity) -> bool:
         """The eager update above as the same lowering calls the op-by-op path makes in its
         steady state, on the native tensors (see `Adam._update_in_place`). True when done."""
-        found = update_natives(param, grad, ("sub_", "add_", "mul_"), (velocity,),
-                               (self.momentum, lr))
+        found = update_natives(param, grad, ("sub_", "add_", "mul_"), (velocity,), (lr,),
+                               (self.momentum,))
         if found is None:
             return False
         backend, (p_native, v_native, g, mu, lr) = found
@@ -624,9 +624,8 @@ class Adam(Optimizer):
         tensor), as on the op-by-op path. True when done; False when nothing was done (the
         caller takes the op-by-op path)."""
         found = update_natives(
-            param, grad, _ADAM_LOWERINGS, (m, v),
-            (self.beta1, 1.0 - self.beta1, self.beta2, 1.0 - self.beta2, self.eps, lr,
-             correction1, correction2))
+            param, grad, _ADAM_LOWERINGS, (m, v), (lr, correction1, correction2),
+            (self.beta1, 1.0 - self.beta1, self.beta2, 1.0 - self.beta2, self.eps))
         if found is None:
             return False
         backend, (p_native, m_native, v_native, g, b1, one_minus_b1, b2, one_minus_b2, eps,

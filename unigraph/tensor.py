@@ -557,7 +557,9 @@ class Parameter(Tensor):
 
     def _written_eager(self, backend, native) -> None:
         if self.order != "C":  # an assigned value keeps the storage order (no copy if it has)
-            native = backend.param_layout(native, self.order)
+            own = self._natives.get(backend.name)  # (the native held, written in place: has)
+            if own is None or own[1] is not native:
+                native = backend.param_layout(native, self.order)
         self.version += 1
         self._natives = {backend.name: (self.version, native)}
         self._home = (_EagerStore(backend, native), None)
