@@ -1,8 +1,10 @@
 """An optimizer's hyperparameters changed between steps (`opt.momentum = ...`, Adam's
 `betas`, `eps`) take effect at the next step on all 9 targets: the eager in-place updates
 keep the natives of those numbers between steps (`in_place.constant_natives`), keyed by
-their values, so a new value must give new natives. Checked against float64 by the
-documented formulas; a static target traces a new step function after the change."""
+their values, so a new value must give new natives; a static target's compiled step reads
+them as constants, so it retraces after a change (`Optimizer.apply` notes them as the trace's
+Python state). Checked against float64 by the documented formulas, and against numpy:eager
+for weight decay, Nesterov and each parameter's `trainable` and `lr_scale`."""
 
 from __future__ import annotations
 
@@ -62,18 +64,67 @@ def test_a_changed_hyperparameter_takes_effect_at_the_next_step(target, name):
             r = ug.matmul(ug.tensor(x), params[0]) + params[1] - ug.tensor(y)
             return ug.sum(r * r) / float(len(x))
 
+        @ug.function  # one step function, compiled once per set of numbers
+        def step():
+            loss, grads = ug.value_and_grad(loss_fn, wrt=optimizer.params)()
+            optimizer.step(grads)
+            return loss
+
         for values in CHANGES[name]:
             for attribute, value in values.items():
                 setattr(optimizer, attribute, value)
-
-            @ug.function  # (a new trace on static targets: it reads the new numbers)
-            def step():
-                loss, grads = ug.value_and_grad(loss_fn, wrt=optimizer.params)()
-                optimizer.step(grads)
-                return loss
-
             for _ in range(steps):
                 step()
         got = [p.numpy().astype(np.float64) for p in params]
     for value, expected in zip(got, _by_formula(name, steps)):
         np.testing.assert_allclose(value, expected, rtol=2e-5, atol=2e-6)
+
+
+# (optimizer, what changes after two steps of one compiled step function)
+OTHER_CHANGES = {
+    "weight decay": (lambda params: ug.optim.SGD(params, lr=LR),
+                     lambda opt: setattr(opt, "weight_decay", 0.5)),
+    "nesterov": (lambda params: ug.optim.Momentum(params, lr=LR, momentum=0.9),
+                 lambda opt: setattr(opt, "nesterov", True)),
+    "frozen": (lambda params: ug.optim.SGD(params, lr=LR),
+               lambda opt: setattr(opt.params[1], "trainable", False)),
+    "lr_scale": (lambda params: ug.optim.Momentum(params, lr=LR, momentum=0.9),
+                 lambda opt: setattr(opt.params[0], "lr_scale", 0.25)),
+}
+
+
+def _steps(target: str, name: str, changed: bool = True) -> list:
+    """[w, b] after two steps of one @ug.function step, the change (if `changed`), then two
+    more."""
+    x, y, w, b = least_squares_data(seed=4, rows=6)
+    make, change = OTHER_CHANGES[name]
+    t = Target.parse(target)
+    with ug.use_backend(t.backend, t.mode):
+        params = [ug.Parameter(w, name="w"), ug.Parameter(b, name="b")]
+        optimizer = make(params)
+
+        @ug.function
+        def step():
+            def loss_fn():
+                r = ug.matmul(ug.tensor(x), params[0]) + params[1] - ug.tensor(y)
+                return ug.sum(r * r) / float(len(x))
+
+            loss, grads = ug.value_and_grad(loss_fn, wrt=optimizer.params)()
+            optimizer.step(grads)
+            return loss
+
+        for i in range(4):
+            if i == 2 and changed:
+                change(optimizer)
+            step()
+        return [p.numpy() for p in params]
+
+
+@pytest.mark.parametrize("name", list(OTHER_CHANGES))
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_compiled_step_takes_changed_numbers_as_eagerly(target, name):
+    expected = _steps("numpy:eager", name)
+    for got, want in zip(_steps(target, name), expected):
+        np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6)
+    unchanged = _steps("numpy:eager", name, changed=False)
+    assert any(not np.allclose(e, u) for e, u in zip(expected, unchanged)), "no change seen"

@@ -41,7 +41,7 @@ from unigraph.dispatch import current_backend
 from unigraph.function import assign
 from unigraph.in_place import scratch, update_natives, write_steps
 from unigraph.tensor import Parameter, Tensor
-from unigraph.tracing import _builder, current_region
+from unigraph.tracing import _builder, current_region, note_state
 
 __all__ = ["Adam", "Momentum", "Optimizer", "SGD"]
 
@@ -323,7 +323,12 @@ class Optimizer:
 
     def hyperparameters(self) -> dict:
         """The constructor's keyword arguments, e.g. {"lr": 0.5, "weight_decay": 0.0}."""
-        return {"lr": self.lr, "weight_decay": self.weight_decay}
+        return {"lr": self.lr, **self.constants()}
+
+    def constants(self) -> dict:
+        """The hyperparameters but the learning rate: the numbers a traced step bakes in
+        (the learning rate is a parameter of the graph)."""
+        return {"weight_decay": self.weight_decay}
 
     def copy_for(self, params) -> Optimizer:
         """The same optimizer (hyperparameters and state, matched by position) for other
@@ -360,6 +365,13 @@ class Optimizer:
     def apply(self, grads) -> None:
         """Update the parameters with `grads` (see the module docstring for the common
         part and the class docstring for the update). Eager: now; tracing: graph updates."""
+        if _builder.get() is not None:
+            # The trace bakes these numbers into the graph: a compiled step retraces when
+            # one changes, as an eager step takes it at once (the learning rate is a graph
+            # parameter instead: setting it needs no trace).
+            note_state(("optimizer", id(self)), self._traced_numbers, self._traced_numbers(),
+                       f"{type(self).__name__}'s hyperparameters and its parameters' "
+                       "trainable and lr_scale")
         pairs = self._pairs(grads)
         for param, grad in pairs:  # every gradient checked before any parameter changes
             if grad is not None and param.trainable and grad.shape != param.shape and \
@@ -382,6 +394,12 @@ class Optimizer:
             if key not in rates:
                 rates[key] = self._rate(param.lr_scale, param.dtype)
             self.update(param, grad, rates[key])
+
+    def _traced_numbers(self) -> tuple:
+        """What a traced step reads as Python numbers: `constants()`, and each parameter's
+        `trainable` and `lr_scale`."""
+        return (*self.constants().values(),
+                *[(param.trainable, param.lr_scale) for param in self.params])
 
     def _rate(self, lr_scale: float, dtype: str):
         """lr_p = cast(lr * lr_scale, dtype). `lr * 1.0` is lr exactly (lr is finite), so a
@@ -504,9 +522,8 @@ class Momentum(Optimizer):
         self.momentum = momentum
         self.nesterov = bool(nesterov)
 
-    def hyperparameters(self):
-        return {**super().hyperparameters(), "momentum": self.momentum,
-                "nesterov": self.nesterov}
+    def constants(self):
+        return {**super().constants(), "momentum": self.momentum, "nesterov": self.nesterov}
 
     def update(self, param, grad, lr):
         velocity = self.state(param, "velocity")
@@ -575,9 +592,8 @@ class Adam(Optimizer):
         self._corrections: dict | None = None
         self._step_values: dict = {}
 
-    def hyperparameters(self):
-        return {**super().hyperparameters(), "betas": (self.beta1, self.beta2),
-                "eps": self.eps}
+    def constants(self):
+        return {**super().constants(), "betas": (self.beta1, self.beta2), "eps": self.eps}
 
     def _initial(self, param, slot):
         if slot == "step":
