@@ -338,6 +338,9 @@ OPEN_DIM_LIMITS: list = [
      "ug.take with a negative index along an open dim (README: Shapes that vary)"),
     (r"ug\.squeeze at .*so which dims are 1 is not known while tracing; name the axes",
      "ug.squeeze(x) with no axis, of a tensor with an open dim"),
+    (r"float64 conv2d at .*ONNX Runtime has no float64 Conv kernel, and its im2col form "
+     r"needs the weight's input channels and kernel size while tracing",
+     "onnxruntime:static: a float64 conv2d whose input channels or kernel size are open"),
 ]
 
 
