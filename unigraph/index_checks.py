@@ -152,7 +152,7 @@ def _counted_from_end(graph, takes: list, value: int) -> int:
     `unigraph.api.indexing._open_dim_index`), else `value` itself."""
     from unigraph.ops.shape import TO_END
 
-    producers = {out.id: node for node in _walk(graph) for out in node.outputs}
+    producers = {out.id: node for node in graph.walk() for out in node.outputs}
     for node in takes:
         axis = node.attrs.get("axis")
         sliced, rows = (producers.get(operand.id) for operand in node.inputs[:2])
@@ -163,13 +163,6 @@ def _counted_from_end(graph, takes: list, value: int) -> int:
                 or sliced.attrs["end"][axis] != TO_END):
             return value
     return -value - 1 if takes else value
-
-
-def _walk(graph):
-    for node in graph.nodes:
-        yield node
-        for sub in node.subgraphs.values():
-            yield from _walk(sub)
 
 
 def _matching(graph, op: str, axis, size) -> list:

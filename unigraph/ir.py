@@ -92,15 +92,17 @@ class Graph:
     outputs: list = field(default_factory=list)
     updates: list = field(default_factory=list)  # (param value, new value) pairs
 
+    def walk(self):
+        """Every node of this graph and its subgraphs, in order (a node before the nodes of
+        its subgraphs)."""
+        for node in self.nodes:
+            yield node
+            for sub in node.subgraphs.values():
+                yield from sub.walk()
+
     def nodes_of(self, op: str) -> list:
         """Every node of `op` in this graph and its subgraphs, in order."""
-        found = []
-        for node in self.nodes:
-            if node.op == op:
-                found.append(node)
-            for sub in node.subgraphs.values():
-                found += sub.nodes_of(op)
-        return found
+        return [node for node in self.walk() if node.op == op]
 
     def verify(self) -> Graph:
         """Check that every value is defined once, before use, with known dtypes; raise
