@@ -111,8 +111,7 @@ def _summary(graph: Graph) -> str:
 
 
 def _count_nodes(graph: Graph) -> int:
-    return sum(1 + sum(_count_nodes(sub) for sub in node.subgraphs.values())
-               for node in graph.nodes)
+    return sum(1 for _ in graph.walk())
 
 
 def _graph_body(graph: Graph, highlight: dict) -> list:

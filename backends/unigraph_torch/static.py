@@ -390,10 +390,7 @@ def _free_temporaries(lines: list, keep: set) -> list:
 
 
 def _contains_grad(graph: Graph) -> bool:
-    return any(
-        node.op == "grad" or any(_contains_grad(sub) for sub in node.subgraphs.values())
-        for node in graph.nodes
-    )
+    return any(node.op == "grad" for node in graph.walk())
 
 
 def compile_graph(graph: Graph, column_major_params=frozenset()) -> tuple:

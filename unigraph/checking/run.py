@@ -407,8 +407,7 @@ def inference_only(target: Target) -> bool:
 
 
 def _takes_gradients(graph) -> bool:
-    return any(node.op == "grad" or any(_takes_gradients(sub) for sub in node.subgraphs.values())
-               for node in graph.nodes)
+    return any(node.op == "grad" for node in graph.walk())
 
 
 def run_target(case: Case, target: Target) -> TargetRun:

@@ -127,14 +127,7 @@ def refuse_training(graph: Graph, name: str) -> None:
 
 def find_node(graph: Graph, op: str):
     """The first node running `op` in `graph` or any of its subgraphs, else None."""
-    for node in graph.nodes:
-        if node.op == op:
-            return node
-        for sub in node.subgraphs.values():
-            found = find_node(sub, op)
-            if found is not None:
-                return found
-    return None
+    return next((node for node in graph.walk() if node.op == op), None)
 
 
 def _random_message(graph: Graph, name: str, count: int) -> str:
