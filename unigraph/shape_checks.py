@@ -50,12 +50,13 @@ def shape_check_error(message: str, actual=None) -> ControlFlowShapeError:
         "and dtype on every path and iteration, as eagerly (cast or reshape so they match)")
 
 
-def check(x, shape: tuple, message: str):
-    """`x`, or the error when its shape breaks `shape`: for Python-side checks (the
-    reference, torch, eager lowerings)."""
-    actual = tuple(x.shape)
-    if differs(tuple(shape), actual):
-        raise shape_check_error(message, actual)
+def check(x, *others, shape: tuple, message: str):
+    """The `ensure_shape` op run in Python (its reference, torch's lowering, the eager
+    lowerings): `x`, or the error when its shape or one of `others`' breaks `shape`."""
+    for value in (x, *others):
+        actual = tuple(value.shape)
+        if differs(tuple(shape), actual):
+            raise shape_check_error(message, actual)
     return x
 
 

@@ -464,9 +464,7 @@ def expand_dims(x, *, axis):
 
 def ensure_shape(x, *others, shape, message):
     if type(x) is _EAGER_TENSOR:
-        for value in (x, *others):
-            check_shape(value, shape, message)
-        return x
+        return check_shape(x, *others, shape=shape, message=message)
     # A Program: each dim the check knows and the Program does not, compared when it runs
     # by Paddle's Assert (no data: it would print them), whose failure
     # shape_checks.translate_check_error reads. x itself flows on: the Assert is an op of

@@ -235,9 +235,7 @@ def squeeze(x, *, axis):
 
 def ensure_shape(x, *others, shape, message):
     if tf.executing_eagerly():
-        for value in (x, *others):
-            check_shape(value, shape, message)
-        return x
+        return check_shape(x, *others, shape=shape, message=message)
     # A graph: each dim the check knows and the graph does not, compared when it runs (the
     # Assert prints each checked value's shape); x then has the known shape (better
     # inference downstream, a loop variable's own).

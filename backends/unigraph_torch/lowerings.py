@@ -166,12 +166,6 @@ def squeeze(x, *, axis):
     return out
 
 
-def ensure_shape(x, *others, shape, message):
-    for value in (x, *others):  # (torch:static's code calls it too, on every run)
-        check_shape(value, shape, message)
-    return x
-
-
 def expand_dims(x, *, axis):
     return torch.unsqueeze(x, axis)
 
@@ -440,7 +434,7 @@ LOWERINGS = {
     "concat": concat,
     "stack": stack,
     "squeeze": squeeze,
-    "ensure_shape": ensure_shape,
+    "ensure_shape": check_shape,  # (torch:static's code calls it too, on every run)
     "expand_dims": expand_dims,
     "broadcast_to": broadcast_to,
     "slice": slice_,

@@ -199,16 +199,10 @@ def _ensure_shape_infer(x, *others, shape, message):
                       x.dtype)
 
 
-def _ensure_shape_reference(x, *others, shape, message):
-    for value in (x, *others):
-        check_shape(value, shape, message)
-    return x
-
-
 register(OpDef(
     name="ensure_shape",
     infer=_ensure_shape_infer,
-    reference=_ensure_shape_reference,
+    reference=check_shape,
     vjp=lambda g, inputs, out, *, shape, message: [g] + [None] * (len(inputs) - 1),
     doc="x, unchanged, when its shape (and each other input's: a while_loop's variable, "
         "checked with its body's result) has the sizes `shape` gives (None: any size "
