@@ -15,9 +15,10 @@ import sys
 
 from unigraph import api
 from unigraph.api.operands import _KEEPS_DTYPE
-from unigraph.dispatch import current_backend, scalar_on
+from unigraph.dispatch import current_backend, native, scalar_on, value_of
 from unigraph.function import assign
-from unigraph.tensor import Parameter, Tensor, _EagerStore
+from unigraph.ops.updates import FUSED_UPDATES
+from unigraph.tensor import Parameter, Tensor, _EagerStore, eager_tensor, symbolic_tensor
 from unigraph.tracing import _builder, current_region
 
 # The in-place lowering of each update op (not op records: backends' extra entries).
@@ -191,3 +192,37 @@ def operand_native(operand, target: Tensor, backend):
             and (operand.shape == target.shape or operand.shape == ())):
         return None
     return operand.native_for(backend)  # (a fed array: converted once)
+
+
+def lowers(backend, name: str) -> bool:
+    """Whether `backend` lowers the fused update `name` (`unigraph.ops.updates`): only then
+    may an optimizer call `fused_update(name, ...)` on it, eagerly or while tracing for it.
+
+    >>> lowers(current_backend(), "adam_update")        # numpy: no, the formula's ops run
+    False
+    """
+    if backend.lowerings is None:
+        backend.load()
+    return name in (backend.lowerings or ())
+
+
+def fused_update(name: str, inputs: list, attrs: dict) -> tuple:
+    """The fused update `name` (`unigraph.ops.updates`) of `inputs` (tensors, parameters) on
+    the current backend, which lowers it (`lowers`): its outputs, new tensors. Eagerly the
+    backend's lowering runs now; while tracing, one node with an output per result.
+
+    >>> new_p, new_m, new_v = fused_update("adam_update", [p, g, m, v, lr, t], attrs)
+    """
+    record = FUSED_UPDATES[name]
+    builder = _builder.get()
+    if builder is not None:
+        values = [value_of(builder, x) for x in inputs]
+        specs = record.infer(*values, **attrs)
+        outs = builder.add_node(name, values, list(specs), attrs, own_frames=2)
+        return tuple(symbolic_tensor(builder, out) for out in outs)
+    backend = current_backend()
+    specs = record.infer(*inputs, **attrs)
+    outs = backend.eager_op(name, [native(x, backend) for x in inputs], attrs)
+    return tuple(eager_tensor(tuple(spec.shape), spec.dtype, backend, out)
+                 for spec, out in zip(specs, outs))
+

@@ -39,7 +39,7 @@ import numpy as np
 from unigraph import api
 from unigraph.dispatch import current_backend
 from unigraph.function import assign
-from unigraph.in_place import scratch, update_natives, write_steps
+from unigraph.in_place import fused_update, lowers, scratch, update_natives, write_steps
 from unigraph.tensor import Parameter, Tensor
 from unigraph.tracing import _builder, current_region, note_state
 
@@ -401,13 +401,14 @@ class Optimizer:
         return (*self.constants().values(),
                 *[(param.trainable, param.lr_scale) for param in self.params])
 
-    def _rate(self, lr_scale: float, dtype: str):
-        """lr_p = cast(lr * lr_scale, dtype). `lr * 1.0` is lr exactly (lr is finite), so a
-        scale of 1 costs no multiply. Eagerly the tensor is kept for later steps, keyed by
-        the backend object, the learning rate's version (`opt.lr = ...`, `load_state_dict`
-        write a new one) and (lr_scale, dtype): a step then runs no op for it (it cost a
-        multiply and a cast per distinct pair and step). While tracing, the ops (the graph
-        reads the learning-rate parameter, so setting `lr` needs no recompilation)."""
+    def _rate(self, lr_scale: float, dtype: str | None):
+        """lr_p = cast(lr * lr_scale, dtype) (dtype None: lr * lr_scale in float64, uncast).
+        `lr * 1.0` is lr exactly (lr is finite), so a scale of 1 costs no multiply. Eagerly
+        the tensor is kept for later steps, keyed by the backend object, the learning
+        rate's version (`opt.lr = ...`, `load_state_dict` write a new one) and (lr_scale,
+        dtype): a step then runs no op for it (it cost a multiply and a cast per distinct
+        pair and step). While tracing, the ops (the graph reads the learning-rate
+        parameter, so setting `lr` needs no recompilation)."""
         if _builder.get() is None:
             key = (current_backend(), self._lr.version, lr_scale, dtype)
             rate = self._rates.get(key)
@@ -418,9 +419,9 @@ class Optimizer:
             return rate
         return self._rate_ops(lr_scale, dtype)
 
-    def _rate_ops(self, lr_scale: float, dtype: str):
+    def _rate_ops(self, lr_scale: float, dtype: str | None):
         scaled = self._lr if lr_scale == 1.0 else self._lr * lr_scale
-        return api.cast(scaled, dtype)
+        return scaled if dtype is None else api.cast(scaled, dtype)
 
     def step(self, grads) -> None:
         """Update the parameters with `grads`: the same as `apply` (PyTorch's name). There
@@ -572,13 +573,23 @@ class Adam(Optimizer):
     eps is added to sqrt(v_hat) (PyTorch's and the paper's form; Paddle and TF add an
     eps-hat to sqrt(v) before bias correction, which differs by O(eps)). t is a float64
     scalar per parameter; 1 - beta ** t is computed in float64, then cast to p's dtype.
+    Each op is rounded in p's dtype, one after another: every target gives the same bits.
+
+    fused=True (torch.optim.Adam's name): on a backend that lowers the fused update
+    `adam_update` (`unigraph.ops.updates`; torch), each parameter's update is one call of
+    its framework's own Adam kernels, eagerly and in a compiled step: the same algebra,
+    rounded as that framework rounds it (torch: the bits of `torch.optim.Adam`), within the
+    checker's budgets of the formula, in fewer passes over memory. Elsewhere the formula
+    above runs. The state (state_dict) is the same either way.
 
     >>> opt = ug.optim.Adam(net.parameters(), lr=1e-3)
+    >>> opt = ug.optim.Adam(net.parameters(), lr=1e-3, fused=True)   # torch's kernels
     """
 
     slots = ("m", "v", "step")
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
+                 fused=False):
         if isinstance(betas, str) or not hasattr(betas, "__len__") or len(betas) != 2:
             raise TypeError(f"Adam: betas must be a pair (beta1, beta2), got {betas!r}")
         beta1, beta2 = (checked_number("Adam", f"betas[{i}]", b, high=1.0, high_open=True)
@@ -586,6 +597,10 @@ class Adam(Optimizer):
         eps = checked_number("Adam", "eps", eps, low_open=True)
         super().__init__(params, lr, weight_decay)
         self.beta1, self.beta2, self.eps = beta1, beta2, eps
+        if not isinstance(fused, bool):
+            raise TypeError(f"Adam: fused must be True or False, got {fused!r}")
+        self.fused = fused
+        self._fused_here = False  # during `apply`: fused, and the backend lowers it
         # Eager only, see `_bias_corrections`: {(t, dtype): (t, correction1, correction2)}
         # during one `apply`, and {id(step slot): (the slot, its version, its value)} as last
         # written (the slot is kept so that its id cannot be reused by a later slot).
@@ -593,7 +608,8 @@ class Adam(Optimizer):
         self._step_values: dict = {}
 
     def constants(self):
-        return {**super().constants(), "betas": (self.beta1, self.beta2), "eps": self.eps}
+        return {**super().constants(), "betas": (self.beta1, self.beta2), "eps": self.eps,
+                "fused": self.fused}
 
     def _initial(self, param, slot):
         if slot == "step":
@@ -602,13 +618,23 @@ class Adam(Optimizer):
 
     def apply(self, grads) -> None:
         self._corrections = {} if _builder.get() is None and current_region() is None else None
+        self._fused_here = self.fused and lowers(current_backend(), "adam_update")
         try:
             super().apply(grads)
         finally:
             self._corrections = None
+            self._fused_here = False
+
+    def _rate(self, lr_scale: float, dtype: str | None):
+        # The fused update takes lr * lr_scale in float64 (torch: lr / (1 - beta1 ** t) as
+        # a Python float, then rounded once).
+        return super()._rate(lr_scale, None if self._fused_here else dtype)
 
     def update(self, param, grad, lr):
         m, v, step = self.state(param, "m"), self.state(param, "v"), self.state(param, "step")
+        if self._fused_here:
+            self._fused_update(param, grad, lr, m, v, step)
+            return
         b1, b2 = self.beta1, self.beta2
         if self._corrections is not None:  # eagerly, not inside control flow
             t, correction1, correction2, t_value = self._bias_corrections(step, param.dtype)
@@ -627,6 +653,38 @@ class Adam(Optimizer):
         denominator = scratch(scratch(new_v / correction2, "sqrt"), "add", self.eps)
         self.subtract(param, scratch(scratch(new_m / correction1, "mul", lr), "div",
                                       denominator))
+
+    def _fused_update(self, param, grad, lr, m, v, step) -> None:
+        """The update as one `adam_update` call (`fused=True` on a backend that lowers it):
+        eagerly written into the parameter's and moments' own tensors where nothing else
+        holds them (`update_natives`, the backend's `adam_update_`), else new tensors
+        assigned; while tracing, one node whose results are the graph's updates. lr: float64
+        lr * lr_scale."""
+        attrs = {"beta1": self.beta1, "beta2": self.beta2, "eps": self.eps}
+        if self._corrections is not None:  # eagerly, not inside control flow
+            t, _, _, t_value = self._bias_corrections(step, param.dtype)
+            found = update_natives(param, grad, ("adam_update_",), (m, v))
+            if found is not None:
+                backend, (p_native, m_native, v_native, g) = found
+                p_native, m_native, v_native = backend.eager_op("adam_update_", [
+                    p_native, g, m_native, v_native, lr.native_for(backend),
+                    t.native_for(backend)], attrs)
+                m._written_eager(backend, m_native)
+                v._written_eager(backend, v_native)
+                param._written_eager(backend, p_native)
+                step._written_eager(backend, t.native_for(backend))
+                self._step_values[id(step)] = (step, step.version, t_value)
+                return
+        else:
+            t, t_value = step + 1.0, None
+        new_param, new_m, new_v = fused_update("adam_update", [param, grad, m, v, lr, t],
+                                               attrs)
+        assign(m, new_m)
+        assign(v, new_v)
+        assign(step, t)
+        assign(param, new_param)
+        if t_value is not None:
+            self._step_values[id(step)] = (step, step.version, t_value)
 
     def _update_in_place(self, param, grad, lr, m, v, step, t, correction1,
                          correction2) -> bool:
