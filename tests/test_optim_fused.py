@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import TARGETS
+from optim_reference import least_squares_data
 from test_optim_same_bits import STEPS, _gradients, _initial, adam_by_hand
 
 import unigraph as ug
@@ -91,3 +92,124 @@ def test_fused_agrees_with_the_formula(target):
 def test_fused_must_be_a_bool():
     with pytest.raises(TypeError, match="fused must be True or False"):
         ug.optim.Adam([ug.Parameter(np.zeros(2, np.float32))], fused="yes")
+
+
+# -- against torch.optim.Adam, and fused switched on and off between steps ------------------
+
+@pytest.mark.parametrize("mode", ["eager", "static"])
+def test_torch_gives_the_bits_of_torch_optim_adam(mode, monkeypatch):
+    """torch's lowering is torch.optim.Adam's own kernel sequence (default CPU path): the
+    same bits after five steps, for every size. Eagerly, from the second step on the
+    parameter's own tensor is written (`adam_update_`), as torch.optim does."""
+    torch = pytest.importorskip("torch")
+    from unigraph_torch import lowerings
+
+    written = []
+    original = lowerings.adam_update_
+
+    def counted(param, *args, **attrs):
+        out = original(param, *args, **attrs)
+        written.append(out[0] is param)
+        return out
+
+    monkeypatch.setitem(lowerings.LOWERINGS, "adam_update_", counted)
+    initial = _initial()
+    natives = [torch.nn.Parameter(torch.tensor(p)) for p in initial]
+    native_opt = torch.optim.Adam(natives, lr=1e-3)
+    with ug.use_backend("torch", mode):
+        params = [ug.Parameter(p, name=f"p{i}") for i, p in enumerate(initial)]
+        optimizer = ug.optim.Adam(params, lr=1e-3, fused=True)
+
+        @ug.function
+        def apply(*grads):
+            optimizer.apply(list(grads))
+            return ug.tensor(0.0)
+
+        for step in range(5):
+            grads = _gradients(step % STEPS)
+            apply(*grads)
+            for native, g in zip(natives, grads):
+                native.grad = torch.tensor(g)
+            native_opt.step()
+        # (read at the end: a NumPy copy shares the memory, and the next step would then
+        # write a new tensor)
+        saved = optimizer.state_dict()
+        for i, (param, native) in enumerate(zip(params, natives)):
+            np.testing.assert_array_equal(param.numpy(), native.detach().numpy(),
+                                          err_msg=f"p{i}")
+            state = native_opt.state[native]
+            np.testing.assert_array_equal(saved[f"p{i}.m"], state["exp_avg"].numpy())
+            np.testing.assert_array_equal(saved[f"p{i}.v"], state["exp_avg_sq"].numpy())
+            assert saved[f"p{i}.step"] == float(state["step"]) == 5.0
+    # eager: 4 parameters, steps 2-5 written in place (the first writes the slots' first
+    # tensors); static: the compiled step's own call
+    assert written == ([] if mode == "static" else [True] * 16)
+
+
+def _by_formula(steps_each: int, lr: float, weight_decay: float, scales: tuple) -> list:
+    """[w, b] in float64 after 2 * `steps_each` Adam steps (L2 weight decay added to the
+    gradient, each parameter's lr times its scale)."""
+    x, y, w, b = (a.astype(np.float64) for a in least_squares_data(seed=3, rows=6))
+    params = [w, b]
+    slots = [{"m": np.zeros_like(p), "v": np.zeros_like(p)} for p in params]
+    b1, b2, eps = 0.9, 0.999, 1e-8
+    for t in range(1, 2 * steps_each + 1):
+        r = 2 * (x @ params[0] + params[1] - y) / len(x)
+        for p, g, s, scale in zip(params, [x.T @ r, r.sum(0)], slots, scales):
+            g = g + weight_decay * p
+            s["m"] = b1 * s["m"] + (1 - b1) * g
+            s["v"] = b2 * s["v"] + (1 - b2) * g * g
+            m_hat, v_hat = s["m"] / (1 - b1**t), s["v"] / (1 - b2**t)
+            p -= lr * scale * m_hat / (np.sqrt(v_hat) + eps)
+    return params
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_switching_fused_takes_effect_at_the_next_step(target, monkeypatch):
+    """One compiled step function, fused=False then True: the float64 formula (with weight
+    decay and a parameter's lr_scale) within float32 budgets on every target; on a backend
+    that lowers `adam_update`, its lowering runs after the switch (a static step retraced)
+    and not before."""
+    t = Target.parse(target)
+    backend = get_backend(t.backend, t.mode)
+    native = lowers(backend, "adam_update")
+    calls = []
+    if native:
+        for name in ("adam_update", "adam_update_"):
+            original = backend.lowerings[name]
+
+            def counted(*args, _original=original, **attrs):
+                calls.append(1)
+                return _original(*args, **attrs)
+
+            monkeypatch.setitem(backend.lowerings, name, counted)
+    steps, lr, weight_decay, scales = 3, 0.1, 0.01, (1.0, 0.5)
+    x, y, w, b = least_squares_data(seed=3, rows=6)
+    with ug.use_backend(t.backend, t.mode):
+        params = [ug.Parameter(w, name="w"), ug.Parameter(b, name="b", lr_scale=scales[1])]
+        optimizer = ug.optim.Adam(params, lr=lr, weight_decay=weight_decay)
+
+        def loss_fn():
+            r = ug.matmul(ug.tensor(x), params[0]) + params[1] - ug.tensor(y)
+            return ug.sum(r * r) / float(len(x))
+
+        @ug.function
+        def step():
+            loss, grads = ug.value_and_grad(loss_fn, wrt=optimizer.params)()
+            optimizer.step(grads)
+            return loss
+
+        counts = []
+        for fused in (False, True):
+            optimizer.fused = fused
+            for _ in range(steps):
+                step()
+            counts.append(len(calls))
+        got = [p.numpy().astype(np.float64) for p in params]
+    if native:  # eager: a call per parameter and step; static: the compiled step's
+        assert counts == ([0, 2 * steps] if t.mode == "eager" else [0, counts[1]])
+        assert counts[1] > 0
+    else:
+        assert counts == [0, 0]
+    for value, expected in zip(got, _by_formula(steps, lr, weight_decay, scales)):
+        np.testing.assert_allclose(value, expected, rtol=2e-5, atol=2e-6)

@@ -375,6 +375,45 @@ def sqrt_(x):
         return torch.sqrt(x)
 
 
+
+def _adam_numbers(lr, step, beta1, beta2) -> tuple:
+    """torch.optim.Adam's Python floats (`_single_tensor_adam`, lr and t as Python floats):
+    (-lr / (1 - beta1 ** t), (1 - beta2 ** t) ** 0.5); lr and step 0-d tensors or numbers."""
+    step, lr = float(step), float(lr)
+    bias_correction1 = 1 - beta1 ** step
+    bias_correction2 = 1 - beta2 ** step
+    step_size = lr / bias_correction1
+    return -step_size, bias_correction2 ** 0.5
+
+
+def adam_update(param, grad, m, v, lr, step, beta1, beta2, eps):
+    """`unigraph.ops.updates.adam_update`: the kernels of torch.optim.Adam's default CPU
+    path, `m.lerp_(g, 1 - b1)`, `v.mul_(b2).addcmul_(g, g, value=1 - b2)`,
+    `denom = (v.sqrt() / sqrt(c2)).add_(eps)`, `p.addcdiv_(m, denom, value=-lr / c1)`
+    (c1, c2 the bias corrections as Python floats), each out of place where it would
+    write an input (the same kernel: the same bits). Returns (param, m, v), new tensors."""
+    step_size, bias_correction2_sqrt = _adam_numbers(lr, step, beta1, beta2)
+    with torch.no_grad():
+        m = torch.lerp(m, grad, 1 - beta1)
+        v = v.mul(beta2).addcmul_(grad, grad, value=1 - beta2)
+        denominator = (v.sqrt() / bias_correction2_sqrt).add_(eps)
+        return torch.addcdiv(param, m, denominator, value=step_size), m, v
+
+
+def adam_update_(param, grad, m, v, lr, step, beta1, beta2, eps):
+    """`adam_update` written into param, m and v, as torch.optim.Adam writes them, when
+    nothing else holds their memory and autograd tracks none of them (see `sub_`); else
+    `adam_update`'s new tensors. Not an op record: `unigraph.optim` looks it up by name."""
+    if grad.requires_grad or not (_sole_holder(param) and _sole_holder(m) and
+                                  _sole_holder(v)):
+        return adam_update(param, grad, m, v, lr, step, beta1, beta2, eps)
+    step_size, bias_correction2_sqrt = _adam_numbers(lr, step, beta1, beta2)
+    m.lerp_(grad, 1 - beta1)
+    v.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+    denominator = (v.sqrt() / bias_correction2_sqrt).add_(eps)
+    return param.addcdiv_(m, denominator, value=step_size), m, v
+
+
 LOWERINGS = {
     # elementwise
     "add": torch.add,
@@ -461,4 +500,7 @@ LOWERINGS = {
     "mul_": mul_,
     "div_": div_,
     "sqrt_": sqrt_,
+    # optimizers' fused updates (`unigraph.ops.updates`; the second in place)
+    "adam_update": adam_update,
+    "adam_update_": adam_update_,
 }

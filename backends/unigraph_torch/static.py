@@ -139,7 +139,8 @@ class _SourceWriter:
             **fusions.IN_PLACE_CALLS,
         }
         self.table = _OpTable(self)
-        self.control_flow = {"cond": self.cond, "while_loop": self.while_loop, "grad": self.grad}
+        self.control_flow = {"cond": self.cond, "while_loop": self.while_loop, "grad": self.grad,
+                             "adam_update": self.several_outputs}
         for op in ("matmul", "add", "sparse_softmax_cross_entropy", "mean", "mul", "sub", "div",
                    "sqrt"):
             self.control_flow[op] = self.fusable
@@ -249,6 +250,17 @@ class _SourceWriter:
         arguments = list(args) + [f"{key}={self.attr(v)}" for key, v in attrs.items()]
         self.emit(f"{out} = {function}({', '.join(arguments)})", run)
         return out
+
+    def several_outputs(self, node, args: list) -> list:
+        """A node with an output per result (an optimizer's fused update, `adam_update`):
+        its lowering returns a tuple, unpacked into a name per output."""
+        outs = [self.fresh() for _ in node.outputs]
+        function = f"op_{node.op}"
+        self.scope[function] = LOWERINGS[node.op]
+        arguments = self.tensors(args) + [f"{key}={self.attr(value)}"
+                                          for key, value in node.attrs.items()]
+        self.emit(f"{', '.join(outs)}, = {function}({', '.join(arguments)})")
+        return outs
 
     def fusable(self, node, args: list) -> list:
         """A node that `fusions.plan` may have given a role: a deferred producer is emitted
