@@ -662,7 +662,7 @@ class Adam(Optimizer):
         lr * lr_scale."""
         attrs = {"beta1": self.beta1, "beta2": self.beta2, "eps": self.eps}
         if self._corrections is not None:  # eagerly, not inside control flow
-            t, _, _, t_value = self._bias_corrections(step, param.dtype)
+            t, _, _, t_value = self._bias_corrections(step, None)
             found = update_natives(param, grad, ("adam_update_",), (m, v))
             if found is not None:
                 backend, (p_native, m_native, v_native, g) = found
@@ -722,9 +722,10 @@ class Adam(Optimizer):
         step._written_eager(backend, t.native_for(backend))
         return True
 
-    def _bias_corrections(self, step, dtype: str) -> tuple:
+    def _bias_corrections(self, step, dtype: str | None) -> tuple:
         """(t, cast(1 - beta1 ** t, dtype), cast(1 - beta2 ** t, dtype), t's value or None)
-        with t = step + 1, as ops (a traced step reads the step slot: its value is None).
+        with t = step + 1, as ops (a traced step reads the step slot: its value is None);
+        dtype None: t alone, the corrections None (the fused update makes its own).
         Eagerly, within one `apply`, parameters whose step slots hold the same value and
         whose dtype is the same share the first one's tensors: the same ops on the same
         numbers, made once a step instead of 7 ops per parameter. A slot's value is known
@@ -745,8 +746,10 @@ class Adam(Optimizer):
             found = shared[key] = (*self._correction_ops(step, dtype), value + 1.0)
         return found
 
-    def _correction_ops(self, step, dtype: str) -> tuple:
+    def _correction_ops(self, step, dtype: str | None) -> tuple:
         t = step + 1.0
+        if dtype is None:
+            return t, None, None
         correction1 = api.cast(1.0 - api.pow(self.beta1, t), dtype)
         correction2 = api.cast(1.0 - api.pow(self.beta2, t), dtype)
         return t, correction1, correction2
