@@ -40,8 +40,12 @@ from unigraph.config import Target  # noqa: E402
 # Targets fed NumPy arrays (their native code feeds NumPy to Session.run / exe.run); every
 # other target gets `ug.tensor`s made once on it, as native eager code holds tensors.
 FEEDS_NUMPY = {"tensorflow:static", "paddle:static"}
+# Workloads timed against another workload's native code: the same computation, done
+# another way on the unigraph side only (Adam's fused kernels).
+NATIVE_NAMES = {"mlp_adam_fused": "mlp_adam"}
 # Workloads whose hand-tuned builder in `native_<backend>` goes by another name.
-HAND_NAMES = {"conv_n1": "conv2d", "conv_n64": "conv2d", "softmax_saturated": "softmax_step"}
+HAND_NAMES = {"conv_n1": "conv2d", "conv_n64": "conv2d", "softmax_saturated": "softmax_step",
+              **NATIVE_NAMES}
 
 
 def _builders(kind: str, backend: str) -> dict:
@@ -58,7 +62,7 @@ def native_builders(workload: str, target: Target) -> dict:
     `target`, and the hand-tuned one where it is a different piece of code."""
     idiomatic = _builders("idiomatic", target.backend)
     try:
-        builders = {"native": idiomatic[(workload, target.mode)]}
+        builders = {"native": idiomatic[(NATIVE_NAMES.get(workload, workload), target.mode)]}
     except KeyError:
         raise LookupError(f"idiomatic_{target.backend} has no {workload!r} for mode "
                           f"{target.mode!r}") from None

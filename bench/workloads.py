@@ -47,12 +47,16 @@ WORKLOADS = {
         Workload("mlp_momentum", "compute",
                  "the same MLP step with Momentum (lr 0.1, momentum 0.9)"),
         Workload("mlp_adam", "compute", "the same MLP step with Adam (lr 1e-3)"),
+        Workload("mlp_adam_fused", "compute",
+                 "mlp_adam with Adam(fused=True): the framework's own Adam kernels where "
+                 "the backend lowers them (torch), against the same native code"),
         Workload("build100", "build", "build 100 Linear(64,64)+relu layers, load the weights, "
                                       "first forward of a [32,64] batch"),
     ]
 }
 BUILD_DEPTH, QUICK_BUILD_DEPTH = 100, 4
-MLPS = ("mlp_step", "mlp_momentum", "mlp_adam")  # one model and data, three optimizers
+# one model and data, three optimizers (Adam twice)
+MLPS = ("mlp_step", "mlp_momentum", "mlp_adam", "mlp_adam_fused")
 
 
 # -- shared data --------------------------------------------------------------------------
@@ -202,6 +206,10 @@ def mlp_adam(data):
     return _train_step(_mlp(data), 1e-3, ug.optim.Adam), (data["x"], data["y"])
 
 
+def mlp_adam_fused(data):
+    return _train_step(_mlp(data), 1e-3, ug.optim.Adam, fused=True), (data["x"], data["y"])
+
+
 def build(data):
     """Each call builds the model anew, loads its weights and runs it once (on a static
     target the first call traces, compiles and loads the parameters)."""
@@ -230,5 +238,6 @@ UNIGRAPH = {
     "mlp_step": mlp_step,
     "mlp_momentum": mlp_momentum,
     "mlp_adam": mlp_adam,
+    "mlp_adam_fused": mlp_adam_fused,
     "build100": build,
 }
