@@ -99,8 +99,9 @@ def test_fused_must_be_a_bool():
 @pytest.mark.parametrize("mode", ["eager", "static"])
 def test_torch_gives_the_bits_of_torch_optim_adam(mode, monkeypatch):
     """torch's lowering is torch.optim.Adam's own kernel sequence (default CPU path): the
-    same bits after five steps, for every size. Eagerly, from the second step on the
-    parameter's own tensor is written (`adam_update_`), as torch.optim does."""
+    same bits after five steps, for every size. From the second step on the parameter's
+    own tensor is written (`adam_update_`), as torch.optim does, eagerly and in
+    torch:static's step."""
     torch = pytest.importorskip("torch")
     from unigraph_torch import lowerings
 
@@ -141,9 +142,9 @@ def test_torch_gives_the_bits_of_torch_optim_adam(mode, monkeypatch):
             np.testing.assert_array_equal(saved[f"p{i}.m"], state["exp_avg"].numpy())
             np.testing.assert_array_equal(saved[f"p{i}.v"], state["exp_avg_sq"].numpy())
             assert saved[f"p{i}.step"] == float(state["step"]) == 5.0
-    # eager: 4 parameters, steps 2-5 written in place (the first writes the slots' first
-    # tensors); static: the compiled step's own call
-    assert written == ([] if mode == "static" else [True] * 16)
+    # 4 parameters, steps 2-5 written in place (eagerly the first step writes the slots'
+    # first tensors; torch:static calls adam_update_ every step, at the end of the run)
+    assert written[-16:] == [True] * 16 and len(written) == (20 if mode == "static" else 16)
 
 
 def _by_formula(steps_each: int, lr: float, weight_decay: float, scales: tuple) -> list:

@@ -1,6 +1,7 @@
 """Adam's eager update writes the parameter and its moments in place where nothing else holds
-their memory. Checked on all 9 targets: a value the user holds (a reshape of the parameter
-or of a moment, the parameter's NumPy array) keeps its numbers through the next steps."""
+their memory (with fused=True also torch:static's step). Checked on all 9 targets, fused
+or not: a value the user holds (a reshape of the parameter or of a moment, the parameter's
+NumPy array) keeps its numbers through the next steps."""
 
 from __future__ import annotations
 
@@ -13,10 +14,10 @@ import unigraph as ug
 from unigraph.config import Target
 
 
-def _setup():
+def _setup(fused):
     x, y, w, b = least_squares_data(seed=5, rows=7)
     params = [ug.Parameter(w, name="w"), ug.Parameter(b, name="b")]
-    optimizer = ug.optim.Adam(params, lr=0.05)
+    optimizer = ug.optim.Adam(params, lr=0.05, fused=fused)
 
     def loss_fn():
         r = ug.matmul(ug.tensor(x), params[0]) + params[1] - ug.tensor(y)
@@ -46,12 +47,13 @@ def _held_param_numpy(params, optimizer):
 HOLDERS = [_held_param_reshape, _held_moment_reshape, _held_param_numpy]
 
 
+@pytest.mark.parametrize("fused", [False, True], ids=["formula", "fused"])
 @pytest.mark.parametrize("hold", HOLDERS, ids=lambda f: f.__name__[len("_held_"):])
 @pytest.mark.parametrize("target", TARGETS)
-def test_values_the_user_holds_keep_their_numbers(target, hold):
+def test_values_the_user_holds_keep_their_numbers(target, hold, fused):
     t = Target.parse(target)
     with ug.use_backend(t.backend, t.mode):
-        params, optimizer, step = _setup()
+        params, optimizer, step = _setup(fused)
         step()
         step()
         held = hold(params, optimizer)

@@ -8,7 +8,10 @@ torch user writes, the generated `run` makes that call, as torch's own modules d
 - a parameter's update `p - s * g`, s a scalar: `p.sub_(s * g)` in place, as
   `torch.optim.SGD` writes its parameters;
 - `x op y` (add, sub, mul, div; sqrt) whose x is a temporary nothing else reads: `x.op_(y)`,
-  as torch.optim's Adam writes its temporaries (the same kernel: the same numbers).
+  as torch.optim's Adam writes its temporaries (the same kernel: the same numbers);
+- a fused Adam update (`adam_update`, `Adam(fused=True)`) whose results are only the
+  updates of its parameter and moments: written into them (`adam_update_`), as
+  torch.optim.Adam does (the same kernels: the same numbers), at run's end.
 
 Each removes a kernel or a temporary (the update the new parameter tensor: an MLP step
 0.9x). addmm and F.cross_entropy round once where the records round twice (a BLAS `beta = 1`
@@ -35,7 +38,7 @@ import torch
 import torch.nn.functional as F
 
 from unigraph.ir import Graph
-from unigraph_torch.lowerings import _check_indices
+from unigraph_torch.lowerings import LOWERINGS, _check_indices
 
 _FLOATS = ("float32", "float64")
 
@@ -142,11 +145,32 @@ def _in_place_temporaries(graph: Graph, producer: dict, uses: dict, roles: dict)
         roles[id(node)] = ("in_place",)
 
 
+def _adam_updates(graph: Graph, uses: dict, roles: dict) -> None:
+    """("adam_in_place",) for the top-level `adam_update` nodes whose param, m and v are
+    parameters of the graph, each updated with the node's matching output and read by
+    nothing else; none of them an output or another update's value, and grad, lr and step
+    none of them (the writes come last, with the others, as `_updates`')."""
+    outputs = {value.id for value in graph.outputs}
+    update_of = {new.id: param for param, new in graph.updates}
+    for node in graph.nodes:
+        if node.op != "adam_update":
+            continue
+        written = [node.inputs[position] for position in (0, 2, 3)]
+        ids = {value.id for value in written}
+        if (len(ids) == 3
+                and all(update_of.get(out.id) is value and uses.get(out.id) == 1
+                        for out, value in zip(node.outputs, written))
+                and not ids & (outputs | set(update_of))
+                and not ids & {node.inputs[position].id for position in (1, 4, 5)}):
+            roles[id(node)] = ("adam_in_place",)
+
+
 def plan(graph: Graph, top: bool = True, roles: dict | None = None) -> dict:
     """{id(node): role} for the nodes of `graph` and its subgraphs that run fused:
     ("defer",) for a producer, ("addmm", ...) / ("cross_entropy_mean", ...) for its
     consumer, ("update",) for both nodes of a fused parameter update, ("in_place",) for a
-    node written into its first operand's memory (those two at the top level only)."""
+    node written into its first operand's memory, ("adam_in_place",) for a fused Adam
+    update written into its parameters (those three at the top level only)."""
     roles = {} if roles is None else roles
     uses = _uses(graph, top)
     producer = {out.id: node for node in graph.nodes for out in node.outputs}
@@ -163,6 +187,7 @@ def plan(graph: Graph, top: bool = True, roles: dict | None = None) -> dict:
             plan(subgraph, False, roles)
     if top:
         _updates(graph, producer, uses, roles)
+        _adam_updates(graph, uses, roles)
         _in_place_temporaries(graph, producer, uses, roles)
     return roles
 
@@ -242,3 +267,37 @@ def sgd_update(param, scale, grad):
         # 2: this tensor's own reference plus the temporary storage object asked about.
         return param.sub_(step)
     return torch.sub(param, step)
+
+
+def _adam_references_when_free() -> int:
+    """sys.getrefcount of the parameter, m and v inside `adam_in_place` when only the
+    parameter list and the generated function's locals hold them, measured as
+    `_references_when_free` does, through the line `compile_graph` writes."""
+    seen = []
+
+    def record(param, grad, m, v, lr, step, beta1, beta2, eps):
+        seen.extend((sys.getrefcount(param), sys.getrefcount(m), sys.getrefcount(v)))
+        return param, m, v
+
+    scope = {"op_adam_in_place": record, "column_major": lambda x: x}
+    exec("def run(P):\n    p0 = P[0]\n    p1 = P[1]\n    p2 = P[2]\n"
+         "    u0 = op_adam_in_place(p0, None, p1, p2, None, None, beta1=0.9, beta2=0.999, "
+         "eps=1e-08)\n    P[0] = column_major(u0[0])\n    P[1] = u0[1]\n    P[2] = u0[2]\n",
+         scope)
+    scope["run"]([torch.zeros(1), torch.zeros(1), torch.zeros(1)])
+    return max(seen)
+
+
+_ADAM_FREE = _adam_references_when_free()
+
+
+def adam_in_place(param, grad, m, v, lr, step, beta1, beta2, eps):
+    """`adam_update` (torch.optim.Adam's kernels) written into param, m and v when nothing
+    else holds them (no other name or container; `adam_update_` checks their memory and
+    autograd), else new tensors: the same numbers either way. (The table's entries, looked
+    up at each call: a replaced entry is the one that runs, as in torch:eager.)"""
+    if sys.getrefcount(param) <= _ADAM_FREE and sys.getrefcount(m) <= _ADAM_FREE and \
+            sys.getrefcount(v) <= _ADAM_FREE:
+        return LOWERINGS["adam_update_"](param, grad, m, v, lr, step, beta1, beta2, eps)
+    return LOWERINGS["adam_update"](param, grad, m, v, lr, step, beta1, beta2, eps)
+

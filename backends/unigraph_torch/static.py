@@ -115,7 +115,9 @@ class _SourceWriter:
         self.all_lines: list = []  # every_value's: the same, with no fused calls
         self.fused = fused or {}  # id(node) -> role (see `fusions.plan`)
         self.deferred: dict = {}  # a deferred producer's output id -> its operands' names
-        self.fused_updates: dict = {}  # a fused update's value id -> (param, scale, grad)
+        # a fused update's value id -> (its source, the names it reads, the line making the
+        # call it reads or None): written at run's end (see `compile_graph`)
+        self.fused_updates: dict = {}
         self.host: dict = {}  # name -> dtype of the run's Python scalars (see loop_guard)
         self.level = 0  # how many subgraphs enclose the current line
         self.depth = 1  # indentation level
@@ -136,6 +138,7 @@ class _SourceWriter:
             "op_addmm": fusions.addmm,
             "op_cross_entropy_mean": fusions.cross_entropy_mean,
             "op_sgd_update": fusions.sgd_update,
+            "op_adam_in_place": fusions.adam_in_place,
             **fusions.IN_PLACE_CALLS,
         }
         self.table = _OpTable(self)
@@ -257,9 +260,17 @@ class _SourceWriter:
         outs = [self.fresh() for _ in node.outputs]
         function = f"op_{node.op}"
         self.scope[function] = LOWERINGS[node.op]
-        arguments = self.tensors(args) + [f"{key}={self.attr(value)}"
-                                          for key, value in node.attrs.items()]
-        self.emit(f"{', '.join(outs)}, = {function}({', '.join(arguments)})")
+        args = self.tensors(args)
+        attrs = [f"{key}={self.attr(value)}" for key, value in node.attrs.items()]
+        in_place = self.fused.get(id(node)) == ("adam_in_place",)
+        # run: written into the parameters at its end (the role's), else here
+        self.emit(f"{', '.join(outs)}, = {function}({', '.join(args + attrs)})",
+                  run=not in_place)
+        if in_place:
+            result = self.fresh("u")
+            call = f"{result} = op_adam_in_place({', '.join(args + attrs)})"
+            for position, out in enumerate(node.outputs):
+                self.fused_updates[out.id] = (f"{result}[{position}]", args, call)
         return outs
 
     def fusable(self, node, args: list) -> list:
@@ -280,7 +291,9 @@ class _SourceWriter:
                     args if node.inputs[0].shape == () else args[::-1]
             elif node.op == "sub":  # the update: (param, scale, grad), for run's end
                 scale, grad = self.deferred[node.inputs[1].id]
-                self.fused_updates[node.outputs[0].id] = (args[0], scale, grad)
+                names = (args[0], scale, grad)
+                self.fused_updates[node.outputs[0].id] = (
+                    f"op_sgd_update({', '.join(names)})", names, None)
             else:
                 self.deferred[node.outputs[0].id] = args
             return [out]
@@ -436,13 +449,16 @@ def compile_graph(graph: Graph, column_major_params=frozenset()) -> tuple:
          if name in writer.host else name) + ", " for name in outputs)
 
     input_ids = {value.id for value in graph.inputs}
-    updates, fused_updates = [], []
+    updates, fused_updates, calls = [], [], set()
     kept = set(outputs)
     for param, new in graph.updates:
         index = next(i for i, p in enumerate(graph.params) if p is param)
         if new.id in writer.fused_updates:  # after the plain writes: see `fusions`
-            kept.update(writer.fused_updates[new.id])
-            source = f"op_sgd_update({', '.join(writer.fused_updates[new.id])})"
+            source, names, call = writer.fused_updates[new.id]
+            kept.update(names)
+            if call is not None and call not in calls:  # one call writing several params
+                calls.add(call)
+                fused_updates.append(f"    {call}")
         else:
             kept.add(news[new.id])
             # Fed inputs may share memory with the caller's arrays: a parameter must not.
