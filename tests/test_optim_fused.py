@@ -44,8 +44,8 @@ def test_the_update_checks_its_operands():
     with pytest.raises(ug.ShapeError, match="m .* must have param's shape"):
         ADAM_UPDATE.infer(spec, spec, ug.ops.TensorSpec((4,), "float32"), spec, scalar,
                           scalar, **attrs)
-    with pytest.raises(ug.ShapeError, match="lr .* must be a float64 scalar"):
-        ADAM_UPDATE.infer(spec, spec, spec, spec, ug.ops.TensorSpec((), "float32"), scalar,
+    with pytest.raises(ug.ShapeError, match="lr .* must be a float scalar"):
+        ADAM_UPDATE.infer(spec, spec, spec, spec, ug.ops.TensorSpec((1,), "float64"), scalar,
                           **attrs)
 
 
@@ -214,3 +214,17 @@ def test_switching_fused_takes_effect_at_the_next_step(target, monkeypatch):
         assert counts == [0, 0]
     for value, expected in zip(got, _by_formula(steps, lr, weight_decay, scales)):
         np.testing.assert_allclose(value, expected, rtol=2e-5, atol=2e-6)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_check_training_agrees_with_fused_true(target):
+    """`ug.check_training` (which casts the optimizer's state, its learning rate and step
+    counts too, to the checked dtype) finds fused=True within budget on every target."""
+    rng = np.random.default_rng(0)
+    net = ug.nn.Sequential(ug.nn.Linear(8, 16, act="relu"), ug.nn.Linear(16, 3))
+    x = rng.standard_normal((5, 8)).astype(np.float32)
+    y = rng.integers(0, 3, 5).astype(np.int64)
+    report = ug.check_training(net, ug.nn.functional.cross_entropy,
+                               lambda model: ug.optim.Adam(model, lr=1e-2, fused=True),
+                               [(x, y)], steps=4, targets=[target])
+    report.assert_ok()

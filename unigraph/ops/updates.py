@@ -3,10 +3,12 @@ may lower as its framework's own optimizer kernels (`ug.optim.Adam(fused=True)`)
 
     adam_update (param, grad, m, v, lr, step ; beta1, beta2, eps) -> (param, m, v)
 
-param, grad, m, v: one shape, one float dtype; lr: float64 0-d, the parameter's learning
-rate (lr * lr_scale, not cast); step: float64 0-d, this update's number t (1 for the
-first). The outputs are the new param, m and v (of param's shape and dtype); the inputs
-are never written. The meaning is Adam's documented formula (`ug.optim.Adam`):
+param, grad, m, v: one shape, one float dtype; lr: a float 0-d tensor, the parameter's
+learning rate (lr * lr_scale, not cast to param's dtype); step: a float 0-d tensor, this
+update's number t (1 for the first). Both are float64 as the optimizer keeps them, but any
+float dtype is taken (`ug.check_training` casts optimizer state to the checked dtype).
+The outputs are the new param, m and v (of param's shape and dtype); the inputs are never
+written. The meaning is Adam's documented formula (`ug.optim.Adam`):
 
     m <- beta1 * m + (1 - beta1) * g
     v <- beta2 * v + (1 - beta2) * g * g
@@ -30,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from unigraph.errors import ShapeError
-from unigraph.ops._util import fmt, normal, require_float
+from unigraph.ops._util import fmt, is_float, normal, require_float
 from unigraph.ops.base import OpDef, Sample, TensorSpec
 
 
@@ -41,8 +43,8 @@ def _adam_update_infer(param, grad, m, v, lr, step, *, beta1, beta2, eps):
             raise ShapeError(f"adam_update: {name} {fmt(spec)} must have param's shape and "
                              f"dtype, {fmt(param)}")
     for name, spec in (("lr", lr), ("step", step)):
-        if spec.dtype != "float64" or tuple(spec.shape) != ():
-            raise ShapeError(f"adam_update: {name} {fmt(spec)} must be a float64 scalar")
+        if not is_float(spec.dtype) or tuple(spec.shape) != ():
+            raise ShapeError(f"adam_update: {name} {fmt(spec)} must be a float scalar (0-d)")
     out = TensorSpec(param.shape, param.dtype)
     return (out, out, out)
 
@@ -57,8 +59,9 @@ def _adam_update_reference(param, grad, m, v, lr, step, *, beta1, beta2, eps):
     def number(x):  # a Python number meeting a tensor of `dtype` (a weak scalar)
         return np.asarray(x, dtype)
 
-    def correction(beta):  # cast(1 - beta ** t, dtype), in float64 first
-        return (sub(np.asarray(1.0), pow_(np.asarray(beta), step))).astype(dtype)
+    def correction(beta):  # cast(1 - beta ** t, dtype), in t's dtype (float64) first
+        return sub(np.asarray(1.0, step.dtype), pow_(np.asarray(beta, step.dtype),
+                                                     step)).astype(dtype)
 
     m = add(mul(m, number(beta1)), mul(grad, number(1.0 - beta1)))
     v = add(mul(v, number(beta2)), mul(mul(grad, grad), number(1.0 - beta2)))
