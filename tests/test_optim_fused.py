@@ -92,6 +92,12 @@ def test_fused_agrees_with_the_formula(target):
 def test_fused_must_be_a_bool():
     with pytest.raises(TypeError, match="fused must be True or False"):
         ug.optim.Adam([ug.Parameter(np.zeros(2, np.float32))], fused="yes")
+    optimizer = ug.optim.Adam([ug.Parameter(np.zeros(2, np.float32))])
+    with pytest.raises(TypeError, match="fused must be True or False"):
+        optimizer.fused = 1
+    optimizer.fused = True
+    assert optimizer.hyperparameters()["fused"] is True
+    assert optimizer.copy_for([ug.Parameter(np.zeros(2, np.float32))]).fused is True
 
 
 # -- against torch.optim.Adam, and fused switched on and off between steps ------------------

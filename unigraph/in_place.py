@@ -3,7 +3,8 @@
 reused (`scratch`), through the backend's in-place lowerings (`sub_`, `add_`, `mul_`,
 `div_`, `sqrt_`: numpy, torch and paddle have them). The numbers are always those of the
 allocating op (the same kernel); only whether a new tensor is made differs. While tracing,
-and inside control flow, every step is the plain op.
+and inside control flow, every step is the plain op. Also the optimizers' fused updates
+(`fused_update`, `unigraph.ops.updates`) where a backend lowers them (`lowers`).
 
 >>> velocity = write_steps(velocity, ("mul", 0.9), ("add", grad))
 >>> delta = scratch(scratch(m_hat, "mul", lr), "div", denominator)

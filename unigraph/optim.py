@@ -597,8 +597,6 @@ class Adam(Optimizer):
         eps = checked_number("Adam", "eps", eps, low_open=True)
         super().__init__(params, lr, weight_decay)
         self.beta1, self.beta2, self.eps = beta1, beta2, eps
-        if not isinstance(fused, bool):
-            raise TypeError(f"Adam: fused must be True or False, got {fused!r}")
         self.fused = fused
         self._fused_here = False  # during `apply`: fused, and the backend lowers it
         # Eager only, see `_bias_corrections`: {(t, dtype): (t, correction1, correction2)}
@@ -606,6 +604,19 @@ class Adam(Optimizer):
         # written (the slot is kept so that its id cannot be reused by a later slot).
         self._corrections: dict | None = None
         self._step_values: dict = {}
+
+    @property
+    def fused(self) -> bool:
+        """Whether each update is one call of the framework's own Adam kernels where the
+        backend has them (see the class docstring); set it between steps (a compiled step
+        retraces)."""
+        return self._fused
+
+    @fused.setter
+    def fused(self, value: bool) -> None:
+        if not isinstance(value, bool):
+            raise TypeError(f"Adam: fused must be True or False, got {value!r}")
+        self._fused = value
 
     def constants(self):
         return {**super().constants(), "betas": (self.beta1, self.beta2), "eps": self.eps,
