@@ -1,0 +1,206 @@
+"""Adam with Paddle's own kernel (`_C_ops.adam_`), for `ug.optim.Adam(fused=True)`: the
+numbers of `paddle.optimizer.Adam`, bit for bit, on paddle:eager and paddle:static.
+
+The kernel (3.3.1 CPU) takes the bias corrections as two accumulators, beta1 ** t and
+beta2 ** t, and computes (in the parameter's dtype)
+
+    m <- beta1 * m + (1 - beta1) * g;  v <- beta2 * v + (1 - beta2) * g * g
+    lr_t = lr * sqrt(1 - beta2 ** t) / (1 - beta1 ** t)
+    p <- p - lr_t * m / (sqrt(v) + eps * sqrt(1 - beta2 ** t))
+
+the documented algebra (m_hat / (sqrt(v_hat) + eps)) with its own roundings.
+`paddle.optimizer.Adam` starts each accumulator at beta and multiplies it by beta after
+every step, in the parameter's dtype: beta ** t is a product rounded t - 1 times, not
+beta ** t rounded once (in float32 they differ from t = 2 on). unigraph keeps the step
+count instead (a float64 `step` slot per parameter; the state_dict format stays), so the
+accumulators are read from a table of those products (`beta_powers`), indexed by the step:
+eagerly by its value, in a Program by a `gather` from the table stored in the Scope. The
+kernel gets them with `use_global_beta_pow=True`, so it never writes them.
+
+The table stops at the first power p with 1 - p == 1 in the dtype (float32: t = 165 for
+0.9, 17321 for 0.999; float64: 356 and 37412): every later power gives the kernel the same
+numbers, so the last entry stands for them. A beta so close to 1 that this takes more than
+`LONGEST` steps (above ~0.9999 in float32) has a shorter table, and from there on
+beta ** t rounded once: the documented formula, no longer Paddle's bits.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import paddle
+from paddle import _C_ops
+
+from unigraph_paddle.inplace import sole_owner
+
+LONGEST = 1 << 18  # entries in a table at most (1 MiB in float32)
+_FLOATS = ("float32", "float64")
+
+
+@functools.cache
+def beta_powers(beta: float, dtype: str) -> np.ndarray:
+    """[beta, beta ** 2, ...] in `dtype` as `paddle.optimizer.Adam`'s accumulator holds them
+    before steps 1, 2, ... (each entry the previous one times beta, rounded), up to the
+    first power p with 1 - p == 1 in `dtype`, or LONGEST entries.
+
+    >>> beta_powers(0.9, "float32")[:3]
+    array([0.9 , 0.81, 0.729], dtype=float32)
+    """
+    kind = np.dtype(dtype).type
+    # multiply.accumulate multiplies in order, each product rounded: beta, beta * beta, ...
+    powers = np.multiply.accumulate(np.full(LONGEST, beta, dtype=kind))
+    done = np.flatnonzero(kind(1) - powers == kind(1))
+    table = powers[:done[0] + 1].copy() if done.size else powers
+    table.flags.writeable = False
+    return table
+
+
+def complete(table: np.ndarray) -> bool:
+    """Whether `table`'s last entry stands for every later power (1 - p == 1)."""
+    one = table.dtype.type(1)
+    return bool(one - table[-1] == one)
+
+
+def beta_power(beta: float, dtype: str, t: float):
+    """beta ** t as Paddle's accumulator holds it before step t (t >= 1), a NumPy scalar.
+
+    >>> beta_power(0.9, "float32", 2.0)
+    0.80999994
+    """
+    table = beta_powers(beta, dtype)
+    index = int(min(t, table.size)) - 1
+    if t > table.size and not complete(table):
+        return table.dtype.type(beta ** t)
+    return table[index]
+
+
+class EagerPowers:
+    """The two accumulators of a step as [1] CPU tensors, made once per (betas, dtype, t)
+    and shared by the parameters updated with that t (an eager step updates them all with
+    the same step value), since the kernel only reads them."""
+
+    def __init__(self):
+        self._last = None  # (key, tensors)
+
+    def __call__(self, beta1: float, beta2: float, dtype: str, t: float) -> tuple:
+        key = (beta1, beta2, dtype, t)
+        last = self._last
+        if last is not None and last[0] == key:
+            return last[1]
+        place = paddle.CPUPlace()
+        # `full` carries its value as a double: exact in float32 and float64.
+        tensors = tuple(_C_ops.full([1], float(beta_power(beta, dtype, t)),
+                                    getattr(paddle, dtype), place) for beta in (beta1, beta2))
+        self._last = (key, tensors)
+        return tensors
+
+
+_EAGER_POWERS = EagerPowers()
+
+
+def run_kernel(param, grad, m, v, lr, beta1_pow, beta2_pow, *, beta1, beta2, eps) -> tuple:
+    """`_C_ops.adam_`, writing `param`, `m` and `v` (float32 or float64, one dtype; `lr` a
+    0-d of it, the accumulators [1] tensors or Values of it): (param, m, v) written."""
+    param, m, v, *_ = _C_ops.adam_(
+        param, grad, lr, m, v, None, beta1_pow, beta2_pow, None, None,
+        float(beta1), float(beta2), float(eps),
+        False,  # lazy_mode: only the rows of a sparse gradient; ours are dense
+        1000,  # min_row_size_to_use_multithread: sparse gradients only
+        False,  # multi_precision: no float32 master copy (float32 and float64 only)
+        True,  # use_global_beta_pow: read the accumulators, never write them
+        False)  # amsgrad
+    return param, m, v
+
+
+def _writable(x) -> bool:
+    """Whether the eager kernel may write `x` itself: nothing else sees its memory and
+    autograd does not track it (`unigraph_paddle.inplace.sole_owner`)."""
+    return x.stop_gradient and sole_owner(x)
+
+
+def eager_adam_update_(param, grad, m, v, lr, step, *, beta1, beta2, eps) -> tuple:
+    """The `adam_update_` lowering (paddle:eager): the update written into `param`, `m`
+    and `v` where nothing else sees them (each otherwise into a copy); (param, m, v).
+    `lr` and `step` (t) are float64 0-d tensors, as the op takes them.
+
+    >>> p, m, v = eager_adam_update_(p, g, m, v, lr, t, beta1=0.9, beta2=0.999, eps=1e-8)
+    """
+    return _eager(param, grad, m, v, lr, step, beta1, beta2, eps, _writable)
+
+
+def eager_adam_update(param, grad, m, v, lr, step, *, beta1, beta2, eps) -> tuple:
+    """The `adam_update` lowering, eagerly: new tensors; the inputs are never written."""
+    return _eager(param, grad, m, v, lr, step, beta1, beta2, eps, None)
+
+
+def _eager(param, grad, m, v, lr, step, beta1, beta2, eps, writable) -> tuple:
+    dtype = _dtype_name(param)
+    if dtype not in _FLOATS:
+        return _widened(param, grad, m, v, lr, step, beta1, beta2, eps)
+    param, m, v = (x if writable is not None and writable(x) else x.detach().clone()
+                   for x in (param, m, v))
+    powers = _EAGER_POWERS(beta1, beta2, dtype, step.item())
+    lr = _C_ops.cast(lr, param.dtype)  # Paddle's optimizer holds lr in the parameter's dtype
+    return run_kernel(param, grad, m, v, lr, *powers, beta1=beta1, beta2=beta2, eps=eps)
+
+
+def _widened(param, grad, m, v, lr, step, beta1, beta2, eps) -> tuple:
+    """float16 (the kernel has float32 and float64): the update in float32, each result
+    cast back, as `lowerings.widen_half` runs the ops lacking a float16 kernel."""
+    wide = [paddle.cast(x, "float32") for x in (param, grad, m, v)]
+    outs = _eager(*wide, lr, step, beta1, beta2, eps, _writable)
+    return tuple(paddle.cast(x, param.dtype) for x in outs)
+
+
+def _dtype_name(value) -> str:
+    # paddle.float32 prints as "paddle.float32" (an eager Tensor's and a PIR Value's dtype)
+    return str(value.dtype).rsplit(".", 1)[-1]
+
+
+def program_lowerings(stored) -> dict:
+    """The Program lowerings of the update (paddle:static), for `ProgramBuilder`'s table;
+    `stored(array)` is a Value holding a NumPy array (the builder's stored constant).
+
+    adam_update: the inputs copied, then the kernel writes the copies.
+    write_adam_update: the kernel writes the parameter's and moments' own variables
+    (`updates.plan_writes` chose it where nothing reads their old values afterwards).
+    """
+
+    def powers(t, beta1, beta2, dtype) -> list:
+        found = []
+        for beta in (beta1, beta2):
+            table = beta_powers(beta, dtype)
+            # Entry t - 1 is the power before step t; t beyond the table: the last entry.
+            index = _C_ops.cast(_C_ops.clip(t, 1.0, float(table.size)), paddle.int64)
+            power = _C_ops.gather(stored(np.concatenate([table[:1], table])),
+                                  _C_ops.reshape(index, [1]), 0)
+            if not complete(table):  # the documented beta ** t beyond the table
+                rounded_once = _C_ops.cast(_C_ops.elementwise_pow(
+                    _C_ops.full([1], beta, paddle.float64, paddle.CPUPlace()),
+                    _C_ops.reshape(t, [1])), getattr(paddle, dtype))
+                power = _C_ops.where(_C_ops.greater_than(_C_ops.reshape(t, [1]), _C_ops.full(
+                    [1], float(table.size), paddle.float64, paddle.CPUPlace())),
+                    rounded_once, power)
+            found.append(power)
+        return found
+
+    def update(param, grad, m, v, lr, step, beta1, beta2, eps, copy) -> tuple:
+        dtype = _dtype_name(param)
+        if dtype not in _FLOATS:  # float16: in float32, as `_widened`
+            wide = [paddle.cast(x, "float32") for x in (param, grad, m, v)]
+            outs = update(*wide, lr, step, beta1, beta2, eps, False)
+            return tuple(paddle.cast(x, dtype) for x in outs)
+        if copy:
+            param, m, v = (paddle.assign(x) for x in (param, m, v))
+        return run_kernel(param, grad, m, v, _C_ops.cast(lr, param.dtype),
+                          *powers(step, beta1, beta2, dtype), beta1=beta1, beta2=beta2,
+                          eps=eps)
+
+    def adam_update(param, grad, m, v, lr, step, *, beta1, beta2, eps):
+        return update(param, grad, m, v, lr, step, beta1, beta2, eps, True)
+
+    def write_adam_update(param, grad, m, v, lr, step, *, beta1, beta2, eps):
+        return update(param, grad, m, v, lr, step, beta1, beta2, eps, False)
+
+    return {"adam_update": adam_update, "write_adam_update": write_adam_update}
