@@ -101,10 +101,10 @@ _EAGER_POWERS = EagerPowers()
 
 def run_kernel(param, grad, m, v, lr, beta1_pow, beta2_pow, *, beta1, beta2, eps) -> tuple:
     """`_C_ops.adam_`, writing `param`, `m` and `v` (float32 or float64, one dtype; `lr` a
-    0-d of it, the accumulators [1] tensors or Values of it): (param, m, v) written."""
+    0-d of it, the accumulators one-element tensors or Values of it; the betas and eps
+    floats, or 0-d Values in a Program): (param, m, v) written."""
     param, m, v, *_ = _C_ops.adam_(
-        param, grad, lr, m, v, None, beta1_pow, beta2_pow, None, None,
-        float(beta1), float(beta2), float(eps),
+        param, grad, lr, m, v, None, beta1_pow, beta2_pow, None, None, beta1, beta2, eps,
         False,  # lazy_mode: only the rows of a sparse gradient; ours are dense
         1000,  # min_row_size_to_use_multithread: sparse gradients only
         False,  # multi_precision: no float32 master copy (float32 and float64 only)
@@ -158,49 +158,74 @@ def _dtype_name(value) -> str:
     return str(value.dtype).rsplit(".", 1)[-1]
 
 
-def program_lowerings(stored) -> dict:
-    """The Program lowerings of the update (paddle:static), for `ProgramBuilder`'s table;
-    `stored(array)` is a Value holding a NumPy array (the builder's stored constant).
+def same_length_powers(beta1: float, beta2: float, dtype: str) -> tuple:
+    """The two tables (`beta_powers`) at one length, for one index into both in a Program:
+    each after a leading entry that no step reads (index t reads the power before step t),
+    the shorter one extended with its last entry (which stands for every later power)."""
+    tables = [beta_powers(beta, dtype) for beta in (beta1, beta2)]
+    size = max(table.size for table in tables)
+    return tuple(np.concatenate([table[:1], table, np.full(size - table.size, table[-1])])
+                 for table in tables)
+
+
+def program_lowerings(builder) -> dict:
+    """The update in a Program (paddle:static): `ProgramBuilder`'s handlers of the nodes,
+    {op: handler(node, args) -> the three outputs}. The scalars (bounds, betas, eps) are
+    the builder's shared constants, the tables its stored arrays, and the cast of a
+    learning rate is made once for every parameter it updates.
 
     adam_update: the inputs copied, then the kernel writes the copies.
     write_adam_update: the kernel writes the parameter's and moments' own variables
-    (`updates.plan_writes` chose it where nothing reads their old values afterwards).
+    (`updates.plan_fused` chose it where nothing reads their old values afterwards).
     """
+    casts = {}  # (id(lr Value), dtype) -> (the Value, its cast), in the top-level block
+
+    def constant(value, dtype):  # one `full` op per value and dtype in the top-level block
+        return builder.lowerings["full"](shape=(), value=value, dtype=dtype)
 
     def powers(t, beta1, beta2, dtype) -> list:
+        tables = same_length_powers(beta1, beta2, dtype)
+        last = float(tables[0].size - 1)
+        index = _C_ops.cast(_C_ops.minimum(_C_ops.maximum(t, constant(1.0, "float64")),
+                                           constant(last, "float64")), paddle.int64)
         found = []
-        for beta in (beta1, beta2):
-            table = beta_powers(beta, dtype)
-            # Entry t - 1 is the power before step t; t beyond the table: the last entry.
-            index = _C_ops.cast(_C_ops.clip(t, 1.0, float(table.size)), paddle.int64)
-            power = _C_ops.gather(stored(np.concatenate([table[:1], table])),
-                                  _C_ops.reshape(index, [1]), 0)
+        for beta, table in zip((beta1, beta2), tables):
+            power = _C_ops.gather(builder.scalars.stored_array(table), index,
+                                  constant(0, "int64"))
             if not complete(table):  # the documented beta ** t beyond the table
-                rounded_once = _C_ops.cast(_C_ops.elementwise_pow(
-                    _C_ops.full([1], beta, paddle.float64, paddle.CPUPlace()),
-                    _C_ops.reshape(t, [1])), getattr(paddle, dtype))
-                power = _C_ops.where(_C_ops.greater_than(_C_ops.reshape(t, [1]), _C_ops.full(
-                    [1], float(table.size), paddle.float64, paddle.CPUPlace())),
-                    rounded_once, power)
+                rounded_once = _C_ops.cast(_C_ops.elementwise_pow(constant(beta, "float64"), t),
+                                           getattr(paddle, dtype))
+                power = _C_ops.where(_C_ops.greater_than(t, constant(last, "float64")),
+                                     rounded_once, power)
             found.append(power)
         return found
 
-    def update(param, grad, m, v, lr, step, beta1, beta2, eps, copy) -> tuple:
+    def rate(lr, dtype):  # Paddle's optimizer holds lr in the parameter's dtype
+        if builder.block_depth:
+            return _C_ops.cast(lr, getattr(paddle, dtype))
+        found = casts.get((id(lr), dtype))
+        if found is None or found[0] is not lr:
+            found = casts[(id(lr), dtype)] = (lr, _C_ops.cast(lr, getattr(paddle, dtype)))
+        return found[1]
+
+    def update(param, grad, m, v, lr, step, *, beta1, beta2, eps, copy) -> tuple:
         dtype = _dtype_name(param)
         if dtype not in _FLOATS:  # float16: in float32, as `_widened`
             wide = [paddle.cast(x, "float32") for x in (param, grad, m, v)]
-            outs = update(*wide, lr, step, beta1, beta2, eps, False)
+            outs = update(*wide, lr, step, beta1=beta1, beta2=beta2, eps=eps, copy=False)
             return tuple(paddle.cast(x, dtype) for x in outs)
         if copy:
             param, m, v = (paddle.assign(x) for x in (param, m, v))
-        return run_kernel(param, grad, m, v, _C_ops.cast(lr, param.dtype),
-                          *powers(step, beta1, beta2, dtype), beta1=beta1, beta2=beta2,
-                          eps=eps)
+        # The betas and eps as 0-d Values of the dtype: the same numbers as the floats (the
+        # kernel rounds those to its dtype), without a `full` op each per parameter.
+        return run_kernel(param, grad, m, v, rate(lr, dtype), *powers(step, beta1, beta2, dtype),
+                          beta1=constant(beta1, dtype), beta2=constant(beta2, dtype),
+                          eps=constant(eps, dtype))
 
-    def adam_update(param, grad, m, v, lr, step, *, beta1, beta2, eps):
-        return update(param, grad, m, v, lr, step, beta1, beta2, eps, True)
+    def adam_update(node, args):
+        return update(*args, **node.attrs, copy=True)
 
-    def write_adam_update(param, grad, m, v, lr, step, *, beta1, beta2, eps):
-        return update(param, grad, m, v, lr, step, beta1, beta2, eps, False)
+    def write_adam_update(node, args):
+        return update(*args, **node.attrs, copy=False)
 
     return {"adam_update": adam_update, "write_adam_update": write_adam_update}

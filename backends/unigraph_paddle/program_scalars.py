@@ -26,6 +26,7 @@ never as a differentiated operand: `ProgramBuilder.lower_grad` copies one first
 
 from __future__ import annotations
 
+import hashlib
 import math
 
 import numpy as np
@@ -121,8 +122,26 @@ class ScalarForms:
             str(d) for d in shape)
         if name not in self._stored:
             self._stored[name] = np.full(shape, value, value.dtype)
+        return self._variable(name, shape, value.dtype.name)
+
+    def stored_array(self, array: np.ndarray):
+        """A Value holding `array` (a table: Adam's beta powers), made once per contents in
+        the top-level block, a persistable variable set once in the Scope where constants
+        are stored; elsewhere the table's "constant" lowering (an op holding the values)."""
+        if self._stored is None or self.builder.block_depth:
+            return self.builder.lowerings["constant"](value=array)
+        digest = hashlib.sha1(array.tobytes()).hexdigest()
+        name = f"constant_{array.dtype.name}_{digest}_" + "x".join(str(d) for d in array.shape)
+        key = (name,)
+        found = self._constants.get(key)
+        if found is None:
+            self._stored[name] = np.array(array)
+            found = self._constants[key] = self._variable(name, array.shape, array.dtype.name)
+        return found
+
+    def _variable(self, name: str, shape: tuple, dtype: str):
         variable = self.paddle.static.create_parameter(
-            list(shape), value.dtype.name, name=name,
+            list(shape), dtype, name=name,
             default_initializer=self.paddle.nn.initializer.Constant(0.0))  # never run
         variable.stop_gradient = True
         return variable

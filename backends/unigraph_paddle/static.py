@@ -67,10 +67,11 @@ import warnings
 from unigraph.backend import lower_nodes
 from unigraph.errors import BackendError
 from unigraph.ir import Graph
+from unigraph_paddle.adam import program_lowerings as adam_program_lowerings
 from unigraph_paddle.backend import ignore_paddle_warnings
 from unigraph_paddle.backward import fixed_backward
 from unigraph_paddle.program_scalars import ScalarForms
-from unigraph_paddle.updates import emit_in_place, plan_in_place, plan_writes
+from unigraph_paddle.updates import emit_in_place, plan_fused, plan_in_place, plan_writes
 
 # Serialises Program builds (and first runs): one thread at a time in static mode.
 _BUILD_LOCK = threading.RLock()
@@ -131,6 +132,8 @@ class ProgramBuilder:
             "cond": self.lower_cond,
             "while_loop": self.lower_while_loop,
             "grad": self.lower_grad,
+            # Nodes of several outputs: the optimizers' fused updates (unigraph_paddle.adam).
+            **adam_program_lowerings(self),
         }
         self._graphs = []  # the graphs being lowered, outermost first
         self._owners = []  # the node each of those graphs belongs to (None: the top level)
@@ -500,7 +503,7 @@ def build_program(paddle, graph, lowerings: dict, *, fetch_all: bool = False,
             return BuiltProgram(main, feed_names, {i: env[i] for i in ids}, param_names,
                                 builder.scalars.stored_constants())
         in_place = plan_in_place(graph)
-        written = plan_writes(graph, in_place)
+        written = {**plan_writes(graph, in_place), **plan_fused(graph)}
         producers = {v.id: node for node in graph.nodes for v in node.outputs}
         absorbed = {id(node) for update in in_place.values() for node in update.nodes}
         kept = [written.get(id(node), node) for node in graph.nodes if id(node) not in absorbed]

@@ -35,6 +35,11 @@ first one made in the process), so the bias could be +0.0, which turns a -0.0 pr
 own later `scale(..., bias=0.0)` ops into -0.0 ones. tests/test_backend_paddle.py,
 tests/test_paddle_eager_kernels.py and tests/test_signed_zero_products.py check the bits.
 float16 keeps the general form: the CPU build has no float16 kernel for these ops.
+
+A fused update (`adam_update`, `ug.optim.Adam(fused=True)`: Paddle's `adam_` kernel, see
+unigraph_paddle.adam) whose outputs are the updates of the parameter and moments it reads
+writes their variables where the node stands, when nothing reads their old values after it
+(`plan_fused`); its updates' copies at the end are then onto themselves.
 """
 
 from __future__ import annotations
@@ -195,3 +200,39 @@ def emit_in_place(paddle, update: InPlaceUpdate, env: dict) -> None:
         paddle._C_ops.subtract_(param, paddle._C_ops.multiply(grad, lr))
     else:
         getattr(paddle._C_ops, update.op)(param, *operands)
+
+
+# The fused optimizer updates (`unigraph.ops.updates`): op -> the positions of the inputs
+# that its outputs replace, in output order (adam_update: param, m, v).
+_FUSED = {"adam_update": (0, 2, 3)}
+
+
+def plan_fused(graph: Graph) -> dict:
+    """{id(node): its in-place replacement} for the fused updates whose outputs are the
+    graph's updates of the very values they replace, each updated once, where nothing reads
+    those old values after the node (no later node, output or update): the kernel then
+    writes those variables themselves (`write_adam_update`) where the node stands; the
+    update's copy at the end is of a buffer onto itself, which Paddle skips. Elsewhere the
+    node's lowering writes copies."""
+    new_of, times = {}, {}
+    for param, new in graph.updates:
+        new_of[param.id] = new.id
+        times[param.id] = times.get(param.id, 0) + 1
+    read_at_end = {v.id for v in graph.outputs} | {new.id for _, new in graph.updates}
+    last_reader = {}  # value id -> index of the last top-level node reading it
+    for index, node in enumerate(graph.nodes):
+        for value in node.inputs:
+            last_reader[value.id] = index
+    replaced = {}
+    for index, node in enumerate(graph.nodes):
+        positions = _FUSED.get(node.op)
+        if positions is None:
+            continue
+        targets = [node.inputs[i].id for i in positions]
+        if (len({v.id for v in node.inputs}) == len(node.inputs)
+                and all(new_of.get(target) == out.id and times[target] == 1
+                        and last_reader[target] == index and target not in read_at_end
+                        for target, out in zip(targets, node.outputs))):
+            replaced[id(node)] = Node(f"write_{node.op}", node.inputs, node.outputs,
+                                      node.attrs, source=node.source)
+    return replaced
