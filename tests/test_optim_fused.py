@@ -83,7 +83,10 @@ def test_fused_agrees_with_the_formula(target):
             np.testing.assert_array_equal(f, p, err_msg=f"p{i}")
     for key, value in fused_state.items():
         if native:
-            np.testing.assert_allclose(value, plain_state[key], rtol=1e-5, atol=1e-9,
+            # Paddle's kernel weighs g * g by 1 - float32(beta2), the formula by
+            # float32(1 - beta2): its v is 1.3e-5 smaller, relatively (test_paddle_adam_fused).
+            rtol = 3e-5 if key.endswith(".v") and target.startswith("paddle:") else 1e-5
+            np.testing.assert_allclose(value, plain_state[key], rtol=rtol, atol=1e-9,
                                        err_msg=key)
         else:
             np.testing.assert_array_equal(value, plain_state[key], err_msg=key)
