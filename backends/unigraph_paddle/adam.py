@@ -36,6 +36,7 @@ from unigraph_paddle.inplace import sole_owner
 
 LONGEST = 1 << 18  # entries in a table at most (1 MiB in float32)
 _FLOATS = ("float32", "float64")
+_FLOAT32, _FLOAT64 = paddle.float32, paddle.float64
 
 
 @functools.cache
@@ -75,28 +76,36 @@ def beta_power(beta: float, dtype: str, t: float):
     return table[index]
 
 
-class EagerPowers:
-    """The two accumulators of a step as [1] CPU tensors, made once per (betas, dtype, t)
-    and shared by the parameters updated with that t (an eager step updates them all with
-    the same step value), since the kernel only reads them."""
+class EagerScalars:
+    """The kernel's scalar tensors on paddle:eager, made from the values of the op's lr and
+    t (`.item()`, ~2 us) and kept while those stay: the learning rate in the parameter's
+    dtype (`full` of the float64 value rounds it as `cast` does), and the two accumulators
+    as [1] CPU tensors. Every parameter of an eager step shares them (the same lr and t),
+    and so does the next step for the learning rate; the kernel only reads them."""
 
     def __init__(self):
-        self._last = None  # (key, tensors)
+        self._rates = {}  # dtype -> (lr's value, the tensor)
+        self._powers = {}  # (beta1, beta2, dtype) -> (t, (beta1 ** t, beta2 ** t))
 
-    def __call__(self, beta1: float, beta2: float, dtype: str, t: float) -> tuple:
-        key = (beta1, beta2, dtype, t)
-        last = self._last
-        if last is not None and last[0] == key:
-            return last[1]
-        place = paddle.CPUPlace()
-        # `full` carries its value as a double: exact in float32 and float64.
-        tensors = tuple(_C_ops.full([1], float(beta_power(beta, dtype, t)),
-                                    getattr(paddle, dtype), place) for beta in (beta1, beta2))
-        self._last = (key, tensors)
-        return tensors
+    def rate(self, value: float, dtype: str):
+        found = self._rates.get(dtype)
+        if found is None or found[0] != value:
+            found = self._rates[dtype] = (value, _C_ops.full(
+                [], value, getattr(paddle, dtype), paddle.CPUPlace()))
+        return found[1]
+
+    def powers(self, beta1: float, beta2: float, dtype: str, t: float) -> tuple:
+        key = (beta1, beta2, dtype)
+        found = self._powers.get(key)
+        if found is None or found[0] != t:
+            # `full` carries its value as a double: exact in float32 and float64.
+            found = self._powers[key] = (t, tuple(
+                _C_ops.full([1], float(beta_power(beta, dtype, t)), getattr(paddle, dtype),
+                            paddle.CPUPlace()) for beta in (beta1, beta2)))
+        return found[1]
 
 
-_EAGER_POWERS = EagerPowers()
+_EAGER_SCALARS = EagerScalars()
 
 
 def run_kernel(param, grad, m, v, lr, beta1_pow, beta2_pow, *, beta1, beta2, eps) -> tuple:
@@ -138,11 +147,13 @@ def _eager(param, grad, m, v, lr, step, beta1, beta2, eps, writable) -> tuple:
     dtype = _dtype_name(param)
     if dtype not in _FLOATS:
         return _widened(param, grad, m, v, lr, step, beta1, beta2, eps)
-    param, m, v = (x if writable is not None and writable(x) else x.detach().clone()
-                   for x in (param, m, v))
-    powers = _EAGER_POWERS(beta1, beta2, dtype, step.item())
-    lr = _C_ops.cast(lr, param.dtype)  # Paddle's optimizer holds lr in the parameter's dtype
-    return run_kernel(param, grad, m, v, lr, *powers, beta1=beta1, beta2=beta2, eps=eps)
+    if writable is None or not (writable(param) and writable(m) and writable(v)):
+        param, m, v = (x if writable is not None and writable(x) else x.detach().clone()
+                       for x in (param, m, v))
+    # Paddle's optimizer holds lr in the parameter's dtype.
+    return run_kernel(param, grad, m, v, _EAGER_SCALARS.rate(lr.item(), dtype),
+                      *_EAGER_SCALARS.powers(beta1, beta2, dtype, step.item()),
+                      beta1=beta1, beta2=beta2, eps=eps)
 
 
 def _widened(param, grad, m, v, lr, step, beta1, beta2, eps) -> tuple:
@@ -154,8 +165,14 @@ def _widened(param, grad, m, v, lr, step, beta1, beta2, eps) -> tuple:
 
 
 def _dtype_name(value) -> str:
-    # paddle.float32 prints as "paddle.float32" (an eager Tensor's and a PIR Value's dtype)
-    return str(value.dtype).rsplit(".", 1)[-1]
+    dtype = value.dtype
+    # An eager Tensor's dtype is the very object `paddle.float32` (an identity test; its
+    # `str` costs ~5 us); a PIR Value's prints as "paddle.float32".
+    if dtype is _FLOAT32:
+        return "float32"
+    if dtype is _FLOAT64:
+        return "float64"
+    return str(dtype).rsplit(".", 1)[-1]
 
 
 def same_length_powers(beta1: float, beta2: float, dtype: str) -> tuple:
