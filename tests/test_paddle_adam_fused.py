@@ -227,15 +227,15 @@ def test_static_update_writes_the_variables_themselves():
     assert [node.op for node in graph.nodes].count("adam_update") == len(SHAPES)
     ops = _program_ops(graph)
     assert ops.count("pd_op.adam_") == len(SHAPES) and "pd_op.assign" not in ops
-    # per parameter: the index (maximum, minimum, cast) and the two powers (gather)
+    # per parameter: the index (fmin, fmax, cast) and the two powers (gather)
     assert ops.count("pd_op.gather") == 2 * len(SHAPES)
     assert ops.count("pd_op.cast") == len(SHAPES) + 1  # and the learning rate's, once
     assert ops.count("pd_op.full") <= 8
 
 
-def _update_graph(old_read_after: bool):
-    """An `adam_update` node of params (p, m, v) whose outputs are their updates; with
-    old_read_after, a later node reads p's old value (the output)."""
+def _update_graph(old_read_after: bool, t_value: float = 1.0):
+    """An `adam_update` node of params (p, m, v) whose outputs are their updates, at step
+    t_value; with old_read_after, a later node reads p's old value (the output)."""
     from unigraph.ir import Graph, Node, Value
 
     shape = SHAPES[0]
@@ -245,7 +245,7 @@ def _update_graph(old_read_after: bool):
     two, doubled = Value((), "float32"), Value(shape, "float32")
     attrs = {"beta1": 0.9, "beta2": 0.999, "eps": 1e-8}
     nodes = [Node("constant", [], [lr], {"value": np.float64(1e-3)}),
-             Node("constant", [], [t], {"value": np.float64(1.0)}),
+             Node("constant", [], [t], {"value": np.float64(t_value)}),
              Node("adam_update", [p, g, m, v, lr, t], [p_new, m_new, v_new], attrs)]
     outputs = []
     if old_read_after:
@@ -278,3 +278,27 @@ def test_static_update_copies_where_the_old_values_are_read_later(old_read_after
     want_p, want_m, want_v = (state[0] for state in _paddle_adam(paddle, "float32")[0][:3])
     for index, want in enumerate([want_p, want_m, want_v]):
         np.testing.assert_array_equal(executable.get_param(index), want)
+
+
+@pytest.mark.parametrize("t", [np.nan, 0.0, -3.0, np.inf, 1e30, 20000.0])
+def test_step_counts_out_of_range_read_the_tables_ends(t):
+    """A step count no training makes (loaded from elsewhere): below 1 the first step's
+    powers, NaN or past the table its last ones (not an index outside the table), the same
+    on paddle:eager and paddle:static."""
+    from unigraph_paddle.adam import eager_adam_update
+
+    from unigraph.plugins import backends
+
+    paddle = _paddle()
+    initial, gradient = _initial("float32")[0], _gradients(0, "float32")[0]
+    state = [initial, np.full_like(initial, 0.5), np.full_like(initial, 0.25)]
+    executable = backends()["paddle"].compile(_update_graph(False, t), "static")
+    for index, value in enumerate(state):
+        executable.set_param(index, value)
+    executable.run([gradient])
+    eager = eager_adam_update(*(paddle.to_tensor(x) for x in (state[0], gradient, *state[1:])),
+                              paddle.to_tensor(np.float64(1e-3)), paddle.to_tensor(np.float64(t)),
+                              beta1=0.9, beta2=0.999, eps=1e-8)
+    for index, got in enumerate(eager):
+        assert np.isfinite(got.numpy()).all()
+        np.testing.assert_array_equal(executable.get_param(index), got.numpy())

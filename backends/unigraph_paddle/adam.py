@@ -64,16 +64,18 @@ def complete(table: np.ndarray) -> bool:
 
 
 def beta_power(beta: float, dtype: str, t: float):
-    """beta ** t as Paddle's accumulator holds it before step t (t >= 1), a NumPy scalar.
+    """beta ** t as Paddle's accumulator holds it before step t (t >= 1), a NumPy scalar;
+    t below 1 reads the first entry, a NaN t the last.
 
     >>> beta_power(0.9, "float32", 2.0)
     0.80999994
     """
     table = beta_powers(beta, dtype)
-    index = int(min(t, table.size)) - 1
-    if t > table.size and not complete(table):
-        return table.dtype.type(beta ** t)
-    return table[index]
+    if not 1.0 <= t <= table.size:  # a step count loaded from elsewhere: below 1, NaN, past
+        if t > table.size and not complete(table):  # the documented beta ** t there
+            return table.dtype.type(beta ** t)
+        t = 1.0 if t < 1.0 else float(table.size)  # the table's ends, as in a Program
+    return table[int(t) - 1]
 
 
 class EagerScalars:
@@ -203,8 +205,10 @@ def program_lowerings(builder) -> dict:
     def powers(t, beta1, beta2, dtype) -> list:
         tables = same_length_powers(beta1, beta2, dtype)
         last = float(tables[0].size - 1)
-        index = _C_ops.cast(_C_ops.minimum(_C_ops.maximum(t, constant(1.0, "float64")),
-                                           constant(last, "float64")), paddle.int64)
+        # t in [1, last] (as `beta_power`): fmin/fmax, which take a NaN t to `last`, not
+        # to an index out of the table (clip and minimum keep a NaN, which casts to -2**63).
+        index = _C_ops.cast(_C_ops.fmax(_C_ops.fmin(t, constant(last, "float64")),
+                                        constant(1.0, "float64")), paddle.int64)
         found = []
         for beta, table in zip((beta1, beta2), tables):
             power = _C_ops.gather(builder.scalars.stored_array(table), index,
