@@ -39,9 +39,9 @@ def _gradients(step, dtype):
             for s in SHAPES]
 
 
-def _paddle_adam(paddle, dtype, lr=1e-3, betas=(0.9, 0.999), eps=1e-8):
+def _paddle_adam(paddle, dtype, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, lr_from=None):
     """paddle.optimizer.Adam in dygraph for STEPS steps: per step (params, m, v, beta
-    accumulators after it)."""
+    accumulators after it). lr_from: (step, lr) from which on the learning rate is lr."""
     params = [paddle.create_parameter(list(s), dtype) for s in SHAPES]
     for param, value in zip(params, _initial(dtype)):
         param.set_value(value)
@@ -49,6 +49,8 @@ def _paddle_adam(paddle, dtype, lr=1e-3, betas=(0.9, 0.999), eps=1e-8):
                                 epsilon=eps, parameters=params)
     history = []
     for step in range(STEPS):
+        if lr_from is not None and step == lr_from[0]:
+            opt.set_lr(lr_from[1])
         for param, g in zip(params, _gradients(step, dtype)):
             param.grad = paddle.to_tensor(g)
         opt.step()
@@ -302,3 +304,38 @@ def test_step_counts_out_of_range_read_the_tables_ends(t):
     for index, got in enumerate(eager):
         assert np.isfinite(got.numpy()).all()
         np.testing.assert_array_equal(executable.get_param(index), got.numpy())
+
+
+@pytest.mark.parametrize("first, second", [PADDLE_TARGETS, PADDLE_TARGETS[::-1]])
+def test_fused_adam_resumes_on_the_other_target_as_paddle_adam(first, second):
+    """Half the steps on one Paddle target, the state saved (the step counts, not Paddle's
+    accumulators) and loaded on the other, which changes the learning rate after one step:
+    the parameters of paddle.optimizer.Adam run throughout, with `set_lr` at that step."""
+    import unigraph as ug
+    from unigraph.config import Target
+
+    paddle = _paddle()
+    half = STEPS // 2
+    want = _paddle_adam(paddle, "float32", lr_from=(half + 1, 5e-4))[-1][0]
+    weights, state = [p.copy() for p in _initial("float32")], None
+    for target, steps in ((first, range(half)), (second, range(half, STEPS))):
+        t = Target.parse(target)
+        with ug.use_backend(t.backend, t.mode):
+            params = [ug.Parameter(w, name=f"p{i}") for i, w in enumerate(weights)]
+            optimizer = ug.optim.Adam(params, lr=1e-3, fused=True)
+            if state is not None:
+                optimizer.load_state_dict(state)
+
+            @ug.function
+            def apply(*grads, optimizer=optimizer):
+                optimizer.apply(list(grads))
+                return ug.tensor(0.0)
+
+            for step in steps:
+                if step == half + 1:
+                    optimizer.lr = 5e-4
+                apply(*_gradients(step, "float32"))
+            weights, state = [p.numpy().copy() for p in params], optimizer.state_dict()
+    assert state["p0.step"] == STEPS
+    for got, expected in zip(weights, want):
+        np.testing.assert_array_equal(got, expected)
