@@ -89,11 +89,14 @@ class EagerScalars:
         self._rates = {}  # dtype -> (lr's value, the tensor)
         self._powers = {}  # (beta1, beta2, dtype) -> (t, (beta1 ** t, beta2 ** t))
 
-    def rate(self, value: float, dtype: str):
+    def rate(self, lr, dtype: str):
+        value = lr.item()
         found = self._rates.get(dtype)
         if found is None or found[0] != value:
+            # Where lr lies: a GPU kernel reads it on the device (the accumulators it takes
+            # on the CPU, where Paddle's optimizer keeps them).
             found = self._rates[dtype] = (value, _C_ops.full(
-                [], value, getattr(paddle, dtype), paddle.CPUPlace()))
+                [], value, getattr(paddle, dtype), lr.place))
         return found[1]
 
     def powers(self, beta1: float, beta2: float, dtype: str, t: float) -> tuple:
@@ -153,7 +156,7 @@ def _eager(param, grad, m, v, lr, step, beta1, beta2, eps, writable) -> tuple:
         param, m, v = (x if writable is not None and writable(x) else x.detach().clone()
                        for x in (param, m, v))
     # Paddle's optimizer holds lr in the parameter's dtype.
-    return run_kernel(param, grad, m, v, _EAGER_SCALARS.rate(lr.item(), dtype),
+    return run_kernel(param, grad, m, v, _EAGER_SCALARS.rate(lr, dtype),
                       *_EAGER_SCALARS.powers(beta1, beta2, dtype, step.item()),
                       beta1=beta1, beta2=beta2, eps=eps)
 
