@@ -8,7 +8,10 @@ beta2 ** t, and computes (in the parameter's dtype)
     lr_t = lr * sqrt(1 - beta2 ** t) / (1 - beta1 ** t)
     p <- p - lr_t * m / (sqrt(v) + eps * sqrt(1 - beta2 ** t))
 
-the documented algebra (m_hat / (sqrt(v_hat) + eps)) with its own roundings.
+the documented algebra (m_hat / (sqrt(v_hat) + eps)) with its own roundings. beta1, beta2
+and eps are rounded to the dtype first, so (1 - beta2) is 1 - float32(0.999) = 0.00099998713
+in float32, not float32(1 - 0.999): v is 1.3e-5 smaller, relatively, than the formula's
+(paddle.optimizer.Adam's own numbers; the parameters differ far less).
 `paddle.optimizer.Adam` starts each accumulator at beta and multiplies it by beta after
 every step, in the parameter's dtype: beta ** t is a product rounded t - 1 times, not
 beta ** t rounded once (in float32 they differ from t = 2 on). unigraph keeps the step
@@ -20,8 +23,11 @@ kernel gets them with `use_global_beta_pow=True`, so it never writes them.
 The table stops at the first power p with 1 - p == 1 in the dtype (float32: t = 165 for
 0.9, 17321 for 0.999; float64: 356 and 37412): every later power gives the kernel the same
 numbers, so the last entry stands for them. A beta so close to 1 that this takes more than
-`LONGEST` steps (above ~0.9999 in float32) has a shorter table, and from there on
-beta ** t rounded once: the documented formula, no longer Paddle's bits.
+`LONGEST` steps (above ~0.99993 in float32, ~0.99985 in float64) has a shorter table, and
+from there on beta ** t rounded once: the documented formula, no longer Paddle's bits.
+
+float16 (the CPU kernel has float32 and float64) runs in float32, each result cast back, as
+`lowerings.widen_half` runs the ops lacking a float16 kernel.
 """
 
 from __future__ import annotations
