@@ -104,9 +104,9 @@ def test_eager_lowerings_are_paddle_adam(dtype, in_place):
     bit for bit at every step; the in-place one writes the tensors it is given, the other
     never writes its inputs."""
     paddle = _paddle()
-    from unigraph_paddle.adam import eager_adam_update, eager_adam_update_
+    from unigraph_paddle.adam import adam_update, adam_update_
 
-    lowering = eager_adam_update_ if in_place else eager_adam_update
+    lowering = adam_update_ if in_place else adam_update
     history = _paddle_adam(paddle, dtype)
     params = [paddle.to_tensor(a) for a in _initial(dtype)]
     ms = [paddle.zeros(list(s), dtype) for s in SHAPES]
@@ -131,12 +131,12 @@ def test_eager_lowerings_are_paddle_adam(dtype, in_place):
 def test_eager_in_place_lowering_copies_what_else_sees_the_memory():
     """A parameter that a view shares is updated into a copy: the view keeps its values."""
     paddle = _paddle()
-    from unigraph_paddle.adam import eager_adam_update_
+    from unigraph_paddle.adam import adam_update_
 
     param = paddle.to_tensor(np.ones((4, 3), np.float32))
     view = paddle.reshape(param, [12])
     m, v = paddle.zeros([4, 3]), paddle.zeros([4, 3])
-    out, m_out, v_out = eager_adam_update_(
+    out, m_out, v_out = adam_update_(
         param, paddle.ones([4, 3]), m, v, paddle.to_tensor(np.float64(0.1)),
         paddle.to_tensor(np.float64(1.0)), beta1=0.9, beta2=0.999, eps=1e-8)
     assert out is not param and m_out is m and v_out is v
@@ -287,7 +287,7 @@ def test_step_counts_out_of_range_read_the_tables_ends(t):
     """A step count no training makes (loaded from elsewhere): below 1 the first step's
     powers, NaN or past the table its last ones (not an index outside the table), the same
     on paddle:eager and paddle:static."""
-    from unigraph_paddle.adam import eager_adam_update
+    from unigraph_paddle.adam import adam_update
 
     from unigraph.plugins import backends
 
@@ -298,7 +298,7 @@ def test_step_counts_out_of_range_read_the_tables_ends(t):
     for index, value in enumerate(state):
         executable.set_param(index, value)
     executable.run([gradient])
-    eager = eager_adam_update(*(paddle.to_tensor(x) for x in (state[0], gradient, *state[1:])),
+    eager = adam_update(*(paddle.to_tensor(x) for x in (state[0], gradient, *state[1:])),
                               paddle.to_tensor(np.float64(1e-3)), paddle.to_tensor(np.float64(t)),
                               beta1=0.9, beta2=0.999, eps=1e-8)
     for index, got in enumerate(eager):
@@ -339,3 +339,29 @@ def test_fused_adam_resumes_on_the_other_target_as_paddle_adam(first, second):
     assert state["p0.step"] == STEPS
     for got, expected in zip(weights, want):
         np.testing.assert_array_equal(got, expected)
+
+
+def test_the_lowering_in_a_program_not_built_by_unigraph():
+    """The table's entry called in a plain Program (no `ProgramBuilder`: its constants and
+    tables made where asked): the numbers of the eager call; the inputs unchanged."""
+    from unigraph_paddle.adam import adam_update
+    from unigraph_paddle.static import StaticMode
+
+    paddle = _paddle()
+    initial, gradient = _initial("float32")[0], _gradients(0, "float32")[0]
+    arrays = [initial, gradient, np.full_like(initial, 0.5), np.full_like(initial, 0.25)]
+    scalars = {"lr": np.float64(1e-3), "t": np.float64(3.0)}
+    attrs = {"beta1": 0.9, "beta2": 0.999, "eps": 1e-8}
+    main, startup = paddle.static.Program(), paddle.static.Program()
+    with StaticMode(paddle), paddle.static.program_guard(main, startup):
+        feeds = [paddle.static.data(f"x{i}", list(a.shape), "float32")
+                 for i, a in enumerate(arrays)]
+        feeds += [paddle.static.data(name, [], "float64") for name in scalars]
+        outs = adam_update(*feeds, **attrs)
+        got = paddle.static.Executor(paddle.CPUPlace()).run(
+            main, feed={**{f"x{i}": a for i, a in enumerate(arrays)}, **scalars},
+            fetch_list=[*outs, feeds[0]])
+    eager = adam_update(*(paddle.to_tensor(a) for a in [*arrays, *scalars.values()]), **attrs)
+    for a, b in zip(got, eager):
+        np.testing.assert_array_equal(a, b.numpy())
+    np.testing.assert_array_equal(got[3], initial)

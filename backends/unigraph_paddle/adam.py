@@ -139,27 +139,39 @@ def _writable(x) -> bool:
     return x.stop_gradient and sole_owner(x)
 
 
-def eager_adam_update_(param, grad, m, v, lr, step, *, beta1, beta2, eps) -> tuple:
-    """The `adam_update_` lowering (paddle:eager): the update written into `param`, `m`
-    and `v` where nothing else sees them (each otherwise into a copy); (param, m, v).
-    `lr` and `step` (t) are float64 0-d tensors, as the op takes them.
+def adam_update_(param, grad, m, v, lr, step, *, beta1, beta2, eps, program=None) -> tuple:
+    """The `adam_update_` lowering: the update written into `param`, `m` and `v`; returns
+    them. Eagerly only where nothing else sees one (each otherwise into a copy); in a
+    Program (`program`: the builder's `ProgramAdam`) where `updates.plan_fused` chose it.
+    `lr` and `step` (t) are float64 0-d, as the op takes them.
 
-    >>> p, m, v = eager_adam_update_(p, g, m, v, lr, t, beta1=0.9, beta2=0.999, eps=1e-8)
+    >>> p, m, v = adam_update_(p, g, m, v, lr, t, beta1=0.9, beta2=0.999, eps=1e-8)
     """
-    return _eager(param, grad, m, v, lr, step, beta1, beta2, eps, _writable)
+    return _update(param, grad, m, v, lr, step, beta1, beta2, eps, True, program)
 
 
-def eager_adam_update(param, grad, m, v, lr, step, *, beta1, beta2, eps) -> tuple:
-    """The `adam_update` lowering, eagerly: new tensors; the inputs are never written."""
-    return _eager(param, grad, m, v, lr, step, beta1, beta2, eps, None)
+def adam_update(param, grad, m, v, lr, step, *, beta1, beta2, eps, program=None) -> tuple:
+    """The `adam_update` lowering: the kernel writes copies; the inputs are never written."""
+    return _update(param, grad, m, v, lr, step, beta1, beta2, eps, False, program)
 
 
-def _eager(param, grad, m, v, lr, step, beta1, beta2, eps, writable) -> tuple:
+def _update(param, grad, m, v, lr, step, beta1, beta2, eps, write, program) -> tuple:
     dtype = _dtype_name(param)
     if dtype not in _FLOATS:
-        return _widened(param, grad, m, v, lr, step, beta1, beta2, eps)
-    if writable is None or not (writable(param) and writable(m) and writable(v)):
-        param, m, v = (x if writable is not None and writable(x) else x.detach().clone()
+        return _widened(param, grad, m, v, lr, step, beta1, beta2, eps, program)
+    if program is None and not paddle.in_dynamic_mode():
+        program = ProgramAdam(None)  # a Program of someone else's: no shared constants
+    if program is not None:
+        if not write:
+            param, m, v = (paddle.assign(x) for x in (param, m, v))
+        # The betas and eps as 0-d Values of the dtype: the numbers the kernel rounds the
+        # floats to, without a `full` op each per parameter.
+        return run_kernel(param, grad, m, v, program.rate(lr, dtype),
+                          *program.powers(step, beta1, beta2, dtype),
+                          beta1=program.constant(beta1, dtype),
+                          beta2=program.constant(beta2, dtype), eps=program.constant(eps, dtype))
+    if not (write and _writable(param) and _writable(m) and _writable(v)):
+        param, m, v = (x if write and _writable(x) else x.detach().clone()
                        for x in (param, m, v))
     # Paddle's optimizer holds lr in the parameter's dtype.
     return run_kernel(param, grad, m, v, _EAGER_SCALARS.rate(lr, dtype),
@@ -167,11 +179,11 @@ def _eager(param, grad, m, v, lr, step, beta1, beta2, eps, writable) -> tuple:
                       beta1=beta1, beta2=beta2, eps=eps)
 
 
-def _widened(param, grad, m, v, lr, step, beta1, beta2, eps) -> tuple:
+def _widened(param, grad, m, v, lr, step, beta1, beta2, eps, program) -> tuple:
     """float16 (the kernel has float32 and float64): the update in float32, each result
     cast back, as `lowerings.widen_half` runs the ops lacking a float16 kernel."""
     wide = [paddle.cast(x, "float32") for x in (param, grad, m, v)]
-    outs = _eager(*wide, lr, step, beta1, beta2, eps, _writable)
+    outs = _update(*wide, lr, step, beta1, beta2, eps, True, program)
     return tuple(paddle.cast(x, param.dtype) for x in outs)
 
 
@@ -196,66 +208,67 @@ def same_length_powers(beta1: float, beta2: float, dtype: str) -> tuple:
                  for table in tables)
 
 
-def program_lowerings(builder) -> dict:
-    """The update in a Program (paddle:static): `ProgramBuilder`'s handlers of the nodes,
-    {op: handler(node, args) -> the three outputs}. The scalars (bounds, betas, eps) are
-    the builder's shared constants, the tables its stored arrays, and the cast of a
-    learning rate is made once for every parameter it updates.
+class ProgramAdam:
+    """What the update needs in a Program, made once per `ProgramBuilder` (`builder`;
+    None: a Program of someone else's, each made where asked): the scalars (bounds, betas,
+    eps) as the builder's shared constants, the power tables as its stored arrays, and the
+    cast of a learning rate once for every parameter it updates."""
 
-    adam_update: the inputs copied, then the kernel writes the copies.
-    write_adam_update: the kernel writes the parameter's and moments' own variables
-    (`updates.plan_fused` chose it where nothing reads their old values afterwards).
-    """
-    casts = {}  # (id(lr Value), dtype) -> (the Value, its cast), in the top-level block
+    def __init__(self, builder):
+        self.builder = builder
+        self._casts = {}  # (id(lr Value), dtype) -> (the Value, its cast), top-level block
 
-    def constant(value, dtype):  # one `full` op per value and dtype in the top-level block
-        return builder.lowerings["full"](shape=(), value=value, dtype=dtype)
+    def constant(self, value, dtype: str):
+        """A 0-d `value` of `dtype`: one `full` op per value and dtype in the top level."""
+        if self.builder is None:
+            return paddle.full([], value, dtype)
+        return self.builder.lowerings["full"](shape=(), value=value, dtype=dtype)
 
-    def powers(t, beta1, beta2, dtype) -> list:
+    def stored(self, array: np.ndarray):
+        if self.builder is None:
+            return paddle.assign(array)
+        return self.builder.scalars.stored_array(array)
+
+    def rate(self, lr, dtype: str):
+        """lr in the parameter's dtype (Paddle's optimizer holds it so)."""
+        if self.builder is None or self.builder.block_depth:
+            return _C_ops.cast(lr, getattr(paddle, dtype))
+        found = self._casts.get((id(lr), dtype))
+        if found is None or found[0] is not lr:
+            found = self._casts[(id(lr), dtype)] = (lr, _C_ops.cast(lr, getattr(paddle, dtype)))
+        return found[1]
+
+    def powers(self, t, beta1: float, beta2: float, dtype: str) -> list:
+        """The accumulators before step t (a float64 0-d Value), gathered from the tables."""
         tables = same_length_powers(beta1, beta2, dtype)
         last = float(tables[0].size - 1)
         # t in [1, last] (as `beta_power`): fmin/fmax, which take a NaN t to `last`, not
         # to an index out of the table (clip and minimum keep a NaN, which casts to -2**63).
-        index = _C_ops.cast(_C_ops.fmax(_C_ops.fmin(t, constant(last, "float64")),
-                                        constant(1.0, "float64")), paddle.int64)
+        index = _C_ops.cast(_C_ops.fmax(_C_ops.fmin(t, self.constant(last, "float64")),
+                                        self.constant(1.0, "float64")), paddle.int64)
         found = []
         for beta, table in zip((beta1, beta2), tables):
-            power = _C_ops.gather(builder.scalars.stored_array(table), index,
-                                  constant(0, "int64"))
+            power = _C_ops.gather(self.stored(table), index, self.constant(0, "int64"))
             if not complete(table):  # the documented beta ** t beyond the table
-                rounded_once = _C_ops.cast(_C_ops.elementwise_pow(constant(beta, "float64"), t),
-                                           getattr(paddle, dtype))
-                power = _C_ops.where(_C_ops.greater_than(t, constant(last, "float64")),
+                rounded_once = _C_ops.cast(
+                    _C_ops.elementwise_pow(self.constant(beta, "float64"), t),
+                    getattr(paddle, dtype))
+                power = _C_ops.where(_C_ops.greater_than(t, self.constant(last, "float64")),
                                      rounded_once, power)
             found.append(power)
         return found
 
-    def rate(lr, dtype):  # Paddle's optimizer holds lr in the parameter's dtype
-        if builder.block_depth:
-            return _C_ops.cast(lr, getattr(paddle, dtype))
-        found = casts.get((id(lr), dtype))
-        if found is None or found[0] is not lr:
-            found = casts[(id(lr), dtype)] = (lr, _C_ops.cast(lr, getattr(paddle, dtype)))
-        return found[1]
 
-    def update(param, grad, m, v, lr, step, *, beta1, beta2, eps, copy) -> tuple:
-        dtype = _dtype_name(param)
-        if dtype not in _FLOATS:  # float16: in float32, as `_widened`
-            wide = [paddle.cast(x, "float32") for x in (param, grad, m, v)]
-            outs = update(*wide, lr, step, beta1=beta1, beta2=beta2, eps=eps, copy=False)
-            return tuple(paddle.cast(x, dtype) for x in outs)
-        if copy:
-            param, m, v = (paddle.assign(x) for x in (param, m, v))
-        # The betas and eps as 0-d Values of the dtype: the same numbers as the floats (the
-        # kernel rounds those to its dtype), without a `full` op each per parameter.
-        return run_kernel(param, grad, m, v, rate(lr, dtype), *powers(step, beta1, beta2, dtype),
-                          beta1=constant(beta1, dtype), beta2=constant(beta2, dtype),
-                          eps=constant(eps, dtype))
+def program_handlers(builder, lowerings: dict) -> dict:
+    """`ProgramBuilder`'s handlers of the update's nodes (several outputs), {op:
+    handler(node, args)}: each calls the table's entry (`lowerings`) with the builder's
+    `ProgramAdam`. write_adam_update (`updates.plan_fused`) is "adam_update_"."""
+    program = ProgramAdam(builder)
 
     def adam_update(node, args):
-        return update(*args, **node.attrs, copy=True)
+        return lowerings["adam_update"](*args, **node.attrs, program=program)
 
     def write_adam_update(node, args):
-        return update(*args, **node.attrs, copy=False)
+        return lowerings["adam_update_"](*args, **node.attrs, program=program)
 
     return {"adam_update": adam_update, "write_adam_update": write_adam_update}

@@ -30,7 +30,7 @@ from unigraph.index_checks import check_indices
 from unigraph.printing import emit
 from unigraph.shape_checks import check as check_shape
 from unigraph_paddle import ranks
-from unigraph_paddle.adam import eager_adam_update, eager_adam_update_
+from unigraph_paddle.adam import adam_update, adam_update_
 from unigraph_paddle.backend import GRAD_DEPTH
 from unigraph_paddle.images import avg_pool2d, conv2d, conv_transpose2d, max_pool2d
 from unigraph_paddle.inplace import in_place_or
@@ -824,10 +824,10 @@ LOWERINGS = {
     "max_pool2d": widen_half(max_pool2d),
     "avg_pool2d": avg_pool2d,
     "sparse_softmax_cross_entropy": widen_half(sparse_softmax_cross_entropy),
-    # The fused update of ug.optim.Adam(fused=True): Paddle's own Adam kernel. A Program
-    # lowers these nodes itself (`ProgramBuilder`: several outputs).
-    "adam_update": eager_adam_update,
-    "adam_update_": eager_adam_update_,
+    # The fused update of ug.optim.Adam(fused=True): Paddle's own Adam kernel (a Program
+    # calls them from `ProgramBuilder`'s handlers: several outputs).
+    "adam_update": adam_update,
+    "adam_update_": adam_update_,
     # in place when nothing else sees the parameter, for the eager optimizers (not an op record)
     "sub_": in_place_or(paddle._C_ops.subtract_, widen_small_ints(widen_half(paddle.subtract))),
     "add_": in_place_or(add_in_place, widen_small_ints(widen_half(paddle.add))),

@@ -67,7 +67,7 @@ import warnings
 from unigraph.backend import lower_nodes
 from unigraph.errors import BackendError
 from unigraph.ir import Graph
-from unigraph_paddle.adam import program_lowerings as adam_program_lowerings
+from unigraph_paddle.adam import program_handlers as adam_handlers
 from unigraph_paddle.backend import ignore_paddle_warnings
 from unigraph_paddle.backward import fixed_backward
 from unigraph_paddle.program_scalars import ScalarForms
@@ -133,7 +133,7 @@ class ProgramBuilder:
             "while_loop": self.lower_while_loop,
             "grad": self.lower_grad,
             # Nodes of several outputs: the optimizers' fused updates (unigraph_paddle.adam).
-            **adam_program_lowerings(self),
+            **adam_handlers(self, self.lowerings),
         }
         self._graphs = []  # the graphs being lowered, outermost first
         self._owners = []  # the node each of those graphs belongs to (None: the top level)
