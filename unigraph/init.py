@@ -28,6 +28,7 @@ import math
 
 import numpy as np
 
+from unigraph import random
 from unigraph.dtypes import as_dtype
 from unigraph.random import generator
 from unigraph.tensor import Parameter
@@ -192,35 +193,26 @@ class InitialValue:
     (64, 10)
     """
 
-    __slots__ = ("initializer", "shape", "dtype", "fan_in", "fan_out", "state")
+    __slots__ = ("initializer", "shape", "dtype", "fan_in", "fan_out", "state", "past")
 
     def __init__(self, initializer: Initializer, shape, dtype, fan_in, fan_out, words=None):
         # A copy: the draw uses the initializer's fields as they are now, not as a later
         # `init.low = ...` (before building the next layer with it) leaves them.
         self.initializer, self.shape, self.dtype = _snapshot(initializer), shape, dtype
         self.fan_in, self.fan_out = fan_in, fan_out
-        self.state = None
+        self.state, self.past = None, 0  # the draw starts `past` words beyond `state`
         if words is None:
             words = initializer.words(shape)
         if words:
-            bits = generator().bit_generator
-            self.state = bits.state
-            bits.advance(words)
-            # advance() drops PCG64's buffered 32-bit half-word; a float64 draw keeps it
-            if self.state["has_uint32"]:
-                moved = bits.state
-                moved["has_uint32"], moved["uinteger"] = (self.state["has_uint32"],
-                                                          self.state["uinteger"])
-                bits.state = moved
+            self.state, self.past = random.skip(words)
 
     def get_param(self, key) -> np.ndarray:
         """The value (drawn now, from the saved state: the same numbers every time)."""
-        from unigraph import random
-
         if self.state is None:
             return self.initializer(self.shape, self.dtype, self.fan_in, self.fan_out)
         bits = np.random.PCG64(0)  # (a seed: no call for OS entropy) then the saved state
         bits.state = self.state
+        random.advance(bits, self.past, self.state)
         with random.drawing_from(np.random.Generator(bits)):
             return self.initializer(self.shape, self.dtype, self.fan_in, self.fan_out)
 
@@ -241,7 +233,7 @@ def _deferred_words(initializer, shape) -> int | None:
     use is known, and the generator is NumPy's default PCG64 (whose `advance` skips exactly
     that many words); else None."""
     words = initializer.words(shape)
-    if words is None or (words and type(generator().bit_generator) is not np.random.PCG64):
+    if words is None or (words and not random.skips_exactly()):
         return None
     return words
 
