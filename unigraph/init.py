@@ -178,6 +178,11 @@ class KaimingUniform(_UniformDraws, _Kaiming):
 _UNIFORM_DRAWS = (Uniform.draw, XavierUniform.draw, KaimingUniform.draw)
 _OWN_INITIALIZERS = frozenset({Constant, Normal, Uniform, XavierNormal, XavierUniform,
                                KaimingNormal, KaimingUniform})
+# The layers' default initializers (`xavier_uniform()` and `zeros()`), one object each for
+# every layer: handed to no user, so never changed, and held by initial values without a
+# copy (`_snapshot`), where a fresh pair a layer cost two objects made and two copied.
+DEFAULT_WEIGHT = XavierUniform()
+DEFAULT_BIAS = Constant(0.0)
 
 
 class InitialValue:
@@ -220,6 +225,8 @@ class InitialValue:
 def _snapshot(initializer: Initializer) -> Initializer:
     """`copy.copy(initializer)`, made directly for unigraph's own initializers (their fields
     are their `__dict__`): copy.copy's generic protocol was a sixth of building a Linear."""
+    if initializer is DEFAULT_WEIGHT or initializer is DEFAULT_BIAS:
+        return initializer
     kind = type(initializer)
     if kind not in _OWN_INITIALIZERS:
         return copy.copy(initializer)

@@ -22,11 +22,11 @@ __all__ = ["AdaptiveAvgPool2D", "AvgPool1D", "Conv1D", "ConvTranspose2D", "MaxPo
 
 def _weight_and_bias(module, shape, fans, bias, weight_init, bias_init, lr_scale, dtype):
     fan_in, fan_out = fans
-    module.weight = initializers.parameter(weight_init or initializers.xavier_uniform(),
+    module.weight = initializers.parameter(weight_init or initializers.DEFAULT_WEIGHT,
                                            shape, dtype, fan_in, fan_out, lr_scale=lr_scale)
     module.bias = None
     if bias:
-        module.bias = initializers.parameter(bias_init or initializers.zeros(),
+        module.bias = initializers.parameter(bias_init or initializers.DEFAULT_BIAS,
                                              (module.out_channels,), dtype, fan_in, fan_out,
                                              lr_scale=lr_scale)
 

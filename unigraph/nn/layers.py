@@ -67,11 +67,11 @@ class Linear(Module):
                              _act=F.activation(act), bias=None)
         # Drawn when first read (ug.init.parameter): a loaded layer never draws.
         self.weight = initializers.parameter(
-            weight_init or initializers.xavier_uniform(), (in_features, out_features),
+            weight_init or initializers.DEFAULT_WEIGHT, (in_features, out_features),
             dtype, in_features, out_features, lr_scale=lr_scale, order="F")
         if bias:
             self.bias = initializers.parameter(
-                bias_init or initializers.zeros(), (out_features,), dtype,
+                bias_init or initializers.DEFAULT_BIAS, (out_features,), dtype,
                 in_features, out_features, lr_scale=lr_scale)
 
     def forward(self, x):
@@ -115,11 +115,11 @@ class Conv2D(Module):
         self._act = F.activation(act)
         shape = (self.out_channels, self.in_channels // self.groups, *self.kernel_size)
         fan_in, fan_out = initializers.fans(shape)
-        self.weight = initializers.parameter(weight_init or initializers.xavier_uniform(),
+        self.weight = initializers.parameter(weight_init or initializers.DEFAULT_WEIGHT,
                                              shape, dtype, fan_in, fan_out, lr_scale=lr_scale)
         self.bias = None
         if bias:
-            self.bias = initializers.parameter(bias_init or initializers.zeros(),
+            self.bias = initializers.parameter(bias_init or initializers.DEFAULT_BIAS,
                                                (self.out_channels,), dtype, fan_in, fan_out,
                                                lr_scale=lr_scale)
 
