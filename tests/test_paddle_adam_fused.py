@@ -229,15 +229,19 @@ def test_static_update_writes_the_variables_themselves():
     assert [node.op for node in graph.nodes].count("adam_update") == len(SHAPES)
     ops = _program_ops(graph)
     assert ops.count("pd_op.adam_") == len(SHAPES) and "pd_op.assign" not in ops
+    # no copy of the kernel's variables onto themselves: only the step counts' (made in
+    # their own buffers by `add_`, read again by the index)
+    assert ops.count("pd_op.assign_out_") == len(SHAPES)
     # per parameter: the index (fmin, fmax, cast) and the two powers (gather)
     assert ops.count("pd_op.gather") == 2 * len(SHAPES)
     assert ops.count("pd_op.cast") == len(SHAPES) + 1  # and the learning rate's, once
     assert ops.count("pd_op.full") <= 8
 
 
-def _update_graph(old_read_after: bool, t_value: float = 1.0):
+def _update_graph(old_read_after: bool, t_value: float = 1.0, new_read_after: bool = False):
     """An `adam_update` node of params (p, m, v) whose outputs are their updates, at step
-    t_value; with old_read_after, a later node reads p's old value (the output)."""
+    t_value; with old_read_after, a later node reads p's old value (the output); with
+    new_read_after, p's new value (the output)."""
     from unigraph.ir import Graph, Node, Value
 
     shape = SHAPES[0]
@@ -250,36 +254,62 @@ def _update_graph(old_read_after: bool, t_value: float = 1.0):
              Node("constant", [], [t], {"value": np.float64(t_value)}),
              Node("adam_update", [p, g, m, v, lr, t], [p_new, m_new, v_new], attrs)]
     outputs = []
-    if old_read_after:
+    if old_read_after or new_read_after:
         nodes += [Node("constant", [], [two], {"value": np.float32(2.0)}),
-                  Node("mul", [p, two], [doubled])]
+                  Node("mul", [p_new if new_read_after else p, two], [doubled])]
         outputs = [doubled]
     return Graph("step", [g], [p, m, v], nodes, outputs,
                  [(p, p_new), (m, m_new), (v, v_new)]).verify()
 
 
-@pytest.mark.parametrize("old_read_after", [False, True])
-def test_static_update_copies_where_the_old_values_are_read_later(old_read_after):
+@pytest.mark.parametrize("read_after", [None, "old", "new"])
+def test_static_update_copies_where_the_old_values_are_read_later(read_after):
     """Where a later node reads the parameter's old value, the kernel writes copies (and
-    the variables are assigned at the end): the later node sees the old value; the update
-    is the same either way (paddle.optimizer.Adam's first step)."""
+    the variables are assigned at the end): the later node sees the old value. Otherwise
+    it writes the variables, and only a new value read later (p's) is copied onto itself
+    at the end (keeping Paddle's inplace pass off its buffer). The update is the same
+    every way (paddle.optimizer.Adam's first step)."""
     from unigraph.plugins import backends
 
     paddle = _paddle()
-    graph = _update_graph(old_read_after)
+    graph = _update_graph(read_after == "old", new_read_after=read_after == "new")
     executable = backends()["paddle"].compile(graph, "static")
     ops = [op.name() for op in executable.program.global_block().ops]
-    assert ops.count("pd_op.assign") == (3 if old_read_after else 0)
+    assert ops.count("pd_op.assign") == (3 if read_after == "old" else 0)
+    assert ops.count("pd_op.assign_out_") == {None: 0, "old": 3, "new": 1}[read_after]
     initial = _initial("float32")[0]
     for index, value in enumerate([initial, np.zeros_like(initial), np.zeros_like(initial)]):
         executable.set_param(index, value)
     gradient = _gradients(0, "float32")[0]
     outputs = executable.run([gradient])
-    if old_read_after:
-        np.testing.assert_array_equal(outputs[0], initial * np.float32(2.0))
     want_p, want_m, want_v = (state[0] for state in _paddle_adam(paddle, "float32")[0][:3])
+    if read_after:
+        np.testing.assert_array_equal(
+            outputs[0], (initial if read_after == "old" else want_p) * np.float32(2.0))
     for index, want in enumerate([want_p, want_m, want_v]):
         np.testing.assert_array_equal(executable.get_param(index), want)
+
+
+def test_static_update_copied_to_another_parameter():
+    """q <- p's new value beside p's fused update: p is written in place, q gets a copy."""
+    from unigraph.ir import Graph, Value
+    from unigraph.plugins import backends
+
+    paddle = _paddle()
+    base = _update_graph(False)
+    p_new = base.updates[0][1]
+    q = Value(p_new.shape, "float32")
+    graph = Graph("step", base.inputs, [*base.params, q], base.nodes, base.outputs,
+                  [*base.updates, (q, p_new)]).verify()
+    executable = backends()["paddle"].compile(graph, "static")
+    initial = _initial("float32")[0]
+    for index, value in enumerate([initial, np.zeros_like(initial), np.zeros_like(initial),
+                                   np.zeros_like(initial)]):
+        executable.set_param(index, value)
+    executable.run([_gradients(0, "float32")[0]])
+    want_p = _paddle_adam(paddle, "float32")[0][0][0]
+    np.testing.assert_array_equal(executable.get_param(0), want_p)
+    np.testing.assert_array_equal(executable.get_param(3), want_p)
 
 
 @pytest.mark.parametrize("t", [np.nan, 0.0, -3.0, np.inf, 1e30, 20000.0])

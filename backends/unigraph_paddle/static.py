@@ -71,7 +71,13 @@ from unigraph_paddle.adam import program_handlers as adam_handlers
 from unigraph_paddle.backend import ignore_paddle_warnings
 from unigraph_paddle.backward import fixed_backward
 from unigraph_paddle.program_scalars import ScalarForms
-from unigraph_paddle.updates import emit_in_place, plan_fused, plan_in_place, plan_writes
+from unigraph_paddle.updates import (
+    emit_in_place,
+    plan_fused,
+    plan_in_place,
+    plan_writes,
+    uncopied_fused,
+)
 
 # Serialises Program builds (and first runs): one thread at a time in static mode.
 _BUILD_LOCK = threading.RLock()
@@ -503,7 +509,9 @@ def build_program(paddle, graph, lowerings: dict, *, fetch_all: bool = False,
             return BuiltProgram(main, feed_names, {i: env[i] for i in ids}, param_names,
                                 builder.scalars.stored_constants())
         in_place = plan_in_place(graph)
-        written = {**plan_writes(graph, in_place), **plan_fused(graph)}
+        fused = plan_fused(graph)
+        written = {**plan_writes(graph, in_place), **fused}
+        uncopied = uncopied_fused(graph, fused)
         producers = {v.id: node for node in graph.nodes for v in node.outputs}
         absorbed = {id(node) for update in in_place.values() for node in update.nodes}
         kept = [written.get(id(node), node) for node in graph.nodes if id(node) not in absorbed]
@@ -515,7 +523,7 @@ def build_program(paddle, graph, lowerings: dict, *, fetch_all: bool = False,
         # Every source is read (a parameter copied: p <- q, q <- p) before any is written.
         writes, in_own_buffer = [], []
         for param, new in graph.updates:
-            if id(new) in in_place:
+            if id(new) in in_place or new.id in uncopied:  # written in place, read no more
                 continue
             source = env[new.id]
             if _is_in(source, params):
