@@ -71,7 +71,7 @@ def complete(table: np.ndarray) -> bool:
 
 def beta_power(beta: float, dtype: str, t: float):
     """beta ** t as Paddle's accumulator holds it before step t (t >= 1), a NumPy scalar;
-    t below 1 reads the first entry, a NaN t the last.
+    a finite t below 1 reads the first entry, a NaN or infinite t the last (as in a Program).
 
     >>> beta_power(0.9, "float32", 2.0)
     0.80999994
@@ -80,7 +80,7 @@ def beta_power(beta: float, dtype: str, t: float):
     if not 1.0 <= t <= table.size:  # a step count loaded from elsewhere: below 1, NaN, past
         if t > table.size and not complete(table):  # the documented beta ** t there
             return table.dtype.type(beta ** t)
-        t = 1.0 if t < 1.0 else float(table.size)  # the table's ends, as in a Program
+        t = 1.0 if -np.inf < t < 1.0 else float(table.size)  # the ends, as in a Program
     return table[int(t) - 1]
 
 
@@ -208,6 +208,14 @@ def same_length_powers(beta1: float, beta2: float, dtype: str) -> tuple:
                  for table in tables)
 
 
+@functools.cache
+def step_bounds(size: int) -> np.ndarray:
+    """[1.0, 2.0, ..., size] in float64: what a Program's step count is sought among."""
+    bounds = np.arange(1, size + 1, dtype=np.float64)
+    bounds.flags.writeable = False
+    return bounds
+
+
 class ProgramAdam:
     """What the update needs in a Program, made once per `ProgramBuilder` (`builder`;
     None: a Program of someone else's, each made where asked): the scalars (bounds, betas,
@@ -242,10 +250,13 @@ class ProgramAdam:
         """The accumulators before step t (a float64 0-d Value), gathered from the tables."""
         tables = same_length_powers(beta1, beta2, dtype)
         last = float(tables[0].size - 1)
-        # t in [1, last] (as `beta_power`): fmin/fmax, which take a NaN t to `last`, not
-        # to an index out of the table (clip and minimum keep a NaN, which casts to -2**63).
-        index = _C_ops.cast(_C_ops.fmax(_C_ops.fmin(t, self.constant(last, "float64")),
-                                        self.constant(1.0, "float64")), paddle.int64)
+        # The index as `beta_power` reads the table, in one op: searchsorted counts the
+        # bounds 1, 2, ..., last at or below t: k for t in [k, k + 1), 0 below 1 (the
+        # leading entry: the first power again), `last` past the table and, as Paddle's
+        # searchsorted does for them, for a NaN or infinite t. (fmin, fmax and a cast took
+        # three ops; a NaN cast to int64 is -2**63, outside the table.)
+        index = _C_ops.searchsorted(self.stored(step_bounds(tables[0].size - 1)), t, False,
+                                    True)
         found = []
         for beta, table in zip((beta1, beta2), tables):
             power = _C_ops.gather(self.stored(table), index, self.constant(0, "int64"))
