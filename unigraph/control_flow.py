@@ -27,6 +27,7 @@ from unigraph.tracing import (
     _region,
     current_builder,
     note_state,
+    open_builders,
     region,
     user_frame,
     user_source,
@@ -202,7 +203,7 @@ def cond(pred, true_fn, false_fn, *operands):
         result = taken(*operands)
     finally:
         _region.reset(token)
-    if _builder.get() is None:
+    if not open_builders or _builder.get() is None:  # (no trace open: no ContextVar read)
         key = _branches_key(taken, other)
         if operands:  # (most conds pass none: no list made for them on every call)
             key += tuple([_leaf_type(x) for x in operands if is_array_leaf(x)])
@@ -424,7 +425,7 @@ def while_loop(cond_fn, body_fn, loop_vars, maximum_iterations=None):
     frame = sys._getframe(1)
     if maximum_iterations is not None:
         maximum_iterations = _checked_maximum(maximum_iterations, frame)
-    builder = _builder.get()
+    builder = _builder.get() if open_builders else None  # (no trace open: no read)
     if builder is None and type(loop_vars) is tuple:
         for x in loop_vars:  # (a loop, not all() over a generator: every eager loop asks)
             if type(x) is not Tensor or x._value is not None:

@@ -19,7 +19,7 @@ from unigraph.ops import OPS, TensorSpec
 from unigraph.plugins import _checked, get_backend
 from unigraph.tensor import Parameter, Tensor, dtype_name, eager_tensor
 from unigraph.tensor import symbolic_tensor as symbolic
-from unigraph.tracing import _builder, user_source
+from unigraph.tracing import _builder, open_builders, user_source
 
 # id(Parameter) -> native leaf, while `eager_grad` differentiates with respect to them.
 _param_leaves: contextvars.ContextVar = contextvars.ContextVar("unigraph_leaves", default=None)
@@ -147,7 +147,7 @@ def _plan(op: str, backend, inputs: list, attrs: dict, key) -> _Plan:
 
 def apply(op: str, inputs: list, attrs: dict) -> Tensor:
     """Apply op `op` to `inputs` (Tensors, Parameters or NumPy arrays) with `attrs`."""
-    builder = _builder.get()
+    builder = _builder.get() if open_builders else None  # (no trace open: no read)
     if builder is not None:
         return apply_symbolic(builder, op, inputs, attrs)
     if not attrs and 0 < len(inputs) < 3:
@@ -172,7 +172,7 @@ def apply_simple(op: str, a, b=None) -> Tensor:
     """`apply(op, [a] or [a, b], {})`: one- or two-input ops without attrs (the arithmetic
     operators, the elementwise functions), the same steps without the lists, as most of what
     an eager program runs is these."""
-    builder = _builder.get()
+    builder = _builder.get() if open_builders else None  # (no trace open: no read)
     if builder is not None:
         return apply_symbolic(builder, op, [a] if b is None else [a, b], {})
     return eager_simple(None, op, a, b)

@@ -18,7 +18,7 @@ from unigraph.api.operands import (
 from unigraph.dispatch import apply, apply_simple, current_backend, eager_simple, scalar_on
 from unigraph.dtypes import as_dtype
 from unigraph.tensor import Parameter, Tensor
-from unigraph.tracing import _builder
+from unigraph.tracing import _builder, open_builders
 
 # The operand types of the wrappers' fast paths: a Parameter (a layer's weight, the
 # optimizers' learning rate) is read as it is, like a Tensor (never a WeakTensor).
@@ -34,16 +34,17 @@ def _binary(op: str, policy: str | None = None):
         # Fast paths, the same operands `promote_for` gives: two tensors of one dtype the op
         # takes as they are, or a tensor and a Python number that keeps its dtype. Outside a
         # trace the backend is resolved once, for the number and the op (by `eager_simple`
-        # when no number needs it).
+        # when no number needs it). (`open_builders` empty: no trace open anywhere, and no
+        # ContextVar to read: ~0.85 k instructions less an op.)
         if type(x) in _PLAIN and x.dtype in ready:
             if type(y) in _PLAIN and x.dtype == y.dtype:
-                if _builder.get() is None:
+                if not open_builders or _builder.get() is None:
                     return eager_simple(None, op, x, y)  # (the current backend)
                 return apply_simple(op, x, y)
             # `weak_scalar`, inline (a Python call less in every `x + 1`).
             if (x.dtype in _KEEPS_INT) if type(y) is int else \
                     (type(y) is float and x.dtype in _KEEPS_FLOAT):
-                if _builder.get() is None:
+                if not open_builders or _builder.get() is None:
                     backend = current_backend()
                     # `scalar_on`'s cache, inline for a nonzero number (its own key there)
                     scalar = backend.scalars.get((type(y), y, x.dtype)) if y else None
@@ -54,7 +55,7 @@ def _binary(op: str, policy: str | None = None):
         elif type(y) in _PLAIN and y.dtype in ready and (
                 (y.dtype in _KEEPS_INT) if type(x) is int
                 else (type(x) is float and y.dtype in _KEEPS_FLOAT)):
-            if _builder.get() is None:
+            if not open_builders or _builder.get() is None:
                 backend = current_backend()
                 scalar = backend.scalars.get((type(x), x, y.dtype)) if x else None
                 if scalar is None:
@@ -75,7 +76,7 @@ def _unary(op: str, policy: str | None = None):
 
     def function(x):
         if type(x) in _PLAIN and x.dtype in ready:  # nothing to promote
-            if _builder.get() is None:
+            if not open_builders or _builder.get() is None:
                 return eager_simple(None, op, x)
             return apply_simple(op, x)
         return apply(op, promote_for(op, x, policy=policy), {})
