@@ -33,9 +33,9 @@ from unigraph.tensor import (
 from unigraph.tracing import (
     GraphBuilder,
     _builder,
-    _in_function,
     current_builder,
     current_region,
+    eager_body_codes,
     open_builders,
     user_source,
 )
@@ -302,7 +302,7 @@ class Function:
                 if inputs is not None:
                     self._recent = (target, plugins.generation, None)
                     return self._run_eager_tensors(inputs)
-            return self._call_eager(args, kwargs)
+            return self._run_eager(args, kwargs)
         if not kwargs and self._fast_ok:
             key = _fast_key(backend, target.mode, args)
             caller = self._fast.get(key) if key is not None else None
@@ -327,22 +327,14 @@ class Function:
         return self._call_static(target, backend, args, kwargs)
 
     # -- eager and inline -----------------------------------------------------------------
-    def _call_eager(self, args, kwargs):
-        token = _in_function.set(True)
-        try:
-            return self._run_eager(args, kwargs)
-        finally:
-            _in_function.reset(token)
-
+    # (The frames of `_run_eager` and `_run_eager_tensors` mark the body as running, for
+    # `tracing.in_function`: see `eager_body_codes` below the class.)
     def _run_eager_tensors(self, args):
-        """`_call_eager` of the common call: positional tensors, nothing to check or
+        """`_run_eager` of the common call: positional tensors, nothing to check or
         convert (no static arguments, no input_spec), the function already converted."""
-        token = _in_function.set(True)
-        try:
-            result = self._conversion.function(*args)
-        finally:
-            _in_function.reset(token)
-        return _eager_result(result)
+        result = self._conversion.function(*args)
+        # (`_eager_result`'s first test, inline: most bodies return one tensor)
+        return result if type(result) is Tensor else _eager_result(result)
 
     def _run_eager(self, args, kwargs):
         if self.input_spec is not None:
@@ -582,6 +574,10 @@ class Function:
 
     def _run(self, compiled: Compiled, backend, leaves):
         return _run(compiled, backend, leaves)
+
+
+# An eager body runs inside one of these frames (`tracing.in_function` looks for them).
+eager_body_codes.update((Function._run_eager.__code__, Function._run_eager_tensors.__code__))
 
 
 def _run(compiled: Compiled, backend, leaves):

@@ -82,14 +82,26 @@ def _is_internal(filename: str) -> bool:
 
 
 # True while the body of a @ug.function runs eagerly: what a trace refuses (seeding the
-# generator) is refused there too, so eager and static accept the same programs.
+# generator) is refused there too, so eager and static accept the same programs. (Set by
+# eager_grad; an eager @ug.function call is found by its frame, `eager_body_codes`.)
 _in_function: contextvars.ContextVar = contextvars.ContextVar("unigraph_in_function",
                                                               default=False)
+# The code objects of the methods that run a @ug.function's body eagerly: a frame of one
+# of them on the stack is a body running. Asked only by `in_function` (seeding), where a
+# ContextVar set and reset around every eager call cost ~3 k instructions of each.
+eager_body_codes: set = set()
 
 
 def in_function() -> bool:
     """True inside a `@ug.function` body, traced or running eagerly."""
-    return _in_function.get() or _builder.get() is not None
+    if _in_function.get() or _builder.get() is not None:
+        return True
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code in eager_body_codes:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def current_region():
