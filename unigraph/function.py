@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from unigraph import config, plugins, pytree, random
-from unigraph.config import Target, _context_target, current_target
-from unigraph.dispatch import backend_of, symbolic, value_of
+from unigraph.config import Target, current_target
+from unigraph.dispatch import backend_of, context_target, symbolic, value_of
 from unigraph.errors import ShapeError, TracingError
 from unigraph.ir import Graph, check_dtype
 from unigraph.tensor import (
@@ -280,7 +280,7 @@ class Function:
             return self._call_inline(args, kwargs)
         # The target, once (current_target()'s precedence, inline; the backend lookup also
         # refuses a target that cannot run, before any user code).
-        target = _context_target.get() or config._global_target or current_target()
+        target = context_target() or config._global_target or current_target()
         recent_target, generation, caller = self._recent
         if recent_target is target and generation == plugins.generation and not kwargs:
             # The static call just made again (see `_recent`): no key built or hashed, no
