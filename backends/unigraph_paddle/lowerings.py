@@ -381,12 +381,18 @@ def _prod_of_zeros_by_counts(x, axis, keepdims, reduced):
 def where(condition, x, y):
     """paddle.where. In a Program, paddle.where broadcasts operands of different shapes by
     adding zeros, and -0.0 + 0.0 is +0.0: a selected -0.0 came out +0.0 (quirk "where").
-    There float operands are broadcast here by subtracting those zeros instead (x - 0.0 is
-    x, -0.0 included), and the condition by an or with False; dygraph broadcasts by
-    broadcast_to, which keeps every value."""
-    if paddle.in_dynamic_mode() or not _is_float(x) or (
-            list(condition.shape) == list(x.shape) == list(y.shape)):
+    There operands are broadcast here by subtracting those zeros instead (x - 0.0 is x,
+    -0.0 included), and the condition by an or with False; dygraph broadcasts by
+    broadcast_to, which keeps every value. A Program's paddle.where takes operands of
+    equal traced shapes as they are, and an open dim (-1) in each may be 1 in one and not
+    in another when it runs: those are broadcast here too (bools as int32)."""
+    shape = list(x.shape)
+    if paddle.in_dynamic_mode() or (
+            list(condition.shape) == shape == list(y.shape) and -1 not in shape):
         return paddle.where(condition, x, y)
+    if x.dtype == paddle.bool:
+        x, y = paddle.cast(x, "int32"), paddle.cast(y, "int32")
+        return paddle.cast(where(condition, x, y), "bool")
     zeros = paddle.zeros_like(x) + paddle.zeros_like(y) + paddle.zeros_like(condition, x.dtype)
     condition = paddle.logical_or(condition, paddle.zeros_like(zeros, "bool"))
     return paddle.where(condition, x - zeros, y - zeros)

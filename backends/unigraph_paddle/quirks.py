@@ -75,6 +75,25 @@ def _program_where_broadcast_drops_negative_zero() -> bool:
     return not np.signbit(got[0][0])  # where picks z's -0.0
 
 
+def _program_where_of_open_dims_does_not_broadcast() -> bool:
+    from unigraph_paddle.static import StaticMode
+
+    paddle = _paddle()
+    with StaticMode(paddle):
+        main = paddle.static.Program()
+        with paddle.static.program_guard(main, paddle.static.Program()):
+            x = paddle.static.data("x", [-1], "float32")
+            y = paddle.static.data("y", [-1], "float32")
+            picked = paddle.where(x > y, x, y)
+        try:
+            paddle.static.Executor().run(
+                main, feed={"x": np.zeros(2, np.float32), "y": np.ones(1, np.float32)},
+                fetch_list=[picked])
+        except ValueError as error:  # InvalidArgumentError: "should be same"
+            return "should be same" in str(error)
+    return False
+
+
 def _softmax_floors_at_minus_64() -> bool:
     import paddle.nn.functional as F
 
@@ -1181,8 +1200,17 @@ QUIRKS = [
                   "where(z == 0, z, 2.0) at z = -0.0 gives +0.0 (dygraph keeps -0.0)",
         workaround="paddle:static broadcasts float operands itself, subtracting the zeros "
                    "(x - 0.0 is x), before paddle.where of one shape (lowerings.where; "
-                   "tests/test_where_signed_zeros.py)",
+                   "tests/test_signed_zeros_where_constants.py)",
         pin=_program_where_broadcast_drops_negative_zero,
+    ),
+    Quirk(
+        op="where", framework="paddle", versions=VERSIONS,
+        behaviour="in a Program, paddle.where broadcasts only operands whose traced shapes "
+                  "differ: of x and y both [-1] (dims left open), run with 2 and 1 "
+                  "elements, it raises InvalidArgumentError (\"should be same\")",
+        workaround="paddle:static broadcasts the operands itself, as above, whenever a dim "
+                   "is open (lowerings.where; tests/test_open_dim_where.py)",
+        pin=_program_where_of_open_dims_does_not_broadcast,
     ),
     Quirk(
         op="softmax", framework="paddle", versions=VERSIONS,
