@@ -3,7 +3,9 @@ are equal ([None]) but at run time one is 1 and broadcasts, on all 9 targets (an
 onnxruntime, forward): the value and gradient are numpy:eager's. paddle:static passed
 such operands to paddle.where as they were (a Program's paddle.where broadcasts only
 operands whose traced shapes differ), which raised a raw InvalidArgumentError when the
-Program ran ("X's shape is [2], Y's shape is [1]"; random tester, seed 5045).
+Program ran ("X's shape is [2], Y's shape is [1]"; random tester, seed 5045). Found beside
+it: onnxruntime:static could not run a `where` of bool values at all (ONNX Runtime has no
+bool Where kernel; now int32 and cast back, as its int16).
 """
 
 from __future__ import annotations
@@ -62,3 +64,13 @@ def test_the_gradient_is_numpy_eagers(target, case):
         assert g.shape == e.shape
         np.testing.assert_allclose(g, e, rtol=1e-6)
 
+
+@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("target", FORWARD_TARGETS)
+def test_bool_values_broadcast_too(target, case):
+    fn = ug.function(lambda x, y, c: ug.where(c > 0.0, x > 0.0, y > 0.0),
+                     input_spec=_spec("float32"))
+    x, y, c = _inputs(case, "float32")
+    out = run_on(target, fn, x, y, c)
+    np.testing.assert_array_equal(out, np.where(c > 0, x > 0, y > 0))
+    assert out.dtype == np.bool_

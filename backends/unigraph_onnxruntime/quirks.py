@@ -60,6 +60,13 @@ def _no_int16_kernels() -> bool:
     return all("NOT_IMPLEMENTED" in str(_run(op, inputs)) for op, inputs in cases)
 
 
+def _no_bool_where() -> bool:
+    import numpy as np
+
+    x = np.array([True, False])
+    return "NOT_IMPLEMENTED" in str(_run("Where", [x, x, x]))
+
+
 def _reduce_prod_saturates() -> bool:
     import numpy as np
 
@@ -177,6 +184,10 @@ QUIRKS = (
           "int8/uint8/int16 operands are cast to int32 and the result cast back "
           "(unigraph.onnx.emitters._widen_small_ints; ONNX itself gives ReduceSum, "
           "ReduceProd, CumSum, Floor and uint8 Neg no such types)", _no_int16_kernels),
+    Quirk("where", "onnxruntime", VERSIONS, "Where has no bool kernel (NOT_IMPLEMENTED)",
+          "bool operands are cast to int32 and the result cast back, as int16's "
+          "(unigraph.onnx.emitters._widen_small_ints; tests/test_open_dim_where.py)",
+          _no_bool_where),
     Quirk("conv_transpose2d", "onnxruntime", VERSIONS,
           "ConvTranspose has no float64 kernel (NOT_IMPLEMENTED), and refuses output_padding "
           ">= stride, which the op allows below the dilation ('output_padding (1) may be too "

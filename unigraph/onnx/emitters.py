@@ -487,22 +487,26 @@ def _print(w, args, node):
 SMALL_INTS = ("int8", "uint8", "int16")
 
 
-def _widen_small_ints(emit, dtype_input: int = 0):
-    """An emitter run in int32 when input `dtype_input` is int8, uint8 or int16, its int32
-    result cast back (wrapping modulo 2**bits, as NumPy's arithmetic): ONNX gives ReduceSum,
+def _widen_small_ints(emit, dtype_input: int = 0, dtypes: tuple = SMALL_INTS):
+    """An emitter run in int32 when input `dtype_input` is int8, uint8 or int16 (or one of
+    `dtypes`; the inputs from `dtype_input` on of that dtype are cast), its int32 result
+    cast back (wrapping modulo 2**bits, as NumPy's arithmetic): ONNX gives ReduceSum,
     ReduceProd, CumSum, Floor and Neg (uint8) no such types, and ONNX Runtime 1.32 has no
-    int16 Max, Min, ArgMax or Where kernel (quirk "small ints" of onnxruntime)."""
+    int16 Max, Min, ArgMax or Where kernel (quirk "small ints" of onnxruntime), nor a bool
+    Where (quirk "where")."""
     from unigraph.ir import Node, Value
 
     def emit_wide(w, args, node):
         dtype = _dtype(node, dtype_input)
-        if dtype not in SMALL_INTS:
+        if dtype not in dtypes:
             return emit(w, args, node)
         int32 = w.onnx_dtype("int32")
-        args = [w.node("Cast", [a], to=int32) if v.dtype == dtype else a
-                for a, v in zip(args, node.inputs)]
+        # Inputs before `dtype_input` keep their dtype (where's bool condition).
+        widened = [k >= dtype_input and v.dtype == dtype for k, v in enumerate(node.inputs)]
+        args = [w.node("Cast", [a], to=int32) if cast else a for a, cast in zip(args, widened)]
         wide = Node(node.op,
-                    [Value(v.shape, "int32" if v.dtype == dtype else v.dtype) for v in node.inputs],
+                    [Value(v.shape, "int32" if cast else v.dtype)
+                     for v, cast in zip(node.inputs, widened)],
                     [Value(v.shape, "int32" if v.dtype == dtype else v.dtype)
                      for v in node.outputs],
                     node.attrs, node.subgraphs, node.source)
@@ -574,4 +578,5 @@ EMITTERS = {
 EMITTERS.update({name: _widen_small_ints(EMITTERS[name]) for name in (
     "neg", "maximum", "minimum", "sum", "max", "min", "argmax", "floor_divide", "mod",
     "prod", "cumsum")})
-EMITTERS["where"] = _widen_small_ints(EMITTERS["where"], dtype_input=1)
+EMITTERS["where"] = _widen_small_ints(EMITTERS["where"], dtype_input=1,
+                                     dtypes=SMALL_INTS + ("bool",))
