@@ -1198,9 +1198,9 @@ QUIRKS = [
         behaviour="in a Program, paddle.where broadcasts operands of different shapes by "
                   "adding zeros to each, which turns a selected -0.0 into +0.0: "
                   "where(z == 0, z, 2.0) at z = -0.0 gives +0.0 (dygraph keeps -0.0)",
-        workaround="paddle:static broadcasts float operands itself, subtracting the zeros "
-                   "(x - 0.0 is x), before paddle.where of one shape (lowerings.where; "
-                   "tests/test_signed_zeros_where_constants.py)",
+        workaround="paddle:static broadcasts the operands itself (bools as int32), "
+                   "subtracting the zeros (x - 0.0 is x), before paddle.where of one shape "
+                   "(lowerings.where; tests/test_signed_zeros_where_constants.py)",
         pin=_program_where_broadcast_drops_negative_zero,
     ),
     Quirk(
