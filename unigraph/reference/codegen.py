@@ -212,6 +212,8 @@ class _Writer:
             self.emit(depth, f"{out} = {ufunc}({operands}out={names[target]})")
             self.clobbered.add(target)
             scalars.discard(out)
+            # the operand's array: a fresh result of an elementwise op or matmul (`_reusable`)
+            self.unshared.add(out)
             return
         fn = self.bind(step.fn, "f")
         args = ", ".join(self.array(names[s], scalars) for s in step.ins)

@@ -45,10 +45,46 @@ def _owned(value, feeds: list):
 
 
 def _frozen(array):
-    # (reading the flag is ~10x cheaper than writing it: a shared parameter comes frozen)
-    if type(array) is np.ndarray and array.flags.writeable:
-        array.setflags(write=False)
+    # (setflags(False), positional: ~0.3 us, as much as reading `flags.writeable`; the
+    # keyword costs ~0.7 us more in its argument parsing. A frozen array stays frozen.)
+    if type(array) is np.ndarray:
+        array.setflags(False)
     return array
+
+
+def _whole_run(run, params: list, updates: list, inputs: int):
+    """`ReferenceExecutable._run`'s work once the plan's generated function `run` is made
+    (`Plan.values_function`: the outputs, then the updates' new values) as one function of
+    the `inputs` feeds: `run` on the feeds and the parameters (the list `params`, read at
+    each call), each update's value stored into its parameter's place, frozen and copied
+    first where it may share a feed's memory (`_owned`; a value `run` made shares none:
+    `run.unshared`), the outputs that may share a feed's memory copied. `run` itself when
+    there are no parameters, no updates and no such output. Generated code: no loops over
+    the updates and outputs, no `_owned` call where none can copy.
+
+    >>> whole = _whole_run(plan_function, executable.params, executable.updates, 2)
+    >>> outputs = whole(x, y)
+    """
+    count = len(run.unshared) - len(updates)
+    shared = [i for i in range(count) if not run.unshared[i]]
+    if not (params or updates or shared):
+        return run
+    names = [f"i{k}" for k in range(inputs)]
+    fed = f"({''.join(name + ', ' for name in names)})"
+    args = ", ".join([*names, *(f"P[{k}]" for k in range(len(params)))])
+    lines = [f"def whole({', '.join(names)}):", f"    values = run({args})"]
+    for position, (index, _) in enumerate(updates, count):
+        value = f"values[{position}]"
+        if not run.unshared[position]:
+            value = f"owned({value}, {fed})"
+        lines.append(f"    P[{index}] = frozen({value})")
+    lines += [f"    values[{i}] = owned(values[{i}], {fed})" for i in shared]
+    if updates:
+        lines.append(f"    del values[{count}:]")
+    lines.append("    return values")
+    scope = {"run": run, "P": params, "owned": _owned, "frozen": _frozen}
+    exec(compile("\n".join(lines), "<unigraph run of a numpy:static plan>", "exec"), scope)
+    return scope["whole"]
 
 
 class ReferenceExecutable(Executable):
@@ -76,41 +112,27 @@ class ReferenceExecutable(Executable):
         # From the plan's second run: one generated function from the inputs to the
         # outputs, then the updates' new values (`Plan.values_function`)
         self.values = (*self.plan.output_slots, *(slot for _, slot in self.updates))
-        self._direct = None
-        self._shared: tuple = ()
-        # `_direct` once made, when a run is nothing but its call (no params, no updates, no
-        # output to copy): what `run_known` calls
-        self._plain = None
+        # From the plan's second run, the whole run as one function of the feeds
+        # (`_whole_run`): what `_run`, `run_known` and a @ug.function's caller call
+        self._whole = None
 
     def _run(self, feeds):
-        run = self._direct
+        run = self._whole
         if run is None:
-            run = self.plan.values_function(self.keep, self.values)
-            if run is None:  # the plan's first run: its steps
+            values = self.plan.values_function(self.keep, self.values)
+            if values is None:  # the plan's first run: its steps
                 return self._walk(feeds)
-            count = len(self.plan.output_slots)
-            # the outputs that may share a feed's memory (the others are arrays the run made)
-            self._shared = tuple(i for i in range(count) if not run.unshared[i])
-            self._direct = run
-            if not (self.params or self.updates or self._shared):
-                self._plain = run
-        values = run(*feeds, *self.params) if self.params else run(*feeds)
-        if self.updates:
-            count = len(self.plan.output_slots)
-            for position, (index, _) in enumerate(self.updates, count):
-                self.params[index] = _frozen(_owned(values[position], feeds))
-            values = values[:count]
-        for i in self._shared:
-            values[i] = _owned(values[i], feeds)
-        return values
+            run = self._whole = _whole_run(values, self.params, self.updates,
+                                           len(self.graph.inputs))
+        return run(*feeds)
 
     def run_known(self, feeds):
-        # `run` is the base's, so `run_known` is its `_run_feeds`; the common run (the plan's
-        # generated function made, every parameter set, no parameter and no update, no
-        # output that may share a feed's memory) calls the generated function itself, with
-        # `_run_feeds`' translation of a failure: the same outputs, two calls fewer. (A graph
-        # without parameters has none unset.)
-        run = self._plain
+        # `run` is the base's, so `run_known` is its `_run_feeds`; once the whole run is
+        # one function (`_whole_run`), it is called here, with `_run_feeds`' translation of
+        # a failure: the same outputs, two calls fewer. `_whole` is made by a `_run`, which
+        # `_run_feeds` calls only once every parameter is set (and none is ever unset
+        # again), so `_run_feeds`' test of unset parameters would pass.
+        run = self._whole
         if run is None:
             return self._run_feeds(feeds)
         try:
@@ -119,16 +141,17 @@ class ReferenceExecutable(Executable):
             raise self._run_error(error)  # noqa: B904 (its context, as `from None`)
 
     def direct_run(self):
-        """For a @ug.function's prebuilt caller (`function._direct_lines`): once the common
-        run is nothing but the plan's generated function (see `run_known`), `(that
-        function, None, True)`: `function(*feeds)` is `run_known(feeds)` for any feeds
-        `run_known` takes (arrays included) but for the translation of a failure, which the
-        caller does (`_run_error`); else None (`run_known` it is).
+        """For a @ug.function's prebuilt caller (`function._direct_lines`): once the whole
+        run is one function (see `run_known`), `(that function, None, True)`:
+        `function(*feeds)` is `run_known(feeds)` for any feeds `run_known` takes (arrays
+        included) but for the translation of a failure, which the caller does
+        (`_run_error`); else None (`run_known` it is). The caller loads the parameters
+        before it and notes the updates after it, as around `run_known`.
 
         >>> function, _, _ = executable.direct_run()
         >>> outputs = function(x, y)
         """
-        return None if self._plain is None else (self._plain, None, True)
+        return None if self._whole is None else (self._whole, None, True)
 
     def _walk(self, feeds):
         env, _ = self.plan.forward(feeds + self.params, False, self.keep)
