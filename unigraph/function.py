@@ -628,6 +628,16 @@ def _note_updates(compiled: Compiled) -> None:
         compiled.loaded[index] = param.version
 
 
+def _note_updates_lines(compiled: Compiled) -> list:
+    """`_note_updates(compiled)` as source lines for a generated caller, its loop unrolled
+    (globals `param{index}`: the parameters, `loaded`: `compiled.loaded`, `executable`)."""
+    lines = []
+    for index in compiled.updated:
+        lines += [f"    param{index}._written_by(executable, {index})",
+                  f"    loaded[{index}] = param{index}.version"]
+    return lines
+
+
 def _typed(out_types, backend, outputs) -> list:
     """Tensors of `outputs` (native, or NumPy arrays) of the known (shape, dtype)s (zip:
     an output after them, a loop's flag, is not one)."""
@@ -813,8 +823,13 @@ def _run_lines(scope: dict, compiled: Compiled, names: list, args) -> list:
     that are all its natives go straight to that."""
     lines = []
     if compiled.params:
-        scope["load_params"] = _load_params
-        lines.append("    load_params(compiled)")
+        # `_load_params` only where a parameter's version is not the one loaded (a test
+        # per parameter, written in: no loop run on every call)
+        scope.update(load_params=_load_params, loaded=compiled.loaded)
+        scope.update({f"param{i}": param for i, param in enumerate(compiled.params)})
+        stale = " or ".join(f"loaded[{i}] != param{i}.version"
+                            for i in range(len(compiled.params)))
+        lines += [f"    if {stale}:", "        load_params(compiled)"]
     executable = compiled.executable
     scope["run"] = getattr(executable, "run_known", executable.run)
     feeds = []
@@ -848,8 +863,8 @@ def _run_lines(scope: dict, compiled: Compiled, names: list, args) -> list:
                   "    if not (type(flag) is ndarray and flag.shape == () and not flag):",
                   "        check_loop_flag(backend, flag, loop_lines)"]
     if compiled.updated:
-        scope["note_updates"] = _note_updates
-        lines.append("    note_updates(compiled)")
+        scope["executable"] = executable
+        lines += _note_updates_lines(compiled)
     return lines
 
 
