@@ -39,7 +39,7 @@ import numpy as np
 
 from unigraph.loop_guard import find_loop_guard
 from unigraph.ops import OPS
-from unigraph.reference.error_state import STATE, ignoring
+from unigraph.reference.error_state import STATE, ignoring, last_ignoring
 from unigraph.reference.fast_kernels import ARITHMETIC_UFUNCS, OPERATORS, UNARY_UFUNCS, kernel
 
 __all__ = ["generate"]
@@ -470,8 +470,11 @@ def generate(plan, keep=None, values=None):
     writer.plan(plan, names, scalars, 1)
     body = writer.lines
     if writer.overflow_guard:
-        writer.scope.update(SET=STATE.set, RESET=STATE.reset, IGNORING=ignoring)
-        header.append("    IGNORE = IGNORING('over')")
+        writer.scope.update(SET=STATE.set, RESET=STATE.reset, IGNORING=ignoring,
+                            GET=STATE.get, LAST=last_ignoring("over"))
+        # `ignoring('over')`, read from its last answer while the state is the same
+        header += ["    m = LAST[0]",
+                   "    IGNORE = m[1] if GET() is m[0] else IGNORING('over')"]
     if values is not None:
         returned = ", ".join(writer.array(names[slot], scalars) for slot in values)
     else:
