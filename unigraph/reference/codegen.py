@@ -104,7 +104,7 @@ class _Writer:
             elif type(step) is WhileStep:
                 self.while_loop(step, names, scalars, depth, prefix)
             elif type(step) is GradStep:
-                fn = self.bind(step.run, "g")
+                fn = self.bind(step.runner(), "g")
                 outs = [f"{prefix}v{slot}" for slot in step.outs]
                 args = ", ".join(self.array(names[s], scalars) for s in step.operands)
                 self.emit(depth, f"{', '.join(outs)}, = {fn}([{args}])" if outs

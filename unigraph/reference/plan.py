@@ -208,6 +208,15 @@ class GradStep:
                  for i in self.wrt]
         return outputs + grads
 
+    def runner(self):
+        """What a generated plan (`codegen`) calls for this step: its generated function
+        (made now where `run` would make it on its next run: a plan generates its code
+        on its second run, when this step has run once), else `run`."""
+        if self.generated is None and self.runs == 1 and self.fn.fast:
+            self.runs = 2
+            self.generated = generate_grad(self)
+        return self.run if self.generated is None else self.generated
+
     def backward(self, env, residual, grads, requires):
         if any(o in grads for o in self.outs):
             raise SecondOrderUnsupported(SECOND_ORDER)
