@@ -167,6 +167,9 @@ def _row_max(x):
     return np.maximum.reduce(x, axis=1, keepdims=True)
 
 
+_IGNORING_INVALID = error_state.last_ignoring("invalid")
+
+
 def _shifted_rows(x):
     """x - max(x) over axis 1, as `ops.nn._shifted` (a row with an infinite max is NaN,
     silently: NumPy's `invalid` warning is off for this one subtraction, as the record's
@@ -176,7 +179,9 @@ def _shifted_rows(x):
     if error_state.STATE is None:  # pragma: no cover - another NumPy layout
         with np.errstate(invalid="ignore"):
             return x - peak
-    token = error_state.STATE.set(error_state.ignoring("invalid"))
+    last = _IGNORING_INVALID[0]  # (`ignoring`'s last answer while the state is the same)
+    token = error_state.STATE.set(last[1] if error_state.STATE.get() is last[0]
+                                  else error_state.ignoring("invalid"))
     try:
         return np.subtract(x, peak)
     finally:
