@@ -62,7 +62,7 @@ def written_in_place(holder: Parameter, lowered: str, operand) -> bool:
 
 
 def update_natives(param: Parameter, grad, lowered: tuple, slots: tuple = (),
-                   operands: tuple = (), constants: tuple = ()):
+                   operands: tuple = (), constants: tuple = (), backend=None):
     """Eagerly, for an optimizer's update written as lowering calls on the native tensors
     (`SGD`, `Momentum`, `Adam`: `_update_in_place`): `(backend, natives)` where the current
     backend has every in-place lowering in `lowered`, `param` and each holder in `slots` is
@@ -70,11 +70,13 @@ def update_natives(param: Parameter, grad, lowered: tuple, slots: tuple = (),
     `operand_native` gives beside `param`, and so is each of `constants` (Python numbers:
     the optimizer's hyperparameters, see `constant_natives`); natives in the order (param,
     slots..., grad, constants..., operands...). Else None: the caller takes the op-by-op
-    path.
+    path. backend: the current backend where the caller has it (`Optimizer.apply` finds it
+    once a step), else None.
 
     >>> backend, (p, g, lr) = update_natives(param, grad, ("sub_",), (), (lr,))
     """
-    backend = current_backend()
+    if backend is None:
+        backend = current_backend()
     table = backend.lowerings
     if table is None or grad.shape != param.shape:
         return None
@@ -102,6 +104,21 @@ def update_natives(param: Parameter, grad, lowered: tuple, slots: tuple = (),
             return None
         natives.append(native)
     return backend, natives
+
+
+def written_into(holder: Parameter, backend, native, held) -> None:
+    """`holder._written_eager(backend, native)` after an in-place lowering ran on `held`,
+    the native `sole_native` gave for `holder`: where it wrote in place (`native is held`)
+    the holder's store already holds that very native, so only the version and the native
+    entry advance (no new store, no layout check: an eager optimizer's every write).
+
+    >>> written_into(param, backend, backend.eager_op("sub_", [held, delta], {}), held)
+    """
+    if native is held:
+        holder.version += 1
+        holder._natives = {backend.name: (holder.version, native)}
+    else:
+        holder._written_eager(backend, native)
 
 
 def constant_natives(numbers: tuple, target: Tensor, backend):

@@ -39,7 +39,14 @@ import numpy as np
 from unigraph import api
 from unigraph.dispatch import current_backend
 from unigraph.function import assign
-from unigraph.in_place import fused_update, lowers, scratch, update_natives, write_steps
+from unigraph.in_place import (
+    fused_update,
+    lowers,
+    scratch,
+    update_natives,
+    write_steps,
+    written_into,
+)
 from unigraph.tensor import Parameter, Tensor
 from unigraph.tracing import _builder, current_region, note_state
 
@@ -152,6 +159,9 @@ class Optimizer:
                              trainable=False)
         self._state: dict = {}  # (id(param), slot) -> Parameter
         self._rates: dict = {}  # eager lr_p tensors, see `_rate`
+        # During an eager `apply` outside control flow: the current backend, found once a
+        # step (not per parameter) for the updates on native tensors (`_update_in_place`).
+        self._eager_on = None
 
     # -- learning rate ----------------------------------------------------------------------
     @property
@@ -365,7 +375,8 @@ class Optimizer:
     def apply(self, grads) -> None:
         """Update the parameters with `grads` (see the module docstring for the common
         part and the class docstring for the update). Eager: now; tracing: graph updates."""
-        if _builder.get() is not None:
+        builder = _builder.get()
+        if builder is not None:
             # The trace bakes these numbers into the graph: a compiled step retraces when
             # one changes, as an eager step takes it at once (the learning rate is a graph
             # parameter instead: setting it needs no trace).
@@ -383,17 +394,22 @@ class Optimizer:
                     "optimizer's parameters (or a dict {parameter: gradient})"
                 )
         rates: dict = {}  # (lr_scale, dtype) -> lr_p: made once per distinct pair, not per param
-        for param, grad in pairs:
-            if grad is None or not param.trainable:
-                continue
-            if grad.dtype != param.dtype:
-                grad = api.cast(grad, param.dtype)
-            if self.weight_decay:
-                grad = grad + param * self.weight_decay
-            key = (param.lr_scale, param.dtype)
-            if key not in rates:
-                rates[key] = self._rate(param.lr_scale, param.dtype)
-            self.update(param, grad, rates[key])
+        self._eager_on = current_backend() if builder is None and current_region() is None \
+            else None
+        try:
+            for param, grad in pairs:
+                if grad is None or not param.trainable:
+                    continue
+                if grad.dtype != param.dtype:
+                    grad = api.cast(grad, param.dtype)
+                if self.weight_decay:
+                    grad = grad + param * self.weight_decay
+                key = (param.lr_scale, param.dtype)
+                if key not in rates:
+                    rates[key] = self._rate(param.lr_scale, param.dtype)
+                self.update(param, grad, rates[key])
+        finally:
+            self._eager_on = None
 
     def _traced_numbers(self) -> tuple:
         """What a traced step reads as Python numbers: `constants()`, and each parameter's
@@ -484,23 +500,25 @@ class SGD(Optimizer):
         super().__init__(params, lr, weight_decay)
 
     def update(self, param, grad, lr):
-        if _builder.get() is None and current_region() is None and \
-                self._update_in_place(param, grad, lr):
+        backend = self._eager_on
+        if backend is not None and self._update_in_place(param, grad, lr, backend):
             return
         # Not one fused kernel (torch's sub_(g, alpha=lr), Paddle's sgd_): both round
         # p - lr * g as an FMA (Paddle's unless p is float32 of a multiple of 8 elements:
         # quirk "sgd update"), not as mul, sub.
         self.subtract(param, lr * grad)
 
-    def _update_in_place(self, param, grad, lr) -> bool:
+    def _update_in_place(self, param, grad, lr, backend) -> bool:
         """The eager update above as the same lowering calls the op-by-op path makes in its
-        steady state, on the native tensors (see `Adam._update_in_place`). True when done."""
-        found = update_natives(param, grad, ("sub_",), (), (lr,))
+        steady state, on the native tensors of `backend` (see `Adam._update_in_place`). True
+        when done."""
+        found = update_natives(param, grad, ("sub_",), (), (lr,), backend=backend)
         if found is None:
             return False
-        backend, (p_native, g, lr) = found
+        p_native, g, lr = found[1]
         op = backend.eager_op
-        param._written_eager(backend, op("sub_", [p_native, op("mul", [lr, g], {})], {}))
+        written_into(param, backend, op("sub_", [p_native, op("mul", [lr, g], {})], {}),
+                     p_native)
         return True
 
 
@@ -528,8 +546,8 @@ class Momentum(Optimizer):
 
     def update(self, param, grad, lr):
         velocity = self.state(param, "velocity")
-        if _builder.get() is None and current_region() is None and \
-                self._update_in_place(param, grad, lr, velocity):
+        backend = self._eager_on
+        if backend is not None and self._update_in_place(param, grad, lr, velocity, backend):
             return
         # In place eagerly (see `write`): v.mul_(mu).add_(g), as torch.optim does.
         new_velocity = self.write(velocity, ("mul", self.momentum),
@@ -537,22 +555,24 @@ class Momentum(Optimizer):
         step = grad + new_velocity * self.momentum if self.nesterov else new_velocity
         self.subtract(param, lr * step)
 
-    def _update_in_place(self, param, grad, lr, velocity) -> bool:
+    def _update_in_place(self, param, grad, lr, velocity, backend) -> bool:
         """The eager update above as the same lowering calls the op-by-op path makes in its
-        steady state, on the native tensors (see `Adam._update_in_place`). True when done."""
+        steady state, on the native tensors of `backend` (see `Adam._update_in_place`). True
+        when done."""
         found = update_natives(param, grad, ("sub_", "add_", "mul_"), (velocity,), (lr,),
-                               (self.momentum,))
+                               (self.momentum,), backend)
         if found is None:
             return False
-        backend, (p_native, v_native, g, mu, lr) = found
+        p_native, v_native, g, mu, lr = found[1]
         op = backend.eager_op
+        held = v_native
         v_native = op("add_", [op("mul_", [v_native, mu], {}), g], {})  # v <- v * mu + g
-        velocity._written_eager(backend, v_native)
+        written_into(velocity, backend, v_native, held)
         if self.nesterov:  # p <- p - lr * (g + v * mu)
             step = op("mul", [lr, op("add", [g, op("mul", [v_native, mu], {})], {})], {})
         else:  # p <- p - lr * v
             step = op("mul", [lr, v_native], {})
-        param._written_eager(backend, op("sub_", [p_native, step], {}))
+        written_into(param, backend, op("sub_", [p_native, step], {}), p_native)
         return True
 
 
