@@ -736,6 +736,7 @@ class Adam(Optimizer):
         backend, (p_native, m_native, v_native, g, b1, one_minus_b1, b2, one_minus_b2, eps,
                   lr, c1, c2) = found
         op = backend.eager_op
+        held = p_native, m_native, v_native
         # m <- m * b1 + g * (1 - b1);  v <- v * b2 + (g * g) * (1 - b2)
         m_native = op("mul_", [m_native, b1], {})
         m_native = op("add_", [m_native, op("mul", [g, one_minus_b1], {})], {})
@@ -746,9 +747,9 @@ class Adam(Optimizer):
         denominator = _into(op, "add", _into(op, "sqrt", op("div", [v_native, c2], {})), eps)
         delta = _into(op, "div", _into(op, "mul", op("div", [m_native, c1], {}), lr),
                       denominator)
-        m._written_eager(backend, m_native)
-        v._written_eager(backend, v_native)
-        param._written_eager(backend, op("sub_", [p_native, delta], {}))
+        written_into(m, backend, m_native, held[1])
+        written_into(v, backend, v_native, held[2])
+        written_into(param, backend, op("sub_", [p_native, delta], {}), held[0])
         # `assign(step, t)`'s write (its checks hold by construction: t is step + 1)
         step._written_eager(backend, t.native_for(backend))
         return True
