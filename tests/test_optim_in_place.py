@@ -60,7 +60,9 @@ def _data():
     return least_squares_data(seed=7, rows=5)
 
 
-def _train(target, name, monkeypatch, allocating, steps):
+def _train(target, name, monkeypatch, allocating, steps, versions=None):
+    """(the parameters' values, (in-place, new) `sub_` counts) after `steps` training steps;
+    `versions`: a list given gets the parameters' versions after each step."""
     x, y, w, b = _data()
     weight, bias = ug.Parameter(w, name="w"), ug.Parameter(b, name="b")
     make = {"sgd": lambda p: ug.optim.SGD(p, lr=LR),
@@ -83,6 +85,8 @@ def _train(target, name, monkeypatch, allocating, steps):
         counter = SubCounter(monkeypatch, allocating)
         for _ in range(steps):
             step()
+            if versions is not None:
+                versions.append((weight.version, bias.version))
         counts = counter.take()
         values = [weight.numpy().copy(), bias.numpy().copy()]
     monkeypatch.undo()
@@ -225,3 +229,14 @@ def test_paddle_sole_owner_sees_views_aliases_and_saved_tensors():
     assert sole_owner(tensor) and sole_owner(copy)
     paddle._C_ops.subtract_(tensor, weight.detach())
     np.testing.assert_array_equal(array, np.arange(6, dtype=np.float32))
+
+
+@pytest.mark.parametrize("name", ["sgd", "momentum", "adam"])
+@pytest.mark.parametrize("target", TARGETS)
+def test_each_step_is_one_write_of_each_parameter(target, name, monkeypatch):
+    """Each training step advances each parameter's version by one (what every other store,
+    a compiled step's feed or another backend's tensor, reloads by), in place or not."""
+    versions = []
+    _train(target, name, monkeypatch, allocating=False, steps=4, versions=versions)
+    assert [(w - versions[0][0], b - versions[0][1]) for w, b in versions] == \
+        [(step, step) for step in range(4)]
