@@ -386,18 +386,26 @@ def _adam_numbers(lr, step, beta1, beta2) -> tuple:
     return -step_size, bias_correction2 ** 0.5
 
 
-def adam_update(param, grad, m, v, lr, step, beta1, beta2, eps):
+def _adam_into(param, grad, m, v, lr, step, beta1, beta2, eps, out: tuple) -> tuple:
     """`unigraph.ops.updates.adam_update`: the kernels of torch.optim.Adam's default CPU
     path, `m.lerp_(g, 1 - b1)`, `v.mul_(b2).addcmul_(g, g, value=1 - b2)`,
     `denom = (v.sqrt() / sqrt(c2)).add_(eps)`, `p.addcdiv_(m, denom, value=-lr / c1)`
-    (c1, c2 the bias corrections as Python floats), each out of place where it would
-    write an input (the same kernel: the same bits). Returns (param, m, v), new tensors."""
+    (c1, c2 the bias corrections as Python floats), the new param, m and v written into
+    `out` (the inputs themselves, or new tensors: the same kernels, the same bits)."""
     step_size, bias_correction2_sqrt = _adam_numbers(lr, step, beta1, beta2)
+    new_param, new_m, new_v = out
     with torch.no_grad():
-        m = torch.lerp(m, grad, 1 - beta1)
-        v = v.mul(beta2).addcmul_(grad, grad, value=1 - beta2)
-        denominator = (v.sqrt() / bias_correction2_sqrt).add_(eps)
-        return torch.addcdiv(param, m, denominator, value=step_size), m, v
+        torch.lerp(m, grad, 1 - beta1, out=new_m)
+        torch.mul(v, beta2, out=new_v).addcmul_(grad, grad, value=1 - beta2)
+        denominator = (new_v.sqrt() / bias_correction2_sqrt).add_(eps)
+        torch.addcdiv(param, new_m, denominator, value=step_size, out=new_param)
+    return new_param, new_m, new_v
+
+
+def adam_update(param, grad, m, v, lr, step, beta1, beta2, eps):
+    """`_adam_into` new tensors: returns (param, m, v); the inputs are not written."""
+    out = (torch.empty_like(param), torch.empty_like(m), torch.empty_like(v))
+    return _adam_into(param, grad, m, v, lr, step, beta1, beta2, eps, out)
 
 
 def adam_update_(param, grad, m, v, lr, step, beta1, beta2, eps):
@@ -407,11 +415,7 @@ def adam_update_(param, grad, m, v, lr, step, beta1, beta2, eps):
     if grad.requires_grad or not (_sole_holder(param) and _sole_holder(m) and
                                   _sole_holder(v)):
         return adam_update(param, grad, m, v, lr, step, beta1, beta2, eps)
-    step_size, bias_correction2_sqrt = _adam_numbers(lr, step, beta1, beta2)
-    m.lerp_(grad, 1 - beta1)
-    v.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-    denominator = (v.sqrt() / bias_correction2_sqrt).add_(eps)
-    return param.addcdiv_(m, denominator, value=step_size), m, v
+    return _adam_into(param, grad, m, v, lr, step, beta1, beta2, eps, (param, m, v))
 
 
 LOWERINGS = {
