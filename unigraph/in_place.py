@@ -83,8 +83,11 @@ def update_natives(param: Parameter, grad, lowered: tuple, slots: tuple = (),
     for name in lowered:  # (loops, not all()/any(): every eager step of every parameter)
         if name not in table:
             return None
-    natives = []
-    for holder in (param, *slots):
+    native = sole_native(param, backend)
+    if native is None:
+        return None
+    natives = [native]
+    for holder in slots:
         native = sole_native(holder, backend)
         if native is None:
             return None
@@ -160,9 +163,12 @@ def sole_native(holder: Parameter, backend):
     True
     """
     home = holder._home
+    if home is None:
+        return None
+    store = home[0]
     own = holder._natives.get(backend.name)  # (version, native): `is`, never `==`
-    if (home is not None and type(home[0]) is _EagerStore and home[0].backend is backend
-            and own is not None and own[0] == holder.version and own[1] is home[0].native
+    if (type(store) is _EagerStore and store.backend is backend and own is not None
+            and own[0] == holder.version and own[1] is store.native
             # 3: the (version, native) entry, the eager store, getrefcount's argument
             and sys.getrefcount(own[1]) == 3):
         return own[1]
@@ -199,17 +205,19 @@ def operand_native(operand, target: Tensor, backend):
     """`operand` (a tensor, or a Python number taken as `target op number` takes it) as a
     native of `backend` an in-place lowering may read beside `target`: its dtype, and its
     shape or 0-d; else None."""
-    if type(operand) is float or type(operand) is int:
+    if type(operand) is not Tensor:
+        if type(operand) is not float and type(operand) is not int:
+            return None
         # `weak_scalar(target, operand)` with the backend the caller resolved (always the
         # current one: this runs only eagerly), without its lookup (Adam: 5 numbers a step)
         if (target.dtype, type(operand)) not in _KEEPS_DTYPE:
             return None
         operand = scalar_on(backend, operand, target.dtype)
-    if not (type(operand) is Tensor and operand._backend is backend
-            and operand.dtype == target.dtype
+    if not (operand._backend is backend and operand.dtype == target.dtype
             and (operand.shape == target.shape or operand.shape == ())):
         return None
-    return operand.native_for(backend)  # (a fed array: converted once)
+    native = operand._native  # (`native_for`'s answer where it holds one: a gradient, lr)
+    return native if native is not None else operand.native_for(backend)  # (a fed array)
 
 
 def lowers(backend, name: str) -> bool:

@@ -396,18 +396,21 @@ class Optimizer:
         rates: dict = {}  # (lr_scale, dtype) -> lr_p: made once per distinct pair, not per param
         self._eager_on = current_backend() if builder is None and current_region() is None \
             else None
+        weight_decay, update = self.weight_decay, self.update
         try:
             for param, grad in pairs:
                 if grad is None or not param.trainable:
                     continue
-                if grad.dtype != param.dtype:
-                    grad = api.cast(grad, param.dtype)
-                if self.weight_decay:
-                    grad = grad + param * self.weight_decay
-                key = (param.lr_scale, param.dtype)
-                if key not in rates:
-                    rates[key] = self._rate(param.lr_scale, param.dtype)
-                self.update(param, grad, rates[key])
+                dtype = param.dtype
+                if grad.dtype != dtype:
+                    grad = api.cast(grad, dtype)
+                if weight_decay:
+                    grad = grad + param * weight_decay
+                key = (param.lr_scale, dtype)
+                rate = rates.get(key)
+                if rate is None:
+                    rate = rates[key] = self._rate(param.lr_scale, dtype)
+                update(param, grad, rate)
         finally:
             self._eager_on = None
 
@@ -512,7 +515,7 @@ class SGD(Optimizer):
         """The eager update above as the same lowering calls the op-by-op path makes in its
         steady state, on the native tensors of `backend` (see `Adam._update_in_place`). True
         when done."""
-        found = update_natives(param, grad, ("sub_",), (), (lr,), backend=backend)
+        found = update_natives(param, grad, _SGD_LOWERINGS, (), (lr,), (), backend)
         if found is None:
             return False
         p_native, g, lr = found[1]
@@ -520,6 +523,10 @@ class SGD(Optimizer):
         written_into(param, backend, op("sub_", [p_native, op("mul", [lr, g], {})], {}),
                      p_native)
         return True
+
+
+# The in-place lowering SGD's eager update on the native tensors calls.
+_SGD_LOWERINGS = ("sub_",)
 
 
 class Momentum(Optimizer):
