@@ -183,8 +183,8 @@ def _eager(fn, args, positions, params):
                                       native=leaf)
         outer = _param_leaves.get()
         overrides = dict(outer) if outer else {}
-        # (map and zip: the parameters' leaves entered in C, every eager training step)
-        overrides.update(zip(map(id, params), leaves[count:] if count else leaves))
+        for p, leaf in zip(params, leaves[count:] if count else leaves):
+            overrides[id(p)] = leaf
         token = _param_leaves.set(overrides)
         # tracing.region("grad")'s mark, set directly (every eager training step enters
         # it): ug.assign is refused here, as in a static graph
