@@ -326,6 +326,13 @@ class Backend:
     def to_native(self, array: np.ndarray):
         raise NotImplementedError
 
+    def adopt_native(self, array: np.ndarray):
+        """`array` as a native tensor, where the caller gives up `array` (a parameter's
+        private copy that nothing else holds): `to_native(array)`, this default. A backend
+        whose `to_native` copies into natives that are NumPy arrays takes `array` itself
+        (numpy): a loaded weight is then copied once (by `load_state_dict`), not twice."""
+        return self.to_native(array)
+
     def to_numpy(self, native) -> np.ndarray:
         raise NotImplementedError
 

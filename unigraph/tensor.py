@@ -17,6 +17,7 @@ operators over instead of computing them itself).
 
 from __future__ import annotations
 
+import sys
 import types
 
 import numpy as np
@@ -520,10 +521,19 @@ class Parameter(Tensor):
         entry = self._natives.get(backend.name)
         if entry is not None and entry[0] == self.version:
             return entry[1]
-        native = backend.to_native(self._host())
+        array = self._host()
+        # 3: the parameter's own reference, `array` and getrefcount's argument (a view of
+        # it, a backend's native sharing it or a static plan holding it count too)
+        if array.base is None and array.flags.writeable and sys.getrefcount(array) == 3:
+            native = backend.adopt_native(array)
+        else:
+            native = backend.to_native(array)
         if self.order != "C":
             native = backend.param_layout(native, self.order)
         self._natives[backend.name] = (self.version, native)
+        if native is array:  # the backend took the private array: the value lives there now
+            self._array = None
+            self._home = (_AdoptedStore(backend, native), None)
         return native
 
     def set_value(self, value) -> None:
@@ -577,6 +587,15 @@ class _EagerStore:
 
     def get_param(self, key):
         return self.backend.to_numpy(self.native)
+
+
+class _AdoptedStore(_EagerStore):
+    """The store of a parameter's private array that its backend took as the native
+    (`Parameter.native_for`, `Backend.adopt_native`): read as any eager store, but not taken
+    by `in_place.sole_native` (it asks for an `_EagerStore` itself), so an optimizer's first
+    step still makes a new tensor and writes in place from the second on, as before."""
+
+    __slots__ = ()
 
 
 _ONE_ELEMENT = ((), (1,))  # the shapes that `bool()` reads

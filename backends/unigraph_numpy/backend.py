@@ -153,6 +153,9 @@ class NumpyBackend(Backend):
     def to_native(self, array):
         return np.array(array, copy=True)
 
+    def adopt_native(self, array):
+        return array  # (a writable array that nothing else holds: Parameter.native_for)
+
     def to_numpy(self, native):
         return reference.read_only(native)
 
