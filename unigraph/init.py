@@ -235,14 +235,24 @@ def _snapshot(initializer: Initializer) -> Initializer:
     return clone
 
 
-def _deferred_words(initializer, shape) -> int | None:
-    """The words `initializer`'s draw of `shape` takes when that draw can wait: its stream
-    use is known, and the generator is NumPy's default PCG64 (whose `advance` skips exactly
-    that many words); else None."""
-    words = initializer.words(shape)
-    if words is None or (words and not random.skips_exactly()):
-        return None
-    return words
+def _spec(initializer, shape, dtype, fan_in, fan_out) -> tuple:
+    """(shape, dtype, fan_in, fan_out, words) of `parameter`'s arguments checked: a tuple of
+    ints, a dtype name, the fans (`fans(shape)` where not given), and the words of the
+    generator's stream `initializer`'s draw of `shape` takes (`Initializer.words`: None where
+    that is unknown, and the draw cannot wait)."""
+    shape = tuple(map(int, shape))
+    dtype = as_dtype(dtype)
+    if fan_in is None or fan_out is None:
+        default_in, default_out = fans(shape)
+        fan_in = default_in if fan_in is None else fan_in
+        fan_out = default_out if fan_out is None else fan_out
+    return shape, dtype, int(fan_in), int(fan_out), initializer.words(shape)
+
+
+# (initializer, shape, dtype, fan_in, fan_out) as given -> `_spec` of them, for the layers'
+# default initializers (objects never changed, whose words for a shape are fixed by their
+# class): a model of 100 equal layers checked the same two specs 100 times.
+_DEFAULT_SPECS: dict = {}
 
 
 def parameter(initializer: Initializer, shape, dtype="float32", fan_in=None, fan_out=None, *,
@@ -256,14 +266,23 @@ def parameter(initializer: Initializer, shape, dtype="float32", fan_in=None, fan
     >>> w.numpy().shape        # drawn here, the numbers of xavier_uniform()((784, 10))
     (784, 10)
     """
-    shape = tuple(map(int, shape))
-    dtype = as_dtype(dtype)
-    if fan_in is None or fan_out is None:
-        default_in, default_out = fans(shape)
-        fan_in = default_in if fan_in is None else fan_in
-        fan_out = default_out if fan_out is None else fan_out
-    fan_in, fan_out = int(fan_in), int(fan_out)
-    words = _deferred_words(initializer, shape)
+    spec = key = None
+    if (initializer is DEFAULT_WEIGHT or initializer is DEFAULT_BIAS) and \
+            type(shape) is tuple:
+        key = (initializer, shape, dtype, fan_in, fan_out)
+        try:
+            spec = _DEFAULT_SPECS.get(key)
+        except TypeError:  # (something unhashable: checked by `_spec`, as it was)
+            key = None
+    if spec is None:
+        spec = _spec(initializer, shape, dtype, fan_in, fan_out)
+        if key is not None:
+            if len(_DEFAULT_SPECS) >= 256:  # (many layer sizes: keep the table small)
+                _DEFAULT_SPECS.clear()
+            _DEFAULT_SPECS[key] = spec
+    shape, dtype, fan_in, fan_out, words = spec
+    if words and not random.skips_exactly():
+        words = None
     if words is None:
         return Parameter(initializer(shape, dtype, fan_in, fan_out), name=name,
                          trainable=trainable, lr_scale=lr_scale, order=order, **others)
