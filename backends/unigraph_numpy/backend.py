@@ -10,6 +10,8 @@ state slot or a temporary of theirs that nothing else holds.
 
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from unigraph import reference
@@ -34,6 +36,39 @@ def _array_out() -> bool:
 _ARRAY_OUT = _array_out()
 # The ufunc behind each elementwise fast kernel (`fast_kernels._UFUNCS`'s, by its kernel).
 _KERNEL_UFUNCS = {KERNELS[name]: ufunc for name, ufunc in _UFUNCS.items()}
+
+
+# The comparisons and bool logic an eager op on two 0-d operands of one dtype computes by
+# the Python operator on their NumPy scalars (`fast_kernels.OPERATORS`' operator, as
+# numpy:static's generated code writes it): NumPy's scalar math gives the ufunc's answer and
+# sets no floating-point flag (NaN compares without a warning either way), ~0.3k
+# instructions where the ufunc call on 0-d arrays is ~3k; the result is made a 0-d array
+# again (a NumPy target's tensors are arrays). Arithmetic keeps the ufunc: on scalars NumPy
+# warns on integer overflow where arrays wrap silently, and a float's warning says
+# "overflow encountered in scalar add" where the array's says "... in add".
+_SCALAR_COMPARISONS = {
+    "less": operator.lt, "less_equal": operator.le, "greater": operator.gt,
+    "greater_equal": operator.ge, "equal": operator.eq, "not_equal": operator.ne,
+}
+_SCALAR_BOOL_LOGIC = {"logical_and": operator.and_, "logical_or": operator.or_}
+_BOOL = np.dtype(bool)
+
+
+def _scalar_operator(op: str, inputs):
+    """The Python operator `op` on two 0-d `inputs` (tensors or arrays, as `dispatch` plans
+    them) of one dtype is the same as its ufunc (`_SCALAR_COMPARISONS`, `_SCALAR_BOOL_LOGIC`
+    on bools), or None."""
+    if inputs is None or len(inputs) != 2:
+        return None
+    x, y = inputs
+    if tuple(x.shape) != () or tuple(y.shape) != ():
+        return None
+    dtype = np.dtype(x.dtype)
+    if dtype != np.dtype(y.dtype):
+        return None
+    if dtype == _BOOL and op in _SCALAR_BOOL_LOGIC:
+        return _SCALAR_BOOL_LOGIC[op]
+    return _SCALAR_COMPARISONS.get(op)
 
 
 def _writable(x, y) -> bool:
@@ -174,16 +209,21 @@ class NumpyBackend(Backend):
                 return asarray(fast(*inputs, **attrs))  # (np.matmul of vectors: a scalar)
         return reference.eager_op(op, inputs, attrs, self.ops)
 
-    def eager_kernel(self, op, arity):
+    def eager_kernel(self, op, arity, inputs=None):
         """`eager_op(op, inputs, {})` as a callable of the `arity` inputs, for `dispatch`'s
-        plan of an attr-less op with a fast kernel: that kernel while no gradient tape
-        records (a binary ufunc's called with `out=...`: an array for 0-d operands too),
-        else `eager_op` (which records). KERNELS, the op table and an `eager_op` set on this
-        object (the random-program tester's watch) are looked at each call (a test may patch
-        them); None for the other ops.
+        plan of an attr-less op with a fast kernel and the plan's `inputs` (tensors or
+        arrays: their shapes and dtypes are the plan's): that kernel while no gradient tape
+        records (a binary ufunc's called with `out=...`: an array for 0-d operands too; a
+        comparison of two 0-d operands of one dtype, the Python operator on their NumPy
+        scalars, see `_SCALAR_COMPARISONS`), else `eager_op` (which records). KERNELS, the
+        op table and an `eager_op` set on this object (the random-program tester's watch)
+        are looked at each call (a test may patch them); None for the other ops.
 
         >>> backend.eager_kernel("add", 2)(np.ones(2), np.ones(2))
         array([2., 2.])
+        >>> backend.eager_kernel("less", 2, [np.ones(()), np.ones(())])(
+        ...     np.zeros(()), np.ones(()))
+        array(True)
         """
         fast = KERNELS.get(op)
         if fast is None or op in IN_PLACE:
@@ -191,7 +231,14 @@ class NumpyBackend(Backend):
         ufunc = fast if isinstance(fast, np.ufunc) else _KERNEL_UFUNCS.get(fast)
         if not _ARRAY_OUT or arity != 2 or (ufunc is not None and ufunc.nin != 2):
             ufunc = None
-        if ufunc is not None:
+        scalar_operator = _scalar_operator(op, inputs) if ufunc is not None else None
+        if scalar_operator is not None:
+            def run(x, y):
+                if _tape.get() is None and self.ops is OPS and KERNELS.get(op) is fast and \
+                        "eager_op" not in self.__dict__:
+                    return asarray(scalar_operator(x[()], y[()]))
+                return self.eager_op(op, [x, y], {})
+        elif ufunc is not None:
             def run(x, y):
                 if _tape.get() is None and self.ops is OPS and KERNELS.get(op) is fast and \
                         "eager_op" not in self.__dict__:
