@@ -113,7 +113,8 @@ class _Plan:
     table lookup). The lowering itself is looked up at each call, so a table entry replaced
     later (a plugin, a test's monkeypatch) is the one that runs. `kernel`: for an op without
     attrs, the backend's own callable of the inputs doing what its `eager_op` does, where
-    it offers one (`eager_kernel(op, arity)`: NumPy's, which reads its tables at each call)."""
+    it offers one (`eager_kernel(op, arity, inputs)`: NumPy's, which reads its tables at each
+    call; `inputs`, whose shapes and dtypes the plan is for)."""
 
     __slots__ = ("shape", "dtype", "direct", "kernel")
 
@@ -140,7 +141,7 @@ def _plan(op: str, backend, inputs: list, attrs: dict, key) -> _Plan:
     # A backend's own per-op callable for the ops without attrs, where it has one (NumPy's
     # `eager_kernel`: its fast kernel without `eager_op`'s list, dict and lookups).
     eager_kernel = getattr(backend, "eager_kernel", None) if not attrs else None
-    kernel = eager_kernel(op, len(inputs)) if eager_kernel is not None else None
+    kernel = eager_kernel(op, len(inputs), inputs) if eager_kernel is not None else None
     plan = _Plan(spec, kernel is None and _direct(backend, op), kernel)
     if key is not None:
         if len(_plans) > 10000:
