@@ -65,12 +65,19 @@ def test_an_unsupported_array_argument_still_names_the_fix(target):
 def test_a_python_number_resolves_the_backend_once(target, monkeypatch):
     """`x + 1`, `2 * x`, `x - 0.5`: one backend lookup each eagerly (the number and the op
     share it; it was two), the same numbers and dtypes everywhere."""
-    from unigraph.api import elementwise
+    from unigraph import dispatch
 
     lookups = []
-    original = elementwise.current_backend
-    monkeypatch.setattr(elementwise, "current_backend",
-                        lambda: lookups.append(1) or original())
+    original = dispatch.backend_of
+
+    def counted(target):  # every resolution comes here: the last one is never kept
+        lookups.append(1)
+        backend = original(target)
+        dispatch._last = (None, None, -1)
+        return backend
+
+    monkeypatch.setattr(dispatch, "backend_of", counted)
+    monkeypatch.setattr(dispatch, "_last", (None, None, -1))
 
     def f(x, n):
         return x + 1, 2 * x, x - 0.5, n * 3, 7 - n
