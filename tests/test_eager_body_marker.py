@@ -34,9 +34,11 @@ def test_seeding_is_refused_on_every_call_path(target):
     ones = np.ones(2, np.float32)
     with _on(target):
         x = ug.tensor(ones)
-        # tensors (twice: the second call is the repeated call's shortcut), an array, and a
+        # tensors (three times: the first converts the function, the third is the repeated
+        # call's shortcut, which runs the body in `__call__`'s own frame), an array, and a
         # keyword argument (the general path)
-        for args, kwargs in [((x,), {}), ((x,), {}), ((ones,), {}), ((x,), {"scale": 2.0})]:
+        for args, kwargs in [((x,), {}), ((x,), {}), ((x,), {}), ((ones,), {}),
+                             ((x,), {"scale": 2.0})]:
             with pytest.raises(ug.TracingError, match=SEEDED):
                 f(*args, **kwargs)
         # once the calls are over, seeding is allowed again

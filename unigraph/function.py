@@ -294,7 +294,10 @@ class Function:
                     if type(a) is not Tensor:
                         break
                 else:
-                    return self._run_eager_tensors(args)
+                    # `_run_eager_tensors(args)`, inline: a Python call less (this frame
+                    # marks the body running too, see `eager_body_codes`)
+                    result = self._conversion.function(*args)
+                    return result if type(result) is Tensor else _eager_result(result)
         backend = backend_of(target)
         if target.mode == "eager":
             if not kwargs and self._fast_ok and self._conversion is not None:
@@ -577,7 +580,10 @@ class Function:
 
 
 # An eager body runs inside one of these frames (`tracing.in_function` looks for them).
-eager_body_codes.update((Function._run_eager.__code__, Function._run_eager_tensors.__code__))
+# (`__call__` runs one itself, and otherwise runs no user code but a trace's, which
+# `in_function` finds by its builder.)
+eager_body_codes.update((Function._run_eager.__code__, Function._run_eager_tensors.__code__,
+                         Function.__call__.__code__))
 
 
 def _run(compiled: Compiled, backend, leaves):
