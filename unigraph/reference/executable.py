@@ -75,9 +75,12 @@ def _whole_run(run, params: list, updates: list, inputs: int):
     lines = [f"def whole({', '.join(names)}):", f"    values = run({args})"]
     for position, (index, _) in enumerate(updates, count):
         value = f"values[{position}]"
-        if not run.unshared[position]:
-            value = f"owned({value}, {fed})"
-        lines.append(f"    P[{index}] = frozen({value})")
+        if run.unshared[position]:
+            # an array the run made (`run.unshared`: an ndarray, never a NumPy scalar):
+            # `_frozen`'s setflags without its call and type test (~0.8k instructions)
+            lines += [f"    {value}.setflags(False)", f"    P[{index}] = {value}"]
+        else:
+            lines.append(f"    P[{index}] = frozen(owned({value}, {fed}))")
     lines += [f"    values[{i}] = owned(values[{i}], {fed})" for i in shared]
     if updates:
         lines.append(f"    del values[{count}:]")
