@@ -85,6 +85,11 @@ def generate(step):
             scope[f"c{s.out}"] = plan.template[s.out]
             lines.append(f"    v{s.out} = c{s.out}")
     for index, s in enumerate(ops):
+        operator = _array_operator(plan, s)
+        if operator is not None:
+            x, y = (f"v{i}" for i in s.ins)
+            lines.append(f"    v{s.out} = {x} {operator} {y}")
+            continue
         scope[f"f{index}"] = s.fn
         lines.append(f"    v{s.out} = f{index}({', '.join(f'v{i}' for i in s.ins)})")
     every = sorted({*plan.input_slots, *(s.out for s in plan.steps)})
@@ -166,6 +171,21 @@ def _accumulate(slot, sites: dict) -> list:
                 f"            g{slot} = x"]
     return [f"        if x is not None and v{slot}.dtype.kind == 'f':",
             f"            g{slot} = x if g{slot} is None else g{slot} + x"]
+
+
+def _array_operator(plan, s):
+    """The Python operator of op step `s`'s fast kernel (`fast_kernels.OPERATORS`) where
+    its result has a dim: on ndarray operands (every value here is one) `x + y` is the
+    kernel's `np.add(x, y)`, an ndarray for such a result, without the kernel's call
+    (a bias's add: ~1k instructions a step). None otherwise (a 0-d result is the
+    kernel's: the operator would give a NumPy scalar)."""
+    from unigraph.reference.fast_kernels import kernel
+
+    fast = kernel(s.op.name, s.op)
+    operator = getattr(fast, "operator", None)
+    if operator is None or s.fn is not fast or not _rank(plan, s.out):
+        return None
+    return operator
 
 
 def _rank(plan, slot):
