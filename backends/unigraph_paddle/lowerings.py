@@ -364,9 +364,11 @@ def _prod_of_zeros_by_counts(x, axis, keepdims, reduced):
     x = paddle.assign(x)  # read once: one gradient term, as Paddle's own prod_grad was
     nz = paddle.prod(paddle.where(zero, ones, x), axis=_axes(axis), keepdim=keepdims,
                      dtype=x.dtype)
-    # [kept..., reduced] (reshape's 0 copies the input's dim there, -1 merges the reduced)
-    view = paddle.reshape(paddle.transpose(paddle.where(zero, x, minus_ones), kept + reduced),
-                          [0] * len(kept) + [-1])
+    # [kept..., reduced] (flatten merges the reduced: a reshape's -1 is ambiguous when a
+    # kept dim is 0), then one -1 more in each slice: an empty slice has no zero either
+    view = paddle.transpose(paddle.where(zero, x, minus_ones), kept + reduced)
+    view = paddle.flatten(view, start_axis=len(kept))
+    view = paddle.concat([view, paddle.full_like(paddle.sum(view, -1, keepdim=True), -1.0)], -1)
     z_one = paddle.squeeze(paddle.topk(view, 1, axis=-1)[0], -1)
     if keepdims:
         z_one = paddle.unsqueeze(z_one, reduced)

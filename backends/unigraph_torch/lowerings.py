@@ -120,7 +120,9 @@ def reduce_prod(x, *, axis, keepdims):
         return torch.prod(x, dim=axis[0], keepdim=keepdims, dtype=x.dtype)
     # torch.prod takes one dim: move the reduced dims last, flatten them, reduce once.
     rest = [i for i in range(x.dim()) if i not in axis]
-    moved = x.permute(rest + list(axis)).reshape([x.shape[i] for i in rest] + [-1])
+    # (the merged size named, not -1: torch cannot infer it when a kept dim is 0)
+    moved = x.permute(rest + list(axis)).reshape(
+        [x.shape[i] for i in rest] + [math.prod(x.shape[i] for i in axis)])
     out = torch.prod(moved, dim=-1, dtype=x.dtype)
     if keepdims:
         out = out.reshape([1 if i in axis else d for i, d in enumerate(x.shape)])

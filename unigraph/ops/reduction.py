@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from unigraph.errors import ShapeError
@@ -232,7 +234,8 @@ def _prod_vjp(g, inputs, out, *, axis, keepdims):
     rest = [i for i in range(x.ndim) if i not in axes]
     perm = rest + list(axes)
     moved = np.transpose(x, perm)
-    rows = moved.reshape(moved.shape[:len(rest)] + (-1,))
+    # the row length named, not -1: NumPy cannot infer it when a kept dim is 0
+    rows = moved.reshape(moved.shape[:len(rest)] + (math.prod(moved.shape[len(rest):]),))
     ones = np.ones(rows.shape[:-1] + (1,), x.dtype)
     left = np.cumprod(np.concatenate([ones, rows[..., :-1]], axis=-1), axis=-1)
     right = np.cumprod(np.concatenate([ones, rows[..., :0:-1]], axis=-1), axis=-1)[..., ::-1]
