@@ -201,7 +201,9 @@ def _record_doc(op: str, note: str = "") -> str:
 def _known_shape(x, what: str) -> tuple:
     if None in x.shape:
         raise ShapeError(f"{what}: the shape {list(x.shape)} of the tensor at {user_source()} "
-                         "has a dim known only at run time; this function needs every dim")
+                         "has a dim known only at run time; this function needs every dim: "
+                         "give that dim a size in input_spec, or state the sizes first with "
+                         "ug.ensure_shape(x, shape)")
     return tuple(x.shape)
 
 
