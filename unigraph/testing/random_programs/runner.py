@@ -4,10 +4,11 @@ The reference is the rendered program run on numpy:eager with its inputs widened
 float64 (so it computes exactly the same input values), forward and `grad_program`.
 While it runs, every op it applies is watched (`hazards`): a program whose float64 run
 comes within `MARGIN` of a kink (relu, abs), a tie (max, min, maximum, minimum, argmax,
-max_pool2d), a comparison's threshold or an integer cast's step, that divides by or takes
-the log or square root of a value near 0, or whose values or gradients leave
-[-`LIMIT`, `LIMIT`] or are not finite, is *ill-conditioned*: float32 rounding alone could
-change its answer, so it is rejected (hypothesis `assume`), not counted.
+max_pool2d), a comparison's threshold, an integer cast's or a floor, ceil, round or mod
+step, that divides by or takes the log or square root of a value near 0, or whose values
+or gradients leave [-`LIMIT`, `LIMIT`] or are not finite, is *ill-conditioned*: float32
+rounding alone could change its answer, so it is rejected (hypothesis `assume`), not
+counted.
 
 Each target runs the same source on the inputs in the program's dtype. Its outcome:
 
@@ -159,6 +160,10 @@ HAZARDS = {
     "cast": lambda x, dtype: x.dtype.kind == "f" and dtype != "bool" and np.dtype(
         dtype).kind in "iu" and _near(np.abs(x - np.round(x)), 1.0),
 }
+HAZARDS["floor"] = HAZARDS["ceil"] = lambda x: _near(np.abs(x - np.round(x)), 1.0)
+HAZARDS["round"] = lambda x: _near(np.abs(np.abs(x - np.floor(x)) - 0.5), 1.0)
+HAZARDS["mod"] = HAZARDS["floor_divide"] = lambda x, y: x.dtype.kind == "f" and (
+    _near_zero(y) or _near(np.abs(x / y - np.round(x / y)), 1.0))
 for _name in ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal"):
     HAZARDS[_name] = lambda x, y: x.dtype.kind == "f" and _near(np.abs(x - y), _scale(x, y))
 
@@ -341,6 +346,9 @@ OPEN_DIM_LIMITS: list = [
     (r"float64 conv2d at .*ONNX Runtime has no float64 Conv kernel, and its im2col form "
      r"needs the weight's input channels and kernel size while tracing",
      "onnxruntime:static: a float64 conv2d whose input channels or kernel size are open"),
+    (r"has a dim known only at run time; this function needs every dim: give that dim a "
+     r"size in input_spec",
+     "flip, pad, tile, split, var, std (functions that need every dim) of an open dim"),
 ]
 
 

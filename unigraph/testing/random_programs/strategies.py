@@ -5,10 +5,14 @@ the op records' families, each valid by construction (shapes broadcast, axes exi
 and pool windows fit, indices and labels are in range):
 
 * elementwise ops with Python scalars or broadcasting tensors, `where`, casts (float ->
-  int -> float, comparisons -> float);
-* reductions (sum mean max min prod over axes, argmax), reshape / transpose / slicing /
-  expand_dims / squeeze / broadcast_to / concat / stack / take;
-* matmul (also of a transpose), softmax, log_softmax, sparse_softmax_cross_entropy;
+  int -> float, comparisons -> float), the math family (trigonometric, hyperbolic, erf,
+  softplus, floor / ceil / round, mod, floor_divide, atan2) and composed activations
+  (silu, gelu, elu, leaky_relu, clip, sign);
+* reductions (sum mean max min prod logsumexp var std norm over axes, argmax), reshape /
+  transpose / slicing / expand_dims / squeeze / broadcast_to / concat / stack / take /
+  cumsum / flip / tile / pad / split;
+* matmul (also of a transpose, and as einsum), softmax, log_softmax,
+  sparse_softmax_cross_entropy;
 * conv2d (groups, stride, padding, dilation, optional bias; sometimes a zero-size batch),
   max_pool2d, avg_pool2d;
 * `ug.cond` / `ug.while_loop` with nested functions, and Python `if` / `while` that
@@ -111,6 +115,12 @@ UNARY = [
     "ug.tanh({a})", "ug.sigmoid({a})", "-{a}", "ug.relu({a})", "ug.abs({a})", "abs({a})",
     "ug.exp({a})", "ug.log({a} * {a} + 0.5)", "ug.sqrt(ug.sigmoid({a}) + 0.1)", "{a} ** 2",
     "ug.pow(ug.sigmoid({a}) + 0.5, {a})", "ug.neg({a})",
+    "ug.sin({a})", "ug.cos({a})", "ug.atan({a})", "ug.erf({a})", "ug.softplus({a})",
+    "ug.sinh({a})", "ug.cosh({a})", "ug.silu({a})", 'ug.gelu({a}, approximate="tanh")',
+    "ug.gelu({a})", "ug.elu({a})", "ug.leaky_relu({a})", "ug.clip({a}, -0.5, 1.0)",
+    "ug.floor({a} * 2.0) + {a}", "ug.round({a} * 3.0) * {a}", "ug.ceil({a}) - {a}",
+    "ug.sign({a}) * {a}", "ug.asin(ug.tanh({a}) * 0.9)", "ug.acos(ug.tanh({a}) * 0.9)",
+    "ug.tan(ug.tanh({a}))", "{a} % 0.75", "{a} // 0.5 + {a}",
 ]
 WITH_SCALAR = [
     "{a} + {c}", "{a} * {c}", "{c} - {a}", "{a} / {c}", "{c} / ({a} * {a} + 1.0)",
@@ -120,6 +130,8 @@ BINARY = [
     "{a} + {b}", "{a} * {b}", "{a} - {b}", "{a} / ({b} * {b} + 0.5)", "ug.maximum({a}, {b})",
     "ug.minimum({a}, {b})", "ug.add({a}, {b})", "ug.where({a} > {b}, {a}, 2.0 * {b})",
     "ug.sub({a}, {b})", "ug.mul({a}, {b})",
+    "ug.atan2({a}, {b})", "{a} % ({b} * {b} + 0.5)", "ug.where({a} <= {b}, {a}, {b} * {b})",
+    "ug.where({a} != {b}, {a} * {b}, {b})", "ug.where({a} >= {b}, ug.sin({a}), {b})",
 ]
 
 
@@ -193,9 +205,9 @@ def _reduced(shape, axis, keepdims) -> tuple:
 
 
 def reduce(b: Builder, env, depth):
-    op = b.pick(["sum", "mean", "max", "min", "prod"])
+    op = b.pick(["sum", "mean", "max", "min", "prod", "logsumexp", "var", "std", "norm"])
     # max and min of nothing is an error; sum, mean and prod of nothing are 0, NaN and 1.
-    a = b.pick(_floats(env) if op in ("sum", "mean", "prod") else _nonempty(env))
+    a = b.pick(_floats(env) if op in ("sum", "mean", "prod", "norm") else _nonempty(env))
     axis = _axes(b, len(a.shape))
     keepdims = b.draw(st.booleans())
     expr = f"ug.{op}({a.name}, axis={axis!r}, keepdims={keepdims})"
@@ -286,7 +298,34 @@ def _index_text(index) -> str:
 def reshape(b: Builder, env, depth):
     a = b.operand(_floats(env))
     size = int(np.prod(a.shape, dtype=np.int64))
-    how = b.pick(["reshape", "transpose", "slice", "expand", "squeeze", "broadcast", "flat"])
+    how = b.pick(["reshape", "transpose", "slice", "expand", "squeeze", "broadcast", "flat",
+                  "cumsum", "flip", "tile", "pad", "split"])
+    if how == "cumsum" and a.shape:
+        axis = b.draw(st.integers(-len(a.shape), len(a.shape) - 1))
+        return _assign(b, a.shape, f"ug.cumsum({a.name}, axis={axis})", [a.name])
+    if how == "flip":
+        axis = _axes(b, len(a.shape))
+        return _assign(b, a.shape, f"ug.flip({a.name}, axis={axis!r})", [a.name])
+    if how == "tile":
+        reps = tuple(b.draw(st.lists(st.integers(1, 2), min_size=1, max_size=3)))
+        full = (1,) * (len(reps) - len(a.shape)) + a.shape
+        reps_full = (1,) * (len(full) - len(reps)) + reps
+        shape = tuple(d * r for d, r in zip(full, reps_full))
+        return _assign(b, shape, f"ug.tile({a.name}, {reps!r})", [a.name])
+    if how == "pad" and a.shape:
+        widths = tuple((b.draw(st.integers(0, 2)), b.draw(st.integers(0, 2))) for _ in a.shape)
+        mode = b.pick(["constant", "edge", "reflect"])
+        if mode == "reflect" and any(max(w) >= d for w, d in zip(widths, a.shape)):
+            mode = "edge"
+        if mode == "edge" and 0 in a.shape:
+            mode = "constant"
+        shape = tuple(d + sum(w) for d, w in zip(a.shape, widths))
+        return _assign(b, shape, f"ug.pad({a.name}, {widths!r}, mode={mode!r})", [a.name])
+    if how == "split" and a.shape and a.shape[0] >= 2:
+        cut = b.draw(st.integers(1, a.shape[0] - 1))
+        piece = b.draw(st.integers(0, 1))
+        shape = ((cut,) if piece == 0 else (a.shape[0] - cut,)) + a.shape[1:]
+        return _assign(b, shape, f"ug.split({a.name}, [{cut}], axis=0)[{piece}]", [a.name])
     if how == "reshape":
         shape = _factor_shape(b, size)
         written = list(shape)
@@ -349,7 +388,9 @@ def matmul(b: Builder, env, depth):
     other = b.pick(fits) if fits and b.draw(st.booleans()) else b.new_input(
         (k, b.draw(st.integers(1, 4))))
     left = f"ug.transpose({a.name})" if transpose else a.name
-    expr = b.pick(["ug.matmul({l}, {r})", "{l} @ {r}"]).format(l=left, r=other.name)
+    lead = "abcd"[:len(a.shape) - 2]
+    einsum = f"ug.einsum('{lead}ij,jk->{lead}ik', {{l}}, {{r}})"
+    expr = b.pick(["ug.matmul({l}, {r})", "{l} @ {r}", einsum]).format(l=left, r=other.name)
     shape = a.shape[:-2] + (m, other.shape[1])
     return _assign(b, shape, expr, [a.name, other.name])
 
