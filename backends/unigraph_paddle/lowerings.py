@@ -643,8 +643,20 @@ def softmax(x, *, axis):
     # detached as in log_softmax. A row holding +inf is NaN (inf - inf), as the record says.
     if x.shape[axis] == 0:  # paddle.max refuses an empty axis; the result is empty anyway
         return x
-    exps = exp(paddle.subtract(x, paddle.max(x, axis=axis, keepdim=True).detach()))
+    top = paddle.max(_maybe_empty(x, axis), axis=axis, keepdim=True).detach()
+    exps = exp(paddle.subtract(x, top))
     return paddle.divide(exps, paddle.sum(exps, axis=axis, keepdim=True))
+
+
+def _maybe_empty(x, axis):
+    """x, for the max along `axis` that shifts a softmax; in a Program where input_spec
+    leaves that axis open (-1) it may be empty when the Program runs, where Paddle's max
+    refuses (InvalidArgumentError): there one -inf more in each slice (the max of the
+    others unchanged; of none, -inf, and the result is empty anyway)."""
+    if x.shape[axis] >= 0 or paddle.in_dynamic_mode():
+        return x
+    low = paddle.full_like(_C_ops.sum(x, [axis], None, True), float("-inf"))
+    return paddle.concat([x, low], axis=axis)
 
 
 def _shifted_and_log_total(x, axis):
@@ -653,7 +665,7 @@ def _shifted_and_log_total(x, axis):
     detached rather than differentiated to ~1e-16. `_C_ops` (the kernels the `paddle.*`
     functions call, in dygraph and in a Program alike) skip ~3-15 us of Python checks per
     op, which is most of an eager op's cost at these sizes."""
-    shifted = _C_ops.subtract(x, _C_ops.max(x, [axis], True).detach())
+    shifted = _C_ops.subtract(x, _C_ops.max(_maybe_empty(x, axis), [axis], True).detach())
     return shifted, _C_ops.log(_C_ops.sum(exp(shifted), [axis], None, True))
 
 
