@@ -159,15 +159,24 @@ def _squeeze(w, args, node):
 
 
 def _ensure_shape(w, args, node):
-    # ONNX has no Assert: a Reshape of x to the known dims (0: the input's own, for the dims
-    # the check leaves open) fails when the run's size differs, and shape_checks reads ONNX
-    # Runtime's failure. (Limits of the export: two open dims whose sizes trade places keep
-    # the element count and pass; the other inputs, a while_loop's variables, are not
-    # checked.)
+    # ONNX has no Assert: each value's dims that the check knows and its trace leaves open
+    # are compared with the run's Shape, and x is reshaped to 0s (each dim its own) when
+    # they all agree, else to -2s, which ONNX Runtime refuses ("A dimension cannot be less
+    # than -1"; shape_checks reads that failure). x flows on through the Reshape, so the
+    # check of every value, a while_loop's variables included, runs with it.
     shape = node.attrs["shape"]
-    if 0 in shape:
+    wrong = []
+    for value, traced in zip(args, node.inputs):
+        dims = [i for i, want in enumerate(shape) if want is not None and traced.shape[i] is None]
+        if dims:
+            sizes = w.node("Gather", [w.node("Shape", [value]), w.const(_ints(dims))], axis=0)
+            agree = w.node("Equal", [sizes, w.const(_ints([shape[i] for i in dims]))])
+            wrong.append(w.node("Cast", [w.node("Not", [agree])], to=w.onnx_dtype("int64")))
+    if not wrong:
         return w.node("Identity", [args[0]])
-    return w.node("Reshape", [args[0], w.const(_ints([0 if d is None else d for d in shape]))])
+    count = _reduce(w, "ReduceSum", w.node("Concat", wrong, axis=0), [0], keepdims=True)
+    dims = w.node("Mul", [w.const(_ints([-2] * len(shape))), count])
+    return w.node("Reshape", [args[0], dims])
 
 
 def _expand_dims(w, args, node):
