@@ -474,18 +474,18 @@ def expand_dims(x, *, axis):
 def ensure_shape(x, *others, shape, message):
     if type(x) is _EAGER_TENSOR:
         return check_shape(x, *others, shape=shape, message=message)
-    # A Program: each dim the check knows and the Program does not, compared when it runs
-    # by Paddle's Assert (no data: it would print them), whose failure
-    # shape_checks.translate_check_error reads. x itself flows on: the Assert is an op of
-    # the block, run with it.
-    checks = []
+    # A Program: each value whose dims the check knows and the Program does not is reshaped,
+    # when it runs, to its own shape where those dims agree, else to -2 - each size, which
+    # Paddle refuses printing that shape ("must not be negative ... received shape = [-4,
+    # -5]"), where its Assert would print its data to stdout, not into the error;
+    # shape_checks.translate_check_error reads it back. x itself flows on: the reshapes
+    # are ops of the block, run with it.
     for value in (x, *others):
         open_dims = [i for i, want in enumerate(shape) if want is not None and value.shape[i] < 0]
         if open_dims:
             actual = paddle.shape(value)
-            checks += [actual[i] == shape[i] for i in open_dims]
-    if checks:
-        paddle.static.nn.control_flow.Assert(paddle.all(paddle.stack(checks)), data=[])
+            agree = paddle.all(paddle.stack([actual[i] == shape[i] for i in open_dims]))
+            paddle.reshape(value, paddle.where(agree, actual, -2 - actual))
     return x
 
 
