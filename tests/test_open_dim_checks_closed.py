@@ -84,3 +84,20 @@ def test_the_message_names_the_shape_the_run_gave(target):
         with pytest.raises(ShapeError, match=r"^while_loop at .*(float32\[2, 3\] in the body"
                                              r"|when the program ran it had shape \[2, 3\]\.)"):
             both(TWO)
+
+
+@pytest.mark.parametrize("dtype", ["int16", "uint8", "bool"])
+@pytest.mark.parametrize("target", FORWARD_TARGETS)
+def test_a_check_of_small_ints_and_bools(target, dtype):
+    """paddle:static has no shape kernel for int16 (its check refused the program while
+    tracing, a raw TypeError): the check reads an int32 copy's shape."""
+    t = Target.parse(target)
+    one = np.ones((1, 3), dtype)
+    with ug.use_backend(t.backend, t.mode):
+        forward = ug.function(lambda x: ug.ensure_shape(x, (1, None), message="one row"),
+                              input_spec=[ug.Spec((None, 3), dtype)])
+        got = forward(one).numpy()
+        assert got.dtype == np.dtype(dtype)
+        np.testing.assert_array_equal(got, one)
+        with pytest.raises(ShapeError, match=r"^one row; when the program ran it had "):
+            forward(np.ones((2, 3), dtype))
