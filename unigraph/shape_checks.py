@@ -14,8 +14,9 @@ which raises that error when the program runs and the sizes differ, as eagerly:
   gave (`shape_check_error`);
 * graph targets: the check is part of the native graph (TensorFlow: `tf.debugging.Assert`
   carrying `MARKER` and the message; Paddle: a reshape to -2 - each size, ONNX: a Reshape
-  to -2s, where the run's sizes differ), so the run fails with the framework's error, and
-  `translate_check_error` turns that into ours (`Executable._translated` calls it).
+  to each size + 1, where the run's sizes differ), so the run fails with the framework's
+  error, and `translate_check_error` turns that into ours (`Executable._translated` calls
+  it).
 
 >>> v = ug.while_loop(lambda i, v: i < 2, lambda i, v: (i + 1, v + x), (i, v))  # x [None, 3]
 ControlFlowShapeError: while_loop at model.py:7: value 1 is float32[1, 3] in loop_vars but
@@ -64,18 +65,19 @@ def check(x, *others, shape: tuple, message: str):
 _FAILURES = re.compile(
     re.escape(MARKER)  # TensorFlow's Assert
     + r"|ReshapeOp must not be negative"  # Paddle's reshape to -2 - each size
-    + r"|Reshape.*A dimension cannot be less than -1", re.S)  # ONNX Runtime's Reshape
+    + r"|Reshape.*cannot be reshaped", re.S)  # ONNX Runtime's Reshape to each size + 1
 _SHAPES_AFTER = re.compile(r"(?:\s*\]?\s*\[[\d ]*\])+")
 _SHAPE = re.compile(r"\[([\d ]*)\]")
 _NEGATED_SHAPE = re.compile(r"ReshapeOp must not be negative.*?received\s+shape = \[([-\d, ]*)\]",
                             re.S)
+_RESHAPED = re.compile(r"cannot be reshaped.*?Input shape:\{([\d,]*)\}", re.S)
 
 
 def translate_check_error(error: BaseException, executable) -> ControlFlowShapeError | None:
     """The `ControlFlowShapeError` a failed run of `executable` means when one of its
     `ensure_shape` nodes failed, or None. Names the failed node's message where the
     framework's text holds it (TensorFlow), else every check's, and the shape the run gave
-    where the text holds it (TensorFlow, Paddle)."""
+    where the text holds it."""
     checks = executable.graph.nodes_of(OP)
     if not checks or isinstance(error, ControlFlowShapeError):
         return None
@@ -96,5 +98,7 @@ def translate_check_error(error: BaseException, executable) -> ControlFlowShapeE
         if node.attrs["message"] not in messages:
             messages.append(node.attrs["message"])
     negated = _NEGATED_SHAPE.search(text)  # Paddle's: -2 - each size
-    actual = [-2 - int(d) for d in negated.group(1).split(",")] if negated else None
+    reshaped = _RESHAPED.search(text)  # ONNX Runtime's
+    actual = ([-2 - int(d) for d in negated.group(1).split(",")] if negated else
+              [int(d) for d in reshaped.group(1).split(",")] if reshaped else None)
     return shape_check_error(" or ".join(messages), actual)

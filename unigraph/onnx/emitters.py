@@ -160,23 +160,33 @@ def _squeeze(w, args, node):
 
 def _ensure_shape(w, args, node):
     # ONNX has no Assert: each value's dims that the check knows and its trace leaves open
-    # are compared with the run's Shape, and x is reshaped to 0s (each dim its own) when
-    # they all agree, else to -2s, which ONNX Runtime refuses ("A dimension cannot be less
-    # than -1"; shape_checks reads that failure). x flows on through the Reshape, so the
-    # check of every value, a while_loop's variables included, runs with it.
+    # are compared with the run's Shape, and the value is reshaped to 0s (each dim its own)
+    # when they all agree, else to each size + 1, which ONNX Runtime refuses printing the
+    # value's shape ("cannot be reshaped ... Input shape:{2,3}"; shape_checks reads it).
+    # x flows on through its Reshape, and through one to the others' checked Shapes times
+    # 0 (its own dims), so the check of every value, a while_loop's variables included,
+    # runs with it.
     shape = node.attrs["shape"]
-    wrong = []
+    flow = args[0]
     for value, traced in zip(args, node.inputs):
         dims = [i for i, want in enumerate(shape) if want is not None and traced.shape[i] is None]
-        if dims:
-            sizes = w.node("Gather", [w.node("Shape", [value]), w.const(_ints(dims))], axis=0)
-            agree = w.node("Equal", [sizes, w.const(_ints([shape[i] for i in dims]))])
-            wrong.append(w.node("Cast", [w.node("Not", [agree])], to=w.onnx_dtype("int64")))
-    if not wrong:
-        return w.node("Identity", [args[0]])
-    count = _reduce(w, "ReduceSum", w.node("Concat", wrong, axis=0), [0], keepdims=True)
-    dims = w.node("Mul", [w.const(_ints([-2] * len(shape))), count])
-    return w.node("Reshape", [args[0], dims])
+        if not dims:
+            continue
+        sizes = w.node("Shape", [value])
+        picked = w.node("Gather", [sizes, w.const(_ints(dims))], axis=0)
+        agree = w.node("Equal", [picked, w.const(_ints([shape[i] for i in dims]))])
+        wrong = w.node("Cast", [w.node("Not", [agree])], to=w.onnx_dtype("int64"))
+        ones = w.const(_ints([1] * len(shape)))
+        # (each size + 1) x the count of wrong dims clipped to 1: 0s where they all agree
+        count = w.node("Min", [_reduce(w, "ReduceSum", wrong, [0], keepdims=True),
+                               w.const(_ints([1]))])
+        checked = w.node("Reshape", [value, w.node("Mul", [w.node("Add", [sizes, ones]), count])])
+        if value is args[0] and flow is args[0]:
+            flow = checked
+        else:
+            zeros = w.node("Mul", [w.node("Shape", [checked]), w.const(_ints([0]))])
+            flow = w.node("Reshape", [flow, zeros])
+    return flow if flow is not args[0] else w.node("Identity", [args[0]])
 
 
 def _expand_dims(w, args, node):
