@@ -297,14 +297,20 @@ class ProgramBuilder:
         results then reuse their buffers from one iteration to the next, and the values
         the backward stacks for an iteration are overwritten by the next.)"""
         paddle = self.paddle
+        # A zero-size result of an `if` comes out with no memory (as in lower_cond): a
+        # loop variable whose size is 0 keeps its shape, so its result is made outside.
+        kept = [i for i, s in enumerate(starts) if 0 not in s.shape]
         always = paddle.full([], True, "bool")
-        results = paddle.static.nn.cond(always, lambda: list(loop()),
-                                        lambda: [paddle.assign(s) for s in starts])
+        results = (paddle.static.nn.cond(always, lambda: [list(loop())[i] for i in kept],
+                                         lambda: [paddle.assign(starts[i]) for i in kept])
+                   if kept else [])  # no results left: nothing to compute (pure)
         results = list(results) if isinstance(results, (list, tuple)) else [results]
-        for result, start in zip(results, starts):
-            if not start.stop_gradient:  # as lower_cond: not from the then-branch alone
+        for result, i in zip(results, kept):
+            if not starts[i].stop_gradient:  # as lower_cond: not from the then-branch alone
                 result.stop_gradient = False
-        return results
+        made = iter(results)
+        return [next(made) if i in kept else paddle.zeros(list(s.shape), s.dtype)
+                for i, s in enumerate(starts)]
 
     def check_loop_in_loop(self, node, captured) -> None:
         """A differentiated while_loop nested (through branches, maybe) in another loop's
