@@ -205,9 +205,7 @@ class ProgramBuilder:
                 outs = [paddle.assign(o) if _is_in(o, operands) else o for o in outs]
                 for j, o in enumerate(outs):
                     live[j] = live[j] or not o.stop_gradient
-                shapes = [paddle.shape(outs[j]) for j in padded]
-                for j in padded:
-                    outs[j] = _flat_with_one_more(paddle, outs[j])
+                outs, shapes = _through_if(paddle, outs, padded)
                 return outs + [paddle.shape(results[i]) for i in sized] + shapes
 
             return build
@@ -298,16 +296,28 @@ class ProgramBuilder:
         the backward stacks for an iteration are overwritten by the next.)"""
         paddle = self.paddle
         # A zero-size result of an `if` comes out with no memory (as in lower_cond): a
-        # loop variable whose size is 0 keeps its shape, so its result is made outside.
+        # loop variable whose size is 0 keeps its shape, so its result is made outside;
+        # one with a dim left open may be empty at the run, so it crosses the `if` flat
+        # with one element more, with its shape.
         kept = [i for i, s in enumerate(starts) if 0 not in s.shape]
+        padded = [j for j, i in enumerate(kept) if -1 in starts[i].shape]
+
+        def branch(values):
+            values, shapes = _through_if(paddle, values, padded)
+            return values + shapes
+
         always = paddle.full([], True, "bool")
-        results = (paddle.static.nn.cond(always, lambda: [list(loop())[i] for i in kept],
-                                         lambda: [paddle.assign(starts[i]) for i in kept])
-                   if kept else [])  # no results left: nothing to compute (pure)
+        results = (paddle.static.nn.cond(
+            always, lambda: branch([list(loop())[i] for i in kept]),
+            lambda: branch([paddle.assign(starts[i]) for i in kept]))
+            if kept else [])  # no results left: nothing to compute (pure)
         results = list(results) if isinstance(results, (list, tuple)) else [results]
+        results, shapes = results[:len(kept)], results[len(kept):]
         for result, i in zip(results, kept):
             if not starts[i].stop_gradient:  # as lower_cond: not from the then-branch alone
                 result.stop_gradient = False
+        for j, shape in zip(padded, shapes):
+            results[j] = _unflattened(paddle, results[j], shape)
         made = iter(results)
         return [next(made) if i in kept else paddle.zeros(list(s.shape), s.dtype)
                 for i, s in enumerate(starts)]
@@ -607,6 +617,17 @@ def _flat_with_one_more(paddle, x):
     """`x` flattened with one zero appended: never empty, so it has memory when it crosses
     an `if` op (a value that a dim left open may make empty); `_unflattened` undoes it."""
     return paddle.concat([paddle.reshape(x, [-1]), paddle.zeros([1], x.dtype)])
+
+
+def _through_if(paddle, values, padded) -> tuple[list, list]:
+    """A branch's results `values` with those at indices `padded` flat with one more
+    element (`_flat_with_one_more`), and those values' run-time shapes, for `_unflattened`
+    after the `if`."""
+    values = list(values)
+    shapes = [paddle.shape(values[j]) for j in padded]
+    for j in padded:
+        values[j] = _flat_with_one_more(paddle, values[j])
+    return values, shapes
 
 
 def _unflattened(paddle, flat, shape):
