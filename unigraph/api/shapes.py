@@ -196,9 +196,25 @@ def flatten(x, start_axis=0, end_axis=-1):
         return reshape(x, (1,))
     start = _axis(start_axis, len(x.shape), "flatten")
     end = _axis(end_axis, len(x.shape), "flatten")
-    shape = _known_shape(x, "flatten")
-    merged = int(np.prod(shape[start:end + 1], dtype=np.int64))
-    return reshape(x, shape[:start] + (merged,) + shape[end + 1:])
+    return reshape(x, merged_shape(x, start, end + 1, "flatten"))
+
+
+def merged_shape(x, start: int, stop: int, what: str) -> tuple:
+    """The new shape that merges x's axes start..stop-1 into one, for `reshape`. One dim
+    left open by input_spec is -1 there (the run gives its size): the merged axis where it
+    is among the merged, else its own place. Two or more open dims cannot be written so:
+    refused, naming the fix (`_known_shape`'s error)."""
+    shape = tuple(x.shape)
+    start = start + len(shape) if start < 0 else start
+    open_dims = [i for i, d in enumerate(shape) if d is None]
+    if len(open_dims) > 1:
+        _known_shape(x, what)  # raises
+    if open_dims and start <= open_dims[0] < stop:
+        merged = -1
+    else:
+        merged = int(np.prod(shape[start:stop], dtype=np.int64))
+    kept = tuple(-1 if d is None else d for d in shape)
+    return kept[:start] + (merged,) + kept[stop:]
 
 
 unsqueeze = expand_dims

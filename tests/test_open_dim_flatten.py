@@ -1,0 +1,79 @@
+"""Flatten with a dim that input_spec leaves open, on all 9 targets: `ug.nn.Flatten` /
+`F.flatten` of a batch of images, `ug.flatten` of any axes. One open dim is -1 in the
+reshape (the merged axis, or its own place), so the program runs as eagerly, gradients
+included; two open dims are refused while tracing, naming the fix. (Before, every static
+target refused `ug.nn.Flatten()` of an open batch: a reshape to [None, -1].)"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import TARGETS, run_on
+
+import unigraph as ug
+from unigraph.errors import ShapeError
+
+F = ug.nn.functional
+X = np.arange(2 * 3 * 4 * 5, dtype=np.float32).reshape(2, 3, 4, 5) / 100
+
+
+def _spec(*shape):
+    return [ug.Spec(shape, "float32")]
+
+
+CASES = {
+    # name: (program, input_spec shape, expected from X)
+    "layer_open_batch": (lambda x: ug.nn.Flatten()(x), (None, 3, 4, 5), X.reshape(2, 60)),
+    "functional_open_batch": (lambda x: F.flatten(x, 2), (None, 3, 4, 5), X.reshape(2, 3, 20)),
+    "functional_open_merged": (lambda x: F.flatten(x), (2, None, 4, 5), X.reshape(2, 60)),
+    "functional_negative_axis": (lambda x: F.flatten(x, -2), (None, 3, 4, 5),
+                                 X.reshape(2, 3, 20)),
+    "api_all_open_batch": (lambda x: ug.flatten(x), (None, 3, 4, 5), X.reshape(-1)),
+    "api_middle_open_last": (lambda x: ug.flatten(x, 1, 2), (2, 3, 4, None),
+                             X.reshape(2, 12, 5)),
+    "api_middle_open_merged": (lambda x: ug.flatten(x, 1, 2), (2, None, 4, 5),
+                               X.reshape(2, 12, 5)),
+}
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("case", list(CASES))
+def test_flatten_with_one_open_dim_runs(target, case):
+    program, shape, expected = CASES[case]
+    out = run_on(target, ug.function(program, input_spec=_spec(*shape)), X)
+    assert out.shape == expected.shape
+    np.testing.assert_array_equal(out, expected)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_cnn_head_with_an_open_batch_trains(target):
+    """Conv2D -> Flatten -> Linear with an open batch: the gradient of the weights agrees
+    with the same program traced with the batch known."""
+    ug.manual_seed(0)
+    model = ug.nn.Sequential(ug.nn.Conv2D(3, 2, 3, padding=1), ug.nn.Flatten(),
+                             ug.nn.Linear(2 * 4 * 5, 3))
+
+    def loss(x):
+        return ug.mean(model(x) ** 2)
+
+    def grads(x):
+        return ug.grad(loss, wrt=model.parameters())(x)
+
+    open_batch = run_on(target, ug.function(grads, input_spec=_spec(None, 3, 4, 5)), X)
+    known = run_on(target, ug.function(grads), X)
+    assert len(open_batch) == len(known) == 4
+    for a, b in zip(open_batch, known):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+        assert np.abs(a).sum() > 0
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_two_open_dims_are_refused_naming_the_fix(target):
+    program = ug.function(lambda x: ug.nn.Flatten()(x), input_spec=_spec(None, None, 4, 5))
+    try:
+        out = run_on(target, program, X)
+    except ShapeError as error:
+        assert "flatten" in str(error) and "ug.ensure_shape" in str(error)
+    else:  # eager targets know every size
+        assert target.endswith(":eager")
+        np.testing.assert_array_equal(out, X.reshape(2, 60))
