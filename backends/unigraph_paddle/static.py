@@ -306,10 +306,13 @@ class ProgramBuilder:
             values, shapes = _through_if(paddle, values, padded)
             return values + shapes
 
+        def taken():
+            made = list(loop())  # (built once: the loop's ops are the branch's)
+            return branch([made[i] for i in kept])
+
         always = paddle.full([], True, "bool")
         results = (paddle.static.nn.cond(
-            always, lambda: branch([list(loop())[i] for i in kept]),
-            lambda: branch([paddle.assign(starts[i]) for i in kept]))
+            always, taken, lambda: branch([paddle.assign(starts[i]) for i in kept]))
             if kept else [])  # no results left: nothing to compute (pure)
         results = list(results) if isinstance(results, (list, tuple)) else [results]
         results, shapes = results[:len(kept)], results[len(kept):]
