@@ -15,7 +15,6 @@ from unigraph.dispatch import _param_leaves, current_backend, native, symbolic, 
 from unigraph.dtypes import is_float
 from unigraph.errors import UnigraphError
 from unigraph.function import Function, as_input_tensor, is_array_leaf
-from unigraph.ir import FLOAT_DTYPES
 from unigraph.ops.base import TensorSpec
 from unigraph.tensor import (
     Parameter,
@@ -162,10 +161,6 @@ def grad(fn, argnums=0, wrt=None):
     return _Transformed(gradient, both.argnums)
 
 
-# `is_float`'s answers as a set (the loss's dtype, every eager training step)
-_FLOAT_NAMES = frozenset(FLOAT_DTYPES)
-
-
 def _eager(fn, args, positions, params):
     backend = current_backend()
     watched = [p.native_for(backend) for p in params]
@@ -195,7 +190,7 @@ def _eager(fn, args, positions, params):
             _region.reset(inside)
             _param_leaves.reset(token)
         if type(result) is Tensor:  # the usual loss: one leaf, nothing to walk
-            if result.shape not in ((), (1,)) or result.dtype not in _FLOAT_NAMES:
+            if result.shape not in ((), (1,)) or not is_float(result.dtype):
                 _scalar_of(result, fn, [result])  # raises, naming the function
             out_holder[:] = (None, [result])
             loss = result._native if result._backend is backend else None
