@@ -13,10 +13,11 @@ which raises that error when the program runs and the sizes differ, as eagerly:
   (made while tracing: the op, the user's line, the values) completed by the shape the run
   gave (`shape_check_error`);
 * graph targets: the check is part of the native graph (TensorFlow: `tf.debugging.Assert`
-  carrying `MARKER` and the message; Paddle: a reshape to -2 - each size, ONNX: a Reshape
-  to each size + 1, where the run's sizes differ), so the run fails with the framework's
-  error, and `translate_check_error` turns that into ours (`Executable._translated` calls
-  it).
+  carrying `MARKER` and the message; Paddle: a reshape to -2 - (each size * TAGS + the
+  check's tag), ONNX: a Reshape named by `MARKER` and the tag to each size + 1, where the
+  run's sizes differ), so the run fails with the framework's error, and
+  `translate_check_error` turns that into ours, naming the check that failed
+  (`Executable._translated` calls it).
 
 >>> v = ug.while_loop(lambda i, v: i < 2, lambda i, v: (i + 1, v + x), (i, v))  # x [None, 3]
 ControlFlowShapeError: while_loop at model.py:7: value 1 is float32[1, 3] in loop_vars but
@@ -27,13 +28,31 @@ shape [2, 3]. ...
 from __future__ import annotations
 
 import re
+import zlib
 
 from unigraph.errors import ControlFlowShapeError
 
 OP = "ensure_shape"
 
-# The text a graph-mode check carries in its failure (TensorFlow's Assert prints it).
+# The text a graph-mode check carries in its failure (TensorFlow's Assert prints it; an
+# ONNX check's Reshape is named by it).
 MARKER = "unigraph-shape-check"
+
+# How many tags there are (`check_tag`): Paddle's refused shape holds size * TAGS + tag, so
+# a size up to 2**43 fits its int64.
+TAGS = 2 ** 20
+
+
+def check_tag(message: str) -> int:
+    """The number that names the check of `message` in a failure whose text cannot hold the
+    message (Paddle's refused shape, ONNX Runtime's failed node's name): the same in every
+    process, so `translate_check_error` finds the check by it. Two checks of one message
+    share it (they mean one thing); two messages sharing one is a 1 in TAGS chance, and
+    then the error names both.
+
+    >>> check_tag("one row")  # == check_tag("one row"), another number for "two rows"
+    """
+    return zlib.crc32(message.encode()) % TAGS
 
 
 def differs(expected: tuple, actual: tuple) -> bool:
@@ -62,43 +81,53 @@ def check(x, *others, shape: tuple, message: str):
 
 
 # -- the framework's failure, translated ---------------------------------------------------
-_FAILURES = re.compile(
-    re.escape(MARKER)  # TensorFlow's Assert
-    + r"|ReshapeOp must not be negative"  # Paddle's reshape to -2 - each size
-    + r"|Reshape.*cannot be reshaped", re.S)  # ONNX Runtime's Reshape to each size + 1
 _SHAPES_AFTER = re.compile(r"(?:\s*\]?\s*\[[\d ]*\])+")
 _SHAPE = re.compile(r"\[([\d ]*)\]")
+# Paddle's reshape to -2 - (each size * TAGS + tag)
 _NEGATED_SHAPE = re.compile(r"ReshapeOp must not be negative.*?received\s+shape = \[([-\d, ]*)\]",
                             re.S)
-_RESHAPED = re.compile(r"cannot be reshaped.*?Input shape:\{([\d,]*)\}", re.S)
+# ONNX Runtime's Reshape of a check to each size + 1, the node named by MARKER and the tag
+_RESHAPED = re.compile(r"Name:'_" + re.escape(MARKER) + r"-(\d+)-\d+'.*?cannot be reshaped"
+                       r".*?Input shape:\{([\d,]*)\}", re.S)
+
+
+def _tagged_failure(text: str) -> tuple:
+    """(the failed check's tag, the shape the run gave) that Paddle's or ONNX Runtime's
+    error `text` holds, or (None, None) where no check of theirs failed."""
+    negated = _NEGATED_SHAPE.search(text)
+    if negated:
+        coded = [-2 - int(d) for d in negated.group(1).split(",")]
+        return coded[0] % TAGS, [d // TAGS for d in coded]
+    reshaped = _RESHAPED.search(text)
+    if reshaped:
+        return int(reshaped.group(1)), [int(d) for d in reshaped.group(2).split(",")]
+    return None, None
 
 
 def translate_check_error(error: BaseException, executable) -> ControlFlowShapeError | None:
     """The `ControlFlowShapeError` a failed run of `executable` means when one of its
-    `ensure_shape` nodes failed, or None. Names the failed node's message where the
-    framework's text holds it (TensorFlow), else every check's, and the shape the run gave
-    where the text holds it."""
+    `ensure_shape` nodes failed, or None (another failure, an unrelated Reshape's
+    included). Names the failed check's message (TensorFlow's text holds it, Paddle's and
+    ONNX Runtime's its tag) and the shape the run gave."""
     checks = executable.graph.nodes_of(OP)
     if not checks or isinstance(error, ControlFlowShapeError):
         return None
     text = str(error)
-    if not _FAILURES.search(text):
-        return None
-    for node in checks:
-        message = node.attrs["message"]
-        at = text.find(f"{MARKER} {message}")
-        if at >= 0:  # the Assert's data: the message, then each checked value's shape
-            found = _SHAPES_AFTER.match(text, at + len(MARKER) + 1 + len(message))
-            shapes = [tuple(int(d) for d in dims.split())
-                      for dims in _SHAPE.findall(found.group(0) if found else "")]
-            bad = [shape for shape in shapes if differs(node.attrs["shape"], shape)]
-            return shape_check_error(message, bad[0] if bad else None)
+    if MARKER in text:
+        for node in checks:
+            message = node.attrs["message"]
+            at = text.find(f"{MARKER} {message}")
+            if at >= 0:  # the Assert's data: the message, then each checked value's shape
+                found = _SHAPES_AFTER.match(text, at + len(MARKER) + 1 + len(message))
+                shapes = [tuple(int(d) for d in dims.split())
+                          for dims in _SHAPE.findall(found.group(0) if found else "")]
+                bad = [shape for shape in shapes if differs(node.attrs["shape"], shape)]
+                return shape_check_error(message, bad[0] if bad else None)
+    tag, actual = _tagged_failure(text)
     messages = []
-    for node in checks:
-        if node.attrs["message"] not in messages:
-            messages.append(node.attrs["message"])
-    negated = _NEGATED_SHAPE.search(text)  # Paddle's: -2 - each size
-    reshaped = _RESHAPED.search(text)  # ONNX Runtime's
-    actual = ([-2 - int(d) for d in negated.group(1).split(",")] if negated else
-              [int(d) for d in reshaped.group(1).split(",")] if reshaped else None)
-    return shape_check_error(" or ".join(messages), actual)
+    for node in checks:  # (an Assert whose message the text did not hold: each check's)
+        message = node.attrs["message"]
+        if (tag is None and MARKER in text or check_tag(message) == tag) and \
+                message not in messages:
+            messages.append(message)
+    return shape_check_error(" or ".join(messages), actual) if messages else None

@@ -28,6 +28,7 @@ from paddle import _C_ops
 
 from unigraph.index_checks import check_indices
 from unigraph.printing import emit
+from unigraph.shape_checks import TAGS, check_tag
 from unigraph.shape_checks import check as check_shape
 from unigraph_paddle import ranks
 from unigraph_paddle.adam import adam_update, adam_update_
@@ -475,11 +476,13 @@ def ensure_shape(x, *others, shape, message):
     if type(x) is _EAGER_TENSOR:
         return check_shape(x, *others, shape=shape, message=message)
     # A Program: each value whose dims the check knows and the Program does not is reshaped,
-    # when it runs, to its own shape where those dims agree, else to -2 - each size, which
-    # Paddle refuses printing that shape ("must not be negative ... received shape = [-4,
-    # -5]"), where its Assert would print its data to stdout, not into the error;
-    # shape_checks.translate_check_error reads it back. x itself flows on: the reshapes
-    # are ops of the block, run with it.
+    # when it runs, to its own shape where those dims agree, else to -2 - (each size * TAGS
+    # + the check's tag), which Paddle refuses printing that shape ("must not be negative
+    # ... received shape = [-4194306, ...]"), where its Assert would print its data to
+    # stdout, not into the error, and its error names no op; translate_check_error reads
+    # the check and the sizes back. x itself flows on: the reshapes are ops of the block,
+    # run with it.
+    tag = check_tag(message)
     for value in (x, *others):
         open_dims = [i for i, want in enumerate(shape) if want is not None and value.shape[i] < 0]
         if open_dims:
@@ -487,7 +490,7 @@ def ensure_shape(x, *others, shape, message):
                 value = paddle.cast(value, paddle.int32)
             actual = paddle.shape(value)
             agree = paddle.all(paddle.stack([actual[i] == shape[i] for i in open_dims]))
-            paddle.reshape(value, paddle.where(agree, actual, -2 - actual))
+            paddle.reshape(value, paddle.where(agree, actual, -2 - (actual * TAGS + tag)))
     return x
 
 

@@ -28,6 +28,7 @@ import numpy as np
 from unigraph.export.prepare import ExportError
 from unigraph.onnx.emitters_math import MATH_EMITTERS
 from unigraph.ops.pooling import avg_divisor, pool_geometry, pool_pads
+from unigraph.shape_checks import MARKER, check_tag
 
 INT64_MAX = np.iinfo(np.int64).max
 # ONNX Runtime's CPU kernels for these ops exist only in these dtypes (checked: 1.32).
@@ -162,7 +163,9 @@ def _ensure_shape(w, args, node):
     # ONNX has no Assert: each value's dims that the check knows and its trace leaves open
     # are compared with the run's Shape, and the value is reshaped to 0s (each dim its own)
     # when they all agree, else to each size + 1, which ONNX Runtime refuses printing the
-    # value's shape ("cannot be reshaped ... Input shape:{2,3}"; shape_checks reads it).
+    # failed node's name, which names the check (MARKER and its tag), and the value's shape
+    # ("Name:'_unigraph-shape-check-5-34' ... cannot be reshaped ... Input shape:{2,3}";
+    # shape_checks reads them, and no other Reshape's failure).
     # x flows on through its Reshape, and through one to the others' checked Shapes times
     # 0 (its own dims), so the check of every value, a while_loop's variables included,
     # runs with it.
@@ -180,7 +183,8 @@ def _ensure_shape(w, args, node):
         # (each size + 1) x the count of wrong dims clipped to 1: 0s where they all agree
         count = w.node("Min", [_reduce(w, "ReduceSum", wrong, [0], keepdims=True),
                                w.const(_ints([1]))])
-        checked = w.node("Reshape", [value, w.node("Mul", [w.node("Add", [sizes, ones]), count])])
+        checked = w.node("Reshape", [value, w.node("Mul", [w.node("Add", [sizes, ones]), count])],
+                         name=f"{MARKER}-{check_tag(node.attrs['message'])}-")
         if value is args[0] and flow is args[0]:
             flow = checked
         else:

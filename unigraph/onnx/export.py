@@ -56,11 +56,13 @@ class GraphWriter:
         return GraphWriter(self.opset, self._names)
 
     def node(self, op_type: str, inputs: list, count: int = 1, outputs: list | None = None,
-             **attrs):
-        """Add one node; return its output name (a list of `count` names when count != 1)."""
+             name: str | None = None, **attrs):
+        """Add one node, its name fresh from `name` (default: `op_type`), which ONNX
+        Runtime's error names when the node fails; return its output name (a list of
+        `count` names when count != 1)."""
         outputs = outputs or [self.fresh() for _ in range(count)]
         self.nodes.append(helper.make_node(op_type, list(inputs), outputs,
-                                           name=self.fresh(op_type), **attrs))
+                                           name=self.fresh(name or op_type), **attrs))
         return outputs[0] if count == 1 else outputs
 
     def const(self, array) -> str:
