@@ -98,8 +98,10 @@ def logsumexp(x, axis=None, keepdims=False):
     axes = _axes(axis, a.ndim, "logsumexp")
     if any(a.shape[i] == 0 for i in (range(a.ndim) if axes is None else axes)):
         # Over nothing: log(0) = -inf, as NumPy and ONNX's ReduceLogSumExp (max has no
-        # identity, so the shift is left out: there is nothing to overflow).
-        return log(sum(exp(a), axes, keepdims=keepdims))
+        # identity, so the shift is left out: there is nothing to overflow), written as the
+        # sum of nothing (0) - inf: log(0) and its gradient's 1 / 0 would make the NumPy
+        # targets warn (divide by zero) about no value of the user's, where no other does.
+        return sum(a, axes, keepdims=keepdims) - np.inf
     peak = max(a, axes, keepdims=True)
     out = log(sum(exp(a - peak), axes, keepdims=True)) + peak
     if keepdims:

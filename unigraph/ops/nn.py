@@ -103,6 +103,8 @@ def _softmax(x, *, axis):
 
 def _log_softmax(x, *, axis):
     shifted = _shifted(x, axis)
+    if x.size == 0:  # (the log of a sum over an empty axis is log(0): a warning, no values)
+        return shifted
     return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
 
 
