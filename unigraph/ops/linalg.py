@@ -77,9 +77,14 @@ def _einsum_parts(equation: str):
 
 
 def _einsum_infer(*xs, equation):
-    if "->" not in equation or "." in equation:
-        raise ShapeError(f"einsum: equation {equation!r} must be explicit ('ij,jk->ik') and "
-                         "without '...' (the frontend normally makes it explicit)")
+    if "." in equation:
+        raise ShapeError(
+            f"einsum: '...' in {equation!r} is not supported on any target: name each dim it "
+            "stands for with a letter of its own, the same in every operand ('...ij,...jk->"
+            "...ik' of 3-d operands is 'bij,bjk->bik'); a letter has one size in every "
+            "operand, so broadcast a dim of size 1 first (ug.broadcast_to)")
+    if "->" not in equation:  # (ug.einsum adds NumPy's output; an op built by hand may not)
+        raise ShapeError(f"einsum: equation {equation!r} must name its output ('ij,jk->ik')")
     subscripts, output = _einsum_parts(equation)
     if len(subscripts) != len(xs):
         raise ShapeError(f"einsum: {equation!r} names {len(subscripts)} operands but "
