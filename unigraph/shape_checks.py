@@ -131,3 +131,66 @@ def translate_check_error(error: BaseException, executable) -> ControlFlowShapeE
                 message not in messages:
             messages.append(message)
     return shape_check_error(" or ".join(messages), actual) if messages else None
+
+
+# -- the path a static run does not take ---------------------------------------------------
+# Eagerly `ug.cond` traces the branch not taken and raises where its value has another
+# shape; a static run takes one path, and the check of the other does not run. Every shape
+# is a function of the inputs' shapes, so the paths' shapes for a run's inputs are found
+# without running either, from the op records' shape rules (once per input shape).
+def checks_paths(graph) -> bool:
+    """Whether a `cond` of `graph`, or of one of its paths, has a checked path (a value of
+    a dim the trace leaves open and the other path knows): `check_paths` then has work."""
+    return any(sub.nodes_of(OP) for node in graph.walk() if node.op == "cond"
+               for sub in node.subgraphs.values())
+
+
+def check_paths(graph, shapes: list) -> None:
+    """Raise the `ControlFlowShapeError` eager raises where, for inputs of `shapes`, a check
+    in a `cond`'s path (the path not taken included) fails, a `grad`'s function's conds
+    included; conds inside a while_loop's body are left to their checks (eagerly a body
+    that never runs checks nothing). A shape the rules cannot find (an op without one, a
+    rule that refuses the sizes) is left to the run.
+
+    >>> check_paths(graph, [(2, 3)])  # cond(p, lambda: x * 2, lambda: z), x [None, 3], z [1, 3]
+    ControlFlowShapeError: cond at model.py:7: value 0 is float32[None, 3] in true_fn ...
+    """
+    known = {value.id: tuple(shape) for value, shape in zip(graph.inputs, shapes)}
+    known.update((value.id, tuple(value.shape)) for value in graph.params)
+    _path_shapes(graph, known, False)
+
+
+def _path_shapes(graph, known: dict, in_path: bool) -> list:
+    """The shape of each of `graph`'s outputs (None: not found), `known` holding its
+    inputs' (a value's id -> shape); with `in_path` (a cond's path), its checks raise."""
+    from unigraph.ops import OPS
+    from unigraph.ops.base import TensorSpec
+
+    for node in graph.nodes:
+        shapes = [known.get(value.id) for value in node.inputs]
+        found = None
+        if node.op == "cond":
+            paths = [_path_shapes(sub, dict(zip([v.id for v in sub.inputs], shapes[1:])), True)
+                     for sub in (node.subgraphs["then"], node.subgraphs["else"])]
+            found = [a if a == b else None for a, b in zip(*paths)]
+        elif node.op == "grad":  # (the function differentiated, on the node's inputs)
+            sub = node.subgraphs["fn"]
+            _path_shapes(sub, dict(zip([v.id for v in sub.inputs], shapes)), in_path)
+        elif node.op in OPS and None not in shapes:
+            if in_path and node.op == OP:
+                for shape in shapes:
+                    if differs(node.attrs["shape"], shape):
+                        raise shape_check_error(node.attrs["message"], shape)
+            try:
+                specs = OPS[node.op].infer(*[TensorSpec(shape, value.dtype) for shape, value
+                                             in zip(shapes, node.inputs)], **node.attrs)
+                found = [tuple(spec.shape) for spec in
+                         (specs if isinstance(specs, list | tuple) else [specs])]
+            except Exception:  # noqa: BLE001 (left to the run, which fails or not)
+                found = None
+        for i, value in enumerate(node.outputs):
+            shape = found[i] if found is not None and i < len(found) else None
+            if shape is None and None not in value.shape:
+                shape = tuple(value.shape)
+            known[value.id] = shape
+    return [known.get(value.id) for value in graph.outputs]
