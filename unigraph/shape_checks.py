@@ -138,11 +138,17 @@ def translate_check_error(error: BaseException, executable) -> ControlFlowShapeE
 # shape; a static run takes one path, and the check of the other does not run. Every shape
 # is a function of the inputs' shapes, so the paths' shapes for a run's inputs are found
 # without running either, from the op records' shape rules (once per input shape).
-def checks_paths(graph) -> bool:
-    """Whether a `cond` of `graph`, or of one of its paths, has a checked path (a value of
-    a dim the trace leaves open and the other path knows): `check_paths` then has work."""
-    return any(sub.nodes_of(OP) for node in graph.walk() if node.op == "cond"
-               for sub in node.subgraphs.values())
+def checks_paths(graph, in_path: bool = False) -> bool:
+    """Whether a `cond` of `graph` (`in_path`: `graph` is one's path), or of one of its
+    subgraphs, has a checked path (a value of a dim the trace leaves open and the other
+    path knows): `check_paths` then has work. (One pass, no list: every compile asks.)"""
+    for node in graph.nodes:
+        if in_path and node.op == OP:
+            return True
+        if node.subgraphs and any(checks_paths(sub, in_path or node.op == "cond")
+                                  for sub in node.subgraphs.values()):
+            return True
+    return False
 
 
 def check_paths(graph, shapes: list) -> None:
