@@ -15,9 +15,9 @@ A traced ug.cond whose paths give [None, 3] and [1, 3] gave the open dim (ed0fd7
 static run returned the open path's value where eagerly the branch not taken, traced,
 raises. Now the open path's value is checked against the other's known dims when it runs,
 and the cond's value is [1, 3]. (Where the known path is taken, eagerly the open path not
-taken still raises; a static run cannot know that path's shape without running it, and
-returns the known path's value.) A Python `if` under autograph checks no branch it does
-not take, eagerly: every target returns the taken path's value.
+taken still raises; a static call checks that path's shape for its inputs' shapes before
+it runs: tests/test_open_dim_cond_untaken.py.) A Python `if` under autograph checks no
+branch it does not take, eagerly: every target returns the taken path's value.
 """
 
 from __future__ import annotations

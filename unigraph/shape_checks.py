@@ -19,6 +19,11 @@ which raises that error when the program runs and the sizes differ, as eagerly:
   `translate_check_error` turns that into ours, naming the check that failed
   (`Executable._translated` calls it).
 
+A static run takes one path of a cond, so the other path's check does not run, where
+eagerly the branch not taken is traced and raises: a @ug.function call of a graph with
+checked paths first checks every path's shapes for its inputs' shapes (`check_paths`, once
+per input shape; not conds inside a while_loop's body).
+
 >>> v = ug.while_loop(lambda i, v: i < 2, lambda i, v: (i + 1, v + x), (i, v))  # x [None, 3]
 ControlFlowShapeError: while_loop at model.py:7: value 1 is float32[1, 3] in loop_vars but
 float32[None, 3] in the body, a dim left open by input_spec; when the program ran it had
