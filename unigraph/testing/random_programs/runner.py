@@ -143,22 +143,36 @@ def _near_zero(x) -> bool:
     return bool(np.size(x)) and float(np.min(np.abs(x))) < DOMAIN_MARGIN
 
 
+def _of_floats(hazard):
+    """`hazard` for float inputs only: integer arithmetic is exact, so a kink or tie among
+    ints is the same on every target (argmax, and so argmin, takes the first of tied ints)."""
+    return lambda x, *rest, **attrs: x.dtype.kind == "f" and hazard(x, *rest, **attrs)
+
+
+def _off_integer(x) -> np.ndarray:
+    """How far each element is from the nearest integer, an integer itself counting as far:
+    a float value that is exactly an integer in float64 came from floor, ceil, round or a
+    cast (their own steps are hazards), and float32 has that integer too."""
+    distance = np.abs(x - np.round(x))
+    return np.where(distance == 0, np.inf, distance)
+
+
 # op name -> (inputs, attrs) -> True when float32 rounding could change the result.
 HAZARDS = {
-    "relu": lambda x: _near(np.abs(x), 1.0),
-    "abs": lambda x: _near(np.abs(x), 1.0),
-    "maximum": lambda x, y: _near(np.abs(x - y), _scale(x, y)),
-    "minimum": lambda x, y: _near(np.abs(x - y), _scale(x, y)),
-    "max": lambda x, axis, keepdims: _extreme_hazard(x, 1, axis),
-    "min": lambda x, axis, keepdims: _extreme_hazard(x, -1, axis),
-    "argmax": lambda x, axis, keepdims: _extreme_hazard(x, 1, (axis,)),
+    "relu": _of_floats(lambda x: _near(np.abs(x), 1.0)),
+    "abs": _of_floats(lambda x: _near(np.abs(x), 1.0)),
+    "maximum": _of_floats(lambda x, y: _near(np.abs(x - y), _scale(x, y))),
+    "minimum": _of_floats(lambda x, y: _near(np.abs(x - y), _scale(x, y))),
+    "max": _of_floats(lambda x, axis, keepdims: _extreme_hazard(x, 1, axis)),
+    "min": _of_floats(lambda x, axis, keepdims: _extreme_hazard(x, -1, axis)),
+    "argmax": _of_floats(lambda x, axis, keepdims: _extreme_hazard(x, 1, (axis,))),
     "max_pool2d": lambda x, kernel, stride, padding: _pool_hazard(x, kernel, stride, padding),
     "div": lambda x, y: _near_zero(y),
     "log": lambda x: _near_zero(x),
     "sqrt": lambda x: _near_zero(x),
     "pow": lambda x, y: _non_integer(y) and _near_zero(x),
     "cast": lambda x, dtype: x.dtype.kind == "f" and dtype != "bool" and np.dtype(
-        dtype).kind in "iu" and _near(np.abs(x - np.round(x)), 1.0),
+        dtype).kind in "iu" and _near(_off_integer(x), 1.0),
 }
 HAZARDS["floor"] = HAZARDS["ceil"] = lambda x: _near(np.abs(x - np.round(x)), 1.0)
 HAZARDS["round"] = lambda x: _near(np.abs(np.abs(x - np.floor(x)) - 0.5), 1.0)

@@ -8,7 +8,13 @@ and pool windows fit, indices and labels are in range):
   int -> float, comparisons -> float), the math family (trigonometric, hyperbolic, erf,
   softplus, floor / ceil / round, mod, floor_divide, atan2) and composed activations
   (silu, gelu, elu, leaky_relu, clip, sign);
-* reductions (sum mean max min prod logsumexp var std norm over axes, argmax), reshape /
+* integer arithmetic in int32 and int64 (`to_int`, `int_arithmetic`, `int_reduce`,
+  `from_int`): floats floored, rounded or truncated into small ints, then `+ - *`, `//` and
+  `%` by nonzero divisors of either sign, minimum / maximum, abs, negation, sign, clip,
+  comparisons and `where`, `**` (computed in float64, cast back), int32 with int64,
+  wrapping on overflow, sum / prod / max / min / cumsum / argmax / argmin, and back to the
+  program's float dtype beside a float value (so outputs and gradients use them);
+* reductions (sum mean max min prod logsumexp var std norm over axes, argmax, argmin), reshape /
   transpose / slicing / expand_dims / squeeze / broadcast_to / concat / stack / take /
   cumsum / flip / tile / pad / split;
 * matmul (also of a transpose, and as einsum), softmax, log_softmax,
@@ -242,8 +248,136 @@ def argmax(b: Builder, env, depth):
         return None
     x = b.pick(xs)
     axis = b.draw(st.integers(0, len(x.shape) - 1))
+    op = b.pick(["argmax", "argmin"])
     return _assign(b, x.shape[:axis] + x.shape[axis + 1:],
-                   f"ug.argmax({x.name}, axis={axis})", [x.name], dtype="int64")
+                   f"ug.{op}({x.name}, axis={axis})", [x.name], dtype="int64")
+
+
+# -- integers ----------------------------------------------------------------------------------
+# Integer arithmetic in int32 and int64 (README "Dtype rules", "Small integers"): floor
+# semantics for // and %, NumPy's promotion (int32 with int64 is int64; a Python int keeps
+# the tensor's dtype), wrapping on overflow. Values start small (|v| <= 10) so that a
+# statement grows them only where it means to test wrapping (`INT_WRAP`).
+INT_DTYPES = ["int32", "int64"]
+INT_SCALARS = [2, -3, 1, 5, -1, 0]
+INT_DIVISORS = [2, -3, 1, 4, -1, -7]  # nonzero, some negative: floor semantics
+TO_INT = [
+    'ug.cast(ug.floor(ug.tanh({a}) * {k}), "{t}")',
+    'ug.cast({a} * {k}, "{t}")',  # truncation toward zero
+    'ug.cast(ug.ceil(ug.tanh({a}) * {k}), "{t}")',
+    'ug.cast(ug.round(ug.tanh({a}) * {k}), "{t}")',
+]
+INT_UNARY = [
+    "-{i}", "abs({i})", "ug.abs({i})", "ug.neg({i})", "{i} * {i}", "ug.sign({i})",
+    'ug.cast({i} ** 2, "{t}")', 'ug.cast({i} ** 3, "{t}")',  # ints ** compute in float64
+    "ug.clip({i}, -3, 4)", "ug.where({i} > 0, {i}, -2 * {i})", "ug.where({i} % 2 == 0, {i}, 0)",
+]
+INT_WITH_SCALAR = [
+    "{i} + {c}", "{i} - {c}", "{c} - {i}", "{i} * {c}", "{i} // {d}", "{i} % {d}",
+    "ug.minimum({i}, {c})", "ug.maximum({i}, {c})", "ug.floor_divide({i}, {d})",
+    "ug.mod({i}, {d})", "{c} // ({i} * {i} + 1)", "{c} % -({i} * {i} + 1)",
+]
+# Divisors drawn from another int tensor, never 0: positive, negative, or either sign.
+INT_NONZERO = ["({j} * {j} + 1)", "-({j} * {j} + 1)", "ug.where({j} == 0, 1, {j})"]
+INT_BINARY = [
+    "{i} + {j}", "{i} - {j}", "{i} * {j}", "ug.minimum({i}, {j})", "ug.maximum({i}, {j})",
+    "{i} // {nz}", "{i} % {nz}", "ug.where({i} > {j}, {i}, {j})",
+    'ug.cast({i} >= {j}, "{t}") * {i}', "ug.where({i} != {j}, {i} - {j}, {i} + {j})",
+    "ug.where({i} <= {j}, {i}, {j} * {j})", "ug.where({i} == {j}, 2 * {i}, {j})",
+]
+# Wrapping on overflow, as NumPy (README "Small integers"), then back to small values.
+INT_WRAP = [
+    "({i} * 999983 * 4093) % 1009", "({i} * 999983 * 4093 + 2147) // 65536 % 37",
+    "ug.prod({i} + 13) % 1013",
+]
+FROM_INT = [  # back to the program's float dtype, so outputs and gradients use the ints
+    "ug.cast({i}, {a}.dtype) * {a}", "{a} + ug.cast({i}, {a}.dtype)",
+    "ug.where({i} % 2 == 0, {a}, -{a})", "ug.where({i} > 0, {a}, {a} * 0.5)",
+]
+
+
+def _ints(env) -> list:
+    return [v for v in env if v.dtype in INT_DTYPES]
+
+
+def _int_result(*dtypes) -> str:
+    return str(np.result_type(*dtypes))
+
+
+def to_int(b: Builder, env, depth):
+    """A float value into int32 or int64, about as large as the drawn scale."""
+    a = b.operand(_floats(env))
+    dtype = b.pick(INT_DTYPES)
+    expr = b.pick(TO_INT).format(a=a.name, k=b.pick([3.0, 5.0, 10.0]), t=dtype)
+    return _assign(b, a.shape, expr, [a.name], dtype=dtype)
+
+
+def int_arithmetic(b: Builder, env, depth):
+    """Integer ops on an int value: unary, with a Python int, with a second int value of a
+    shape that broadcasts (int32 with int64 promotes), or wrapping on overflow."""
+    ints = _ints(env)
+    if not ints:
+        return to_int(b, env, depth)
+    i = b.operand(ints)
+    how = b.pick(["unary", "scalar", "binary", "wrap"])
+    if how == "binary":
+        fits = [v for v in ints if _broadcasts_to(v.shape, i.shape)
+                or _broadcasts_to(i.shape, v.shape)]
+        j = b.pick(fits)
+        dtype = _int_result(i.dtype, j.dtype)
+        nonzero = b.pick(INT_NONZERO).format(j=j.name)
+        expr = b.pick(INT_BINARY).format(i=i.name, j=j.name, nz=nonzero, t=dtype)
+        return _assign(b, _broadcast(i.shape, j.shape), expr, [i.name, j.name], dtype=dtype)
+    if how == "wrap":
+        expr = b.pick(INT_WRAP).format(i=i.name)
+        shape = () if "prod" in expr else i.shape
+        return _assign(b, shape, expr, [i.name], dtype=i.dtype)
+    if how == "scalar":
+        expr = b.pick(INT_WITH_SCALAR).format(i=i.name, c=b.pick(INT_SCALARS),
+                                              d=b.pick(INT_DIVISORS))
+    else:
+        expr = b.pick(INT_UNARY).format(i=i.name, t=i.dtype)
+    return _assign(b, i.shape, expr, [i.name], dtype=i.dtype)
+
+
+def int_reduce(b: Builder, env, depth):
+    """sum, prod, max, min over axes (sum keeps the dtype), cumsum, or argmax / argmin
+    (ties are common among ints: each takes the first) of an int value."""
+    ints = _ints(env)
+    if not ints:
+        return to_int(b, env, depth)
+    i = b.operand(ints)
+    op = b.pick(["sum", "prod", "max", "min", "cumsum", "argmax", "argmin"])
+    along = op in ("cumsum", "argmax", "argmin")
+    if (along and not i.shape) or (op not in ("sum", "prod", "cumsum") and 0 in i.shape):
+        op = "sum"  # no axis to go along; max, min, argmax, argmin of nothing are errors
+    if op in ("cumsum", "argmax", "argmin"):
+        axis = b.draw(st.integers(-len(i.shape), len(i.shape) - 1))
+        if op == "cumsum":
+            return _assign(b, i.shape, f"ug.cumsum({i.name}, axis={axis})", [i.name],
+                           dtype=i.dtype)
+        shape = i.shape[:axis % len(i.shape)] + i.shape[axis % len(i.shape) + 1:]
+        return _assign(b, shape, f"ug.{op}({i.name}, axis={axis})", [i.name], dtype="int64")
+    axis = _axes(b, len(i.shape))
+    keepdims = b.draw(st.booleans())
+    expr = f"ug.{op}({i.name}, axis={axis!r}, keepdims={keepdims})"
+    return _assign(b, _reduced(i.shape, axis, keepdims), expr, [i.name], dtype=i.dtype)
+
+
+def from_int(b: Builder, env, depth):
+    """An int value back in the program's float dtype, alone or with a float value."""
+    ints = _ints(env)
+    if not ints:
+        return to_int(b, env, depth)
+    i = b.operand(ints)
+    fits = [v for v in _floats(env) if _broadcasts_to(v.shape, i.shape)
+            or _broadcasts_to(i.shape, v.shape)]
+    if not fits:
+        a = _floats(env)[0]  # only its dtype
+        return _assign(b, i.shape, f"ug.cast({i.name}, {a.name}.dtype)", [i.name, a.name])
+    a = b.pick(fits)
+    expr = b.pick(FROM_INT).format(i=i.name, a=a.name)
+    return _assign(b, _broadcast(i.shape, a.shape), expr, [i.name, a.name])
 
 
 # -- shapes ------------------------------------------------------------------------------------
@@ -509,7 +643,8 @@ def loop(b: Builder, env, depth):
 
 # Simplest first: hypothesis shrinks a choice toward the start of the list.
 OPERATIONS = [unary, with_scalar, binary, reduce, reshape, softmax, matmul, cast, join,
-              argmax_take, argmax, cross_entropy, conv2d, pool]
+              argmax_take, argmax, cross_entropy, conv2d, pool,
+              to_int, int_arithmetic, int_reduce, from_int]
 CONTROL_FLOW = [branch, loop]
 
 
