@@ -13,7 +13,8 @@ and pool windows fit, indices and labels are in range):
   `%` by nonzero divisors of either sign, minimum / maximum, abs, negation, sign, clip,
   comparisons and `where`, `**` (computed in float64, cast back), int32 with int64,
   wrapping on overflow, sum / prod / max / min / cumsum / argmax / argmin, and back to the
-  program's float dtype beside a float value (so outputs and gradients use them);
+  program's float dtype beside a float value (so outputs and gradients use them), or as
+  the indices of `ug.take` / `x[i]` (`int_take`);
 * reductions (sum mean max min prod logsumexp var std norm over axes, argmax, argmin), reshape /
   transpose / slicing / expand_dims / squeeze / broadcast_to / concat / stack / take /
   cumsum / flip / tile / pad / split;
@@ -380,6 +381,25 @@ def from_int(b: Builder, env, depth):
     return _assign(b, _broadcast(i.shape, a.shape), expr, [i.name, a.name])
 
 
+def int_take(b: Builder, env, depth):
+    """`ug.take` along an axis of a float value, or `x[i]`, at indices computed from an int
+    value (`% size` puts them in range; minus size, from the end): repeated indices are
+    common, so the gradient adds several slices into one."""
+    ints = [v for v in _ints(env) if len(v.shape) <= 2]
+    xs = [v for v in _nonempty(env) if v.shape and len(v.shape) <= 3]
+    if not ints or not xs:
+        return to_int(b, env, depth)
+    i, x = b.operand(ints), b.pick(xs)
+    axis = b.draw(st.integers(0, len(x.shape) - 1))
+    size = x.shape[axis]
+    index = b.pick(["{i} % {n}", "{i} % {n} - {n}", "{i} % -{n}"]).format(
+        i=i.name, n=size)
+    shape = x.shape[:axis] + i.shape + x.shape[axis + 1:]
+    if axis == 0 and b.draw(st.booleans()):
+        return _assign(b, shape, f"{x.name}[{index}]", [x.name, i.name])
+    return _assign(b, shape, f"ug.take({x.name}, {index}, axis={axis})", [x.name, i.name])
+
+
 # -- shapes ------------------------------------------------------------------------------------
 def _factor_shape(b: Builder, size: int) -> tuple:
     """A random shape of `size` elements (1 to 3 dims)."""
@@ -644,7 +664,7 @@ def loop(b: Builder, env, depth):
 # Simplest first: hypothesis shrinks a choice toward the start of the list.
 OPERATIONS = [unary, with_scalar, binary, reduce, reshape, softmax, matmul, cast, join,
               argmax_take, argmax, cross_entropy, conv2d, pool,
-              to_int, int_arithmetic, int_reduce, from_int]
+              to_int, int_arithmetic, int_reduce, from_int, int_take]
 CONTROL_FLOW = [branch, loop]
 
 
