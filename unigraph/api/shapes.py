@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from unigraph.api.creation import full
-from unigraph.api.elementwise import where
+from unigraph.api.elementwise import cast, where
 from unigraph.api.operands import (
     _axes,
     _axis,
@@ -167,10 +167,28 @@ def take(x, indices, axis=0):
                 "by input_spec), cannot be counted from the end while tracing; use "
                 "non-negative indices, x[i] for one index (resolved when it runs), or give "
                 "the dim its size in input_spec")
-    elif size is not None and is_int(indices.dtype):
-        # The op takes [0, n): map the negative ones (three ops, on every target).
+    elif is_int(indices.dtype):
+        # The op takes [0, n): map the negative ones (three ops, on every target), with
+        # the size the program runs with where input_spec leaves the dim open.
+        if size is None:
+            size = cast(_run_time_size(x, axis), indices.dtype)
         indices = where(indices < 0, indices + size, indices)
     return apply("take", [x, indices], {"axis": axis})
+
+
+def _ones_of(t):
+    """int64 ones of t's shape, whatever its values (x == x is False for a NaN)."""
+    return where(apply("equal", [t, t], {}), np.int64(1), np.int64(1))
+
+
+def _run_time_size(x, axis: int):
+    """The size of `axis` of x as an int64 scalar, known when the program runs (a dim left
+    open by input_spec): the count of ones along it. The other axes are summed away first,
+    so an empty one leaves a line of zeros of that size, not an empty line."""
+    others = tuple(i for i in range(len(x.shape)) if i != axis)
+    line = apply("sum", [_ones_of(x)], {"axis": others, "keepdims": False}) if others \
+        else x
+    return apply("sum", [_ones_of(line)], {"axis": (0,), "keepdims": False})
 
 
 gather = take
