@@ -6,7 +6,10 @@ torch user writes, the generated `run` makes that call, as torch's own modules d
   (torch:eager makes these two calls too, for `ug.nn.functional.linear` and
   `cross_entropy`: `COMPOSITES`)
 - a parameter's update `p - s * g`, s a scalar: `p.sub_(s * g)` in place, as
-  `torch.optim.SGD` writes its parameters;
+  `torch.optim.SGD` writes its parameters; any other `p - d` (Adam's): `p.sub_(d)`;
+- a slot's update `s * c + d` (Adam's moments, Momentum's velocity) whose old value nothing
+  else reads: `s.mul_(c)` where the graph makes the product (then `add_`, below), as
+  torch.optim writes its moments;
 - `x op y` (add, sub, mul, div; sqrt) whose x is a temporary nothing else reads: `x.op_(y)`,
   as torch.optim's Adam writes its temporaries (the same kernel: the same numbers);
 - a fused Adam update (`adam_update`, `Adam(fused=True)`) whose results are only the
@@ -14,7 +17,10 @@ torch user writes, the generated `run` makes that call, as torch's own modules d
   torch.optim.Adam does (the same kernels: the same numbers), at run's end.
 
 Each removes a kernel or a temporary (the update the new parameter tensor: an MLP step
-0.9x). addmm and F.cross_entropy round once where the records round twice (a BLAS `beta = 1`
+0.9x; an Adam step makes 3 full-size tensors fewer a parameter, the moments' and the
+parameter's). The writes into a parameter or slot check at run time that nothing else holds
+its tensor or memory (`_sole`), else make a new tensor: the same kernel either way.
+addmm and F.cross_entropy round once where the records round twice (a BLAS `beta = 1`
 accumulation, one division of the loss sum): their results move by an ulp, within the ops'
 budgets; `every_value` (the checker's value of each node) runs the records unfused, so a
 disagreement is still pinned to its node. The update keeps the optimizers' rounding (the
@@ -24,7 +30,8 @@ product, then the difference: every target's bits): torch's one-kernel forms
 `plan(graph)` decides, once per compile; `_SourceWriter` emits. A producer (the matmul, the
 cross-entropy, the update's `mul` and `sub`) is emitted only in `every_value`; its consumer
 then makes the fused call in `run` with the producer's operands. The update moves after every
-node (with the other parameter writes), so a run that raises leaves the parameter as it was.
+node (with the other parameter writes), so a run that raises leaves the parameter as it was;
+a slot's product is made where the graph makes it (its new value is read on).
 
     >>> fused = plan(graph)
     >>> fused[id(add_node)]            # ("addmm", matmul's output id, bias position)
@@ -88,10 +95,11 @@ def _cross_entropy_mean(node, producer, uses) -> tuple | None:
 
 
 def _updates(graph: Graph, producer: dict, uses: dict, roles: dict) -> None:
-    """Roles for the updates `p - s * g`: ("update",) on the `sub` and the `mul`. Only where
-    nothing else reads the new value or the product, p is no output and no other update's
-    value, and s and g are not parameters updated in place (the writes come last, one after
-    another)."""
+    """Roles for the updates `p - d`: ("update",) on the `sub` and the `mul` where d is
+    `s * g`, s a scalar read only here (`sgd_update`), else ("update_sub",) on the `sub`
+    (`sub_update`). Only where nothing else reads the new value (or the product), p is no
+    output and no other update's value, and s, g or d are not parameters updated in place
+    (the writes come last, one after another)."""
     outputs = {value.id for value in graph.outputs}
     news = {new.id for _, new in graph.updates}
     found = []
@@ -102,17 +110,53 @@ def _updates(graph: Graph, producer: dict, uses: dict, roles: dict) -> None:
             continue
         product = sub.inputs[1]
         mul = producer.get(product.id)
-        if mul is None or mul.op != "mul" or uses.get(product.id) != 1:
+        if mul is not None and mul.op == "mul" and uses.get(product.id) == 1:
+            scale, grad = mul.inputs if mul.inputs[0].shape == () else mul.inputs[::-1]
+            types = {param.dtype, new.dtype, scale.dtype, grad.dtype}
+            if scale.shape == () and tuple(grad.shape) == tuple(param.shape) == \
+                    tuple(new.shape) and len(types) == 1 and types <= set(_FLOATS):
+                found.append((sub, mul, (scale, grad)))
+                continue
+        types = {param.dtype, new.dtype, product.dtype}
+        if product.id != param.id and None not in param.shape and \
+                tuple(product.shape) == tuple(param.shape) == tuple(new.shape) and \
+                len(types) == 1 and types <= set(_FLOATS):
+            found.append((sub, None, (product,)))
+    written = {sub.inputs[0].id for sub, _, _ in found}
+    for sub, mul, read in found:
+        if any(value.id in written for value in read):
             continue
-        scale, grad = mul.inputs if mul.inputs[0].shape == () else mul.inputs[::-1]
-        types = {param.dtype, new.dtype, scale.dtype, grad.dtype}
-        if scale.shape == () and tuple(grad.shape) == tuple(param.shape) == \
-                tuple(new.shape) and len(types) == 1 and types <= set(_FLOATS):
-            found.append((sub, mul, scale, grad))
-    written = {sub.inputs[0].id for sub, _, _, _ in found}
-    for sub, mul, scale, grad in found:
-        if scale.id not in written and grad.id not in written:
+        if mul is None:
+            roles[id(sub)] = ("update_sub",)
+        else:
             roles[id(sub)] = roles[id(mul)] = ("update",)
+
+
+def _slot_writes(graph: Graph, producer: dict, uses: dict, roles: dict) -> None:
+    """("write_slot",) for the top-level `mul(s, c)` (or `mul(c, s)`) of a slot update
+    `s <- add(mul(s, c), d)`: s a parameter updated once, read by this `mul` alone (no other
+    node, output or update), the product of s's shape and dtype (a float), read by that
+    `add` alone. `slot_mul` makes the product in s's own memory when nothing else holds it:
+    s's old value is read nowhere else, and its new value is made from the product."""
+    updated: dict = {}
+    for param, new in graph.updates:
+        updated[param.id] = None if param.id in updated else new
+    params = {param.id for param in graph.params}
+    for param_id, new in updated.items():
+        add = None if new is None else producer.get(new.id)
+        if add is None or add.op != "add" or uses.get(param_id) != 1:
+            continue
+        for product in add.inputs:
+            mul = producer.get(product.id)
+            if mul is None or mul.op != "mul" or id(mul) in roles or \
+                    uses.get(product.id) != 1 or product.id in params:
+                continue
+            slot = next((v for v in mul.inputs if v.id == param_id), None)
+            if (slot is not None and mul.inputs[0].id != mul.inputs[1].id
+                    and slot.dtype in _FLOATS and None not in slot.shape
+                    and tuple(product.shape) == tuple(slot.shape)
+                    and all(v.dtype == slot.dtype for v in (*mul.inputs, product, new))):
+                roles[id(mul)] = ("write_slot", slot.id)
 
 
 # The ops whose torch lowering always returns a new tensor of its own (never an operand or a
@@ -125,7 +169,8 @@ IN_PLACE_METHODS = {"add": torch.Tensor.add_, "sub": torch.Tensor.sub_,
 
 def _in_place_temporaries(graph: Graph, producer: dict, uses: dict, roles: dict) -> None:
     """("in_place",) for the top-level nodes `x op y` (`op x`) of `IN_PLACE_METHODS` whose x
-    is a temporary: made by another such node (written in place itself, or with no role),
+    is a temporary: made by another such node (written in place itself, into a slot, or
+    with no role),
     read by this node alone (not twice, not an output, no update's value), of the result's
     shape (no broadcast) and float dtype, as every operand (no promotion). Adam's step has
     7 such nodes a parameter, each a full-size tensor less to allocate."""
@@ -136,7 +181,7 @@ def _in_place_temporaries(graph: Graph, producer: dict, uses: dict, roles: dict)
         x, out = node.inputs[0], node.outputs[0]
         made = producer.get(x.id)
         if (made is None or made.op not in IN_PLACE_METHODS
-                or roles.get(id(made), ("in_place",)) != ("in_place",)
+                or roles.get(id(made), ("in_place",))[0] not in ("in_place", "write_slot")
                 or uses.get(x.id) != 1 or x.id in outputs or x.dtype not in _FLOATS
                 or None in x.shape or tuple(x.shape) != tuple(out.shape)
                 or any(v.dtype != x.dtype for v in (*node.inputs, out))
@@ -168,9 +213,10 @@ def _adam_updates(graph: Graph, uses: dict, roles: dict) -> None:
 def plan(graph: Graph, top: bool = True, roles: dict | None = None) -> dict:
     """{id(node): role} for the nodes of `graph` and its subgraphs that run fused:
     ("defer",) for a producer, ("addmm", ...) / ("cross_entropy_mean", ...) for its
-    consumer, ("update",) for both nodes of a fused parameter update, ("in_place",) for a
+    consumer, ("update",) for both nodes of a fused parameter update (("update_sub",) for
+    a difference's), ("write_slot", slot id) for a slot's product, ("in_place",) for a
     node written into its first operand's memory, ("adam_in_place",) for a fused Adam
-    update written into its parameters (those three at the top level only)."""
+    update written into its parameters (those at the top level only)."""
     roles = {} if roles is None else roles
     uses = _uses(graph, top)
     producer = {out.id: node for node in graph.nodes for out in node.outputs}
@@ -187,6 +233,7 @@ def plan(graph: Graph, top: bool = True, roles: dict | None = None) -> dict:
             plan(subgraph, False, roles)
     if top:
         _updates(graph, producer, uses, roles)
+        _slot_writes(graph, producer, uses, roles)
         _adam_updates(graph, uses, roles)
         _in_place_temporaries(graph, producer, uses, roles)
     return roles
@@ -236,23 +283,38 @@ COMPOSITES = {"linear": linear, "cross_entropy_mean": cross_entropy_mean}
 
 
 def _references_when_free() -> int:
-    """sys.getrefcount of a parameter inside `sgd_update` when only the parameter list and
-    the generated function's local hold it, measured on a probe run through the same
-    generated line (the count depends on how the interpreter passes arguments)."""
+    """sys.getrefcount of a parameter inside `sgd_update`, `sub_update` and `slot_mul` when
+    only the parameter list and the generated function's local hold it, measured on a probe
+    run through the lines `compile_graph` writes for them (the count depends on how the
+    interpreter passes arguments); the smallest, should they differ."""
     seen = []
 
-    def record(param, scale, grad):
+    def record(param, *rest):
         seen.append(sys.getrefcount(param))
         return param
 
-    scope = {"op_sgd_update": record, "column_major": lambda x: x}
-    exec("def run(P):\n    p0 = P[0]\n    P[0] = column_major(op_sgd_update(p0, None, None))\n",
-         scope)
-    scope["run"]([torch.zeros(1)])
-    return seen[0]
+    scope = {"op_sgd_update": record, "op_sub_update": record, "op_slot_mul": record,
+             "column_major": lambda x: x}
+    exec("def run(P):\n    p0 = P[0]\n    p1 = P[1]\n    p2 = P[2]\n"
+         "    t3 = op_slot_mul(p2, None)\n    P[2] = t3\n"
+         "    P[0] = column_major(op_sgd_update(p0, None, None))\n"
+         "    P[1] = column_major(op_sub_update(p1, None))\n", scope)
+    scope["run"]([torch.zeros(1), torch.zeros(1), torch.zeros(1)])
+    return min(seen)
 
 
 _FREE = _references_when_free()
+
+
+def _sole(references: int, param) -> bool:
+    """Whether the update may write `param` (a parameter or slot tensor) in place:
+    `references`, its sys.getrefcount taken in the caller (before `param` is on the call's
+    stack: hence the order of the arguments), is at most what the parameter
+    list and the generated function's local make (`_FREE`), autograd does not track it, and
+    nothing else holds its memory (no view)."""
+    # 2: this tensor's own reference plus the temporary storage object asked about.
+    return references <= _FREE and not param.requires_grad and \
+        torch._C._storage_Use_Count(param.untyped_storage()._cdata) == 2
 
 
 def sgd_update(param, scale, grad):
@@ -261,12 +323,26 @@ def sgd_update(param, scale, grad):
     nothing else holds it or its memory (no other name or container, no view: the caller's
     tensors and earlier outputs keep their numbers), else a new tensor."""
     step = torch.mul(scale, grad)
-    if sys.getrefcount(param) <= _FREE and not (
-            param.requires_grad or step.requires_grad) and \
-            torch._C._storage_Use_Count(param.untyped_storage()._cdata) == 2:
-        # 2: this tensor's own reference plus the temporary storage object asked about.
+    if _sole(sys.getrefcount(param), param) and not step.requires_grad:
         return param.sub_(step)
     return torch.sub(param, step)
+
+
+def sub_update(param, delta):
+    """`param - delta` (an ("update_sub",) update: Adam's), written into `param` as
+    `sgd_update` writes it, else a new tensor; the same kernel either way."""
+    if _sole(sys.getrefcount(param), param) and not delta.requires_grad:
+        return param.sub_(delta)
+    return torch.sub(param, delta)
+
+
+def slot_mul(slot, factor):
+    """`slot * factor` (a ("write_slot",) product: a moment times its beta), made in the
+    slot's own tensor as `sgd_update` writes a parameter, else a new tensor; the same kernel
+    either way."""
+    if _sole(sys.getrefcount(slot), slot) and not getattr(factor, "requires_grad", False):
+        return slot.mul_(factor)
+    return torch.mul(slot, factor)
 
 
 def _adam_references_when_free() -> int:

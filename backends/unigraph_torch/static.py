@@ -138,6 +138,8 @@ class _SourceWriter:
             "op_addmm": fusions.addmm,
             "op_cross_entropy_mean": fusions.cross_entropy_mean,
             "op_sgd_update": fusions.sgd_update,
+            "op_sub_update": fusions.sub_update,
+            "op_slot_mul": fusions.slot_mul,
             "op_adam_in_place": fusions.adam_in_place,
             **fusions.IN_PLACE_CALLS,
         }
@@ -283,6 +285,19 @@ class _SourceWriter:
             out = self.call(node.op, args, node.attrs, run=False)
             self.emit(f"{out} = op_in_place_{node.op}({', '.join(self.tensors(args))})",
                       every=False)
+            return [out]
+        if role[0] == "write_slot":  # made in the slot's own tensor (run only)
+            out = self.call(node.op, args, node.attrs, run=False)
+            operands = self.tensors(args)
+            if node.inputs[0].id != role[1]:
+                operands = operands[::-1]  # (slot, factor): c * s is s * c, bit for bit
+            self.emit(f"{out} = op_slot_mul({', '.join(operands)})", every=False)
+            return [out]
+        if role[0] == "update_sub":  # the update p - d, written at run's end
+            out = self.call(node.op, args, node.attrs, run=False)
+            names = tuple(self.tensors(args))
+            self.fused_updates[node.outputs[0].id] = (
+                f"op_sub_update({', '.join(names)})", names, None)
             return [out]
         if role[0] in ("defer", "update"):
             out = self.call(node.op, args, node.attrs, run=False)
