@@ -12,6 +12,9 @@ torch user writes, the generated `run` makes that call, as torch's own modules d
   torch.optim writes its moments;
 - `x op y` (add, sub, mul, div; sqrt) whose x is a temporary nothing else reads: `x.op_(y)`,
   as torch.optim's Adam writes its temporaries (the same kernel: the same numbers);
+- Adam's bias correction `cast(c - pow(beta, t), dtype)` of a 0-d t, c and beta constants:
+  made once per value of t, beta, c and dtype in a run (`BiasCorrections`), as torch:eager's
+  Adam makes it once a step for every parameter (the same ops on the same numbers);
 - a fused Adam update (`adam_update`, `Adam(fused=True)`) whose results are only the
   updates of its parameter and moments: written into them (`adam_update_`), as
   torch.optim.Adam does (the same kernels: the same numbers), at run's end.
@@ -190,6 +193,50 @@ def _in_place_temporaries(graph: Graph, producer: dict, uses: dict, roles: dict)
         roles[id(node)] = ("in_place",)
 
 
+def _constant(producer: dict, value):
+    """The float of a 0-d float64 `constant` node's output, else None."""
+    node = producer.get(value.id)
+    if node is None or node.op != "constant" or value.dtype != "float64" or value.shape != ():
+        return None
+    return float(node.attrs["value"])
+
+
+def _bias_corrections(graph: Graph, producer: dict, uses: dict, roles: dict) -> None:
+    """("correction", c, beta) on the top-level `cast(sub(c, pow(beta, t)))` of 0-d float64
+    values, c and beta constants, t not one, the `pow` and the `sub` read only by the next
+    node, the cast's result (of a float dtype) read only as a later operand (never written
+    in place: one result serves every parameter); ("correction_part",) on the `pow` and
+    the `sub`, made in every_value only."""
+    outputs = {value.id for value in graph.outputs} | {new.id for _, new in graph.updates}
+    later_operand_only = {}
+    for node in graph.nodes:
+        for position, value in enumerate(node.inputs):
+            ok = position > 0 and node.op in IN_PLACE_METHODS
+            later_operand_only[value.id] = later_operand_only.get(value.id, True) and ok
+    for node in graph.nodes:
+        if node.op != "cast" or id(node) in roles:
+            continue
+        out, difference = node.outputs[0], node.inputs[0]
+        sub = producer.get(difference.id)
+        if (sub is None or sub.op != "sub" or uses.get(difference.id) != 1
+                or out.dtype not in _FLOATS or out.shape != () or out.id in outputs
+                or not later_operand_only.get(out.id)):
+            continue
+        power = sub.inputs[1]
+        pow_node = producer.get(power.id)
+        c = _constant(producer, sub.inputs[0])
+        if pow_node is None or pow_node.op != "pow" or uses.get(power.id) != 1 or c is None:
+            continue
+        beta, t = pow_node.inputs
+        beta_value = _constant(producer, beta)
+        if (beta_value is None or t.dtype != "float64" or t.shape != ()
+                or _constant(producer, t) is not None
+                or id(sub) in roles or id(pow_node) in roles):
+            continue
+        roles[id(node)] = ("correction", c, beta_value)
+        roles[id(sub)] = roles[id(pow_node)] = ("correction_part",)
+
+
 def _adam_updates(graph: Graph, uses: dict, roles: dict) -> None:
     """("adam_in_place",) for the top-level `adam_update` nodes whose param, m and v are
     parameters of the graph, each updated with the node's matching output and read by
@@ -214,7 +261,8 @@ def plan(graph: Graph, top: bool = True, roles: dict | None = None) -> dict:
     """{id(node): role} for the nodes of `graph` and its subgraphs that run fused:
     ("defer",) for a producer, ("addmm", ...) / ("cross_entropy_mean", ...) for its
     consumer, ("update",) for both nodes of a fused parameter update (("update_sub",) for
-    a difference's), ("write_slot", slot id) for a slot's product, ("in_place",) for a
+    a difference's), ("write_slot", slot id) for a slot's product, ("correction", ...) and
+    ("correction_part",) for a bias correction's nodes, ("in_place",) for a
     node written into its first operand's memory, ("adam_in_place",) for a fused Adam
     update written into its parameters (those at the top level only)."""
     roles = {} if roles is None else roles
@@ -234,6 +282,7 @@ def plan(graph: Graph, top: bool = True, roles: dict | None = None) -> dict:
     if top:
         _updates(graph, producer, uses, roles)
         _slot_writes(graph, producer, uses, roles)
+        _bias_corrections(graph, producer, uses, roles)
         _adam_updates(graph, uses, roles)
         _in_place_temporaries(graph, producer, uses, roles)
     return roles
@@ -343,6 +392,30 @@ def slot_mul(slot, factor):
     if _sole(sys.getrefcount(slot), slot) and not getattr(factor, "requires_grad", False):
         return slot.mul_(factor)
     return torch.mul(slot, factor)
+
+
+class BiasCorrections:
+    """A ("correction",) node's call in one compiled `run`: `cast(c - pow(beta, t), dtype)`
+    by the records' own lowerings, made once per (t's value, c, beta, dtype) and then handed
+    to every parameter whose step has that value (its readers only read it). Holds the
+    results of one value of t at a time: a step's, for every parameter.
+
+    >>> corrections(t, one, beta, dtype, 1.0, 0.9)   # t, one, beta: 0-d float64 tensors
+    """
+
+    def __init__(self):
+        self._t = None
+        self._made: dict = {}
+
+    def __call__(self, t, one, beta, dtype, c: float, beta_value: float):
+        value = t.item()
+        if value != self._t:  # NaN too: never equal, made anew
+            self._t, self._made = value, {}
+        key = (c, beta_value, dtype)
+        made = self._made.get(key)
+        if made is None:
+            made = self._made[key] = LOWERINGS["sub"](one, LOWERINGS["pow"](beta, t)).to(dtype)
+        return made
 
 
 def _adam_references_when_free() -> int:

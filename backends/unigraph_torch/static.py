@@ -147,7 +147,7 @@ class _SourceWriter:
         self.control_flow = {"cond": self.cond, "while_loop": self.while_loop, "grad": self.grad,
                              "adam_update": self.several_outputs}
         for op in ("matmul", "add", "sparse_softmax_cross_entropy", "mean", "mul", "sub", "div",
-                   "sqrt"):
+                   "sqrt", "pow", "cast"):
             self.control_flow[op] = self.fusable
 
     # -- helpers --------------------------------------------------------------------------
@@ -292,6 +292,21 @@ class _SourceWriter:
             if node.inputs[0].id != role[1]:
                 operands = operands[::-1]  # (slot, factor): c * s is s * c, bit for bit
             self.emit(f"{out} = op_slot_mul({', '.join(operands)})", every=False)
+            return [out]
+        if role[0] == "correction_part":  # made by the correction's call (run: none)
+            # pow(beta, t): (beta, t); c - pow(...): (c, beta, t)
+            self.deferred[node.outputs[0].id] = tuple(args) if node.op == "pow" else \
+                (args[0], *self.deferred[node.inputs[1].id])
+            return [self.call(node.op, args, node.attrs, run=False)]
+        if role[0] == "correction":  # cast(c - pow(beta, t)): once per value of t in run
+            out = self.call(node.op, args, node.attrs, run=False)
+            one, beta, t = self.deferred[node.inputs[0].id]
+            if "op_bias_correction" not in self.scope:
+                self.scope["op_bias_correction"] = fusions.BiasCorrections()
+            dtype = self.bind(TORCH_DTYPES[node.attrs["dtype"]], "dtype")
+            operands = ", ".join(self.tensors([t, one, beta]))
+            self.emit(f"{out} = op_bias_correction({operands}, {dtype}, {role[1]!r}, "
+                      f"{role[2]!r})", every=False)
             return [out]
         if role[0] == "update_sub":  # the update p - d, written at run's end
             out = self.call(node.op, args, node.attrs, run=False)
