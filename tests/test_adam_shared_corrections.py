@@ -98,3 +98,19 @@ def test_torch_static_makes_each_correction_once_a_run(monkeypatch):
     assert run_source.count("op_bias_correction(") == 6 and "op_pow(" not in run_source
     # two steps; each: beta1 and beta2 for t = 5 (w and u) and t = 10 (b), then 6 and 11
     assert sorted(made) == [5.0] * 2 + [6.0] * 2 + [10.0] * 2 + [11.0] * 2
+
+
+def test_torch_static_corrections_follow_the_value_of_t():
+    """Alternating values of t (runs of one executable on two threads, or steps loaded
+    anew) each get their own numbers; the same value, the same tensor."""
+    import torch
+    from unigraph_torch.fusions import BiasCorrections
+
+    corrections = BiasCorrections()
+    one, beta = torch.tensor(1.0, dtype=torch.float64), torch.tensor(B1, dtype=torch.float64)
+    for t in (5.0, 6.0, 5.0, float("nan"), 6.0):
+        step = torch.tensor(t, dtype=torch.float64)
+        got = corrections(step, one, beta, torch.float32, 1.0, B1)
+        want = torch.sub(one, torch.pow(beta, step)).to(torch.float32)
+        assert torch.equal(got, want) or (t != t and bool(torch.isnan(got)))
+        assert corrections(step, one, beta, torch.float32, 1.0, B1) is got or t != t

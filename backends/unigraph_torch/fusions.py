@@ -404,18 +404,21 @@ class BiasCorrections:
     """
 
     def __init__(self):
-        self._t = None
-        self._made: dict = {}
+        # (t's value, {(c, beta, dtype): result}) as one tuple, replaced whole: a run on
+        # another thread reads a pair that belongs together (at worst it computes anew).
+        self._latest: tuple = (None, {})
 
     def __call__(self, t, one, beta, dtype, c: float, beta_value: float):
         value = t.item()
-        if value != self._t:  # NaN too: never equal, made anew
-            self._t, self._made = value, {}
+        known, made = self._latest
+        if value != known:  # NaN too: never equal, made anew
+            made = {}
+            self._latest = (value, made)
         key = (c, beta_value, dtype)
-        made = self._made.get(key)
-        if made is None:
-            made = self._made[key] = LOWERINGS["sub"](one, LOWERINGS["pow"](beta, t)).to(dtype)
-        return made
+        found = made.get(key)
+        if found is None:
+            found = made[key] = LOWERINGS["sub"](one, LOWERINGS["pow"](beta, t)).to(dtype)
+        return found
 
 
 def _adam_references_when_free() -> int:
