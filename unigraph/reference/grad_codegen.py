@@ -71,12 +71,19 @@ def _fused_pairs(plan, ops: list, requires) -> dict:
 def generate(step):
     """`step.run`'s work as one function `run(operands) -> outputs + gradients`, or None
     when the subplan holds anything but op steps (or Python cannot compile the code)."""
+    from unigraph.reference.codegen import keyword_call
     from unigraph.reference.plan import OpStep
 
     plan = step.fn
     if any(type(s) is not OpStep for s in plan.steps):
         return None
     scope = {"ones": np.ones, "array": np.array, "zeros_like": np.zeros_like}
+
+    def bind(value, stem: str) -> str:  # (`keyword_call`'s globals: no other name has a _)
+        name = f"{stem}_{len(scope)}"
+        scope[name] = value
+        return name
+
     lines = ["def run(operands):"]
     lines += [f"    v{slot} = operands[{i}]" for i, slot in enumerate(plan.input_slots)]
     ops = [s for s in plan.steps if s.op.name != "constant"]
@@ -84,14 +91,14 @@ def generate(step):
         if s.op.name == "constant":
             scope[f"c{s.out}"] = plan.template[s.out]
             lines.append(f"    v{s.out} = c{s.out}")
-    for index, s in enumerate(ops):
+    for s in ops:
         operator = _array_operator(plan, s)
         if operator is not None:
             x, y = (f"v{i}" for i in s.ins)
             lines.append(f"    v{s.out} = {x} {operator} {y}")
             continue
-        scope[f"f{index}"] = s.fn
-        lines.append(f"    v{s.out} = f{index}({', '.join(f'v{i}' for i in s.ins)})")
+        call = keyword_call(s.fn, ", ".join(f"v{i}" for i in s.ins), bind)
+        lines.append(f"    v{s.out} = {call}")
     every = sorted({*plan.input_slots, *(s.out for s in plan.steps)})
     lines += [f"    g{slot} = None" for slot in every]
     seed_slot = plan.output_slots[step.output]
@@ -128,18 +135,16 @@ def generate(step):
             # the two rules in one call: the gradient of the first step's first input, as
             # its rule would have given it (with the second's gradient)
             first = ops[index - 1]
-            scope[f"b{index}"] = fused[index]
-            operands = ", ".join(f"v{i}" for i in (first.out, s.out, *first.ins))
+            operands = "".join(f", v{i}" for i in (first.out, s.out, *first.ins))
             lines.append(f"    if g{s.out} is not None:")
-            lines.append(f"        x = b{index}(g{s.out}, {operands})")
+            lines.append(f"        x = {keyword_call(fused[index], f'g{s.out}{operands}', bind)}")
             lines += _accumulate(first.ins[0], sites)
             continue
         extra = {"needs": needs} if s.op.partial_vjp else {}
-        scope[f"b{index}"] = functools.partial(s.vjp, **extra, **s.attrs) if (
-            extra or s.attrs) else s.vjp
+        rule = functools.partial(s.vjp, **extra, **s.attrs) if (extra or s.attrs) else s.vjp
         args = "".join(f"v{i}, " for i in s.ins)
         lines.append(f"    if g{s.out} is not None:")
-        lines.append(f"        r = b{index}(g{s.out}, [{args}], v{s.out})")
+        lines.append(f"        r = {keyword_call(rule, f'g{s.out}, [{args}], v{s.out}', bind)}")
         # zip in OpStep.backward stops at the shorter of inputs and the rule's results:
         # the first len(s.ins) results, padded with None (one tuple, ~0.3 us less than a
         # list sliced and extended)
