@@ -129,8 +129,10 @@ def _generated_source_calls_fused(fn, *args) -> bool:
         plan = Plan(fn.trace(*args))
     (step,) = [s for s in plan.steps if type(s) is GradStep]
     run = generate(step)
-    rules = [v for k, v in run.__globals__.items() if k.startswith("b")]
-    return any(getattr(rule, "func", None) is mean_cross_entropy_vjp for rule in rules)
+    # (the rule itself where its attrs are written as keywords, `codegen.keyword_call`)
+    return any(value is mean_cross_entropy_vjp
+               or getattr(value, "func", None) is mean_cross_entropy_vjp
+               for value in run.__globals__.values())
 
 
 def _loss(kind):
