@@ -114,15 +114,17 @@ class _Plan:
     later (a plugin, a test's monkeypatch) is the one that runs. `kernel`: for an op without
     attrs, the backend's own callable of the inputs doing what its `eager_op` does, where
     it offers one (`eager_kernel(op, arity, inputs)`: NumPy's, which reads its tables at each
-    call; `inputs`, whose shapes and dtypes the plan is for)."""
+    call; `inputs`, whose shapes and dtypes the plan is for). `scalar`: in a plan of an
+    op with a Python number (`_number_plans`), that number's native operand."""
 
-    __slots__ = ("shape", "dtype", "direct", "kernel")
+    __slots__ = ("shape", "dtype", "direct", "kernel", "scalar")
 
-    def __init__(self, spec, direct, kernel=None):
+    def __init__(self, spec, direct, kernel=None, scalar=None):
         self.shape = tuple(spec.shape)
         self.dtype = spec.dtype
         self.direct = direct
         self.kernel = kernel
+        self.scalar = scalar
 
 
 def _direct(backend, op: str) -> bool:
@@ -136,13 +138,13 @@ def _direct(backend, op: str) -> bool:
     return op in (backend.lowerings or {})  # a missing op: eager_op raises BackendError
 
 
-def _plan(op: str, backend, inputs: list, attrs: dict, key) -> _Plan:
+def _plan(op: str, backend, inputs: list, attrs: dict, key, scalar=None) -> _Plan:
     spec = infer(op, inputs, attrs)
     # A backend's own per-op callable for the ops without attrs, where it has one (NumPy's
     # `eager_kernel`: its fast kernel without `eager_op`'s list, dict and lookups).
     eager_kernel = getattr(backend, "eager_kernel", None) if not attrs else None
     kernel = eager_kernel(op, len(inputs), inputs) if eager_kernel is not None else None
-    plan = _Plan(spec, kernel is None and _direct(backend, op), kernel)
+    plan = _Plan(spec, kernel is None and _direct(backend, op), kernel, scalar)
     if key is not None:
         if len(_plans) > 10000:
             _plans.clear()
@@ -186,48 +188,95 @@ def apply_simple(op: str, a, b=None) -> Tensor:
 def eager_simple(op: str, a, b=None, number=False) -> Tensor:
     """`apply_simple` outside a trace, on the current backend (resolved here, inline: a
     Python call less in every eager op). With `number`, one of `a` and `b` is a Python int
-    or float that keeps the other's dtype (the caller checked): made that dtype's scalar
-    on the backend here (`scalar_on`), so that `x + 1` resolves the backend once, in this
-    call. (A flat key: it never equals a general one.)"""
+    or float that keeps the other's dtype (the caller checked): its plan holds that dtype's
+    scalar on the backend (`scalar_on`'s), so that `x + 1` resolves the backend and finds
+    its plan and its scalar by one lookup (`_number_plans`)."""
     target = context_target() or config._global_target or current_target()
     last = _last
     backend = last[1] if last[0] is target and last[2] == plugins.generation else \
         backend_of(target)
     if number:
-        # `scalar_on`'s cache, inline for a nonzero number (its own key there)
+        # The type and the number stand where a shape and a dtype stand in `_plans`' keys
+        # (a type never equals a shape); a zero's key adds its sign, as in `scalar_on`.
         if type(b) is int or type(b) is float:
-            scalar = backend.scalars.get((type(b), b, a.dtype)) if b else None
-            b = scalar if scalar is not None else scalar_on(backend, b, a.dtype)
+            key = (op, backend, a.shape, a.dtype, type(b), b) if b else \
+                (op, backend, a.shape, a.dtype, type(b), b, math.copysign(1.0, b))
+            plan = _number_plans.get(key)
+            if plan is None:
+                plan = _number_plan(op, backend, a, b, key, True)
+            native_b = plan.scalar
+            native_a = a._native if type(a) is Tensor and a._backend is backend else None
+            if native_a is None:
+                native_a = native(a, backend)
         else:
-            scalar = backend.scalars.get((type(a), a, b.dtype)) if a else None
-            a = scalar if scalar is not None else scalar_on(backend, a, b.dtype)
-    key = (op, backend, a.shape, a.dtype) if b is None else \
-        (op, backend, a.shape, a.dtype, b.shape, b.dtype)
-    plan = _plans.get(key)
-    if plan is None:
-        plan = _plan(op, backend, [a] if b is None else [a, b], {}, key)
-    native_a = a._native if type(a) is Tensor and a._backend is backend else None
-    if native_a is None:
-        native_a = native(a, backend)
-    kernel = plan.kernel
-    if b is None:
-        if kernel is not None:
-            out = kernel(native_a)
-        elif plan.direct:
+            key = (op, backend, type(a), a, b.shape, b.dtype) if a else \
+                (op, backend, type(a), a, b.shape, b.dtype, math.copysign(1.0, a))
+            plan = _number_plans.get(key)
+            if plan is None:
+                plan = _number_plan(op, backend, a, b, key, False)
+            native_a = plan.scalar
+            native_b = b._native if type(b) is Tensor and b._backend is backend else None
+            if native_b is None:
+                native_b = native(b, backend)
+    elif b is None:
+        key = (op, backend, a.shape, a.dtype)
+        plan = _plans.get(key)
+        if plan is None:
+            plan = _plan(op, backend, [a], {}, key)
+        native_a = a._native if type(a) is Tensor and a._backend is backend else None
+        if native_a is None:
+            native_a = native(a, backend)
+        if plan.direct:
             out = backend.lowerings[op](native_a)
+        elif plan.kernel is not None:
+            out = plan.kernel(native_a)
         else:
             out = backend.eager_op(op, [native_a], {})
+        return eager_tensor(plan.shape, plan.dtype, backend, out)
     else:
+        key = (op, backend, a.shape, a.dtype, b.shape, b.dtype)
+        plan = _plans.get(key)
+        if plan is None:
+            plan = _plan(op, backend, [a, b], {}, key)
+        native_a = a._native if type(a) is Tensor and a._backend is backend else None
+        if native_a is None:
+            native_a = native(a, backend)
         native_b = b._native if type(b) is Tensor and b._backend is backend else None
         if native_b is None:
             native_b = native(b, backend)
-        if kernel is not None:
-            out = kernel(native_a, native_b)
-        elif plan.direct:
-            out = backend.lowerings[op](native_a, native_b)
-        else:
-            out = backend.eager_op(op, [native_a, native_b], {})
+    # (`direct` first: it is False where a kernel is)
+    if plan.direct:
+        out = backend.lowerings[op](native_a, native_b)
+    elif plan.kernel is not None:
+        out = plan.kernel(native_a, native_b)
+    else:
+        out = backend.eager_op(op, [native_a, native_b], {})
     return eager_tensor(plan.shape, plan.dtype, backend, out)
+
+
+# (op, backend, shape, dtype, type, number) for a number on the right, (op, backend, type,
+# number, shape, dtype) on the left, a zero's key with its sign after -> the _Plan of that op
+# with that number, holding its scalar's native (`eager_simple`). Bounded as `_plans` is.
+_number_plans: dict = {}
+
+
+def _number_plan(op: str, backend, a, b, key: tuple, right: bool) -> _Plan:
+    """The plan of `eager_simple`'s `number` case: `a op b` where `b` (if `right`, else `a`)
+    is a Python number made the other operand's dtype by `scalar_on` (its cache; our
+    OverflowError for an int that does not fit), kept under `key` unless the number is a
+    NaN (it equals no key)."""
+    if right:
+        scalar = scalar_on(backend, b, a.dtype)
+        inputs, value = [a, scalar], b
+    else:
+        scalar = scalar_on(backend, a, b.dtype)
+        inputs, value = [scalar, b], a
+    plan = _plan(op, backend, inputs, {}, None, scalar.native_for(backend))
+    if value == value:
+        if len(_number_plans) > 10000:
+            _number_plans.clear()
+        _number_plans[key] = plan
+    return plan
 
 
 def scalar_on(backend, value, dtype: str) -> Tensor:
