@@ -499,18 +499,20 @@ def _eager_while_tensors(cond_fn, body_fn, loop_vars: tuple, maximum, frame):
     shapes = [x.shape for x in loop_vars]
     dtypes = [x.dtype for x in loop_vars]
     size = len(shapes)
+    # The iterations that run with one test of the count: up to the fewer of `maximum` and
+    # the limit (then the `else` below says which stopped the loop).
+    stop = sys.maxsize if maximum is None and limit is None else \
+        maximum if limit is None or (maximum is not None and maximum <= limit) else limit
     count = 0
-    while maximum is None or count < maximum:
+    while count < stop:
         pred = cond_fn(*loop_vars)
-        # `_going`, inline for an eager bool scalar (a Python call less per iteration)
-        if type(pred) is Tensor and pred._value is None and pred.dtype == "bool" and \
-                pred.shape in _SCALAR_SHAPES:
+        # `_going`, inline for a bool scalar (a Python call less per iteration; a traced
+        # one's `__bool__` raises as `_going`'s `bool()` does)
+        if type(pred) is Tensor and pred.dtype == "bool" and pred.shape in _SCALAR_SHAPES:
             if not pred.__bool__():
                 break
         elif not _going(pred, frame):
             break
-        if limit is not None and count >= limit:
-            raise loop_error(user_frame(frame)[0], limit)
         new_vars = body_fn(*loop_vars)
         if type(new_vars) is list:
             new_vars = tuple(new_vars)
@@ -530,6 +532,9 @@ def _eager_while_tensors(cond_fn, body_fn, loop_vars: tuple, maximum, frame):
             _check_same("while_loop", ("loop_vars", "the body"), loop_vars, new_vars)
         loop_vars = new_vars
         count += 1
+    else:  # `stop` iterations ran: at `maximum` the loop ends; at the limit, if it goes on
+        if (maximum is None or count < maximum) and _going(cond_fn(*loop_vars), frame):
+            raise loop_error(user_frame(frame)[0], limit)
     return loop_vars
 
 
