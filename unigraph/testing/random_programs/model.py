@@ -165,6 +165,19 @@ class Program:
         return found
 
 
+RANDOM_SEED = 0  # every call of a program starts unigraph's generator here
+
+
+def call_seeded(function, inputs: list):
+    """`function(*inputs)` with unigraph's generator restarted from `RANDOM_SEED`, so a
+    program's `ug.random` draws are the same numbers on every target and in the reference
+    (a traced function may not seed: the caller does)."""
+    from unigraph.random import manual_seed
+
+    manual_seed(RANDOM_SEED)
+    return function(*inputs)
+
+
 def walk(stmts):
     """Every statement, nested blocks included."""
     for stmt in stmts:
@@ -306,11 +319,13 @@ MAIN = '''
 if __name__ == "__main__":
     reference = [x.astype(np.float64) for x in inputs]  # numpy:eager in float64{build}
     with ug.use_backend("numpy", "eager"):
+        ug.manual_seed({seed})  # each call draws the same ug.random numbers
         print("reference", [o.numpy() for o in {reference_program}(*reference)])
         {ref_grad}
     for target in {targets!r}:
         backend, mode = target.split(":")
         with ug.use_backend(backend, mode):
+            ug.manual_seed({seed})
             print(target, [o.numpy() for o in program(*inputs)])
             {target_grad}
 '''
@@ -399,11 +414,12 @@ def render(program: Program, title: str = "A random unigraph program.", targets=
         prefix = "reference_" if is_open else ""
         build = '\n    reference_program, reference_grad_program = build("float64")' \
             if is_open else ""
-        ref_grad = (f'print("reference grad", [g.numpy() for g in {prefix}grad_program'
-                    '(*reference)])' if has_grad else "")
-        target_grad = ('print(target, "grad", [g.numpy() for g in grad_program(*inputs)])'
-                       if has_grad else "")
-        source += MAIN.format(targets=list(targets), ref_grad=ref_grad,
+        seed = f"ug.manual_seed({RANDOM_SEED})\n        "
+        ref_grad = (f'{seed}print("reference grad", [g.numpy() for g in {prefix}'
+                    'grad_program(*reference)])' if has_grad else "")
+        target_grad = (f'{seed}    print(target, "grad", [g.numpy() for g in '
+                       'grad_program(*inputs)])' if has_grad else "")
+        source += MAIN.format(targets=list(targets), seed=RANDOM_SEED, ref_grad=ref_grad,
                               target_grad=target_grad, build=build,
                               reference_program=f"{prefix}program")
     return source

@@ -46,7 +46,7 @@ import numpy as np
 from unigraph.config import use_backend
 from unigraph.ops import OPS
 from unigraph.ops.base import DEFAULT_TOLERANCE
-from unigraph.testing.random_programs.model import Program, forget, load, render
+from unigraph.testing.random_programs.model import Program, call_seeded, forget, load, render
 from unigraph.testing.random_programs.workers import execute
 
 MARGIN = 1e-3  # relative distance from a kink, tie or threshold (float32 eps is 6e-8)
@@ -257,11 +257,11 @@ def reference(program: Program, source: str, grads: bool) -> Reference:
             run_program, run_grad = namespace["build"]("float64")
         with use_backend("numpy", "eager"):
             with watching(forward):
-                outputs = _arrays(run_program(*inputs))
+                outputs = _arrays(call_seeded(run_program, inputs))
             gradients = None
             if grads and run_grad is not None:
                 with watching(backward):
-                    gradients = _arrays(run_grad(*inputs))
+                    gradients = _arrays(call_seeded(run_grad, inputs))
     finally:
         forget(namespace)
     if not _finite_and_bounded(gradients or []):

@@ -22,6 +22,10 @@ and pool windows fit, indices and labels are in range):
   sparse_softmax_cross_entropy;
 * conv2d (groups, stride, padding, dilation, optional bias; sometimes a zero-size batch),
   max_pool2d, avg_pool2d;
+* conv_transpose2d, one_hot, scatter / scatter_add, ensure_shape, the creation functions
+  (zeros, ones, full and their *_like, arange, linspace, eye), logical_not / logical_or /
+  logical_and, selu, and `ug.random` draws (uniform, normal, randint) at the top of the
+  program, which the harness seeds before each call (`model.call_seeded`);
 * `ug.cond` / `ug.while_loop` with nested functions, and Python `if` / `while` that
   autograph converts, nested up to `max_depth`, loops with a bounded trip count;
 * an `input_spec` that leaves some dims of the inputs open (None), so static targets
@@ -614,6 +618,172 @@ def pool(b: Builder, env, depth):
     return _assign(b, (*x.shape[:2], *out_hw), expr, [x.name])
 
 
+# -- the families drawn since s16: transposed conv, one_hot, scatter, ensure_shape, creation,
+# logical ops, selu, ug.random ---------------------------------------------------------------
+def conv_transpose2d(b: Builder, env, depth):
+    """`ug.conv_transpose2d` (groups, stride, padding, output_padding below the stride or
+    the dilation, dilation, optional bias); its output size is never below 1 here."""
+    x = _image(b, env)
+    channels, height, width = x.shape[1:]
+    groups = b.pick([g for g in (1, 2, 3, 4) if channels % g == 0])
+    per_group = b.draw(st.integers(1, 2))
+    pairs = {}
+    for name, low, high in (("stride", 1, 2), ("padding", 0, 1), ("dilation", 1, 2)):
+        pairs[name] = (b.draw(st.integers(low, high)), b.draw(st.integers(low, high)))
+    pairs["output_padding"] = tuple(b.draw(st.integers(0, max(s, d) - 1)) for s, d in zip(
+        pairs["stride"], pairs["dilation"]))
+    kernel = (b.draw(st.integers(1, 3)), b.draw(st.integers(1, 3)))
+    w = b.new_input((channels, per_group, *kernel))
+    uses = [x.name, w.name]
+    bias = ""
+    if b.draw(st.booleans()):
+        bias_var = b.new_input((groups * per_group,))
+        bias, uses = f", {bias_var.name}", uses + [bias_var.name]
+    out_hw = [(size - 1) * s - 2 * p + d * (k - 1) + o + 1 for size, s, p, d, k, o in zip(
+        (height, width), pairs["stride"], pairs["padding"], pairs["dilation"], kernel,
+        pairs["output_padding"])]
+    attrs = ", ".join(f"{name}={value!r}" for name, value in pairs.items())
+    expr = f"ug.conv_transpose2d({x.name}, {w.name}{bias}, {attrs}, groups={groups})"
+    return _assign(b, (x.shape[0], groups * per_group, *out_hw), expr, uses)
+
+
+def _indices(b: Builder, env, size: int) -> tuple[str, tuple, list]:
+    """(int indices in [0, size) as an expression, their shape, the names they read): the
+    argmax of a variable along an axis no longer than `size` (known only at run time) or
+    constants."""
+    sources = [(v, k) for v in _nonempty(env) for k, d in enumerate(v.shape) if d <= size]
+    if sources and b.draw(st.booleans()):
+        y, axis = b.pick(sources)
+        return f"ug.argmax({y.name}, axis={axis})", y.shape[:axis] + y.shape[axis + 1:], [
+            y.name]
+    values = b.draw(st.lists(st.integers(0, size - 1), min_size=1, max_size=4))
+    return f"np.array({values})", (len(values),), []
+
+
+def one_hot(b: Builder, env, depth):
+    """`ug.one_hot` of in-range indices, in the program's dtype, times a variable of its
+    shape (so a gradient flows), or alone."""
+    size = b.draw(st.integers(1, 4))
+    indices, shape, uses = _indices(b, env, size)
+    shape = shape + (size,)
+    like = b.operand(_floats(env))  # its dtype: the float64 reference computes in float64
+    expr = f"ug.one_hot({indices}, {size}, dtype={like.name}.dtype)"
+    uses = uses + [like.name]
+    if b.draw(st.booleans()):
+        other = b.new_input(shape)
+        expr, uses = f"{expr} * {other.name}", uses + [other.name]
+    return _assign(b, shape, expr, uses)
+
+
+def scatter(b: Builder, env, depth):
+    """`ug.scatter` ("replace" or "add") and `ug.scatter_add` along an axis of x, at
+    in-range indices (repeats allowed: "replace" keeps the last), updates of `take`'s
+    shape there or broadcasting to it."""
+    xs = [v for v in _floats(env) if v.shape and v.shape[0]]
+    if not xs:
+        return None
+    x = b.operand(xs)
+    axis = b.draw(st.integers(0, len(x.shape) - 1))
+    if not x.shape[axis]:
+        axis = 0
+    indices, index_shape, uses = _indices(b, env, x.shape[axis])
+    taken = x.shape[:axis] + index_shape + x.shape[axis + 1:]
+    updates = b.new_input(_partner_shape(b, taken) if b.draw(st.booleans()) else taken)
+    if not _broadcasts_to(updates.shape, taken):
+        updates = b.new_input(taken)
+    how = b.pick([f"ug.scatter({{x}}, {{i}}, {{u}}, axis={axis})",
+                  f'ug.scatter({{x}}, {{i}}, {{u}}, axis={axis}, reduction="add")',
+                  f"ug.scatter_add({{x}}, {{i}}, {{u}}, axis={axis})"])
+    expr = how.format(x=x.name, i=indices, u=updates.name)
+    return _assign(b, x.shape, expr, [x.name, updates.name] + uses)
+
+
+def ensure_shape(b: Builder, env, depth):
+    """`ug.ensure_shape(a, shape)` with a's sizes, some of them None (any size)."""
+    a = b.operand(_floats(env))
+    shape = tuple(None if b.draw(st.booleans()) else d for d in a.shape)
+    return _assign(b, a.shape, f"ug.ensure_shape({a.name}, {shape!r})", [a.name])
+
+
+def creation(b: Builder, env, depth):
+    """zeros/ones/full (and their *_like), arange, linspace and eye in the program's
+    dtype, combined with a variable (broadcasting along its last dims)."""
+    a = b.operand(_floats(env))
+    c = b.pick(SCALARS)
+    made = ["ug.zeros_like({a}) - {a}", f"ug.ones_like({{a}}) * {c} + {{a}}",
+            f"ug.full_like({{a}}, {c}) * {{a}}"]
+    shape = _partner_shape(b, a.shape)
+    made += [f"{{a}} + ug.zeros({shape!r}, {{a}}.dtype)",
+             f"{{a}} * ug.ones({shape!r}, dtype={{a}}.dtype)",
+             f"{{a}} - ug.full({shape!r}, {c}, {{a}}.dtype)"]
+    if a.shape:
+        n = a.shape[-1]
+        made += [f"{{a}} * ug.arange({n}, dtype={{a}}.dtype)",
+                 f"{{a}} + ug.arange(0.5, {n} * 0.5 + 0.5, 0.5, dtype={{a}}.dtype)",
+                 f"{{a}} * ug.linspace(-1.0, 2.0, {n}, dtype={{a}}.dtype)",
+                 f"{{a}} + ug.linspace(0.0, 1.0, {n}, endpoint=False, dtype={{a}}.dtype)"]
+    if len(a.shape) >= 2:
+        m, n = a.shape[-2:]
+        k = b.draw(st.integers(-max(m - 1, 0), max(n - 1, 0)))
+        made += [f"{{a}} * ug.eye({m}, {n}, {k}, dtype={{a}}.dtype)",
+                 f"{{a}} + ug.eye({m}, {n}, dtype={{a}}.dtype) * {c}"]
+    expr = b.pick(made)
+    out = _broadcast(a.shape, shape) if "ug.zeros(" in expr or "ug.ones(" in expr or \
+        "ug.full(" in expr else a.shape
+    return _assign(b, out, expr.format(a=a.name), [a.name])
+
+
+LOGICAL = [
+    "ug.where(ug.logical_not({a} > {b}), {a}, {b} * 0.5)",
+    "ug.where(ug.logical_or({a} > 0.5, {b} < -0.5), {a} * {b}, {a})",
+    "ug.where(ug.logical_and({a} < {b}, {a} > -0.5), {a}, 1.0 - {b})",
+    "ug.cast(ug.logical_or({a} > {b}, ug.logical_not({a} > 0.0)), {a}.dtype) * {b}",
+]
+
+
+def logical(b: Builder, env, depth):
+    """`logical_not`/`logical_or`/`logical_and` of comparisons, into `where` or a cast."""
+    a = b.operand(_floats(env))
+    other = _partner(b, env, a)
+    expr = b.pick(LOGICAL).format(a=a.name, b=other.name)
+    return _assign(b, _broadcast(a.shape, other.shape), expr, [a.name, other.name])
+
+
+def selu(b: Builder, env, depth):
+    a = b.operand(_floats(env))
+    expr = b.pick(["ug.selu({a})", "ug.selu({a} * 2.0) - {a}"]).format(a=a.name)
+    return _assign(b, a.shape, expr, [a.name])
+
+
+RANDOM = [
+    "{a} * ug.random.uniform({shape}, {a}.dtype)",
+    "{a} + ug.random.uniform({shape}, {a}.dtype, low=-1.0, high=1.0)",
+    "{a} + ug.random.normal({shape}, {a}.dtype, std=0.5)",
+    "ug.where(ug.random.uniform({shape}, {a}.dtype) < 0.5, {a} * 2.0, 0.0 * {a})",
+]
+
+
+def random_draw(b: Builder, env, depth):
+    """A `ug.random` draw (uniform, normal, randint) combined with a variable. Only at the
+    top of the program (a draw inside a cond branch or loop body is refused) and with
+    known sizes: the harness seeds the generator (`model.call_seeded`) before each call,
+    so every target draws the same numbers (README: random numbers)."""
+    if depth:
+        return None
+    a = b.operand(_floats(env))
+    if a.shape and a.shape[0] and b.draw(st.booleans()):
+        axis = b.draw(st.integers(0, len(a.shape) - 1))
+        if a.shape[axis]:
+            count = b.draw(st.integers(1, 4))
+            shape = a.shape[:axis] + (count,) + a.shape[axis + 1:]
+            expr = f"ug.take({a.name}, ug.random.randint(({count},), 0, {a.shape[axis]}), " \
+                f"axis={axis})"
+            return _assign(b, shape, expr, [a.name])
+    shape = _partner_shape(b, a.shape)
+    expr = b.pick(RANDOM).format(a=a.name, shape=repr(shape))
+    return _assign(b, _broadcast(a.shape, shape), expr, [a.name])
+
+
 # -- control flow ------------------------------------------------------------------------------
 PREDICATES = ["ug.sum({a}) > {c}", "ug.mean({a}) < {c}", "ug.max({a}) > {c}"]
 THRESHOLDS = [0.0, 0.5, -0.5, 1.0]
@@ -663,7 +833,8 @@ def loop(b: Builder, env, depth):
 
 # Simplest first: hypothesis shrinks a choice toward the start of the list.
 OPERATIONS = [unary, with_scalar, binary, reduce, reshape, softmax, matmul, cast, join,
-              argmax_take, argmax, cross_entropy, conv2d, pool,
+              argmax_take, argmax, cross_entropy, conv2d, pool, conv_transpose2d, one_hot,
+              scatter, ensure_shape, creation, logical, selu, random_draw,
               to_int, int_arithmetic, int_reduce, from_int, int_take]
 CONTROL_FLOW = [branch, loop]
 

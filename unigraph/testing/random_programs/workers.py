@@ -28,17 +28,18 @@ def execute(target: str, source: str, inputs: list, grads: bool) -> dict:
     the program's file)."""
     from unigraph.config import use_backend
     from unigraph.errors import UnigraphError
-    from unigraph.testing.random_programs.model import forget, load
+    from unigraph.testing.random_programs.model import call_seeded, forget, load
 
     t = Target.parse(target)
     namespace = load(source)
     try:
         with use_backend(t.backend, t.mode):
-            outputs = [np.array(o.numpy(), copy=True) for o in namespace["program"](*inputs)]
+            outputs = [np.array(o.numpy(), copy=True)
+                       for o in call_seeded(namespace["program"], inputs)]
             gradients = None
             if grads and "grad_program" in namespace:
                 gradients = [np.array(g.numpy(), copy=True)
-                             for g in namespace["grad_program"](*inputs)]
+                             for g in call_seeded(namespace["grad_program"], inputs)]
         return {"outputs": outputs, "grads": gradients}
     except Exception as error:  # noqa: BLE001 (the error is the result)
         return {"error": "unigraph" if isinstance(error, UnigraphError) else "raw",
