@@ -51,6 +51,13 @@ def conv2d(x, w, bias=None, *, stride, padding, dilation, groups):
 
 
 def conv_transpose2d(x, w, bias=None, *, stride, padding, output_padding, dilation, groups):
+    if (w.shape[0] == -1) != (x.shape[1] == -1):
+        # In a Program Paddle compares the channels while building, -1 (open in input_spec)
+        # against a count: the open one takes the known count (reshape's 0 keeps a dim).
+        if w.shape[0] == -1:
+            w = paddle.reshape(w, [x.shape[1], 0, 0, 0])
+        else:
+            x = paddle.reshape(x, [0, w.shape[0], 0, 0])
     if all(extra < step for extra, step in zip(output_padding, stride)):
         return F.conv2d_transpose(
             x, w, bias=bias, stride=list(stride), padding=list(padding),
@@ -64,8 +71,8 @@ def conv_transpose2d(x, w, bias=None, *, stride, padding, output_padding, dilati
                               groups=groups)
     (ph, pw), (oph, opw) = padding, output_padding
     full = F.pad(full, [0, opw, 0, oph], data_format="NCHW")
-    height, width = full.shape[2], full.shape[3]
-    out = full[:, :, ph: height - ph, pw: width - pw]
+    # Stops from the end: in a Program a size input_spec leaves open (the kernel's) is -1
+    out = full[:, :, ph: -ph or None, pw: -pw or None]
     return out if bias is None else out + paddle.reshape(bias, [1, -1, 1, 1])
 
 
