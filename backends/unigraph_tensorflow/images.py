@@ -61,19 +61,33 @@ def conv_transpose2d(x, w, bias=None, *, stride, padding, output_padding, dilati
         # record): the filter gets its zeros written in, for every dtype (one route).
         f = dilate_filter(f, dh, dw)
     nhwc = tf.transpose(x, TO_NHWC)
-    if nhwc.dtype == tf.float64:
-        out = spread(nhwc, f, stride, groups)
-    else:
-        # Its gradient w.r.t. x is a conv with stride `stride` and one output along an
-        # axis where x has one cell: TF's float32 quirk (may_have_one_strided_output). One
-        # input cell spreads the same with stride 1, whose gradient is a plain conv.
-        sizes = {axis: size for axis, (size, s) in enumerate(zip(spatial_dims(nhwc), stride))
-                 if s > 1}
-        out = by_ones(sizes, lambda single: spread(nhwc, f, unstrided(stride, single), groups))
-    if oph or opw:
-        out = tf.pad(out, ((0, 0), (0, oph), (0, opw), (0, 0)))
-    full_h, full_w = spatial_dims(out)
-    out = out[:, ph: full_h - ph, pw: full_w - pw]
+
+    def compute():
+        if nhwc.dtype == tf.float64:
+            out = spread(nhwc, f, stride, groups)
+        else:
+            # Its gradient w.r.t. x is a conv with stride `stride` and one output along an
+            # axis where x has one cell: TF's float32 quirk (may_have_one_strided_output).
+            # One input cell spreads the same with stride 1, whose gradient is a plain conv.
+            sizes = {axis: size for axis, (size, s) in enumerate(zip(spatial_dims(nhwc),
+                                                                     stride)) if s > 1}
+            out = by_ones(sizes, lambda single: spread(nhwc, f, unstrided(stride, single),
+                                                       groups))
+        if oph or opw:
+            out = tf.pad(out, ((0, 0), (0, oph), (0, opw), (0, 0)))
+        full_h, full_w = spatial_dims(out)
+        return out[:, ph: full_h - ph, pw: full_w - pw]
+
+    def zeros():
+        # Its gradient w.r.t. x is a Conv2D, which hands back its input for an empty batch
+        # (see nonempty_batch): an x gradient of the uncropped output's shape
+        batch, height, width, _ = dims_of(nhwc)
+        kh, kw, per_group, _ = dims_of(f)  # (the dilated filter: dh * (KH - 1) + 1 taps)
+        return tf.zeros((batch, (height - 1) * stride[0] - 2 * ph + kh + oph,
+                         (width - 1) * stride[1] - 2 * pw + kw + opw, per_group * groups),
+                        nhwc.dtype)
+
+    out = if_nonempty_batch(nhwc, compute, zeros)
     if bias is not None:
         out = tf.nn.bias_add(out, bias)
     return tf.transpose(out, TO_NCHW)
@@ -202,16 +216,25 @@ def nonempty_batch(image, compute, *, kernel, stride, padding, dilation, channel
     whatever the filter, while the static shape says [0, OH, OW, O]), and in a graph the
     oneDNN MaxPoolGrad aborts the process. A batch known to be non-empty costs nothing; one
     unknown until run time (a loop carry whose shape changes) is chosen by a tf.cond."""
+    def zeros():
+        dims = dims_of(image)  # known sizes stay static: the result keeps them
+        height, width = (window_count(*each) for each in zip(
+            (dims[1], dims[2]), kernel, stride, padding, dilation))
+        return tf.zeros((dims[0], height, width, channels), image.dtype)
+
+    return if_nonempty_batch(image, compute, zeros)
+
+
+def if_nonempty_batch(image, compute, zeros):
+    """`compute()`, or `zeros()` (the result's true shape) when the NHWC `image`'s batch
+    is empty: known, or chosen by a tf.cond when the graph runs (see nonempty_batch)."""
     batch = image.shape[0]
     if batch is not None and batch > 0:
         return compute()
-    dims = dims_of(image)  # known sizes stay static: the result keeps them
-    height, width = (window_count(*each) for each in zip(
-        (dims[1], dims[2]), kernel, stride, padding, dilation))
-    zeros = tf.zeros((dims[0], height, width, channels), image.dtype)
+    empty = zeros()
     if batch == 0:
-        return zeros
-    return tf.cond(dims[0] > 0, compute, lambda: zeros)
+        return empty
+    return tf.cond(dims_of(image)[0] > 0, compute, lambda: empty)
 
 
 def dilate_filter(f, dh, dw):
