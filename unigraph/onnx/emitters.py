@@ -390,6 +390,16 @@ def _conv_transpose2d_as_conv(w, args, node):
     _, per_group, kh, kw = node.inputs[1].shape
     groups = attrs["groups"]
     (sh, sw), (dh, dw), (oph, opw) = attrs["stride"], attrs["dilation"], attrs["output_padding"]
+    channels = node.inputs[1].shape[0] if channels is None else channels
+    if None in (channels, per_group, kh, kw) + ((height, width) if (sh, sw) != (1, 1) else ()):
+        where = f" at {node.source}" if node.source else ""
+        why = "refuses output_padding >= stride" if dtype in CONV_KERNEL_DTYPES else \
+            f"has no {dtype} kernel"
+        raise ExportError(
+            f"{dtype} conv_transpose2d{where}: ONNX Runtime's ConvTranspose {why}, and the "
+            "conv form it is written as there needs the weight's channels and kernel size "
+            "(with a stride above 1, the input's height and width too) while tracing, which "
+            "input_spec leaves open; give those dims sizes in the spec")
     x = args[0]
     if (sh, sw) != (1, 1):
         spread = w.node("Unsqueeze", [x, w.const(_ints([3, 5]))])  # [N, C, H, 1, W, 1]
