@@ -10,7 +10,14 @@ from __future__ import annotations
 import numpy as np
 
 from unigraph.api.elementwise import cast, equal, greater, logical_and, logical_not, where
-from unigraph.api.operands import _axis, _promote, _record_doc, _tensor_or_array, unchanged
+from unigraph.api.operands import (
+    KNOWN_DIM_FIX,
+    _axis,
+    _promote,
+    _record_doc,
+    _tensor_or_array,
+    unchanged,
+)
 from unigraph.api.reductions import sum
 from unigraph.api.shapes import broadcast_to, expand_dims, reshape, take
 from unigraph.dispatch import apply
@@ -45,7 +52,7 @@ def scatter(x, indices, updates, axis=0, reduction="replace"):
     size = x.shape[axis]
     if size is None:
         raise ShapeError(f"scatter at {user_source()}: axis {axis} of {list(x.shape)} has a "
-                         "size known only at run time; scatter needs it")
+                         f"size known only at run time; scatter needs it: {KNOWN_DIM_FIX}")
     indices = _indices(indices)
     count = int(np.prod(indices.shape, dtype=np.int64))
     dtype = x.dtype if isinstance(x, Tensor) else x.dtype.name

@@ -360,6 +360,13 @@ OPEN_DIM_LIMITS: list = [
     (r"float64 conv2d at .*ONNX Runtime has no float64 Conv kernel, and its im2col form "
      r"needs the weight's input channels and kernel size while tracing",
      "onnxruntime:static: a float64 conv2d whose input channels or kernel size are open"),
+    (r"conv_transpose2d at .*the conv form it is written as there needs the weight's "
+     r"channels and kernel size",
+     "onnxruntime:static: a float64 conv_transpose2d (or output_padding >= stride) whose "
+     "channels or kernel size (or strided height and width) are open"),
+    (r"scatter at .*axis \d+ of .* has a size known only at run time; scatter needs it: "
+     r"give that dim a size in input_spec",
+     "ug.scatter along an open axis (README: Shapes that vary)"),
     (r"has a dim known only at run time; this function needs every dim: give that dim a "
      r"size in input_spec",
      "flip, pad, tile, split, var, std (functions that need every dim) of an open dim"),
