@@ -480,8 +480,8 @@ def ensure_shape(x, *others, shape, message):
     # + the check's tag), which Paddle refuses printing that shape ("must not be negative
     # ... received shape = [-4194306, ...]"), where its Assert would print its data to
     # stdout, not into the error, and its error names no op; translate_check_error reads
-    # the check and the sizes back. x itself flows on: the reshapes are ops of the block,
-    # run with it.
+    # the check and the sizes back. The reshapes are ops of the block, run with it; x flows
+    # on, given the sizes the check knows (below).
     tag = check_tag(message)
     for value in (x, *others):
         open_dims = [i for i, want in enumerate(shape) if want is not None and value.shape[i] < 0]
@@ -491,6 +491,11 @@ def ensure_shape(x, *others, shape, message):
             actual = paddle.shape(value)
             agree = paddle.all(paddle.stack([actual[i] == shape[i] for i in open_dims]))
             paddle.reshape(value, paddle.where(agree, actual, -2 - (actual * TAGS + tag)))
+    if any(want is not None and d < 0 for want, d in zip(shape, x.shape)):
+        # The Program's x gets the sizes the trace now knows (reshape's 0 keeps a dim), as
+        # later ops that check sizes while building need (index_add: "-1 must be equal
+        # to 3"); it runs after the check above
+        return paddle.reshape(x, [0 if want is None else want for want in shape])
     return x
 
 
