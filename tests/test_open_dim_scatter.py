@@ -1,9 +1,10 @@
-"""ug.scatter along an axis `input_spec` leaves open, on all 9 targets: a static target
-refuses it while tracing, naming the line and the fix (a size in input_spec, or
+"""ug.scatter of a tensor with a dim `input_spec` leaves open, on all 9 targets: a static
+target refuses it while tracing, naming the line and the fix (a size in input_spec, or
 ug.ensure_shape first: then it runs and agrees); eager targets know every size and run.
 
-The random-program tester, once it drew scatter (seed 8001), counted the refusal as an
-open-dim refusal on every static target: its message named no fix ("scatter needs it").
+Found by the random-program tester once it drew scatter: along the open axis (seed 8001)
+the refusal named no fix ("scatter needs it"); along another axis (seed 8002) every static
+target raised a raw TypeError (int(None), broadcasting the updates to an open shape).
 """
 
 from __future__ import annotations
@@ -17,33 +18,35 @@ from unigraph.config import Target
 from unigraph.errors import ShapeError
 
 X = np.arange(6.0, dtype=np.float32).reshape(3, 2)
-U = np.array([[10.0, 20.0]], np.float32)
-SPEC = [ug.Spec((None, 2), "float32"), ug.Spec((1, 2), "float32")]
+OPEN_X = ug.Spec((None, 2), "float32")
+UPDATES = {0: np.array([[10.0, 20.0]], np.float32), 1: np.array([[10.0], [20.0], [30.0]],
+                                                                 np.float32)}
 
 
-def scatter(x, u):
-    return ug.scatter(x, np.array([1]), u, axis=0)
-
-
-def stated(x, u):
-    return scatter(ug.ensure_shape(x, (3, None)), u)
-
-
-def _run(fn, target):
+def _run(fn, target, axis):
+    spec = [OPEN_X, ug.Spec(UPDATES[axis].shape, "float32")]
     t = Target.parse(target)
     with ug.use_backend(t.backend, t.mode):
-        return ug.function(fn, input_spec=SPEC)(X, U).numpy()
+        return ug.function(fn, input_spec=spec)(X, UPDATES[axis]).numpy()
 
 
+@pytest.mark.parametrize("axis", [0, 1], ids=["along the open axis", "along another"])
 @pytest.mark.parametrize("target", TARGETS)
-def test_scatter_along_an_open_axis_names_the_fix(target):
+def test_scatter_of_an_open_dim_names_the_fix(target, axis):
+    def scatter(x, u):
+        return ug.scatter(x, np.array([1]), u, axis=axis)
+
+    def stated(x, u):
+        return scatter(ug.ensure_shape(x, (3, None)), u)
+
     want = X.copy()
-    want[1] = U[0]
+    want[(slice(None),) * axis + (1,)] = np.squeeze(UPDATES[axis], axis=axis)
     if Target.parse(target).mode == "eager":
-        np.testing.assert_array_equal(_run(scatter, target), want)
+        np.testing.assert_array_equal(_run(scatter, target, axis), want)
     else:
-        with pytest.raises(ShapeError, match=r"scatter at .*test_open_dim_scatter.py:\d+: axis "
-                           r"0 of \[None, 2\] .*give that dim a size in input_spec, or state "
-                           r"the sizes first with ug.ensure_shape"):
-            _run(scatter, target)
-    np.testing.assert_array_equal(_run(stated, target), want)
+        with pytest.raises(ShapeError, match=r"scatter: the shape \[None, 2\] of the tensor at "
+                           r".*test_open_dim_scatter.py:\d+ has a dim known only at run time; "
+                           r"this function needs every dim: give that dim a size in "
+                           r"input_spec, or state the sizes first with ug.ensure_shape"):
+            _run(scatter, target, axis)
+    np.testing.assert_array_equal(_run(stated, target, axis), want)

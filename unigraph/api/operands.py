@@ -198,16 +198,12 @@ def _record_doc(op: str, note: str = "") -> str:
     return "\n\n".join(part for part in parts if part)
 
 
-# How to give a trace a size input_spec leaves open (the fix every such refusal names)
-KNOWN_DIM_FIX = ("give that dim a size in input_spec, or state the sizes first with "
-                 "ug.ensure_shape(x, shape)")
-
-
 def _known_shape(x, what: str) -> tuple:
     if None in x.shape:
         raise ShapeError(f"{what}: the shape {list(x.shape)} of the tensor at {user_source()} "
-                         f"has a dim known only at run time; this function needs every dim: "
-                         f"{KNOWN_DIM_FIX}")
+                         "has a dim known only at run time; this function needs every dim: "
+                         "give that dim a size in input_spec, or state the sizes first with "
+                         "ug.ensure_shape(x, shape)")
     return tuple(x.shape)
 
 

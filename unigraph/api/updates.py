@@ -11,8 +11,8 @@ import numpy as np
 
 from unigraph.api.elementwise import cast, equal, greater, logical_and, logical_not, where
 from unigraph.api.operands import (
-    KNOWN_DIM_FIX,
     _axis,
+    _known_shape,
     _promote,
     _record_doc,
     _tensor_or_array,
@@ -22,7 +22,6 @@ from unigraph.api.reductions import sum
 from unigraph.api.shapes import broadcast_to, expand_dims, reshape, take
 from unigraph.dispatch import apply
 from unigraph.dtypes import is_int
-from unigraph.errors import ShapeError
 from unigraph.tensor import Tensor
 from unigraph.tracing import user_source
 
@@ -49,10 +48,8 @@ def scatter(x, indices, updates, axis=0, reduction="replace"):
     x = _tensor_or_array(x)
     rank = len(x.shape)
     axis = _axis(axis, rank, "scatter")
-    size = x.shape[axis]
-    if size is None:
-        raise ShapeError(f"scatter at {user_source()}: axis {axis} of {list(x.shape)} has a "
-                         f"size known only at run time; scatter needs it: {KNOWN_DIM_FIX}")
+    # The size along `axis` (the positions written) and the others (updates broadcast)
+    size = _known_shape(x, "scatter")[axis]
     indices = _indices(indices)
     count = int(np.prod(indices.shape, dtype=np.int64))
     dtype = x.dtype if isinstance(x, Tensor) else x.dtype.name

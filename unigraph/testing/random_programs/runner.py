@@ -364,12 +364,10 @@ OPEN_DIM_LIMITS: list = [
      r"channels and kernel size",
      "onnxruntime:static: a float64 conv_transpose2d (or output_padding >= stride) whose "
      "channels or kernel size (or strided height and width) are open"),
-    (r"scatter at .*axis \d+ of .* has a size known only at run time; scatter needs it: "
-     r"give that dim a size in input_spec",
-     "ug.scatter along an open axis (README: Shapes that vary)"),
     (r"has a dim known only at run time; this function needs every dim: give that dim a "
      r"size in input_spec",
-     "flip, pad, tile, split, var, std (functions that need every dim) of an open dim"),
+     "flip, pad, tile, split, var, std, scatter, full_like (functions that need every "
+     "dim) of an open dim"),
 ]
 
 
