@@ -401,6 +401,17 @@ def where(condition, x, y):
     return paddle.where(condition, x - zeros, y - zeros)
 
 
+def atan2(x, y):
+    """paddle.atan2. In a Program its gradient fails to reduce a broadcast over a dim left
+    open (-1) with a raw InvalidArgumentError ("expanded size (-1) ... for expand_v2"):
+    there both operands are broadcast first, by subtracting zeros of the result's shape
+    (exact, -0.0 kept, as `where`), and the subtraction's gradient reduces them."""
+    if paddle.in_dynamic_mode() or -1 not in list(x.shape) + list(y.shape):
+        return paddle.atan2(x, y)
+    zeros = paddle.zeros_like(x) + paddle.zeros_like(y)
+    return paddle.atan2(x - zeros, y - zeros)
+
+
 def cumsum(x, *, axis):
     return paddle.cumsum(x, axis=axis, dtype=x.dtype)
 
@@ -805,7 +816,7 @@ LOWERINGS = {
     "floor": paddle.floor,
     "ceil": paddle.ceil,
     "round": widen_half(paddle.round),  # halves to even, as NumPy
-    "atan2": paddle.atan2,
+    "atan2": atan2,
     "sin": widen_half(paddle.sin),
     "cos": widen_half(paddle.cos),
     "tan": widen_half(paddle.tan),
