@@ -58,6 +58,19 @@ def conv_transpose2d(x, w, bias=None, *, stride, padding, output_padding, dilati
             w = paddle.reshape(w, [x.shape[1], 0, 0, 0])
         else:
             x = paddle.reshape(x, [0, w.shape[0], 0, 0])
+    out = _conv_transpose2d(x, w, bias, stride=stride, padding=padding, groups=groups,
+                            output_padding=output_padding, dilation=dilation)
+    if -1 in w.shape[2:]:
+        # A Program sizes the output from the kernel's size, -1 where input_spec leaves it
+        # open: wrong numbers (4 rows, a kernel of -1: 2), which later ops check while
+        # building. Sliced to the sizes it has when it runs, its spatial sizes are open
+        # (a reshape to its run-time shape keeps the wrong numbers).
+        sizes = paddle.shape(out)
+        out = out[:, :, :sizes[2], :sizes[3]]
+    return out
+
+
+def _conv_transpose2d(x, w, bias, *, stride, padding, output_padding, dilation, groups):
     if all(extra < step for extra, step in zip(output_padding, stride)):
         return F.conv2d_transpose(
             x, w, bias=bias, stride=list(stride), padding=list(padding),
