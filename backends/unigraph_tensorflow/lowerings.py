@@ -132,12 +132,28 @@ def add_in_graph(x, y):
     BiasAdd where the addend looks like a bias, and gets two such sums wrong (quirks.py):
     a [1, N] row with a transposed operand fails ("bias must be 1-dimensional"), and an
     addend of more dims, the leading ones 1 ([1, 1, N]), gives the product's 2 dims, a
-    silently wrong shape."""
+    silently wrong shape. It also fuses Conv2D + BiasAdd with an added constant that
+    broadcasts, which fails when it runs."""
     if is_matmul(x):
         x, y = as_matmul_addend(x, y)
     elif is_matmul(y):
         y, x = as_matmul_addend(y, x)
+    elif is_bias_sum_and_broadcast(x, y) or is_bias_sum_and_broadcast(y, x):
+        # Grappler fuses Conv2D + BiasAdd + AddV2 of a constant (or a value it folds to
+        # one) that broadcasts into one _FusedConv2D, whose kernel takes it for a bias
+        # ("Must provide as many biases as the last dimension", quirks.py; oneDNN's NCHW
+        # kernel fails to build); a rank above the conv's is not fused
+        total = raw.AddV2(x=raw.ExpandDims(input=x, axis=0), y=raw.ExpandDims(input=y, axis=0))
+        return raw.Squeeze(input=total, axis=[0])
     return raw.AddV2(x=x, y=y)
+
+
+def is_bias_sum_and_broadcast(total, addend) -> bool:
+    """Whether `total` is a BiasAdd and `addend` broadcasts against it (another shape):
+    whether it is constant shows only when Grappler has folded it."""
+    return (total.op.type == "BiasAdd" and addend.shape.rank is not None
+            and total.shape.rank is not None
+            and addend.shape.as_list() != total.shape.as_list())
 
 
 def as_matmul_addend(product, addend):

@@ -123,6 +123,20 @@ def _matmul_plus_higher_rank_loses_dims_in_a_function() -> bool:
     return out.shape.rank == 2  # the broadcast is [1, 1, 3]
 
 
+def _conv_bias_plus_broadcast_constant_fails_in_a_function() -> bool:
+    tf = _tf()
+    raw = tf.raw_ops
+    fn = tf.function(lambda x, f, b: raw.AddV2(
+        x=raw.BiasAdd(value=raw.Conv2D(input=x, filter=f, strides=[1, 1, 1, 1],
+                                       padding="VALID"), bias=b),
+        y=tf.constant(np.ones((1, 1, 2, 1), np.float32))))
+    try:
+        fn(tf.ones((1, 2, 2, 2)), tf.ones((1, 1, 2, 2)), tf.ones((2,)))
+    except tf.errors.InvalidArgumentError:  # "Must provide as many biases as ..."
+        return True
+    return False
+
+
 def _argmax_skips_nan() -> bool:
     tf = _tf()
     return int(tf.argmax(tf.constant([1.0, np.nan, 0.5]))) == 0  # the answer is 1
@@ -264,6 +278,18 @@ QUIRKS = [
         workaround="in graph modes the product goes in expanded to c's rank (ExpandDims), "
                    "which is not fused (lowerings.add_in_graph)",
         pin=_matmul_plus_higher_rank_loses_dims_in_a_function,
+    ),
+    Quirk(
+        op="add", framework="tensorflow", versions=VERSIONS,
+        behaviour="in a tf.function, conv2d(x, f) + bias (a BiasAdd) + c with c a constant of "
+                  "the sum's rank that broadcasts ([1, 1, W, 1]) fails when it runs: Grappler "
+                  "fuses the three into _FusedConv2D, whose kernel takes c for a bias ('Must "
+                  "provide as many biases as the last dimension of the input tensor'); with "
+                  "oneDNN's NCHW conv, an added value that broadcasts fails to build the kernel",
+        workaround="in graph modes a BiasAdd plus a value of another shape runs one rank up "
+                   "(ExpandDims of both, Squeeze of the sum), which is not fused "
+                   "(lowerings.add_in_graph)",
+        pin=_conv_bias_plus_broadcast_constant_fails_in_a_function,
     ),
     Quirk(
         op="argmax", framework="tensorflow", versions=VERSIONS,
