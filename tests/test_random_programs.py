@@ -243,6 +243,35 @@ def test_a_refusal_only_with_an_open_dim_is_told_apart(monkeypatch, target, docu
     assert closed.status == "ok", closed
 
 
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_refusal_does_not_hide_a_failure_with_every_dim_known(monkeypatch, target):
+    """Where a target refuses a program with an open dim and the same program with every
+    dim known fails there (here its rerun made a raw error), that failure is the
+    target's outcome, not the refusal (seed 8005 hid a TensorFlow raw error so)."""
+    from unigraph.testing.random_programs import runner
+
+    run_all = runner._run_all
+    calls = []
+
+    def second_run_fails(targets, source, *rest):
+        runs = run_all(targets, source, *rest)
+        calls.append(targets)
+        if len(calls) == 2:  # the rerun with every dim known
+            runs = {t: {"error": "raw", "type": "InvalidArgumentError", "message": "boom",
+                        "named": False} for t in runs}
+        return runs
+
+    monkeypatch.setattr(runner, "_run_all", second_run_fails)
+    program = _open_program("ug.take(x0, np.array([-1]), axis=0)", (1, 2))
+    (outcome,) = evaluate(program, [target], grads=True).outcomes
+    if Target.parse(target).mode == "eager":  # runs: no rerun
+        assert outcome.status == "ok" and len(calls) == 1, (outcome, calls)
+    else:
+        assert len(calls) == 2, calls
+        assert outcome.status == "raw error" and outcome.failed, outcome
+        assert outcome.detail == "with every dim known: InvalidArgumentError: boom", outcome
+
+
 def test_onnxruntime_float64_conv_with_open_weights_is_a_documented_limit():
     """onnxruntime:static refuses a float64 conv2d whose weight's input channels or kernel
     size are open (ORT has no float64 Conv; im2col needs them), naming the fix: the tester

@@ -379,7 +379,8 @@ def open_dim_status(detail: str) -> str:
 
 def _judge_open_refusals(result: Result, ref: Reference, inputs, grads, workers) -> None:
     """Run each target that refused the program again with every dim known: if it runs
-    then, the open dims alone made it refuse (see `open_dim_status`). A refusal is a
+    then, the open dims alone made it refuse (see `open_dim_status`); if it fails then
+    (disagrees, a raw error), that failure is the target's outcome. A refusal is a
     unigraph error, or another error whose message names the program's line (an
     IndexError while tracing, say)."""
     refused = [o for o in result.outcomes if o.status in ("refused", "unclear refusal") or (
@@ -389,7 +390,11 @@ def _judge_open_refusals(result: Result, ref: Reference, inputs, grads, workers)
     closed = result.program.closed()
     runs = _run_all([o.target for o in refused], render(closed), inputs, grads, workers)
     for outcome in refused:
-        if judge(outcome.target, runs[outcome.target], ref, closed.dtype).status == "ok":
+        again = judge(outcome.target, runs[outcome.target], ref, closed.dtype)
+        if again.failed:  # the refusal hid a failure of the program with every dim known
+            outcome.status, outcome.what = again.status, again.what
+            outcome.detail = "with every dim known: " + again.detail
+        elif again.status == "ok":
             outcome.status = open_dim_status(outcome.detail)
             # What refused ("cond", "`while` loop", an op) tells these failures apart.
             what = re.match(r"\w+: (.{1,60}?) at random_program_", outcome.detail)
