@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from unigraph.reference import aligned_copy
+
 
 @dataclass
 class Timing:
@@ -82,17 +84,13 @@ def compare(calls: dict, repeat: int = 9, warmup: int = 3, min_sample_s: float =
 
 # -- results ------------------------------------------------------------------------------
 def aligned(array: np.ndarray, alignment: int = 64) -> np.ndarray:
-    """A C-contiguous copy of `array` whose data starts on an `alignment`-byte boundary.
-    Every array a workload feeds goes through it, on both sides: TensorFlow copies a fed
-    array that is not 64-byte aligned (~0.14 ms for conv_n64's input), and whether `malloc`
-    aligns a given array changes from process to process, which made that copy land on one
-    side or the other at random."""
-    array = np.asarray(array)
-    buffer = np.empty(array.nbytes + alignment, np.uint8)
-    offset = -buffer.ctypes.data % alignment
-    out = buffer[offset:offset + array.nbytes].view(array.dtype).reshape(array.shape)
-    out[...] = array
-    return out
+    """A C-contiguous copy of `array` whose data starts on an `alignment`-byte boundary
+    (`unigraph.reference.aligned_copy`, which numpy targets' tensors of 4 KiB or more
+    get too). Every array a workload feeds goes through it, on both sides: TensorFlow
+    copies a fed array that is not 64-byte aligned (~0.14 ms for conv_n64's input), and
+    whether `malloc` aligns a given array changes from process to process, which made that
+    copy land on one side or the other at random."""
+    return aligned_copy(array, alignment)
 
 
 def as_arrays(result) -> list:

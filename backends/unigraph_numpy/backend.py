@@ -21,6 +21,8 @@ from unigraph.ops import OPS
 from unigraph.reference.eager import COMPOSITES, _tape
 from unigraph.reference.fast_kernels import _UFUNCS, KERNELS
 
+ALIGNED_FROM = 4096  # bytes: from here `to_native` aligns its copy (`reference.aligned_copy`)
+
 asarray = np.asarray
 
 
@@ -186,6 +188,11 @@ class NumpyBackend(Backend):
         return None
 
     def to_native(self, array):
+        # A C-contiguous array of 4 KiB or more starts on a 64-byte boundary (what BLAS
+        # reads fastest; hand-written NumPy's own arrays may or may not); smaller ones and
+        # other layouts are copied as they are
+        if array.nbytes >= ALIGNED_FROM and array.flags.c_contiguous:
+            return reference.aligned_copy(array)
         return np.array(array, copy=True)
 
     def adopt_native(self, array):

@@ -22,8 +22,8 @@ they cannot be differentiated again.
 
 from unigraph.reference import float64
 from unigraph.reference.eager import eager_grad, eager_op
-from unigraph.reference.executable import ReferenceExecutable, read_only
+from unigraph.reference.executable import ReferenceExecutable, aligned_copy, read_only
 from unigraph.reference.plan import Plan, SecondOrderUnsupported
 
 __all__ = ["Plan", "ReferenceExecutable", "SecondOrderUnsupported", "eager_grad", "eager_op",
-           "float64", "read_only"]
+           "float64", "read_only", "aligned_copy"]

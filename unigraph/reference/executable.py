@@ -26,6 +26,19 @@ def read_only(array) -> np.ndarray:
     return view
 
 
+def aligned_copy(array, alignment: int = 64) -> np.ndarray:
+    """A C-contiguous copy of `array` whose data starts on an `alignment`-byte boundary.
+    `malloc` places a large array 16 bytes past one (a place that changes from process to
+    process), and OpenBLAS's sgemm reads such an operand slower: `x.T @ d` of a [100, 784]
+    float32 x, 21.0 us against 14.7 us aligned."""
+    array = np.asarray(array)
+    buffer = np.empty(array.nbytes + alignment, np.uint8)
+    offset = -buffer.ctypes.data % alignment
+    out = buffer[offset:offset + array.nbytes].view(array.dtype).reshape(array.shape)
+    out[...] = array
+    return out
+
+
 def _owned(value, feeds: list):
     """`value`, copied if it may share memory with one of `feeds` (the caller's arrays).
 
