@@ -209,6 +209,12 @@ def _function_drops_adding_zero() -> bool:
     return bool(np.signbit(out.numpy())[0])  # -0.0 + 0.0 is +0.0
 
 
+def _function_turns_zero_minus_into_neg() -> bool:
+    tf = _tf()
+    out = tf.function(lambda x: tf.constant(0.0) - x)(tf.constant([0.0]))
+    return bool(np.signbit(out.numpy())[0])  # 0.0 - 0.0 is +0.0
+
+
 def _strided_slice_truncates_a_large_end() -> bool:
     tf = _tf()
     out = tf.strided_slice(tf.ones((2, 3)), [0, 0], [2**63 - 1, 1], [1, 1])
@@ -357,6 +363,14 @@ QUIRKS = [
         workaround="not routed around: only the sign of a zero result differs, on "
                    "tensorflow:function (tests/test_eager_fast_paths.py pins it)",
         pin=_function_drops_adding_zero,
+    ),
+    Quirk(
+        op="sub", framework="tensorflow", versions=VERSIONS,
+        behaviour="in a tf.function, Grappler rewrites 0.0 - x (a constant zero) to Neg(x), so "
+                  "0.0 - 0.0 gives -0.0 where IEEE arithmetic gives +0.0",
+        workaround="not routed around, as x + 0.0: only the sign of a zero result differs, "
+                   "on tensorflow:function",
+        pin=_function_turns_zero_minus_into_neg,
     ),
     Quirk(
         op="softmax", framework="tensorflow", versions=VERSIONS,
