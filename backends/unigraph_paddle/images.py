@@ -53,11 +53,11 @@ def conv2d(x, w, bias=None, *, stride, padding, dilation, groups):
 def conv_transpose2d(x, w, bias=None, *, stride, padding, output_padding, dilation, groups):
     if (w.shape[0] == -1) != (x.shape[1] == -1):
         # In a Program Paddle compares the channels while building, -1 (open in input_spec)
-        # against a count: the open one takes the known count (reshape's 0 keeps a dim).
+        # against a count: the open one takes the known count.
         if w.shape[0] == -1:
-            w = paddle.reshape(w, [x.shape[1], 0, 0, 0])
+            w = _with_size(w, 0, x.shape[1])
         else:
-            x = paddle.reshape(x, [0, w.shape[0], 0, 0])
+            x = _with_size(x, 1, w.shape[0])
     out = _conv_transpose2d(x, w, bias, stride=stride, padding=padding, groups=groups,
                             output_padding=output_padding, dilation=dilation)
     if -1 in w.shape[2:]:
@@ -68,6 +68,14 @@ def conv_transpose2d(x, w, bias=None, *, stride, padding, output_padding, dilati
         sizes = paddle.shape(out)
         out = out[:, :, :sizes[2], :sizes[3]]
     return out
+
+
+def _with_size(t, axis: int, size: int):
+    """Program value `t` reshaped to its run-time shape with `size` at `axis`, which the
+    Program then knows. (Not reshape's 0, "keep this dim": of a tensor with no elements
+    Paddle makes each 0 a size 0.)"""
+    sizes = paddle.shape(t)
+    return paddle.reshape(t, [size if i == axis else sizes[i] for i in range(len(t.shape))])
 
 
 def _conv_transpose2d(x, w, bias, *, stride, padding, output_padding, dilation, groups):
