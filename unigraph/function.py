@@ -596,7 +596,7 @@ def _check_paths(compiled: Compiled, leaves) -> None:
     """Eager's check of a cond's path not taken, for the shapes of `leaves` (once each)."""
     shapes = tuple(tuple(x.shape) if hasattr(x, "shape") else np.shape(x) for x in leaves)
     if shapes not in compiled.paths_checked:
-        check_paths(compiled.graph, list(shapes))
+        check_paths(compiled.graph, list(shapes), getattr(compiled.executable, "target", ""))
         compiled.paths_checked.add(shapes)
 
 

@@ -35,9 +35,18 @@ from __future__ import annotations
 import re
 import zlib
 
-from unigraph.errors import ControlFlowShapeError
+from unigraph.errors import ControlFlowShapeError, ShapeError
 
 OP = "ensure_shape"
+
+# The ops whose shape rule refuses sizes that only a run knows where eagerly it raises
+# `ShapeError` (a max or min over an empty axis, a reshape whose -1 does not divide): a
+# static run of such a node over a dim left open by `input_spec` is checked before it runs,
+# by the same rule, for the run's shapes (`check_paths`). TensorFlow and ONNX Runtime
+# return -inf for a max of nothing, the other frameworks each raise their own error.
+# (Not `ug.logsumexp`'s shift, x - max(x) under an exp: eagerly its empty axis is -inf, no
+# error, and it is left as it was, see `_shift`.)
+RULE_CHECKED = ("max", "min", "argmax", "reshape")
 
 # The text a graph-mode check carries in its failure (TensorFlow's Assert prints it; an
 # ONNX check's Reshape is named by it).
@@ -146,9 +155,10 @@ def translate_check_error(error: BaseException, executable) -> ControlFlowShapeE
 def checks_paths(graph, in_path: bool = False) -> bool:
     """Whether a `cond` of `graph` (`in_path`: `graph` is one's path), or of one of its
     subgraphs, has a checked path (a value of a dim the trace leaves open and the other
-    path knows): `check_paths` then has work. (One pass, no list: every compile asks.)"""
+    path knows), or a `RULE_CHECKED` node reads such a dim: `check_paths` then has work.
+    (One pass, no list: every compile asks.)"""
     for node in graph.nodes:
-        if in_path and node.op == OP:
+        if in_path and node.op == OP or _rule_checked(node):
             return True
         if node.subgraphs and any(checks_paths(sub, in_path or node.op == "cond")
                                   for sub in node.subgraphs.values()):
@@ -156,47 +166,82 @@ def checks_paths(graph, in_path: bool = False) -> bool:
     return False
 
 
-def check_paths(graph, shapes: list) -> None:
+def check_paths(graph, shapes: list, target: str = "") -> None:
     """Raise the `ControlFlowShapeError` eager raises where, for inputs of `shapes`, a check
     in a `cond`'s path (the path not taken included) fails, a `grad`'s function's conds
     included; conds inside a while_loop's body are left to their checks (eagerly a body
-    that never runs checks nothing). A shape the rules cannot find (an op without one, a
-    rule that refuses the sizes) is left to the run.
+    that never runs checks nothing). Raise the `ShapeError` eager raises, naming `target`
+    and the op's line, where a `RULE_CHECKED` node's rule refuses the sizes. A shape the
+    rules cannot find (an op without one, another rule that refuses the sizes) is left to
+    the run.
 
     >>> check_paths(graph, [(2, 3)])  # cond(p, lambda: x * 2, lambda: z), x [None, 3], z [1, 3]
     ControlFlowShapeError: cond at model.py:7: value 0 is float32[None, 3] in true_fn ...
     """
     known = {value.id: tuple(shape) for value, shape in zip(graph.inputs, shapes)}
     known.update((value.id, tuple(value.shape)) for value in graph.params)
-    _path_shapes(graph, known, False)
+    _path_shapes(graph, known, False, target)
 
 
-def _path_shapes(graph, known: dict, in_path: bool) -> list:
+def _rule_checked(node) -> bool:
+    """Whether `node` is a `RULE_CHECKED` op reading a dim left open by `input_spec`: any
+    of a reshape's, a reduced one of a max's, min's or argmax's."""
+    if node.op not in RULE_CHECKED:
+        return False
+    shape = node.inputs[0].shape
+    if node.op == "reshape":
+        return None in shape
+    axis = node.attrs.get("axis")
+    axes = range(len(shape)) if axis is None else axis if isinstance(axis, tuple) else (axis,)
+    return any(shape[a] is None for a in axes)
+
+
+def _shift(graph, node) -> bool:
+    """Whether `node` is `ug.logsumexp`'s shift: a max read as the b of an a - b under an
+    exp (an empty axis is -inf there eagerly, not an error)."""
+    if node.op != "max":
+        return False
+    peak = node.outputs[0]
+    subs = {n.outputs[0].id for n in graph.nodes
+            if n.op == "sub" and len(n.inputs) == 2 and n.inputs[1] is peak}
+    return any(n.op == "exp" and n.inputs[0].id in subs for n in graph.nodes)
+
+
+def _path_shapes(graph, known: dict, in_path: bool, target: str = "") -> list:
     """The shape of each of `graph`'s outputs (None: not found), `known` holding its
     inputs' (a value's id -> shape); with `in_path` (a cond's path), its checks raise."""
     from unigraph.ops import OPS
     from unigraph.ops.base import TensorSpec
+    from unigraph.ops.shape import resolved_shape
 
     for node in graph.nodes:
         shapes = [known.get(value.id) for value in node.inputs]
         found = None
         if node.op == "cond":
-            paths = [_path_shapes(sub, dict(zip([v.id for v in sub.inputs], shapes[1:])), True)
+            paths = [_path_shapes(sub, dict(zip([v.id for v in sub.inputs], shapes[1:])), True,
+                                  target)
                      for sub in (node.subgraphs["then"], node.subgraphs["else"])]
             found = [a if a == b else None for a, b in zip(*paths)]
         elif node.op == "grad":  # (the function differentiated, on the node's inputs)
             sub = node.subgraphs["fn"]
-            _path_shapes(sub, dict(zip([v.id for v in sub.inputs], shapes)), in_path)
+            _path_shapes(sub, dict(zip([v.id for v in sub.inputs], shapes)), in_path, target)
         elif node.op in OPS and None not in shapes:
             if in_path and node.op == OP:
                 for shape in shapes:
                     if differs(node.attrs["shape"], shape):
                         raise shape_check_error(node.attrs["message"], shape)
             try:
+                attrs = node.attrs
+                if node.op == "reshape" and _rule_checked(node):  # (its -1, resolved as eagerly)
+                    attrs = {"shape": resolved_shape(shapes[0], attrs["shape"])}
                 specs = OPS[node.op].infer(*[TensorSpec(shape, value.dtype) for shape, value
-                                             in zip(shapes, node.inputs)], **node.attrs)
+                                             in zip(shapes, node.inputs)], **attrs)
                 found = [tuple(spec.shape) for spec in
                          (specs if isinstance(specs, list | tuple) else [specs])]
+            except ShapeError as error:
+                if _rule_checked(node) and not _shift(graph, node):  # eager's error
+                    raise ShapeError(f"{error} (on {target} at {node.source or '?'})") from None
+                found = None
             except Exception:  # noqa: BLE001 (left to the run, which fails or not)
                 found = None
         for i, value in enumerate(node.outputs):

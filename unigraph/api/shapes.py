@@ -20,6 +20,7 @@ from unigraph.api.operands import (
 from unigraph.dispatch import apply
 from unigraph.dtypes import as_dtype, is_int
 from unigraph.errors import ShapeError
+from unigraph.ops.shape import resolved_shape
 from unigraph.shape_checks import shape_check_error
 from unigraph.tracing import user_source
 
@@ -38,12 +39,7 @@ def reshape(x, shape):
         raise ShapeError(f"reshape: at most one dimension may be -1, got {list(shape)}")
     if None in x.shape:  # a dim known only at run time (input_spec): -1 is resolved then
         return apply("reshape", [x], {"shape": shape})
-    size = int(np.prod([d for d in x.shape]))
-    if -1 in shape:
-        known = int(np.prod([d for d in shape if d != -1]))
-        if known == 0 or size % known:
-            raise ShapeError(f"reshape: cannot reshape {list(x.shape)} into {list(shape)}")
-        shape = tuple(size // known if d == -1 else d for d in shape)
+    shape = resolved_shape(tuple(x.shape), shape)
     if shape == tuple(x.shape):
         return unchanged(x)
     return apply("reshape", [x], {"shape": shape})

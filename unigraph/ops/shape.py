@@ -33,6 +33,22 @@ def _size(shape):
     return None if None in shape else int(np.prod(shape, dtype=np.int64))
 
 
+def resolved_shape(known: tuple, shape: tuple) -> tuple:
+    """`shape` with its -1 (if any) resolved for a tensor of the `known` shape, or the
+    `ShapeError` eager raises where its size does not divide (`ug.reshape`, and a static
+    run's check of a reshape of a dim left open by `input_spec`, unigraph/shape_checks.py).
+
+    >>> resolved_shape((3, 4), (-1, 2))  # (6, 2)
+    """
+    if -1 not in shape:
+        return shape
+    size = int(np.prod(known))
+    divisor = int(np.prod([d for d in shape if d != -1]))
+    if divisor == 0 or size % divisor:
+        raise ShapeError(f"reshape: cannot reshape {list(known)} into {list(shape)}")
+    return tuple(size // divisor if d == -1 else d for d in shape)
+
+
 def _reshape_infer(x, *, shape):
     shape = tuple(shape)
     if None in x.shape and shape.count(-1) == 1 and all(d is not None for d in shape):

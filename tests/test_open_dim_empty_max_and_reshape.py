@@ -1,0 +1,85 @@
+"""A max or min over a dim that `input_spec` leaves open and a run gives 0 elements, and a
+reshape to -1 of open dims whose size does not divide, on all 9 targets and
+onnxruntime:static.
+
+Eagerly both are a `ShapeError` (a max of nothing; a -1 that does not divide). Static runs
+raised their framework's own error (numpy:static a ValueError, torch:static an IndexError,
+paddle:static Paddle's, onnxruntime:static a BackendError for the reshape), and for the max
+tensorflow:static, tensorflow:function and onnxruntime:static returned -inf. Now a static
+call checks such a node, once per input shape, by the op's own shape rule for the run's
+shapes (`unigraph.shape_checks.check_paths`), and raises eager's error naming the target
+and the user's line; where the sizes fit, every target gives eager's result.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import FORWARD_TARGETS
+
+import unigraph as ug
+from unigraph.config import Target
+from unigraph.errors import ShapeError
+
+EMPTY = r"axis 0 of float32\[0, 3\] is empty; there is no maximum"  # (argmin: an argmax)
+REDUCTIONS = {  # the function, eager's message
+    "max": (lambda x: ug.max(x, axis=0), r"max: reducing float32\[0, 3\] over axis \(0,\) "
+                                         r"has no elements to compare"),
+    "min": (lambda x: ug.min(x, axis=0), r"min: reducing float32\[0, 3\] over axis \(0,\) "
+                                         r"has no elements to compare"),
+    "argmax": (lambda x: ug.argmax(x, axis=0), "argmax: " + EMPTY),
+    "argmin": (lambda x: ug.argmin(x, axis=0), "argmax: " + EMPTY),
+}
+
+
+def _where(target: str, mode: str) -> str:
+    """The end of a static run's message: the target and this file's line."""
+    return "" if mode == "eager" else \
+        rf" \(on {target} at .*test_open_dim_empty_max_and_reshape\.py:\d+\)"
+
+
+@pytest.mark.parametrize("reduction", list(REDUCTIONS))
+@pytest.mark.parametrize("target", FORWARD_TARGETS)
+def test_a_reduction_over_an_open_axis_that_is_empty(target, reduction):
+    function, message = REDUCTIONS[reduction]
+    t = Target.parse(target)
+    x = np.array([[1.0, 5.0, -2.0], [4.0, 0.5, 3.0]], np.float32)
+    with ug.use_backend(t.backend, t.mode):
+        f = ug.function(function, input_spec=[ug.Spec((None, 3), "float32")])
+        with ug.use_backend("numpy", "eager"):
+            want = function(ug.tensor(x)).numpy()
+        np.testing.assert_array_equal(f(x).numpy(), want)
+        with pytest.raises(ShapeError, match=message + _where(target, t.mode)):
+            f(np.zeros((0, 3), np.float32))
+        np.testing.assert_array_equal(f(x).numpy(), want)  # (the same executable after)
+
+
+@pytest.mark.parametrize("target", FORWARD_TARGETS)
+def test_a_reshape_to_minus_one_that_does_not_divide(target):
+    t = Target.parse(target)
+    y = np.arange(6, dtype=np.float32).reshape(2, 3)
+    with ug.use_backend(t.backend, t.mode):
+        f = ug.function(lambda y: ug.reshape(y, (-1, 2)) * 2.0,
+                        input_spec=[ug.Spec((None, None), "float32")])
+        np.testing.assert_array_equal(f(y).numpy(), y.reshape(-1, 2) * 2.0)
+        with pytest.raises(ShapeError, match=r"reshape: cannot reshape \[3, 3\] into \[-1, 2\]"
+                                             + _where(target, t.mode)):
+            f(np.ones((3, 3), np.float32))
+        np.testing.assert_array_equal(f(y.reshape(3, 2)).numpy(), y.reshape(3, 2) * 2.0)
+
+
+@pytest.mark.parametrize("target", FORWARD_TARGETS)
+def test_logsumexp_over_an_open_axis_is_not_checked_as_a_max(target):
+    """`ug.logsumexp`'s shift is a max, but eagerly an empty axis is -inf there: its max is
+    left to the run (TensorFlow and ONNX Runtime give eager's -inf)."""
+    t = Target.parse(target)
+    with ug.use_backend(t.backend, t.mode):
+        f = ug.function(lambda x: ug.logsumexp(x, axis=0),
+                        input_spec=[ug.Spec((None, 3), "float32")])
+        try:
+            got = f(np.zeros((0, 3), np.float32)).numpy()
+        except ShapeError as error:
+            pytest.fail(f"a max's check refused logsumexp: {error}")
+        except Exception:  # noqa: BLE001 (numpy, torch and Paddle static: their own error)
+            return
+        np.testing.assert_array_equal(got, [-np.inf] * 3)
