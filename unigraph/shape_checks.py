@@ -24,6 +24,12 @@ eagerly the branch not taken is traced and raises: a @ug.function call of a grap
 checked paths first checks every path's shapes for its inputs' shapes (`check_paths`, once
 per input shape; not conds inside a while_loop's body).
 
+The same call-time walk checks the ops whose shape rule refuses sizes only a run knows
+(`RULE_CHECKED`: a max, min or argmax over an open axis a run gives 0 elements, a reshape to
+-1 of open dims that does not divide): eagerly a `ShapeError`, where a static run's
+framework raised its own error or returned -inf; the rule, given the run's shapes, raises
+eager's error on every static target, naming the target and the user's line.
+
 >>> v = ug.while_loop(lambda i, v: i < 2, lambda i, v: (i + 1, v + x), (i, v))  # x [None, 3]
 ControlFlowShapeError: while_loop at model.py:7: value 1 is float32[1, 3] in loop_vars but
 float32[None, 3] in the body, a dim left open by input_spec; when the program ran it had
