@@ -46,13 +46,15 @@ def _taken(x, i, axis, how):
     return ug.take(x, i - 0, axis=axis)
 
 
+# x[i] of rank-2 indices is the same take: only ug.take runs those
+WAYS = [(case, how) for case in CASES for how in ("take", "getitem")
+        if how == "take" or np.ndim(CASES[case][2]) == 1]
+
+
 @pytest.mark.parametrize("target", FORWARD_TARGETS)
-@pytest.mark.parametrize("how", ["take", "getitem"])
-@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("case,how", WAYS)
 def test_a_traced_negative_index_along_an_open_dim_counts_from_the_end(target, case, how):
     _, axis, _ = CASES[case]
-    if how == "getitem" and np.ndim(CASES[case][2]) > 1:
-        pytest.skip("x[i] is the same take")
     program = ug.function(lambda x, i: _taken(x, i, axis, how), input_spec=_spec(case))
     x, i = _inputs(case)
     expected = np.take(x, i, axis=axis)
