@@ -60,10 +60,10 @@ def conv_transpose2d(x, w, bias=None, *, stride, padding, output_padding, dilati
             x = _with_size(x, 1, w.shape[0])
     out = _conv_transpose2d(x, w, bias, stride=stride, padding=padding, groups=groups,
                             output_padding=output_padding, dilation=dilation)
-    if -1 in w.shape[2:]:
-        # A Program sizes the output from the kernel's size, -1 where input_spec leaves it
-        # open: wrong numbers (4 rows, a kernel of -1: 2), which later ops check while
-        # building. Sliced to the sizes it has when it runs, its spatial sizes are open
+    if -1 in w.shape[2:] or -1 in x.shape[2:]:
+        # A Program sizes the output from the kernel's and x's sizes, -1 where input_spec
+        # leaves them open: wrong numbers (4 rows, a kernel of -1: 2; x's height -1: 0),
+        # which later ops check while building. Sliced to the sizes it has when it runs, its spatial sizes are open
         # (a reshape to its run-time shape keeps the wrong numbers).
         sizes = paddle.shape(out)
         out = out[:, :, :sizes[2], :sizes[3]]
@@ -72,10 +72,12 @@ def conv_transpose2d(x, w, bias=None, *, stride, padding, output_padding, dilati
 
 def _with_size(t, axis: int, size: int):
     """Program value `t` reshaped to its run-time shape with `size` at `axis`, which the
-    Program then knows. (Not reshape's 0, "keep this dim": of a tensor with no elements
-    Paddle makes each 0 a size 0.)"""
+    Program then knows, as it knows t's other known dims (a run-time size only where t's
+    is open: Paddle reads a list holding a tensor as open throughout). Not reshape's 0,
+    "keep this dim": of a tensor with no elements Paddle makes each 0 a size 0."""
     sizes = paddle.shape(t)
-    return paddle.reshape(t, [size if i == axis else sizes[i] for i in range(len(t.shape))])
+    return paddle.reshape(t, [size if i == axis else sizes[i] if d < 0 else d
+                              for i, d in enumerate(t.shape)])
 
 
 def _conv_transpose2d(x, w, bias, *, stride, padding, output_padding, dilation, groups):
