@@ -63,8 +63,9 @@ def conv_transpose2d(x, w, bias=None, *, stride, padding, output_padding, dilati
     if -1 in w.shape[2:] or -1 in x.shape[2:]:
         # A Program sizes the output from the kernel's and x's sizes, -1 where input_spec
         # leaves them open: wrong numbers (4 rows, a kernel of -1: 2; x's height -1: 0),
-        # which later ops check while building. Sliced to the sizes it has when it runs, its spatial sizes are open
-        # (a reshape to its run-time shape keeps the wrong numbers).
+        # which later ops check while building. Sliced to the sizes it has when it runs,
+        # its spatial sizes are open (a reshape to its run-time shape keeps the wrong
+        # numbers).
         sizes = paddle.shape(out)
         out = out[:, :, :sizes[2], :sizes[3]]
     return out
