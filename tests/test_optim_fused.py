@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from conftest import TARGETS
 from optim_reference import least_squares_data
+from optim_steps import least_squares_step
 from test_optim_same_bits import STEPS, _gradients, _initial, adam_by_hand
 
 import unigraph as ug
@@ -199,15 +200,7 @@ def test_switching_fused_takes_effect_at_the_next_step(target, monkeypatch):
         params = [ug.Parameter(w, name="w"), ug.Parameter(b, name="b", lr_scale=scales[1])]
         optimizer = ug.optim.Adam(params, lr=lr, weight_decay=weight_decay)
 
-        def loss_fn():
-            r = ug.matmul(ug.tensor(x), params[0]) + params[1] - ug.tensor(y)
-            return ug.sum(r * r) / float(len(x))
-
-        @ug.function
-        def step():
-            loss, grads = ug.value_and_grad(loss_fn, wrt=optimizer.params)()
-            optimizer.step(grads)
-            return loss
+        step = least_squares_step(x, y, params, optimizer)
 
         counts = []
         for fused in (False, True):

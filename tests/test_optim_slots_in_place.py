@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from conftest import TARGETS
 from optim_reference import least_squares_data, trained_by_formula
+from optim_steps import least_squares_step
 
 import unigraph as ug
 from unigraph.config import Target
@@ -77,15 +78,7 @@ def _setup(name):
     params = [ug.Parameter(w, name="w"), ug.Parameter(b, name="b")]
     optimizer = MAKERS[name](params)
 
-    def loss_fn():
-        r = ug.matmul(ug.tensor(x), params[0]) + params[1] - ug.tensor(y)
-        return ug.sum(r * r) / float(len(x))
-
-    @ug.function
-    def step():
-        loss, grads = ug.value_and_grad(loss_fn, wrt=optimizer.params)()
-        optimizer.step(grads)
-        return loss
+    step = least_squares_step(x, y, params, optimizer)
 
     return params, optimizer, step
 
