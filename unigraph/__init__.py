@@ -113,7 +113,10 @@ from unigraph.control_flow import cond, while_loop
 from unigraph.dtypes import bool_, float16, float32, float64, int8, int16, int32, int64, uint8
 from unigraph.errors import (
     BackendError,
+    ConfigError,
+    ConfigWarning,
     ControlFlowError,
+    ControlFlowShapeError,
     GraphError,
     IndexOutOfRangeError,
     ShapeError,
@@ -145,6 +148,7 @@ _LAZY = {
     "Trainer": ("unigraph.training", "Trainer"),
     "save": ("unigraph.weights", "save"),
     "load": ("unigraph.weights", "load"),
+    "WeightFileError": ("unigraph.weights", "WeightFileError"),
     "quirks": ("unigraph.quirks", None),
     "view": ("unigraph.graph_view", "view"),
     "print": ("unigraph.printing", "print"),
