@@ -104,10 +104,17 @@ GRADIENT = {
 }
 
 
-def check_refused(target, case):
+def run_outside_a_function(target: str, fn, *args):
+    """`fn` called on tensors of the current target, as plain ops (no @ug.function)."""
+    t = Target.parse(target)
+    with ug.use_backend(t.backend, t.mode):
+        return np.asarray(fn(*[ug.tensor(a) for a in args]).numpy())
+
+
+def check_refused(target, case, runner=run):
     fn, args, op_text, message = case
     with pytest.raises(IndexOutOfRangeError) as caught:
-        run(target, fn, *args)
+        runner(target, fn, *args)
     error = caught.value
     assert isinstance(error, IndexError) and isinstance(error, UnigraphError)
     op = "sparse_softmax_cross_entropy" if "label" in message else "take"
@@ -120,6 +127,15 @@ def check_refused(target, case):
 @pytest.mark.parametrize("target", FORWARD_TARGETS)
 def test_out_of_range_forward(target, case):
     check_refused(target, FORWARD[case])
+
+
+@pytest.mark.parametrize("case", ["take-too-large", "take-too-negative", "indexing",
+                                  "label-too-large", "label-negative"])
+@pytest.mark.parametrize("target", FORWARD_TARGETS)
+def test_out_of_range_outside_a_function(target, case):
+    # Plain ops on a static target run there too (onnxruntime: a one-node model each), and
+    # refuse alike: at the call, naming its line.
+    check_refused(target, FORWARD[case], runner=run_outside_a_function)
 
 
 @pytest.mark.parametrize("case", GRADIENT)

@@ -14,7 +14,8 @@ from collections import OrderedDict
 
 import numpy as np
 
-from unigraph.errors import BackendError
+from unigraph.errors import BackendError, IndexOutOfRangeError
+from unigraph.index_checks import translate_run_error
 from unigraph.ir import Graph, Node, Value
 from unigraph.onnx.emitters import EMITTERS
 from unigraph.onnx.export import graph_to_model
@@ -48,7 +49,7 @@ def _session(op: str, arrays: list, attrs: dict):
     out = Value(spec.shape, spec.dtype)
     graph = Graph(op, inputs, [], [Node(op, inputs, [out], dict(attrs))], [out])
     names = [f"input_{i}" for i in range(len(inputs))]
-    session = open_session(graph_to_model(graph, [], names, ["output"]))
+    session = _OneNodeSession(open_session(graph_to_model(graph, [], names, ["output"])), graph)
     with _lock:
         _sessions[key] = session
         if len(_sessions) > MAX_SESSIONS:
@@ -56,13 +57,28 @@ def _session(op: str, arrays: list, attrs: dict):
     return session
 
 
+class _OneNodeSession:
+    """An op's session and its one-node graph, which `translate_run_error` reads (as it
+    reads a compiled function's) to turn a Gather's refusal into `IndexOutOfRangeError`."""
+
+    target = "onnxruntime:static"
+
+    def __init__(self, session, graph: Graph):
+        self.session, self.graph = session, graph
+
+
 def _one_node(op: str):
     def run(*arrays, **attrs):
         arrays = [np.asarray(a, order="C") for a in arrays]  # ascontiguousarray: 0-d -> 1-d
         session = _session(op, arrays, attrs)
         try:
-            (out,) = session.run(None, {f"input_{i}": a for i, a in enumerate(arrays)})
+            (out,) = session.session.run(None, {f"input_{i}": a for i, a in enumerate(arrays)})
         except Exception as error:
+            refused = translate_run_error(error, session)
+            if refused is not None:  # an index out of range: the error of every target
+                raise IndexOutOfRangeError(
+                    refused.op, refused.index, refused.size, axis=refused.axis,
+                    target=session.target, where=user_source()) from None
             raise BackendError(f"{op} at {user_source()} failed on onnxruntime:static: "
                                f"{error}") from None
         return out
