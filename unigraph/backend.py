@@ -281,6 +281,9 @@ class Backend:
     distribution: str = ""  # the pip distribution that provides it, e.g. "torch"
     extra: str = ""  # `pip install unigraph[extra]` installs it
     import_after: tuple = ()  # modules that must be imported before `framework`
+    # The framework whose tensors are this backend's natives, where it is not `framework`
+    # (onnxruntime's natives are NumPy arrays): what `ug.from_native` converts into.
+    native_framework: str = ""
     # True for a backend that only runs forward passes (no gradients, no training), e.g.
     # onnxruntime: ug.check compares its outputs and says it checked no gradients there.
     inference_only: bool = False

@@ -151,10 +151,27 @@ def from_native(obj) -> Tensor:
         )
     backend = _current_backend()
     native = _PLAIN[framework](obj)
-    if framework != backend.framework:
+    if framework != _natives_of(backend):
         backend.load()
-        native = _FROM_DLPACK[backend.framework](_dlpack_source(native, framework))
+        native = _importer(backend)(_dlpack_source(native, framework))
     return _wrap(native, backend)
+
+
+def _natives_of(backend) -> str:
+    """The framework whose tensors are `backend`'s natives."""
+    return backend.native_framework or backend.framework
+
+
+def _importer(backend):
+    """The DLPack importer into `backend`'s natives, or an error naming the fix."""
+    importer = _FROM_DLPACK.get(_natives_of(backend))
+    if importer is None:
+        raise TypeError(
+            f"ug.from_native / ug.from_dlpack at {user_source()}: backend {backend.name!r} "
+            f"keeps {_natives_of(backend)!r} tensors, which unigraph cannot import by DLPack "
+            "(numpy, torch, tensorflow and paddle it can); copy the values in with "
+            "ug.tensor(np.asarray(t))")
+    return importer
 
 
 def _dlpack_source(native, framework: str):
@@ -196,7 +213,7 @@ def from_dlpack(obj) -> Tensor:
         )
     backend = _current_backend()
     backend.load()
-    return _wrap(_FROM_DLPACK[backend.framework](obj), backend)
+    return _wrap(_importer(backend)(obj), backend)
 
 
 def native(tensor: Tensor):

@@ -29,6 +29,7 @@ class OnnxRuntimeBackend(Backend):
     inference_only = True
     modes = ("static",)
     framework = "onnxruntime"
+    native_framework = "numpy"
     distribution = "onnxruntime"
     extra = "onnxruntime"
 
