@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import TARGETS, run_on
+from conftest import FORWARD_TARGETS, TARGETS, run_on
 
 import unigraph as ug
 from unigraph.control_flow import loop_limit
@@ -64,3 +64,33 @@ def test_a_list_body_and_a_number_body(target):
     want = [np.float32(24.0), np.int64(4), np.float32(2.5), np.int64(7)]
     for g, w in zip(got, want):
         assert g.dtype == w.dtype and g == w, (g, w)
+
+
+def _python_while(i, n):
+    while i < n:  # LINE: python while
+        i = i + 1
+    return i
+
+
+def _range_for(i, n):
+    for _ in ug.range(n):  # LINE: range for
+        i = i + 1
+    return i
+
+
+@pytest.mark.parametrize("target", FORWARD_TARGETS)
+@pytest.mark.parametrize("loop", [_python_while, _range_for], ids=["while", "for ug.range"])
+def test_the_limit_stops_autograph_loops_in_every_mode(target, loop):
+    # Autograph's `while` on a tensor test, and `for` over ug.range(tensor), are
+    # while_loops: eager targets count their iterations as the graph loop does.
+    import inspect
+
+    lines, first = inspect.getsourcelines(loop)
+    line = first + next(k for k, text in enumerate(lines) if "# LINE:" in text)
+    f = ug.function(loop)
+    with loop_limit(5):
+        assert run_on(target, f, np.int64(0), np.int64(5)) == 5
+        with pytest.raises(ControlFlowError, match=rf"test_eager_while_stops\.py:{line} ran "
+                                                   r"more than 5 iterations"):
+            run_on(target, f, np.int64(0), np.int64(6))
+    assert run_on(target, f, np.int64(0), np.int64(6)) == 6

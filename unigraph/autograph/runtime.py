@@ -22,6 +22,8 @@ from unigraph.autograph.weak import is_weak, strong, weak
 from unigraph.control_flow import (
     emit_cond,
     fits_open,
+    loop_error,
+    max_loop_iterations,
     trace_subgraph,
     while_loop,
 )
@@ -308,11 +310,15 @@ def while_stmt(test, body, get_state, set_state, names):
         if entry is None and isinstance(cond, Tensor):
             entry = get_state()
             _check_loop_entry(entry, names, "`while` loop")
+            limit, count = max_loop_iterations(), 0
         if not cond:
             return
         if entry is None:
             body()
             continue
+        if limit is not None and count >= limit:  # as the graph loop: past the limit
+            raise loop_error(user_source(), limit)
+        count += 1
         with region("while_loop"):
             body()
         if not checked:
@@ -354,6 +360,7 @@ def for_stmt(iterable, extra_test, body, get_state, set_state, names):
     if tensor_loop:
         entry = get_state()
         _check_loop_entry(entry, names, "`for` loop")
+        limit, count = max_loop_iterations(), 0
     one_branch = tuple((name, "if") for name in names)
     checked = False
     for item in iterable:
@@ -367,6 +374,9 @@ def for_stmt(iterable, extra_test, body, get_state, set_state, names):
         if not go:
             return
         if tensor_loop:
+            if limit is not None and count >= limit:  # as the graph loop: past the limit
+                raise loop_error(user_source(), limit)
+            count += 1
             with region("while_loop"):
                 body(item)
             if not checked:
