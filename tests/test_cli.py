@@ -154,6 +154,22 @@ def test_quirks_lists_the_registry(project):
         assert f"[{name}] {quirk.op}" in out
 
 
+def test_a_reader_that_stops_early_gets_no_traceback(project):
+    # `unigraph quirks | head -1`: the reader is gone while the list is printed (here from
+    # the start: a pipe whose reading end is closed, so the race is always lost).
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("UNIGRAPH_")}
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        done = subprocess.run([sys.executable, "-m", "unigraph.cli", "quirks"], cwd=project,
+                              env=clean, stdout=write_end, stderr=subprocess.PIPE, text=True,
+                              timeout=300)
+    finally:
+        os.close(write_end)
+    assert done.stderr == "", done.stderr
+    assert done.returncode == 1
+
+
 @pytest.mark.parametrize("output, marker", [("graph.html", 'data-op="while_loop"'),
                                             ("graph.svg", "<svg"), ("graph.dot", "digraph")])
 def test_view_draws_a_scripts_check(project, output, marker):

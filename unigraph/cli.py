@@ -216,7 +216,8 @@ def main(argv=None) -> int:
                     "FILE, before `--`). Everything else after FILE goes to the script.")
     run.add_argument("--backend", default=None,
                      help="backend or target, e.g. torch or torch:static (default: configured)")
-    run.add_argument("--mode", default=None, help="eager, static, ... (default: eager)")
+    run.add_argument("--mode", default=None,
+                     help="eager, static, ... (default: configured, else eager)")
     run.add_argument("file")
     run.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
     try:
@@ -239,6 +240,11 @@ def main(argv=None) -> int:
     except UnigraphError as error:
         print(f"unigraph: {error}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader stopped early (`unigraph quirks | head`): no traceback. stdout points
+        # at devnull, so that the flush at exit does not fail again (Python's own advice).
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":
