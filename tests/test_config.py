@@ -3,7 +3,9 @@
 import asyncio
 import threading
 
+import numpy as np
 import pytest
+from conftest import FORWARD_TARGETS
 
 import unigraph as ug
 from unigraph.config import Target, current_target
@@ -250,3 +252,20 @@ def test_environment_mode_beats_a_file_that_names_only_the_backend(monkeypatch, 
     (tmp_path / "unigraph.toml").write_text('backend = "numpy"\n')
     config.reload()
     assert current_target() == Target("numpy", "static")
+
+
+@pytest.mark.parametrize("target", FORWARD_TARGETS)
+def test_a_target_object_chooses_the_target(target):
+    # The pytest plugin's `target` fixture gives a ug.Target: it is a target spelling too.
+    chosen = ug.Target.parse(target)
+    with ug.use_backend(chosen):
+        assert current_target() == chosen
+        np.testing.assert_array_equal((ug.tensor([1.0, 2.0]) * 3.0).numpy(), [3.0, 6.0])
+    from unigraph import config
+
+    before = config._global_target
+    try:
+        ug.set_backend(chosen)
+        assert current_target() == chosen
+    finally:
+        config._global_target = before

@@ -72,7 +72,10 @@ def _validated(backend: str, mode: str | None) -> Target:
 
 
 def _combined(backend: str, mode: str | None, backend_origin: str, mode_origin: str) -> Target:
-    """Target from a backend (or "backend:mode") and an optional separate mode."""
+    """Target from a backend (or "backend:mode", or a `Target`: the `target` fixture's
+    value) and an optional separate mode."""
+    if isinstance(backend, Target):
+        backend = str(backend)
     if not isinstance(backend, str) or not backend.strip():
         raise ConfigError(f"{backend_origin} must name a backend, e.g. 'torch' or "
                           f"'torch:static', got {backend!r}")
