@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import io
+import re
 import tokenize
 from pathlib import Path
 
@@ -227,3 +228,28 @@ def test_the_value_comments_are_read():
     assert _expected("# numpy:eager -> (20, 20)") == (20, 20)
     assert _expected("# [2., 4.]") == [2.0, 4.0]
     assert _expected("# tf.while_loop in a tf.compat.v1.Graph + Session") is None
+
+
+def _renumbered(listing: str) -> str:
+    """`listing` with its value ids numbered in order of first appearance (%0, %1, ...),
+    and its source paths without their folders (they are relative to the working folder)."""
+    ids: dict = {}
+    listing = re.sub(r"# \S*/(\w+\.py:\d+)", r"# \1", listing)
+    return re.sub(r"%(\d+)", lambda m: f"%{ids.setdefault(m.group(1), len(ids))}", listing)
+
+
+def test_the_ir_listing_is_what_counter_traces_to():
+    import sys
+
+    text = README.read_text()
+    start = text.index("a `@ug.function` traces to:\n\n```\n") + len(
+        "a `@ug.function` traces to:\n\n```\n")
+    shown = text[start:text.index("```", start)]
+    examples = str(README.parent / "examples")
+    sys.path.insert(0, examples)
+    try:
+        import counter_loop
+    finally:
+        sys.path.remove(examples)
+    traced = str(counter_loop.counter.trace(0, 10))
+    assert _renumbered(shown.strip()) == _renumbered(traced.strip())
