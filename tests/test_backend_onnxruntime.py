@@ -176,11 +176,30 @@ def test_there_is_no_eager_mode():
             pass
 
 
-def test_a_failing_run_names_the_op_and_line():
+def test_a_failing_run_names_the_op_and_line(monkeypatch):
+    from types import SimpleNamespace
+
+    from unigraph_onnxruntime import lowerings
+
+    from unigraph.errors import IndexOutOfRangeError
+
     with ug.use_backend("onnxruntime", "static"):
-        with pytest.raises(BackendError, match=r"take at .*test_backend_onnxruntime.py:\d+ "
-                                               r"failed on onnxruntime:static"):
+        # An index out of range is the error every target raises (README).
+        with pytest.raises(IndexOutOfRangeError, match=r"take on onnxruntime:static at "
+                           r".*test_backend_onnxruntime.py:\d+: index 5 is out of range"):
             apply("take", [np.arange(3.0), np.array([5])], {"axis": 0})
+
+        # Any other failure of ONNX Runtime's run is a BackendError naming the op and line.
+        def failing_run(*args):
+            raise RuntimeError("[ONNXRuntimeError] : 6 : RUNTIME_EXCEPTION")
+
+        monkeypatch.setattr(lowerings, "_session", lambda *args: SimpleNamespace(
+            session=SimpleNamespace(run=failing_run), graph=None,
+            target="onnxruntime:static"))
+        with pytest.raises(BackendError, match=r"take at .*test_backend_onnxruntime.py:\d+ "
+                                               r"failed on onnxruntime:static: "
+                                               r"\[ONNXRuntimeError\] : 6"):
+            apply("take", [np.arange(3.0), np.array([1])], {"axis": 0})
 
 
 @pytest.mark.parametrize("quirk", QUIRKS, ids=lambda q: q.op)
