@@ -45,10 +45,12 @@ def _paddle_quirks():
     return quirks
 
 
-def test_the_sgd_pin_rounds_exactly_and_fails_for_either_plain_kernel(monkeypatch):
-    """The sgd_ record's pin tells the two roundings apart: a kernel rounding p - lr * g as
-    mul then sub at every size, or as one FMA at every size, makes it False; and its exact
-    rounding is right where going through float64 rounds twice."""
+def test_the_sgd_pin_rounds_exactly_and_holds_for_either_cpu_kernel(monkeypatch):
+    """The sgd_ record's pin holds for a kernel rounding p - lr * g as mul then sub at every
+    size (an AMD EPYC with AVX-512), or as one FMA but on a float32 p of a multiple of 8
+    elements (the x86-64 CPUs it was first recorded on); it fails where a multiple of 8 is
+    rounded as an FMA (what unigraph's `sgd_` relies on) or an update is neither rounding;
+    and its exact rounding is right where going through float64 rounds twice."""
     from fractions import Fraction
 
     quirks = _paddle_quirks()
@@ -64,7 +66,17 @@ def test_the_sgd_pin_rounds_exactly_and_fails_for_either_plain_kernel(monkeypatc
                                               * Fraction(float(b)), p.dtype)
                          for a, b in zip(p, g)])
 
-    for kernel in (lambda p, lr, g: p - lr * g, fma):
+    def fma_but_multiples_of_8(p, lr, g):
+        return p - lr * g if p.dtype == np.float32 and p.size % 8 == 0 else fma(p, lr, g)
+
+    def twice_rounded(p, lr, g):  # through float64: neither rounding on some elements
+        return (p.astype(np.float64) - lr.astype(np.float64) * g).astype(p.dtype) if (
+            p.dtype == np.float32) else fma(p, lr, g) + np.finfo(p.dtype).eps
+
+    kernels = {"mul then sub": (lambda p, lr, g: p - lr * g, True),
+               "fma but multiples of 8": (fma_but_multiples_of_8, True),
+               "fma": (fma, False), "neither": (twice_rounded, False)}
+    for name, (kernel, holds) in kernels.items():
         monkeypatch.setattr(quirks, "_sgd_kernel_results",
                             lambda paddle, p, lr, g, kernel=kernel: [kernel(p, lr, g)] * 2)
-        assert quirks._sgd_rounds_as_fma_unless_a_multiple_of_8() is False
+        assert quirks._sgd_rounds_once_and_as_mul_sub_on_multiples_of_8() is holds, name

@@ -506,9 +506,9 @@ class SGD(Optimizer):
         backend = self._eager_on
         if backend is not None and self._update_in_place(param, grad, lr, backend):
             return
-        # Not one fused kernel (torch's sub_(g, alpha=lr), Paddle's sgd_): both round
-        # p - lr * g as an FMA (Paddle's unless p is float32 of a multiple of 8 elements:
-        # quirk "sgd update"), not as mul, sub.
+        # Not one fused kernel (torch's sub_(g, alpha=lr), Paddle's sgd_): both may round
+        # p - lr * g as an FMA (Paddle's on some CPUs, and not where p is float32 of a
+        # multiple of 8 elements: quirk "sgd update"), not as mul, sub.
         self.subtract(param, lr * grad)
 
     def _update_in_place(self, param, grad, lr, backend) -> bool:

@@ -26,7 +26,7 @@ the slot's buffer at what it takes for the value's last use (3.3.1: without it,
 `multiply(v_new, lr)` became `multiply_`, and the velocity held lr * v).
 `subtract_`/`add_` are the same kernels as `subtract`/`add`. `sgd_` computes `p - lr * g`
 with the float32 rounding of `mul` then `sub` only when p has a multiple of 8 elements
-(3.3.1: its vectorised loop); otherwise, and in float64, it rounds every element as an FMA,
+(3.3.1: its vectorised loop); otherwise, and in float64, some CPUs round every element as an FMA,
 so those take `multiply` (lr expanded to g's shape first from 4096 elements, as the "mul"
 lowering does) then `subtract_`. Not `scale(g, lr, bias=-0.0)`, dygraph's form: in a Program
 the bias is an IR attribute, and Paddle's IR keeps one float attribute for 0.0 and -0.0 (the
