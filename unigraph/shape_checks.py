@@ -50,8 +50,7 @@ OP = "ensure_shape"
 # static run of such a node over a dim left open by `input_spec` is checked before it runs,
 # by the same rule, for the run's shapes (`check_paths`). TensorFlow and ONNX Runtime
 # return -inf for a max of nothing, the other frameworks each raise their own error.
-# (Not `ug.logsumexp`'s shift, x - max(x) under an exp: eagerly its empty axis is -inf, no
-# error, and it is left as it was, see `_shift`.)
+# (Not a max with `initial` -inf, `ug.logsumexp`'s shift: over nothing it is -inf.)
 RULE_CHECKED = ("max", "min", "argmax", "reshape")
 
 # The text a graph-mode check carries in its failure (TensorFlow's Assert prints it; an
@@ -191,8 +190,8 @@ def check_paths(graph, shapes: list, target: str = "") -> None:
 
 def _rule_checked(node) -> bool:
     """Whether `node` is a `RULE_CHECKED` op reading a dim left open by `input_spec`: any
-    of a reshape's, a reduced one of a max's, min's or argmax's."""
-    if node.op not in RULE_CHECKED:
+    of a reshape's, a reduced one of a max's (but one with `initial`), min's or argmax's."""
+    if node.op not in RULE_CHECKED or node.attrs.get("initial") is not None:
         return False
     shape = node.inputs[0].shape
     if node.op == "reshape":
@@ -200,17 +199,6 @@ def _rule_checked(node) -> bool:
     axis = node.attrs.get("axis")
     axes = range(len(shape)) if axis is None else axis if isinstance(axis, tuple) else (axis,)
     return any(shape[a] is None for a in axes)
-
-
-def _shift(graph, node) -> bool:
-    """Whether `node` is `ug.logsumexp`'s shift: a max read as the b of an a - b under an
-    exp (an empty axis is -inf there eagerly, not an error)."""
-    if node.op != "max":
-        return False
-    peak = node.outputs[0]
-    subs = {n.outputs[0].id for n in graph.nodes
-            if n.op == "sub" and len(n.inputs) == 2 and n.inputs[1] is peak}
-    return any(n.op == "exp" and n.inputs[0].id in subs for n in graph.nodes)
 
 
 def _path_shapes(graph, known: dict, in_path: bool, target: str = "") -> list:
@@ -245,7 +233,7 @@ def _path_shapes(graph, known: dict, in_path: bool, target: str = "") -> list:
                 found = [tuple(spec.shape) for spec in
                          (specs if isinstance(specs, list | tuple) else [specs])]
             except ShapeError as error:
-                if _rule_checked(node) and not _shift(graph, node):  # eager's error
+                if _rule_checked(node):  # eager's error
                     raise ShapeError(f"{error} (on {target} at {node.source or '?'})") from None
                 found = None
             except Exception:  # noqa: BLE001 (left to the run, which fails or not)

@@ -290,10 +290,24 @@ def reduce_mean(x, *, axis, keepdims):
     return paddle.mean(x, axis=_axes(axis), keepdim=keepdims)
 
 
-def reduce_max(x, *, axis, keepdims):
+def reduce_max(x, *, axis, keepdims, initial=None):
     # Paddle's max propagates NaN and splits tied gradients equally: the record's rule.
     # (On a 2-D view where Paddle's backward is wrong: ranks.max_or_min.)
+    if initial is not None:
+        x = _with_initial(x, axis, initial)
     return ranks.max_or_min(paddle.max, x, _axes(axis), keepdims)
+
+
+def _with_initial(x, axis, initial):
+    """x with a slab of `initial` after each reduced axis that is empty or unknown until the
+    run (a Program's -1): Paddle's max refuses an empty axis, and the slab makes it give
+    `initial` there (the max elsewhere: `initial` is -inf, the record's one value)."""
+    for a in range(len(x.shape)) if axis is None else axis:
+        if x.shape[a] > 0:
+            continue
+        slab = paddle.full_like(paddle.sum(x, axis=a, keepdim=True), initial)
+        x = paddle.concat([x, slab], axis=a)
+    return x
 
 
 def reduce_min(x, *, axis, keepdims):

@@ -229,7 +229,9 @@ def reduction(native):
     (NCHW axis a is NHWC axis TO_NCHW[a]). With keepdims the result is 4-D: its view goes
     on; without, only when the kept axes keep their order (the result is then the same)."""
 
-    def lowering(x, *, axis, keepdims):
+    def lowering(x, *, axis, keepdims, **initial):
+        if initial:  # (a max's -inf; TF's Max of nothing gives it)
+            return native(x, axis=axis, keepdims=keepdims)
         source = nhwc_of_view(x)
         if source is None or axis is None:
             return native(x, axis=axis, keepdims=keepdims)

@@ -198,7 +198,8 @@ def matmul(a, b):
 
 
 def reduction(op):
-    def lowering(x, *, axis, keepdims):
+    def lowering(x, *, axis, keepdims, initial=None):
+        # (`initial`: a max's -inf, which TF's Max of nothing already gives.)
         if axis is None:
             axis = tuple(range(len(x.shape)))
         if not axis:

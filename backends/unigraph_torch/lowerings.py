@@ -104,7 +104,11 @@ def reduce_mean(x, *, axis, keepdims):
     return torch.mean(x, dim=axis, keepdim=keepdims)
 
 
-def reduce_max(x, *, axis, keepdims):
+def reduce_max(x, *, axis, keepdims, initial=None):
+    dims = range(x.dim()) if axis is None else axis
+    if initial is not None and any(x.shape[d] == 0 for d in dims):  # (torch.amax refuses)
+        shape = [1 if d in dims else n for d, n in enumerate(x.shape) if keepdims or d not in dims]
+        return torch.full(shape, initial, dtype=x.dtype, device=x.device)
     return torch.amax(x, dim=() if axis is None else axis, keepdim=keepdims)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from unigraph.api.elementwise import abs, exp, log, maximum, minimum, sqrt, where
+from unigraph.api.elementwise import abs, cast, equal, exp, log, maximum, minimum, sqrt, where
 from unigraph.api.operands import (
     _axes,
     _known_shape,
@@ -15,6 +15,7 @@ from unigraph.api.operands import (
 )
 from unigraph.api.reductions import max, mean, sum
 from unigraph.api.shapes import squeeze
+from unigraph.dispatch import apply
 from unigraph.tracing import user_source
 
 
@@ -102,8 +103,16 @@ def logsumexp(x, axis=None, keepdims=False):
         # sum of nothing (0) - inf: log(0) and its gradient's 1 / 0 would make the NumPy
         # targets warn (divide by zero) about no value of the user's, where no other does.
         return sum(a, axes, keepdims=keepdims) - np.inf
-    peak = max(a, axes, keepdims=True)
-    out = log(sum(exp(a - peak), axes, keepdims=True)) + peak
+    # The shift marks its max with `initial` -inf: where a run leaves an open axis empty it
+    # gives -inf (the result then -inf, as above), not a max's error over nothing.
+    peak = a if axes == () else apply("max", [a], {"axis": axes, "keepdims": True,
+                                                   "initial": -np.inf})
+    total = sum(exp(a - peak), axes, keepdims=True)  # (>= 1, or NaN, but over nothing)
+    if any(a.shape[i] is None for i in (range(a.ndim) if axes is None else axes)):
+        # A run may leave the axis empty: the total 0 and the peak -inf. log(1) + -inf there,
+        # not log(0), whose divide by zero NumPy would print (no other target does).
+        total = total + cast(equal(peak, -np.inf), a.dtype)
+    out = log(total) + peak
     if keepdims:
         return out
     return squeeze(out, tuple(range(a.ndim)) if axes is None else axes)

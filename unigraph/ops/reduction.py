@@ -157,28 +157,39 @@ register(OpDef(
 
 
 def _extreme(name, np_fn, word, example):
-    def infer(x, *, axis, keepdims):
+    def infer(x, *, axis, keepdims, initial=None):
         require_numeric(name, "x", x)
-        return TensorSpec(_reduced_shape(name, x, axis, keepdims, need_nonempty=True), x.dtype)
+        if initial is not None and (name != "max" or initial != -np.inf
+                                    or x.dtype not in ("float16", "float32", "float64")):
+            raise ShapeError(f"{name}: initial={initial!r} of {fmt(x)}; only a floating max "
+                             "takes one, -inf (an empty axis is then -inf, not an error)")
+        return TensorSpec(_reduced_shape(name, x, axis, keepdims,
+                                         need_nonempty=initial is None), x.dtype)
 
-    def reference(x, *, axis, keepdims):
-        return np.asarray(np_fn(x, axis=axis, keepdims=keepdims)).astype(x.dtype, copy=False)
+    def reference(x, *, axis, keepdims, initial=None):
+        extra = {} if initial is None else {"initial": initial}
+        return np.asarray(np_fn(x, axis=axis, keepdims=keepdims, **extra)).astype(
+            x.dtype, copy=False)
 
-    def vjp(g, inputs, out, *, axis, keepdims):
+    def vjp(g, inputs, out, *, axis, keepdims, initial=None):
         (x,) = inputs
         kept_g = expand_reduced(g, axis, x.ndim, keepdims)
         kept_out = expand_reduced(out, axis, x.ndim, keepdims)
         return [grad_for(_tie_split(kept_g, x, kept_out, reduced_axes(axis, x.ndim)), x)]
 
+    # (`initial`: a max marked by ug.logsumexp, whose shift over nothing is -inf eagerly.)
+    empty = ("; with `initial` -inf (NumPy's initial; a floating x) it is -inf"
+             if name == "max" else "")
     register(OpDef(
         name=name,
         infer=infer,
         reference=reference,
         vjp=vjp,
         doc=f"{word.capitalize()} of x over `axis` (a tuple; None: all). NaN propagates: a "
-            f"slice holding a NaN gives NaN. Gradient: shared equally by the elements equal to "
-            f"the result (two tied {word} elements get half each); a slice whose result is NaN "
-            f"gets NaN in every element.",
+            f"slice holding a NaN gives NaN. An empty axis is a `ShapeError` (nothing to "
+            f"compare){empty}. Gradient: shared equally by the elements equal to the result "
+            f"(two tied {word} elements get half each); a slice whose result is NaN gets NaN "
+            f"in every element.",
         samples=_extreme_samples(np_fn),
         example=example,
     ))
