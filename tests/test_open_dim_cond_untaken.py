@@ -7,7 +7,7 @@ where the path taken knows the dim ([1, 3]) and the other leaves it open (x * 2 
 [None, 3]), the open path's check did not run and the static targets returned the taken
 value for two rows. Every shape is a function of the inputs' shapes, so now each static
 call checks the conds' paths against the op records' shape rules for its inputs' shapes
-before it runs (once per input shape: `shape_checks.check_paths`), and raises eager's error
+before it runs (once per input shape: `shape_checks.check_before_run`), and raises eager's error
 class with the cond's line. Conds nested in a path are checked too, as eagerly (the path
 not taken is traced, its conds with it).
 """

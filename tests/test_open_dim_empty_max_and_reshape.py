@@ -7,7 +7,7 @@ raised their framework's own error (numpy:static a ValueError, torch:static an I
 paddle:static Paddle's, onnxruntime:static a BackendError for the reshape), and for the max
 tensorflow:static, tensorflow:function and onnxruntime:static returned -inf. Now a static
 call checks such a node, once per input shape, by the op's own shape rule for the run's
-shapes (`unigraph.shape_checks.check_paths`), and raises eager's error naming the target
+shapes (`unigraph.shape_checks.check_before_run`), and raises eager's error naming the target
 and the user's line; where the sizes fit, every target gives eager's result.
 """
 

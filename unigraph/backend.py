@@ -29,6 +29,7 @@ import numpy as np
 
 from unigraph.errors import BackendError
 from unigraph.ir import Graph
+from unigraph.shape_checks import check_before_run, needs_check_before_run
 
 
 def _unshared(outputs: list, feeds: list) -> list:
@@ -61,7 +62,9 @@ class Executable:
 
     Checked before any hook runs, with one wording on every backend: the number of inputs,
     each input's dtype and shape (a `None` dim takes any size), a parameter never set
-    (`set_param` was never called for it), and the shape of an array given to `set_param`.
+    (`set_param` was never called for it), and the shape of an array given to `set_param`;
+    then, where the graph has such checks, the op records' shape rules on the run's input
+    shapes (`check_before_run`: eager's error where they refuse, once per input shape).
     Feeds that are neither NumPy arrays nor this backend's natives (Python numbers, lists)
     become arrays of the input's dtype.
 
@@ -83,6 +86,9 @@ class Executable:
     def __init__(self, graph: Graph):
         self.graph = graph
         self.unset = set(range(len(graph.params)))  # indices never given a value
+        # The input shapes `check_before_run` passed, or None where the graph has nothing
+        # to check before a run (`shape_checks.needs_check_before_run`).
+        self.checked_before_run = set() if needs_check_before_run(graph) else None
         # (dtype, shape) of each input, shape None when it has no unknown dims (compared
         # whole) or a tuple with None where any size is taken.
         self._input_specs = [
@@ -91,7 +97,10 @@ class Executable:
 
     # -- templates ----------------------------------------------------------------------
     def run(self, inputs: list) -> list:
-        return self._run_feeds(self.check_inputs(inputs))
+        feeds = self.check_inputs(inputs)
+        if self.checked_before_run is not None:
+            self.check_before_run(feeds)
+        return self._run_feeds(feeds)
 
     def run_known(self, feeds: list) -> list:
         """`run` for a list of feeds of exactly the types (array or native, dtype, shape) of
@@ -115,6 +124,8 @@ class Executable:
 
     def run_all(self, inputs: list) -> dict:
         feeds = self.check_inputs(inputs)
+        if self.checked_before_run is not None:
+            self.check_before_run(feeds)
         if self.unset:
             self.refuse_unset()
         try:
@@ -191,6 +202,16 @@ class Executable:
             self.refuse_unset([index])
         # A copy: what the caller gets never aliases what the executable stores.
         return np.array(self._get_param(index), copy=True)
+
+    def check_before_run(self, feeds: list) -> None:
+        """Eager's error, before the run, where the op records' shape rules refuse the
+        shapes of `feeds` (`shape_checks.check_before_run`: a cond's path not taken, a max
+        over an open axis left empty), once per input shape. Every run of a compiled graph
+        makes it (a @ug.function's call, the checker's reference and its direct runs)."""
+        shapes = tuple(tuple(np.shape(x)) for x in feeds)
+        if shapes not in self.checked_before_run:
+            check_before_run(self.graph, list(shapes), self.target)
+            self.checked_before_run.add(shapes)
 
     # -- the one wording of each refusal -------------------------------------------------
     def check_inputs(self, inputs) -> list:

@@ -21,7 +21,6 @@ from unigraph.config import Target, current_target
 from unigraph.dispatch import backend_of, context_target, symbolic, value_of
 from unigraph.errors import ShapeError, TracingError
 from unigraph.ir import Graph, check_dtype
-from unigraph.shape_checks import check_paths, checks_paths
 from unigraph.tensor import (
     Parameter,
     Tensor,
@@ -134,10 +133,6 @@ class Compiled:
     out_shape: str | None = None
     # (shape, dtype) of each output when none has an unknown dim, else None (see _wrap).
     out_types: list | None = None
-    # The input shapes whose conds' paths were checked (shape_checks.check_paths), or None
-    # where the graph has no checked path. (A generated caller is made for shapes `_run`
-    # ran: it needs no check.)
-    paths_checked: set | None = None
 
 
 @dataclass
@@ -556,8 +551,7 @@ class Function:
                         out_treedef, updated, randoms,
                         [(read, value) for read, value, _ in traced.state.values()],
                         traced.loop_lines if traced.loop_flag is not None else [],
-                        out_shape=out_shape, out_types=_known_types(traced.graph.outputs),
-                        paths_checked=set() if checks_paths(traced.graph) else None)
+                        out_shape=out_shape, out_types=_known_types(traced.graph.outputs))
 
     def _count_trace(self, target, treedef, leaves, state: dict) -> None:
         """Count traces per target; past RETRACE_WARNING, warn once, saying what changed."""
@@ -592,20 +586,10 @@ eager_body_codes.update((Function._run_eager.__code__, Function._run_eager_tenso
                          Function.__call__.__code__))
 
 
-def _check_paths(compiled: Compiled, leaves) -> None:
-    """Eager's check of a cond's path not taken, for the shapes of `leaves` (once each)."""
-    shapes = tuple(tuple(x.shape) if hasattr(x, "shape") else np.shape(x) for x in leaves)
-    if shapes not in compiled.paths_checked:
-        check_paths(compiled.graph, list(shapes), getattr(compiled.executable, "target", ""))
-        compiled.paths_checked.add(shapes)
-
-
 def _run(compiled: Compiled, backend, leaves):
     """Run `compiled` on `leaves` (the call's tensors and arrays): load the parameters it
     does not hold yet, feed, run, check the loop guard, note the updates, wrap the outputs."""
     executable = compiled.executable
-    if compiled.paths_checked is not None:
-        _check_paths(compiled, leaves)
     if compiled.params:
         _load_params(compiled)
     feeds = [_feed(x, backend) for x in leaves]

@@ -21,8 +21,9 @@ which raises that error when the program runs and the sizes differ, as eagerly:
 
 A static run takes one path of a cond, so the other path's check does not run, where
 eagerly the branch not taken is traced and raises: a @ug.function call of a graph with
-checked paths first checks every path's shapes for its inputs' shapes (`check_paths`, once
-per input shape; not conds inside a while_loop's body).
+checked paths first checks every path's shapes for its inputs' shapes (`check_before_run`,
+once per input shape, in `Executable.run`: every run of a compiled graph, the checker's
+included; not conds inside a while_loop's body).
 
 The same call-time walk checks the ops whose shape rule refuses sizes only a run knows
 (`RULE_CHECKED`: a max, min or argmax over an open axis a run gives 0 elements, a reshape to
@@ -48,7 +49,7 @@ OP = "ensure_shape"
 # The ops whose shape rule refuses sizes that only a run knows where eagerly it raises
 # `ShapeError` (a max or min over an empty axis, a reshape whose -1 does not divide): a
 # static run of such a node over a dim left open by `input_spec` is checked before it runs,
-# by the same rule, for the run's shapes (`check_paths`). TensorFlow and ONNX Runtime
+# by the same rule, for the run's shapes (`check_before_run`). TensorFlow and ONNX Runtime
 # return -inf for a max of nothing, the other frameworks each raise their own error.
 # (Not a max with `initial` -inf, `ug.logsumexp`'s shift: over nothing it is -inf.)
 RULE_CHECKED = ("max", "min", "argmax", "reshape")
@@ -157,21 +158,21 @@ def translate_check_error(error: BaseException, executable) -> ControlFlowShapeE
 # shape; a static run takes one path, and the check of the other does not run. Every shape
 # is a function of the inputs' shapes, so the paths' shapes for a run's inputs are found
 # without running either, from the op records' shape rules (once per input shape).
-def checks_paths(graph, in_path: bool = False) -> bool:
+def needs_check_before_run(graph, in_path: bool = False) -> bool:
     """Whether a `cond` of `graph` (`in_path`: `graph` is one's path), or of one of its
     subgraphs, has a checked path (a value of a dim the trace leaves open and the other
-    path knows), or a `RULE_CHECKED` node reads such a dim: `check_paths` then has work.
+    path knows), or a `RULE_CHECKED` node reads such a dim: `check_before_run` then has work.
     (One pass, no list: every compile asks.)"""
     for node in graph.nodes:
         if in_path and node.op == OP or _rule_checked(node):
             return True
-        if node.subgraphs and any(checks_paths(sub, in_path or node.op == "cond")
+        if node.subgraphs and any(needs_check_before_run(sub, in_path or node.op == "cond")
                                   for sub in node.subgraphs.values()):
             return True
     return False
 
 
-def check_paths(graph, shapes: list, target: str = "") -> None:
+def check_before_run(graph, shapes: list, target: str = "") -> None:
     """Raise the `ControlFlowShapeError` eager raises where, for inputs of `shapes`, a check
     in a `cond`'s path (the path not taken included) fails, a `grad`'s function's conds
     included; conds inside a while_loop's body are left to their checks (eagerly a body
@@ -180,7 +181,7 @@ def check_paths(graph, shapes: list, target: str = "") -> None:
     rules cannot find (an op without one, another rule that refuses the sizes) is left to
     the run.
 
-    >>> check_paths(graph, [(2, 3)])  # cond(p, lambda: x * 2, lambda: z), x [None, 3], z [1, 3]
+    >>> check_before_run(graph, [(2, 3)])  # cond(p, lambda: x * 2, lambda: z): x [None, 3]
     ControlFlowShapeError: cond at model.py:7: value 0 is float32[None, 3] in true_fn ...
     """
     known = {value.id: tuple(shape) for value, shape in zip(graph.inputs, shapes)}

@@ -548,7 +548,8 @@ class TorchExecutable(Executable):
         self._compiled_run, self._every_value, self.source = compile_graph(
             graph, self.column_major_params)
         self.params: list = [None] * len(graph.params)
-        self._torch_specs = _quick_specs(graph)  # for check_inputs' quick pass
+        # for check_inputs' quick pass (none where a run is checked first: `run`'s is the base's)
+        self._torch_specs = [] if self.checked_before_run is not None else _quick_specs(graph)
 
     def run(self, inputs: list) -> list:
         # The common torch:static run, torch tensors of the graph's exact types and every

@@ -17,6 +17,7 @@ import numpy as np
 
 from unigraph.backend import lower_nodes
 from unigraph.ir import Graph, Node
+from unigraph.shape_checks import check_before_run, needs_check_before_run
 
 
 def rounded(array, dtype: str) -> np.ndarray:
@@ -43,6 +44,7 @@ def _to_numpy(backend, value) -> np.ndarray:
 def target_env(graph: Graph, backend, mode: str, feeds: list, params: list) -> dict:
     """{value id: array} for every top-level value of `graph` run on `backend`:`mode`."""
     if mode == "eager":
+        _check_before_eager_run(graph, backend, feeds)
         natives = [backend.to_native(np.asarray(x)) for x in [*feeds, *params]]
         env = interpret_env(graph, backend, natives)
         return {key: _to_numpy(backend, value) for key, value in env.items()}
@@ -56,11 +58,20 @@ def target_env(graph: Graph, backend, mode: str, feeds: list, params: list) -> d
 def target_outputs(graph: Graph, backend, mode: str, feeds: list) -> list:
     """The outputs of a parameter-free `graph` run on `backend`:`mode`, as arrays."""
     if mode == "eager":
+        _check_before_eager_run(graph, backend, feeds)
         natives = [backend.to_native(np.asarray(x)) for x in feeds]
         outs = interpret(graph, backend, natives)
     else:
         outs = backend.compile(graph, mode).run(list(feeds))
     return [_to_numpy(backend, value) for value in outs]
+
+
+def _check_before_eager_run(graph: Graph, backend, feeds: list) -> None:
+    """The check every compiled run makes first (`Executable.check_before_run`), for the
+    interpreter: it runs only a cond's path taken, where a user's eager call traces the
+    other and raises."""
+    if needs_check_before_run(graph):
+        check_before_run(graph, [np.shape(x) for x in feeds], f"{backend.name}:eager")
 
 
 # -- the eager interpreter ---------------------------------------------------------------
