@@ -23,7 +23,9 @@ A static run takes one path of a cond, so the other path's check does not run, w
 eagerly the branch not taken is traced and raises: a @ug.function call of a graph with
 checked paths first checks every path's shapes for its inputs' shapes (`check_before_run`,
 once per input shape, in `Executable.run`: every run of a compiled graph, the checker's
-included; not conds inside a while_loop's body).
+included; a while_loop's condition and body on the loop variables' first shapes, which
+every iteration keeps: a body that a run never enters is checked all the same, where
+eagerly it checks nothing).
 
 The same call-time walk checks the ops whose shape rule refuses sizes only a run knows
 (`RULE_CHECKED`: a max, min or argmax over an open axis a run gives 0 elements, a reshape to
@@ -175,8 +177,9 @@ def needs_check_before_run(graph, in_path: bool = False) -> bool:
 def check_before_run(graph, shapes: list, target: str = "") -> None:
     """Raise the `ControlFlowShapeError` eager raises where, for inputs of `shapes`, a check
     in a `cond`'s path (the path not taken included) fails, a `grad`'s function's conds
-    included; conds inside a while_loop's body are left to their checks (eagerly a body
-    that never runs checks nothing). Raise the `ShapeError` eager raises, naming `target`
+    included, and a while_loop's condition's and body's on the loop variables' first
+    shapes (eagerly a body that never runs checks nothing; here it is checked all the
+    same). Raise the `ShapeError` eager raises, naming `target`
     and the op's line, where a `RULE_CHECKED` node's rule refuses the sizes. A shape the
     rules cannot find (an op without one, another rule that refuses the sizes) is left to
     the run.
@@ -217,6 +220,14 @@ def _path_shapes(graph, known: dict, in_path: bool, target: str = "") -> list:
                                   target)
                      for sub in (node.subgraphs["then"], node.subgraphs["else"])]
             found = [a if a == b else None for a, b in zip(*paths)]
+        elif node.op == "while_loop":
+            # Every iteration's loop variables have their first shapes (the node's inputs):
+            # the condition and the body are walked once on them (the body's own checks,
+            # the iterations', are left to the run; its conds' paths and rule-checked ops
+            # raise as eagerly at its first iteration).
+            for sub in (node.subgraphs["cond"], node.subgraphs["body"]):
+                _path_shapes(sub, dict(zip([v.id for v in sub.inputs], shapes)), False, target)
+            found = shapes[:node.attrs["num_carried"]]
         elif node.op == "grad":  # (the function differentiated, on the node's inputs)
             sub = node.subgraphs["fn"]
             _path_shapes(sub, dict(zip([v.id for v in sub.inputs], shapes)), in_path, target)
