@@ -181,15 +181,25 @@ def check_before_run(graph, shapes: list, target: str = "") -> None:
     shapes (eagerly a body that never runs checks nothing; here it is checked all the
     same). Raise the `ShapeError` eager raises, naming `target`
     and the op's line, where a `RULE_CHECKED` node's rule refuses the sizes. A shape the
-    rules cannot find (an op without one, another rule that refuses the sizes) is left to
-    the run.
+    rules cannot find (an op without one) is left to the run, and so is everything after a
+    node outside a cond's paths whose check fails or whose rule refuses the sizes: the run,
+    as eager, raises that node's error first.
 
     >>> check_before_run(graph, [(2, 3)])  # cond(p, lambda: x * 2, lambda: z): x [None, 3]
     ControlFlowShapeError: cond at model.py:7: value 0 is float32[None, 3] in true_fn ...
     """
     known = {value.id: tuple(shape) for value, shape in zip(graph.inputs, shapes)}
     known.update((value.id, tuple(value.shape)) for value in graph.params)
-    _path_shapes(graph, known, False, target)
+    try:
+        _path_shapes(graph, known, False, target)
+    except _RunFailsFirst:  # (the run raises first, as eager: its error, not a later one)
+        pass
+
+
+class _RunFailsFirst(Exception):
+    """A node outside a cond's paths whose check fails or whose rule refuses the sizes: the
+    run (as eager) fails there, before any later check; `check_before_run` leaves it to the
+    run rather than raise a later node's error first."""
 
 
 def _rule_checked(node) -> bool:
@@ -207,7 +217,8 @@ def _rule_checked(node) -> bool:
 
 def _path_shapes(graph, known: dict, in_path: bool, target: str = "") -> list:
     """The shape of each of `graph`'s outputs (None: not found), `known` holding its
-    inputs' (a value's id -> shape); with `in_path` (a cond's path), its checks raise."""
+    inputs' (a value's id -> shape); with `in_path` (a cond's path), its checks raise;
+    without, a failing check or a refusal stops the walk (`_RunFailsFirst`)."""
     from unigraph.ops import OPS
     from unigraph.ops.base import TensorSpec
     from unigraph.ops.shape import resolved_shape
@@ -223,7 +234,7 @@ def _path_shapes(graph, known: dict, in_path: bool, target: str = "") -> list:
         elif node.op == "while_loop":
             # Every iteration's loop variables have their first shapes (the node's inputs):
             # the condition and the body are walked once on them (the body's own checks,
-            # the iterations', are left to the run; its conds' paths and rule-checked ops
+            # the iterations', fail in the run first; its conds' paths and rule-checked ops
             # raise as eagerly at its first iteration).
             for sub in (node.subgraphs["cond"], node.subgraphs["body"]):
                 _path_shapes(sub, dict(zip([v.id for v in sub.inputs], shapes)), False, target)
@@ -232,9 +243,11 @@ def _path_shapes(graph, known: dict, in_path: bool, target: str = "") -> list:
             sub = node.subgraphs["fn"]
             _path_shapes(sub, dict(zip([v.id for v in sub.inputs], shapes)), in_path, target)
         elif node.op in OPS and None not in shapes:
-            if in_path and node.op == OP:
+            if node.op == OP:
                 for shape in shapes:
                     if differs(node.attrs["shape"], shape):
+                        if not in_path:  # (the run checks it, in its place)
+                            raise _RunFailsFirst
                         raise shape_check_error(node.attrs["message"], shape)
             try:
                 attrs = node.attrs
@@ -247,6 +260,8 @@ def _path_shapes(graph, known: dict, in_path: bool, target: str = "") -> list:
             except ShapeError as error:
                 if _rule_checked(node):  # eager's error
                     raise ShapeError(f"{error} (on {target} at {node.source or '?'})") from None
+                if not in_path:
+                    raise _RunFailsFirst from None
                 found = None
             except Exception:  # noqa: BLE001 (left to the run, which fails or not)
                 found = None
