@@ -208,7 +208,7 @@ class Executable:
         shapes of `feeds` (`shape_checks.check_before_run`: a cond's path not taken, a max
         over an open axis left empty), once per input shape. Every run of a compiled graph
         makes it (a @ug.function's call, the checker's reference and its direct runs)."""
-        shapes = tuple(tuple(np.shape(x)) for x in feeds)
+        shapes = tuple(tuple(x.shape) for x in feeds)  # (arrays and natives, after the checks)
         if shapes not in self.checked_before_run:
             check_before_run(self.graph, list(shapes), self.target)
             self.checked_before_run.add(shapes)
