@@ -156,6 +156,18 @@ register(OpDef(
 ))
 
 
+def _initial_samples(np_fn):
+    """The extremes' samples, and a max with `initial` -inf (ug.logsumexp's shift): over
+    distinct values, and over an empty axis (-inf)."""
+
+    def samples(rng):
+        marked = {"axis": (1,), "keepdims": True, "initial": -np.inf}
+        return _extreme_samples(np_fn)(rng) + [Sample((distinct(rng, (3, 4)),), marked),
+                                                Sample((np.zeros((3, 0)),), marked)]
+
+    return samples
+
+
 def _extreme(name, np_fn, word, example):
     def infer(x, *, axis, keepdims, initial=None):
         require_numeric(name, "x", x)
@@ -190,7 +202,7 @@ def _extreme(name, np_fn, word, example):
             f"compare){empty}. Gradient: shared equally by the elements equal to the result "
             f"(two tied {word} elements get half each); a slice whose result is NaN gets NaN "
             f"in every element.",
-        samples=_extreme_samples(np_fn),
+        samples=_initial_samples(np_fn) if name == "max" else _extreme_samples(np_fn),
         example=example,
     ))
 
