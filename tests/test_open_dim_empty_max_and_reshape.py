@@ -17,7 +17,7 @@ import warnings
 
 import numpy as np
 import pytest
-from conftest import FORWARD_TARGETS
+from conftest import FORWARD_TARGETS, INFERENCE_TARGETS
 
 import unigraph as ug
 from unigraph.config import Target
@@ -86,6 +86,15 @@ def test_logsumexp_over_an_open_axis_that_is_empty_is_minus_inf(target):
             warnings.simplefilter("error", RuntimeWarning)
             got = f(np.zeros((0, 3), np.float32)).numpy()
         np.testing.assert_array_equal(got, [-np.inf] * 3)
+        if target not in INFERENCE_TARGETS:  # (its gradient: softmax, of nothing here)
+            both = ug.function(ug.value_and_grad(lambda x: ug.sum(ug.logsumexp(x, axis=0))),
+                               input_spec=[ug.Spec((None, 3), "float32")])
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", RuntimeWarning)
+                value, grad = both(np.zeros((0, 3), np.float32))
+            assert value.numpy() == -np.inf and grad.numpy().shape == (0, 3)
+            value, grad = both(x)
+            np.testing.assert_allclose(grad.numpy(), np.exp(x) / np.exp(x).sum(0), rtol=1e-5)
     with ug.use_backend("numpy", "eager"):  # (eagerly, every dim known)
         assert np.array_equal(ug.logsumexp(ug.tensor(np.zeros((0, 3), np.float32)), axis=0)
                               .numpy(), [-np.inf] * 3)
