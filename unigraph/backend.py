@@ -371,6 +371,13 @@ class Backend:
 
     # The flat lowering table, op name -> native function (STYLE rule 2); set by `load()`.
     lowerings: dict | None = None
+
+    def lowering_table(self, mode: str) -> dict | None:
+        """The lowering table of `mode`: what a graph compiled for that mode is lowered with
+        ("eager": the eager ops). One table for every mode unless a backend has several
+        (TensorFlow's graph modes: `graph_lowerings`). Loaded backends only."""
+        return self.lowerings
+
     # Optional eager calls for composites of several op records (`ug.nn.functional`'s
     # "linear", "cross_entropy_mean"), name -> native function: the one kernel the framework's
     # own code runs for them. Consulted only eagerly, never while tracing; None: the records.

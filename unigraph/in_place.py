@@ -16,6 +16,7 @@ import sys
 
 from unigraph import api
 from unigraph.api.operands import _KEEPS_DTYPE
+from unigraph.config import current_target
 from unigraph.dispatch import current_backend, native, scalar_on, value_of
 from unigraph.function import assign
 from unigraph.ops.updates import FUSED_UPDATES
@@ -220,16 +221,20 @@ def operand_native(operand, target: Tensor, backend):
     return native if native is not None else operand.native_for(backend)  # (a fed array)
 
 
-def lowers(backend, name: str) -> bool:
-    """Whether `backend` lowers the fused update `name` (`unigraph.ops.updates`): only then
-    may an optimizer call `fused_update(name, ...)` on it, eagerly or while tracing for it.
+def lowers(backend, name: str, mode: str | None = None) -> bool:
+    """Whether `backend` lowers the fused update `name` (`unigraph.ops.updates`) in `mode`
+    (`Backend.lowering_table`): only then may an optimizer call `fused_update(name, ...)` on
+    it, eagerly or while tracing for it. `mode` None: the current target's mode while
+    tracing, else "eager" (a static target runs its eager ops on the eager table).
 
     >>> lowers(current_backend(), "adam_update")        # numpy: no, the formula's ops run
     False
     """
     if backend.lowerings is None:
         backend.load()
-    return name in (backend.lowerings or ())
+    if mode is None:
+        mode = current_target().mode if _builder.get() is not None else "eager"
+    return name in (backend.lowering_table(mode) or ())
 
 
 def fused_update(name: str, inputs: list, attrs: dict) -> tuple:

@@ -603,11 +603,13 @@ class Adam(Optimizer):
     Each op is rounded in p's dtype, one after another: every target gives the same bits.
 
     fused=True (torch.optim.Adam's name): on a backend that lowers the fused update
-    `adam_update` (`unigraph.ops.updates`; torch, Paddle), each parameter's update is one
-    call of its framework's own Adam kernels, eagerly and in a compiled step: the same
-    algebra, rounded as that framework rounds it (the bits of `torch.optim.Adam`,
-    `paddle.optimizer.Adam`), within the checker's budgets of the formula, in fewer passes
-    over memory. Elsewhere the formula above runs. The state (state_dict) is the same either way.
+    `adam_update` (`unigraph.ops.updates`; torch, Paddle, TensorFlow's graph modes), each
+    parameter's update is one call of its framework's own Adam kernels, eagerly and in a
+    compiled step: the same algebra, rounded as that framework rounds it (the bits of
+    `torch.optim.Adam`, `paddle.optimizer.Adam`; TF's `ResourceApplyAdam`, given this
+    formula's rate and epsilon), within the checker's budgets of the formula, in fewer
+    passes over memory. Elsewhere the formula above runs. The state (state_dict) is the
+    same either way.
 
     >>> opt = ug.optim.Adam(net.parameters(), lr=1e-3)
     >>> opt = ug.optim.Adam(net.parameters(), lr=1e-3, fused=True)   # torch's kernels

@@ -98,6 +98,11 @@ class TensorFlowBackend(Backend):
                     self._tf = tf
         return self._tf
 
+    def lowering_table(self, mode: str) -> dict | None:
+        """The eager table, or in the graph modes the graph table (which also lowers the
+        fused `adam_update`: `unigraph_tensorflow.adam`)."""
+        return self.graph_lowerings if mode in ("static", "function") else self.lowerings
+
     # -- eager --------------------------------------------------------------------------
     def to_native(self, array: np.ndarray):
         tf = self._tf or self.load()

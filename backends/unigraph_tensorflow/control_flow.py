@@ -22,6 +22,11 @@ def make_control_flow(tf, lowerings: dict, gradients: str) -> dict:
 
     control_flow: dict = {}
 
+    def lower_several(node, args):  # an output per result: a fused update (adam_update)
+        return list(lowerings[node.op](*args, **node.attrs))
+
+    control_flow["adam_update"] = lower_several
+
     def lower_subgraph(graph: Graph, args: list) -> list:
         env = {value.id: arg for value, arg in zip(graph.inputs, args)}
         return lower_nodes(graph, env, lowerings, control_flow)

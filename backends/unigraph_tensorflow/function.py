@@ -29,6 +29,7 @@ class FunctionExecutable(Executable):
         self._tf = tf
         # Images stay NHWC through conv/pool/activation chains, or convs run NCHW where TF
         # can (layout.py); imported here, after paddle, like every module importing tensorflow.
+        from unigraph_tensorflow.adam import written_by_adam
         from unigraph_tensorflow.layout import carry_nhwc, takes_nchw_convs
 
         lowerings = carry_nhwc(lowerings, takes_nchw_convs(graph))  # before the build: eager
@@ -41,13 +42,19 @@ class FunctionExecutable(Executable):
             for p in graph.params
         ]
         index = {p.id: i for i, p in enumerate(graph.params)}
-        updates = [(self.variables[index[p.id]], new.id) for p, new in graph.updates]
+        # Adam's fused updates write their variables with TF's kernel (adam.py).
+        fused = written_by_adam(graph)
+        written = {out.id for node in fused for out in node.outputs}
+        updates = [(self.variables[index[p.id]], new.id) for p, new in graph.updates
+                   if new.id not in written]
+        adams = [([self.variables[index[node.inputs[i].id]] for i in (0, 2, 3)],
+                  [node.inputs[i].id for i in (1, 4, 5)], node.attrs) for node in fused]
         self._signature = [tf.TensorSpec(v.shape, v.dtype) for v in graph.inputs]
         # The traced functions close over what they use, never over `self`: a tf.function of
         # a bound method would make a reference cycle, and the executable (its graphs, its
         # variables) would outlive its last user until the cyclic GC ran.
         self._lower = lowering(graph, self.variables, lowerings, control_flow)
-        self.function = tf.function(step(self._lower, graph, updates),
+        self.function = tf.function(step(self._lower, graph, updates, adams),
                                     input_signature=self._signature, autograph=False)
         self.concrete = self.function.get_concrete_function()
         self._all_call = None
@@ -93,14 +100,19 @@ def lowering(graph: Graph, variables: list, lowerings: dict, control_flow: dict)
     return lower
 
 
-def step(lower, graph: Graph, updates: list):
+def step(lower, graph: Graph, updates: list, adams: list = ()):
     """The traced step: `graph`'s outputs, after assigning each (variable, value id) of
-    `updates` its new value."""
+    `updates` its new value, and applying each ([param, m, v variables], [grad, lr, step
+    value ids], attrs) of `adams` (`adam.apply_adam`; the function orders each after the
+    reads of its variables)."""
+    from unigraph_tensorflow.adam import apply_adam  # imports tensorflow (after paddle)
 
     def run_step(*inputs):
         env = lower(inputs)
         for variable, value_id in updates:
             variable.assign(env[value_id], read_value=False)
+        for variables, value_ids, attrs in adams:
+            apply_adam(*variables, *(env[i] for i in value_ids), **attrs)
         return [env[v.id] for v in graph.outputs]
 
     return run_step

@@ -34,7 +34,7 @@ from unigraph.ops.shape import TO_END
 from unigraph.printing import emit
 from unigraph.shape_checks import MARKER as SHAPE_MARKER
 from unigraph.shape_checks import check as check_shape
-from unigraph_tensorflow import images, nchw_conv, ranks
+from unigraph_tensorflow import adam, images, nchw_conv, ranks
 from unigraph_tensorflow.int_operands import int_operand
 from unigraph_tensorflow.taping import may_be_differentiated
 
@@ -497,6 +497,9 @@ GRAPH_LOWERINGS = {
     "relu": images.before_nchw_transpose(LOWERINGS["relu"]),
     "sigmoid": images.before_nchw_transpose(LOWERINGS["sigmoid"]),
     "tanh": images.before_nchw_transpose(LOWERINGS["tanh"]),
+    # ug.optim.Adam(fused=True): TF's ResourceApplyAdam where a step can write the variables
+    # (the executables, `adam.written_by_adam`), else the formula; eagerly the formula.
+    "adam_update": adam.adam_update,
 }
 
 # Elementwise ops whose operands broadcast: where TF's kernel refuses the broadcast (more

@@ -116,6 +116,7 @@ class SessionExecutable(Executable):
         self._tf = tf
         # Images stay NHWC through conv/pool/activation chains, or convs run NCHW where TF
         # can (layout.py); imported here, after paddle, like every module importing tensorflow.
+        from unigraph_tensorflow.adam import apply_adam, written_by_adam
         from unigraph_tensorflow.layout import (
             carry_nhwc,
             conv_reaches_an_output,
@@ -166,8 +167,12 @@ class SessionExecutable(Executable):
                 self._fetches.append(tf.group(*prints, name="prints"))
             if graph.updates:
                 index = {p.id: i for i, p in enumerate(graph.params)}
+                # Adam's fused updates write their variables with TF's kernel (adam.py).
+                fused = written_by_adam(graph)
+                written = {out.id for node in fused for out in node.outputs}
                 # Every read happens before any write: a resource assign then swaps in a new
-                # buffer, and the values read for this step stay as they were.
+                # buffer, and the values read for this step stay as they were (an in-place
+                # kernel copies a buffer a read still holds).
                 with tf.control_dependencies(self._reads):
                     assigns = [
                         variables[index[p.id]].assign(
@@ -175,7 +180,12 @@ class SessionExecutable(Executable):
                             if may_hold_a_feed(graph, new) else env[new.id],
                             read_value=False,
                         )
-                        for p, new in graph.updates
+                        for p, new in graph.updates if new.id not in written
+                    ]
+                    assigns += [
+                        apply_adam(*(variables[index[node.inputs[i].id]] for i in (0, 2, 3)),
+                                   *(env[node.inputs[i].id] for i in (1, 4, 5)), **node.attrs)
+                        for node in fused
                     ]
                 self._fetches.append(tf.group(*assigns, name="apply_updates"))
             self._all = list(env.items())

@@ -18,10 +18,11 @@ The reference below is that formula as the records compute it, op after op (each
 in the parameter's dtype): the bits of `Adam(fused=False)` on every target. A backend's
 lowering (a `lowerings["adam_update"]` entry) computes the same algebra with its
 framework's own kernels, whose rounding differs (torch: `lerp_`, `addcmul_`, `addcdiv_`,
-the bias corrections as Python floats; Paddle: its `adam_` kernel), within the checker's
-budgets. These are not op records (`OPS`, the consistency suite): a graph holds an
-`adam_update` node only where it was traced for a backend that lowers it; everywhere else
-the optimizer records the formula's ops (numpy, tensorflow).
+the bias corrections as Python floats; Paddle: its `adam_` kernel; TensorFlow's graph modes:
+`ResourceApplyAdam`), within the checker's budgets. These are not op records (`OPS`, the
+consistency suite): a graph holds an `adam_update` node only where it was traced for a
+backend and mode that lower it (`in_place.lowers`); everywhere else the optimizer records
+the formula's ops (numpy, tensorflow:eager).
 
 >>> p, m, v = ADAM_UPDATE.reference(p, g, m, v, np.float64(1e-3), np.float64(1.0),
 ...                                 beta1=0.9, beta2=0.999, eps=1e-8)

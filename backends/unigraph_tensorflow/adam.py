@@ -1,0 +1,80 @@
+"""`adam_update` (`ug.optim.Adam(fused=True)`) in TensorFlow's graph modes.
+
+A compiled step updates each parameter and its moments with TF's own fused kernel,
+`ResourceApplyAdam` (what `tf.compat.v1.train.AdamOptimizer` runs), on the variables that
+hold them in tensorflow:static and tensorflow:function: one op a parameter, where the
+formula is about 13 (`written_by_adam` says which updates; the executables build the op with
+`apply_adam` in place of their assigns). TF's kernel adds its epsilon to sqrt(v) and scales
+lr by sqrt(1 - beta2 ** t) / (1 - beta1 ** t) (eps-hat); given beta powers of 0, the rate
+lr * sqrt(c2) / c1 and the epsilon eps * sqrt(c2) (c = 1 - beta ** t, in float64) it computes
+`ug.optim.Adam`'s formula, lr * (m / c1) / (sqrt(v / c2) + eps), rounded its way.
+
+Anywhere else (an update inside control flow, a moment read by something else, the values
+the checker reads node by node) the node is the formula in TF ops (`adam_update`). Eager
+TF has no lowering (its parameters are tensors, not variables): it runs the formula.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+raw = tf.raw_ops
+
+
+def adam_update(param, grad, m, v, lr, step, *, beta1, beta2, eps):
+    """The formula of `unigraph.ops.updates.adam_update`, op by op in param's dtype (its
+    reference's order): (new param, new m, new v)."""
+    dtype = param.dtype
+
+    def correction(beta):  # cast(1 - beta ** t, dtype), in t's dtype first
+        return tf.cast(1.0 - tf.pow(tf.constant(beta, step.dtype), step), dtype)
+
+    m = m * tf.constant(beta1, dtype) + grad * tf.constant(1.0 - beta1, dtype)
+    v = v * tf.constant(beta2, dtype) + grad * grad * tf.constant(1.0 - beta2, dtype)
+    denominator = tf.sqrt(v / correction(beta2)) + tf.constant(eps, dtype)
+    delta = m / correction(beta1) * tf.cast(lr, dtype) / denominator
+    return param - delta, m, v
+
+
+def apply_adam(param, m, v, grad, lr, step, *, beta1, beta2, eps):
+    """The op writing one Adam update into the resource variables `param`, `m` and `v`
+    (TF's `ResourceApplyAdam`), from the gradient `grad` and the 0-d float `lr` and `step`
+    (t, 1 for the first update), with the rate and epsilon that make TF's eps-hat form
+    the documented one (see the module)."""
+    dtype = grad.dtype
+    t = tf.cast(step, tf.float64)
+    root = tf.sqrt(1.0 - tf.pow(tf.constant(beta2, tf.float64), t))
+    rate = tf.cast(lr, tf.float64) * root / (1.0 - tf.pow(tf.constant(beta1, tf.float64), t))
+    zero = tf.zeros((), dtype)
+    return raw.ResourceApplyAdam(
+        var=param.handle, m=m.handle, v=v.handle, beta1_power=zero, beta2_power=zero,
+        lr=tf.cast(rate, dtype), beta1=tf.constant(beta1, dtype),
+        beta2=tf.constant(beta2, dtype), epsilon=tf.cast(eps * root, dtype), grad=grad,
+        use_locking=False, use_nesterov=False)
+
+
+def written_by_adam(graph) -> list:
+    """The top-level `adam_update` nodes of `graph` that can write into their variables:
+    param, m and v are parameters of the graph, each updated with the node's matching output
+    and read by nothing else; none of them an output or another update's value, and grad, lr
+    and step none of them. Their updates are `apply_adam` ops, not assigns. (Another read of
+    an old value is fine: it happens first, and TF's kernel copies a buffer a read holds.)"""
+    uses: dict = {}
+    reads = [v for node in graph.nodes for v in node.inputs] + list(graph.outputs)
+    for value in reads + [new for _, new in graph.updates]:
+        uses[value.id] = uses.get(value.id, 0) + 1
+    outputs = {value.id for value in graph.outputs}
+    update_of = {new.id: param for param, new in graph.updates}
+    found = []
+    for node in graph.nodes:
+        if node.op != "adam_update":
+            continue
+        written = [node.inputs[position] for position in (0, 2, 3)]
+        ids = {value.id for value in written}
+        if (len(ids) == 3
+                and all(update_of.get(out.id) is value and uses.get(out.id) == 1
+                        for out, value in zip(node.outputs, written))
+                and not ids & (outputs | set(update_of))
+                and not ids & {node.inputs[position].id for position in (1, 4, 5)}):
+            found.append(node)
+    return found
