@@ -553,10 +553,16 @@ def test_activation_after_conv_runs_on_the_nhwc_side(backend, mode):
     from unigraph_tensorflow import nchw_conv
 
     after = [consumer.type for consumer in relu.outputs[0].consumers()]
-    # tensorflow:static keeps a conv whose result it fetches NHWC (the Transpose after the
-    # Relu is built, never run); tensorflow:function runs oneDNN's NCHW kernels where TF
-    # has them.
-    if mode == "static" or not nchw_conv.supported():
+    # Both graph modes keep a conv whose result they return NHWC (the Transpose after the
+    # Relu is built, never run; a function returns the Relu's result through an Identity);
+    # with a later op that is no output, oneDNN's NCHW kernels run where TF has them.
+    assert sorted(after) == (["Transpose"] if mode == "static" else ["Identity", "Transpose"])
+    flat = top.op("reshape", graph.outputs[0], out=((1, 27), "float32"), shape=(1, 27))
+    graph = top.done(flat)
+    ops = _native_graph(backend.compile(graph, mode)).get_operations()
+    (relu,) = [op for op in ops if op.type == "Relu"]
+    after = [consumer.type for consumer in relu.outputs[0].consumers()]
+    if not nchw_conv.supported():
         assert after == ["Transpose"]
     else:
         assert "Transpose" not in after

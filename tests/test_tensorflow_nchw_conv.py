@@ -149,11 +149,10 @@ def test_the_probe_matches_the_kernels_this_tensorflow_has():
 @pytest.mark.parametrize("target", TF_TARGETS)
 def test_a_forward_conv_runs_nchw_where_tensorflow_can(target, monkeypatch):
     """Where supported(), conv + bias + relu runs with no activation transpose (eager: no
-    call to the NHWC route; tensorflow:function: one Conv2D in NCHW, the only Transpose the
-    filter's); elsewhere it takes the NHWC route. tensorflow:static keeps the NHWC kernels
-    for this conv, whose result is an output (fetched NHWC, tests/test_tf_static_nhwc_fetch.py):
-    one Conv2D in NHWC, and only the image's and the filter's Transposes. Its values are
-    checked on all 9 targets above."""
+    call to the NHWC route); elsewhere it takes the NHWC route. The graph modes keep the NHWC
+    kernels for this conv, whose result is an output (returned NHWC,
+    tests/test_tf_static_nhwc_fetch.py): one Conv2D in NHWC, and only the image's and the
+    filter's Transposes. Its values are checked on all 9 targets above."""
     images, nchw_conv = _tf_modules()
     x, w, b = _inputs()
     nhwc_calls = []
@@ -166,17 +165,10 @@ def test_a_forward_conv_runs_nchw_where_tensorflow_can(target, monkeypatch):
     ops = graph_ops(target, conv_relu, x, w, b)
     (conv,) = [op for op in ops if op.type == "Conv2D"]
     transposes = [op for op in ops if op.type == "Transpose"]
-    if target == "tensorflow:static":
-        # Its result is fetched NHWC (tests/test_tf_static_nhwc_fetch.py): NHWC kernels,
-        # and only the image's and the filter's transposes run.
-        assert conv.get_attr("data_format") == b"NHWC"
-        assert len(transposes) == 2
-    elif nchw_conv.supported():
-        assert conv.get_attr("data_format") == b"NCHW"
-        assert [t.outputs[0].name for t in transposes] == [conv.inputs[1].name]
-    else:
-        assert conv.get_attr("data_format") == b"NHWC"
-        assert len(transposes) == 3
+    # Its result is fetched NHWC (tests/test_tf_static_nhwc_fetch.py): NHWC kernels, and
+    # only the image's and the filter's transposes run.
+    assert conv.get_attr("data_format") == b"NHWC"
+    assert len(transposes) == 2
 
 
 @pytest.mark.parametrize("target", TF_TARGETS)

@@ -1,12 +1,14 @@
-"""A conv's result as a function's output (issue 19, conv_n64 on tensorflow:static).
+"""A conv's result as a function's output (issue 19, conv_n64 on tensorflow:static and
+tensorflow:function).
 
 tensorflow:static fetches an output that is the NCHW view of an NHWC value (what the layout
 pass makes of a conv's result) as that NHWC value and hands back NumPy's transposed view of
-it (`backends/unigraph_tensorflow/static.py`); such a graph keeps its convs NHWC
+it (`backends/unigraph_tensorflow/static.py`); tensorflow:function returns it NHWC and hands
+back the same view of its buffer (`function.py`); such a graph keeps its convs NHWC
 (`layout.conv_reaches_an_output`). The result is then a non-contiguous array: the first tests
 check, on all 9 targets, that it behaves as any result does (values against float64 NumPy,
 later ops, feeding it back, gradients, the checker, no aliasing of the caller's input); the
-last ones look at the tensorflow:static graph itself.
+last ones look at the graphs of the two TF graph modes themselves.
 """
 
 from __future__ import annotations
@@ -144,39 +146,43 @@ def test_an_output_transposed_from_an_input_does_not_alias_it(target):
         assert np.array_equal(moved.numpy(), want)
 
 
-# -- the tensorflow:static graph ------------------------------------------------------------------
+# -- the graphs of tensorflow:static and tensorflow:function -------------------------------------
+
+GRAPH_MODES = ("static", "function")
 
 
-def _compiled(fn, *args):
+def _compiled(mode, fn, *args):
     from unigraph.plugins import get_backend
 
-    return get_backend("tensorflow").compile(ug.function(fn).trace(*args), "static")
+    return get_backend("tensorflow").compile(ug.function(fn).trace(*args), mode)
 
 
-def _activation_transposes(fn, *args) -> list:
+def _activation_transposes(mode, fn, *args) -> list:
     import tensorflow as tf
 
-    return [op for op in graph_ops("tensorflow:static", fn, *args) if op.type == "Transpose"
+    return [op for op in graph_ops(f"tensorflow:{mode}", fn, *args) if op.type == "Transpose"
             and tuple(tf.get_static_value(op.inputs[1]).tolist()) in {(0, 2, 3, 1),
                                                                      (0, 3, 1, 2)}]
 
 
-def test_a_conv_output_is_fetched_nhwc():
-    """A property of tensorflow:static (results: all 9 targets above): conv + bias + relu runs
-    NHWC with one transpose, the image's in; the output is fetched NHWC and returned as
-    NumPy's NCHW view of it."""
+@pytest.mark.parametrize("mode", GRAPH_MODES)
+def test_a_conv_output_is_fetched_nhwc(mode):
+    """A property of the TF graph modes (results: all 9 targets above): conv + bias + relu
+    runs NHWC with one transpose, the image's in; the output is fetched (returned) NHWC and
+    handed back as NumPy's NCHW view of it."""
     x, w, b = _inputs()
-    executable = _compiled(conv_relu, x, w, b)
+    executable = _compiled(mode, conv_relu, x, w, b)
     (fetched,) = executable.native_outputs
     assert fetched.op.type != "Transpose" and tuple(fetched.shape) == (3, 6, 6, 4)
-    assert len(_activation_transposes(conv_relu, x, w, b)) == 1
+    assert len(_activation_transposes(mode, conv_relu, x, w, b)) == 1
     (out,) = executable.run([x, w, b])
     assert out.shape == (3, 4, 6, 6) and out.base is not None and not out.flags.c_contiguous
     assert out.base.shape == (3, 6, 6, 4)
     _close(out, np.maximum(_conv_ref(*_float64(x, w, b)), 0), "fetched NHWC")
 
 
-def test_only_views_are_fetched_nhwc():
+@pytest.mark.parametrize("mode", GRAPH_MODES)
+def test_only_views_are_fetched_nhwc(mode):
     # A flattened conv result (the view read by a reshape) and a reduction over channels
     # are fetched as they are, next to the conv's own result.
     x, w, b = _inputs()
@@ -185,18 +191,20 @@ def test_only_views_are_fetched_nhwc():
         h = ug.conv2d(x, w, b, padding=1)
         return ug.reshape(h, (3, -1)), ug.sum(h, axis=1), h
 
-    executable = _compiled(program, x, w, b)
+    executable = _compiled(mode, program, x, w, b)
     shapes = [tuple(t.shape) for t in executable.native_outputs]
     assert shapes == [(3, 144), (3, 6, 6), (3, 6, 6, 4)]
     flat, summed, h = executable.run([x, w, b])
     want = _conv_ref(*_float64(x, w, b))
-    assert flat.flags.c_contiguous and not h.flags.c_contiguous
+    # (tensorflow:function: the outputs that are no views stay TF tensors)
+    assert np.asarray(flat).flags.c_contiguous and not h.flags.c_contiguous
     _close(flat, want.reshape(3, -1), "flat")
     _close(summed, want.sum(axis=1), "summed")
     _close(h, want, "h")
 
 
-def test_a_conv_read_only_through_a_reshape_keeps_the_nchw_kernels():
+@pytest.mark.parametrize("mode", GRAPH_MODES)
+def test_a_conv_read_only_through_a_reshape_keeps_the_nchw_kernels(mode):
     """Where TF runs NCHW convs (nchw_conv.supported()) a conv whose result reaches no
     output as a view keeps them: no activation transpose at all."""
     from unigraph_tensorflow import nchw_conv
@@ -206,8 +214,8 @@ def test_a_conv_read_only_through_a_reshape_keeps_the_nchw_kernels():
     def flat(x, w, b):
         return ug.reshape(ug.relu(ug.conv2d(x, w, b, padding=1)), (3, -1))
 
-    (conv,) = [op for op in graph_ops("tensorflow:static", flat, x, w, b)
+    (conv,) = [op for op in graph_ops(f"tensorflow:{mode}", flat, x, w, b)
                if op.type == "Conv2D"]
     nchw = nchw_conv.supported()
     assert conv.get_attr("data_format") == (b"NCHW" if nchw else b"NHWC")
-    assert len(_activation_transposes(flat, x, w, b)) == (0 if nchw else 2)
+    assert len(_activation_transposes(mode, flat, x, w, b)) == (0 if nchw else 2)

@@ -9,8 +9,9 @@ lr by sqrt(1 - beta2 ** t) / (1 - beta1 ** t) (eps-hat); given beta powers of 0,
 lr * sqrt(c2) / c1 and the epsilon eps * sqrt(c2) (c = 1 - beta ** t, in float64) it computes
 `ug.optim.Adam`'s formula, lr * (m / c1) / (sqrt(v / c2) + eps), rounded its way.
 
-Anywhere else (an update inside control flow, a moment read by something else, the values
-the checker reads node by node) the node is the formula in TF ops (`adam_update`). Eager
+Where something else reads a value the node writes (a step returning the new moment) and
+for the values the checker reads node by node, the node is the formula in TF ops
+(`adam_update`). Eager
 TF has no lowering (its parameters are tensors, not variables): it runs the formula.
 """
 

@@ -15,7 +15,7 @@ import numpy as np
 from unigraph.backend import Executable, lower_nodes
 from unigraph.ir import Graph
 from unigraph_tensorflow.control_flow import make_control_flow
-from unigraph_tensorflow.static import native_spec, op_name
+from unigraph_tensorflow.static import NHWC_TO_NCHW, native_spec, op_name
 
 
 class FunctionExecutable(Executable):
@@ -30,9 +30,16 @@ class FunctionExecutable(Executable):
         # Images stay NHWC through conv/pool/activation chains, or convs run NCHW where TF
         # can (layout.py); imported here, after paddle, like every module importing tensorflow.
         from unigraph_tensorflow.adam import written_by_adam
-        from unigraph_tensorflow.layout import carry_nhwc, takes_nchw_convs
+        from unigraph_tensorflow.layout import (
+            carry_nhwc,
+            conv_reaches_an_output,
+            takes_nchw_convs,
+        )
 
-        lowerings = carry_nhwc(lowerings, takes_nchw_convs(graph))  # before the build: eager
+        # Asked before the build (the probe runs eagerly). A conv whose result reaches an
+        # output keeps the NHWC kernels: that output is returned NHWC (see `_run`).
+        nchw_convs = takes_nchw_convs(graph) and not conv_reaches_an_output(graph)
+        lowerings = carry_nhwc(lowerings, nchw_convs)
         control_flow = make_control_flow(tf, lowerings, gradients="tape")
         # A variable needs some value to exist; zeros are a placeholder that run() never
         # sees: it refuses to run until set_param has given every parameter its value.
@@ -54,7 +61,9 @@ class FunctionExecutable(Executable):
         # a bound method would make a reference cycle, and the executable (its graphs, its
         # variables) would outlive its last user until the cyclic GC ran.
         self._lower = lowering(graph, self.variables, lowerings, control_flow)
-        self.function = tf.function(step(self._lower, graph, updates, adams),
+        # Indices of the outputs the function returns NHWC, found by the trace (`step`).
+        self._views: list = []
+        self.function = tf.function(step(self._lower, graph, updates, adams, self._views),
                                     input_signature=self._signature, autograph=False)
         self.concrete = self.function.get_concrete_function()
         self._all_call = None
@@ -69,7 +78,18 @@ class FunctionExecutable(Executable):
         return native_spec(self._tf, x)
 
     def _run(self, feeds: list) -> list:
-        return self.concrete(*feeds)
+        outputs = self.concrete(*feeds)
+        if self._views:
+            # An output that is the NCHW view of an NHWC value (what the layout pass makes of
+            # a conv's result) comes back NHWC and is handed back as NumPy's transposed view
+            # of its buffer, as tensorflow:static does at the fetch: TF's NCHW kernel or
+            # transpose of a [64, 16, 32, 32] result costs about a third of the conv.
+            # `_numpy()` (private TF API) is that buffer, writable: nothing else holds the
+            # returned tensor (the public `numpy()` copies it).
+            outputs = list(outputs)
+            for i in self._views:
+                outputs[i] = outputs[i]._numpy().transpose(NHWC_TO_NCHW)
+        return outputs
 
     def _run_all(self, feeds: list) -> dict:
         if self._all_call is None:
@@ -100,12 +120,15 @@ def lowering(graph: Graph, variables: list, lowerings: dict, control_flow: dict)
     return lower
 
 
-def step(lower, graph: Graph, updates: list, adams: list = ()):
+def step(lower, graph: Graph, updates: list, adams: list = (), views: list | None = None):
     """The traced step: `graph`'s outputs, after assigning each (variable, value id) of
     `updates` its new value, and applying each ([param, m, v variables], [grad, lr, step
     value ids], attrs) of `adams` (`adam.apply_adam`; the function orders each after the
-    reads of its variables)."""
-    from unigraph_tensorflow.adam import apply_adam  # imports tensorflow (after paddle)
+    reads of its variables). With `views` (a list), an output that is the NCHW view of an
+    NHWC value is returned NHWC, and the trace lists its index in `views`."""
+    # These import tensorflow (after paddle).
+    from unigraph_tensorflow.adam import apply_adam
+    from unigraph_tensorflow.layout import nhwc_of_view
 
     def run_step(*inputs):
         env = lower(inputs)
@@ -113,6 +136,11 @@ def step(lower, graph: Graph, updates: list, adams: list = ()):
             variable.assign(env[value_id], read_value=False)
         for variables, value_ids, attrs in adams:
             apply_adam(*variables, *(env[i] for i in value_ids), **attrs)
-        return [env[v.id] for v in graph.outputs]
+        outputs = [env[v.id] for v in graph.outputs]
+        if views is None:
+            return outputs
+        sources = [nhwc_of_view(out) for out in outputs]
+        views[:] = [i for i, source in enumerate(sources) if source is not None]
+        return [out if source is None else source for out, source in zip(outputs, sources)]
 
     return run_step
