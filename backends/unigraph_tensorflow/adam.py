@@ -11,8 +11,8 @@ lr * sqrt(c2) / c1 and the epsilon eps * sqrt(c2) (c = 1 - beta ** t, in float64
 
 Where something else reads a value the node writes (a step returning the new moment) and
 for the values the checker reads node by node, the node is the formula in TF ops
-(`adam_update`). Eager
-TF has no lowering (its parameters are tensors, not variables): it runs the formula.
+(`adam_update`). Eager TF has no lowering (its parameters are tensors, not variables): it
+runs the formula.
 """
 
 from __future__ import annotations

@@ -1,11 +1,13 @@
 """`tensorflow:function`: the same lowering traced once into a `tf.function`.
 
 Parameters are `tf.Variable`s read at the top of the function and written by `assign` at
-its end (tf.function's automatic control dependencies order the reads before the writes on
-each variable); `grad` nodes use a `tf.GradientTape` inside the trace; `cond`/`while_loop`
-are `tf.cond`/`tf.while_loop`. The trace happens in `compile`, with an `input_signature`
-taken from the IR, so there is exactly one concrete function per executable and a run only
-calls it.
+its end, or by TF's `ResourceApplyAdam` for a fused Adam update (`adam.py`; tf.function's
+automatic control dependencies order the reads before the writes on each variable); `grad`
+nodes use a `tf.GradientTape` inside the trace; `cond`/`while_loop` are
+`tf.cond`/`tf.while_loop`. An output that is the NCHW view of an NHWC value (a conv's
+result, `layout.py`) leaves the function NHWC and comes back as NumPy's transposed view.
+The trace happens in `compile`, with an `input_signature` taken from the IR, so there is
+exactly one concrete function per executable and a run only calls it.
 """
 
 from __future__ import annotations
