@@ -13,12 +13,20 @@ import importlib
 
 import numpy as np
 import pytest
-from conftest import TARGETS
+from conftest import FORWARD_TARGETS, INFERENCE_TARGETS, TARGETS
 
 import unigraph as ug
 from unigraph.config import Target
 from unigraph.testing.random_programs import Workers, evaluate, render, shrink, survey
-from unigraph.testing.random_programs.model import Assign, Input, Program, Var
+from unigraph.testing.random_programs.model import (
+    Assign,
+    Block,
+    Branch,
+    Call,
+    Input,
+    Program,
+    Var,
+)
 from unigraph.testing.random_programs.runner import IllConditioned
 from unigraph.testing.random_programs.tester import REFERENCE, counts_table, reproducer_text
 
@@ -285,3 +293,58 @@ def test_onnxruntime_float64_conv_with_open_weights_is_a_documented_limit():
         with pytest.raises(BackendError) as refusal:
             conv(np.ones((1, 2, 5, 5)), np.ones((3, 2, 3, 3)))
     assert runner.open_dim_status(str(refusal.value)) == "open-dim limit", refusal.value
+
+
+# -- helper functions and value_and_grad -----------------------------------------------------
+def _calling_program(grad_form: str, open_axes=()) -> Program:
+    """v2 = fn_1(v1, x1): a helper @ug.function with a branch in its body, called from the
+    program, whose result meets x0 again; x0's input_spec leaves `open_axes` open."""
+    x0, x1 = Var("x0", (3, 2)), Var("x1", (2,))
+    p, q = Var("p1", (3, 2)), Var("p2", (2,))
+    inner = Branch(Var("v5", (3, 2)), "ug.sum(p1) > 0.5", ("p1",),
+                   Block([Assign(Var("v6", (3, 2)), "p1 * p2", ("p1", "p2"))], "ug.tanh(v6)",
+                         ("v6",)),
+                   Block([], "p1 - p2", ("p1", "p2")), "cond", 1)
+    call = Call(Var("v2", (3, 2)), ("v1", "x1"), (p, q),
+                Block([inner], "ug.sin(v5)", ("v5",)), 2)
+    stmts = [Assign(Var("v1", (3, 2)), "x0 * 2.0", ("x0",)), call,
+             Assign(Var("v3", (3, 2)), "v2 * x0", ("v2", "x0"))]
+    inputs = [Input(x0, seed=5, open=open_axes), Input(x1, seed=6)]
+    return Program("float32", inputs, stmts, ["v3"], grad_form)
+
+
+def test_helper_calls_and_value_and_grad_are_drawn():
+    """The generator draws programs that call a helper @ug.function (one that takes a new
+    input as an argument too) and grad_programs that use ug.value_and_grad."""
+    from hypothesis import HealthCheck, find, settings
+
+    from unigraph.testing.random_programs.model import walk
+    from unigraph.testing.random_programs.strategies import programs
+
+    quick = settings(max_examples=500, database=None, suppress_health_check=list(HealthCheck))
+    calling = find(programs(), lambda p: any(
+        isinstance(s, Call) and len(s.args) > 1 for s in walk(p.needed()[0])), settings=quick)
+    source = render(calling)
+    assert "@ug.function\ndef fn_" in source and " = fn_" in source, source
+    both = find(programs(), lambda p: p.grad_form == "value_and_grad" and p.is_open,
+                settings=quick)
+    assert "ug.value_and_grad(loss" in render(both)
+
+
+@pytest.mark.parametrize("open_axes", [(), (0,)])
+@pytest.mark.parametrize("grad_form", ["grad", "value_and_grad"])
+@pytest.mark.parametrize("target", FORWARD_TARGETS)
+def test_a_program_calling_a_helper_function_agrees(target, grad_form, open_axes):
+    """The helper's trace inside the program's (a cond in it, an open dim reaching it), and
+    the gradient through it, agree with the reference; value_and_grad's loss too."""
+    program = _calling_program(grad_form, open_axes)
+    source = render(program)
+    assert source.count("@ug.function") == 3 and "v2 = fn_2(v1, x1)" in source, source
+    grads = target not in INFERENCE_TARGETS
+    (outcome,) = evaluate(program, [target], grads=grads).outcomes
+    assert outcome.status == "ok", outcome
+    if grads:  # the loss first, then the gradients of x0 and x1
+        from unigraph.testing.random_programs.runner import reference
+
+        expected = reference(program, source, grads=True)
+        assert len(expected.grads) == 2 + (grad_form == "value_and_grad"), expected.grads

@@ -86,6 +86,19 @@ class Loop:
 
 
 @dataclass
+class Call:
+    """`out = fn_{tag}(*args)`: the program calls a helper `@ug.function`, defined at module
+    level, whose parameters are `params` (one per name of `args`, in order) and whose body
+    reads nothing else."""
+
+    out: Var
+    args: tuple
+    params: tuple
+    body: Block
+    tag: int
+
+
+@dataclass
 class Input:
     """A float input: values drawn by NumPy from `seed`, rounded to 3 decimals (short
     reproducers), kept 0.01 apart and away from 0 by construction where `kind` says so.
@@ -122,6 +135,7 @@ class Program:
     inputs: list
     stmts: list
     outputs: list
+    grad_form: str = "grad"  # grad_program's: "grad", or "value_and_grad" (the loss first)
 
     def needed(self) -> tuple[list, list]:
         """(statements, inputs) the outputs depend on, in order."""
@@ -185,7 +199,7 @@ def walk(stmts):
         if isinstance(stmt, Branch):
             yield from walk(stmt.then.stmts)
             yield from walk(stmt.orelse.stmts)
-        elif isinstance(stmt, Loop):
+        elif isinstance(stmt, (Loop, Call)):
             yield from walk(stmt.body.stmts)
 
 
@@ -195,6 +209,8 @@ def reads(stmt) -> set:
         return set(stmt.uses)
     if isinstance(stmt, Branch):
         return set(stmt.pred_uses) | _blockreads(stmt.then) | _blockreads(stmt.orelse)
+    if isinstance(stmt, Call):  # every argument is passed, used or not
+        return set(stmt.args)
     # The extra predicate reads only the carried value.
     return {stmt.init} | (_blockreads(stmt.body) - {stmt.param.name, stmt.out.name})
 
@@ -223,6 +239,8 @@ def _pruned(stmt):
     if isinstance(stmt, Loop):
         return Loop(stmt.out, stmt.init, stmt.param, stmt.trips, _prune_block(stmt.body),
                     stmt.style, stmt.tag, stmt.extra)
+    if isinstance(stmt, Call):
+        return Call(stmt.out, stmt.args, stmt.params, _prune_block(stmt.body), stmt.tag)
     return stmt
 
 
@@ -238,7 +256,21 @@ def _lines(stmt, depth: int) -> list:
         return [f"{pad}{stmt.out.name} = {stmt.expr}"]
     if isinstance(stmt, Branch):
         return _branch_lines(stmt, depth)
+    if isinstance(stmt, Call):
+        return [f"{pad}{stmt.out.name} = fn_{stmt.tag}({', '.join(stmt.args)})"]
     return _loop_lines(stmt, depth)
+
+
+def _helpers(stmts) -> list:
+    """The module-level `@ug.function` helpers the program's `Call`s name, each followed by
+    two blank lines."""
+    lines = []
+    for stmt in walk(stmts):
+        if isinstance(stmt, Call):
+            params = ", ".join(p.name for p in stmt.params)
+            lines += ["@ug.function", f"def fn_{stmt.tag}({params}):"]
+            lines += _block_lines(stmt.body, 1, "return ") + ["", ""]
+    return lines
 
 
 def _block_lines(block: Block, depth: int, last: str) -> list:
@@ -311,7 +343,7 @@ def loss({args}):
 
 @ug.function
 def grad_program({args}):
-    return ug.grad(loss, argnums={argnums})({args})
+{grad_body}
 '''
 
 MAIN = '''
@@ -345,6 +377,15 @@ def build(dtype):
     targets trace with those sizes unknown until the run; eager ones check the call."""
 '''
 
+def _grad_body(program: Program, args: str, argnums: str, pad: str) -> str:
+    """grad_program's body: the gradients of `loss` with respect to every input, after the
+    loss itself where the program's `grad_form` is "value_and_grad"."""
+    if program.grad_form == "value_and_grad":
+        return (f"{pad}value, grads = ug.value_and_grad(loss, argnums={argnums})({args})\n"
+                f"{pad}return (value, *grads)")
+    return f"{pad}return ug.grad(loss, argnums={argnums})({args})"
+
+
 def _loss_terms(program: Program, float_outputs: list, weight) -> str:
     return " + ".join(f"ug.sum(outputs[{k}] * {weight(k)})" for k in float_outputs)
 
@@ -358,7 +399,11 @@ def _open_source(program: Program, title: str, stmts, inputs, float_outputs,
     spec = f"{pad}spec = [{', '.join(specs)}]"
     if len(spec) > 96:  # one per line
         spec = f"{pad}spec = [\n" + "".join(f"{pad * 2}{s},\n" for s in specs) + f"{pad}]"
-    lines = [HEADER.format(title=title).rstrip("\n") + "\n" + OPEN_LOSS.rstrip("\n"),
+    head = HEADER.format(title=title).rstrip("\n")
+    helpers = _helpers(stmts)
+    if helpers:
+        head += "\n\n\n" + "\n".join(helpers).rstrip("\n")
+    lines = [head + "\n" + OPEN_LOSS.rstrip("\n"),
              spec, "", f"{pad}@ug.function(input_spec=spec)",
              f"{pad}def program({args}):"]
     for stmt in stmts:
@@ -373,7 +418,7 @@ def _open_source(program: Program, title: str, stmts, inputs, float_outputs,
         lines += ["", f"{pad}def loss({args}):", f"{pad * 2}outputs = program({args})",
                   f"{pad * 2}return {terms}", "", f"{pad}@ug.function(input_spec=spec)",
                   f"{pad}def grad_program({args}):",
-                  f"{pad * 2}return ug.grad(loss, argnums={argnums})({args})"]
+                  _grad_body(program, args, argnums, pad * 2)]
         grad = "grad_program"
     lines += ["", f"{pad}return program, {grad}", "", "",
               f'program, grad_program = build("{program.dtype}")']
@@ -393,8 +438,8 @@ def render(program: Program, title: str = "A random unigraph program.", targets=
     if is_open:
         source = _open_source(program, title, stmts, inputs, float_outputs, grads)
     else:
-        lines = [HEADER.format(title=title).rstrip("\n")]
-        lines += ["", "", "@ug.function", f"def program({args}):"]
+        lines = [HEADER.format(title=title).rstrip("\n"), "", ""] + _helpers(stmts)
+        lines += ["@ug.function", f"def program({args}):"]
         for stmt in stmts:
             lines += _lines(stmt, 1)
         lines.append(f"{INDENT}return ({', '.join(program.outputs)},)")
@@ -403,7 +448,8 @@ def render(program: Program, title: str = "A random unigraph program.", targets=
             terms = _loss_terms(program, float_outputs,
                                 lambda k: f"weights(outputs[{k}])")
             argnums = "(" + "".join(f"{k}, " for k in range(len(inputs))) + ")"
-            source += LOSS.format(args=args, loss=terms, argnums=argnums)
+            source += LOSS.format(args=args, loss=terms,
+                                  grad_body=_grad_body(program, args, argnums, INDENT))
     # The 3-decimal values: np.array(0.123, np.float32) is the float32 the tester feeds.
     source += "\n\n" + "\n".join(f"{i.var.name} = {_array_literal(i.values(), program.dtype)}"
                                  for i in inputs)

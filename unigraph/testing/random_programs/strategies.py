@@ -26,8 +26,11 @@ and pool windows fit, indices and labels are in range):
   (zeros, ones, full and their *_like, arange, linspace, eye), logical_not / logical_or /
   logical_and, selu, and `ug.random` draws (uniform, normal, randint) at the top of the
   program, which the harness seeds before each call (`model.call_seeded`);
-* `ug.cond` / `ug.while_loop` with nested functions, and Python `if` / `while` that
-  autograph converts, nested up to `max_depth`, loops with a bounded trip count;
+* `ug.cond` / `ug.while_loop` with nested functions, Python `if` / `while` that
+  autograph converts, and calls of a helper `@ug.function`, nested up to `max_depth`,
+  loops with a bounded trip count;
+* a `grad_program` that takes `ug.grad` of the loss, or `ug.value_and_grad` (the loss and
+  the gradients);
 * an `input_spec` that leaves some dims of the inputs open (None), so static targets
   trace without knowing those sizes (`OPEN_DIMS`).
 
@@ -48,6 +51,7 @@ from unigraph.testing.random_programs.model import (
     Assign,
     Block,
     Branch,
+    Call,
     Input,
     Loop,
     Program,
@@ -831,12 +835,28 @@ def loop(b: Builder, env, depth):
     return Loop(out, init.name, param, trips, body, style, b.tag(), extra)
 
 
+def call(b: Builder, env, depth):
+    """`fn(a[, c])`: the program calls a helper `@ug.function` (`model.Call`), whose body
+    is a block over its parameters. A value the body makes a new input of (a partner, a
+    weight) is passed to it as one more argument, under the same name."""
+    a = b.operand(_nonempty(env))  # a branch in the body needs a nonempty value
+    args = [a]
+    if b.draw(st.booleans(), label="second argument"):
+        args.append(_partner(b, env, a))
+    params = [Var(b.name(), v.shape) for v in args]
+    made = len(b.inputs)
+    body = _block(b, [], depth + 1, a.shape, params)
+    new = [i.var for i in b.inputs[made:]]
+    return Call(Var(b.name(), a.shape), tuple(v.name for v in args + new),
+                tuple(params + new), body, b.tag())
+
+
 # Simplest first: hypothesis shrinks a choice toward the start of the list.
 OPERATIONS = [unary, with_scalar, binary, reduce, reshape, softmax, matmul, cast, join,
               argmax_take, argmax, cross_entropy, conv2d, pool, conv_transpose2d, one_hot,
               scatter, ensure_shape, creation, logical, selu, random_draw,
               to_int, int_arithmetic, int_reduce, from_int, int_take]
-CONTROL_FLOW = [branch, loop]
+CONTROL_FLOW = [branch, loop, call]
 
 
 def statement(b: Builder, env, depth):
@@ -897,4 +917,5 @@ def programs(draw, dtypes=("float32", "float64"), max_statements=8, max_depth=2,
     if not any(s.out.is_float and s.out.name in outputs for s in stmts):
         outputs.append(_floats(env)[-1].name)
     inputs = _open_dims(draw, b.inputs) if open_dims else b.inputs
-    return Program(b.dtype, inputs, stmts, outputs)
+    grad_form = draw(st.sampled_from(["grad", "value_and_grad"]), label="grad form")
+    return Program(b.dtype, inputs, stmts, outputs, grad_form)
