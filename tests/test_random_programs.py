@@ -24,6 +24,7 @@ from unigraph.testing.random_programs.model import (
     Branch,
     Call,
     Input,
+    Loop,
     Program,
     Var,
 )
@@ -329,6 +330,9 @@ def test_helper_calls_and_value_and_grad_are_drawn():
     both = find(programs(), lambda p: p.grad_form == "value_and_grad" and p.is_open,
                 settings=quick)
     assert "ug.value_and_grad(loss" in render(both)
+    carrying = find(programs(), lambda p: any(
+        isinstance(s, Loop) and s.carry == "dict" for s in walk(p.needed()[0])), settings=quick)
+    assert '(ug.tensor(0), {"v": ' in render(carrying)
 
 
 @pytest.mark.parametrize("open_axes", [(), (0,)])
@@ -348,3 +352,23 @@ def test_a_program_calling_a_helper_function_agrees(target, grad_form, open_axes
 
         expected = reference(program, source, grads=True)
         assert len(expected.grads) == 2 + (grad_form == "value_and_grad"), expected.grads
+
+
+@pytest.mark.parametrize("open_axes", [(), (0,)])
+@pytest.mark.parametrize("target", FORWARD_TARGETS)
+def test_a_while_loop_carrying_a_dict_agrees(target, open_axes):
+    """ug.while_loop over (counter, {"v": value, "acc": sum of the values it took}), with a
+    cond in its body and a stop on the carried value, and its gradient: every target agrees
+    with the reference."""
+    x0, v = Var("x0", (3, 2)), Var("v2", (3, 2))
+    inner = Branch(Var("v3", (3, 2)), "ug.mean(v2) < 0.5", ("v2",),
+                   Block([], "ug.sin(v2) * 1.5", ("v2",)), Block([], "v2 - 0.25", ("v2",)),
+                   "cond", 2)
+    loop = Loop(Var("v1", (3, 2)), "x0", v, 3, Block([inner], "ug.tanh(v3)", ("v3",)),
+                "while_loop", 1, "ug.sum({v}) < 40.0", "dict")
+    program = Program("float64", [Input(x0, seed=7, open=open_axes)], [loop], ["v1"])
+    source = render(program)
+    assert '_, s1 = ug.while_loop(cond_1, body_1, (ug.tensor(0), {"v": x0, ' in source, source
+    grads = target not in INFERENCE_TARGETS
+    (outcome,) = evaluate(program, [target], grads=grads).outcomes
+    assert outcome.status == "ok", outcome

@@ -83,6 +83,9 @@ class Loop:
     style: str
     tag: int
     extra: str = ""  # e.g. "ug.sum({v}) < 40.0": {v} is the carried value
+    # "dict" (style "while_loop" only): the loop carries {"v": value, "acc": sum}, where
+    # "acc" starts as init * 0.5 and adds `param` each trip; `out` is their sum
+    carry: str = ""
 
 
 @dataclass
@@ -238,7 +241,7 @@ def _pruned(stmt):
                       _prune_block(stmt.orelse), stmt.style, stmt.tag)
     if isinstance(stmt, Loop):
         return Loop(stmt.out, stmt.init, stmt.param, stmt.trips, _prune_block(stmt.body),
-                    stmt.style, stmt.tag, stmt.extra)
+                    stmt.style, stmt.tag, stmt.extra, stmt.carry)
     if isinstance(stmt, Call):
         return Call(stmt.out, stmt.args, stmt.params, _prune_block(stmt.body), stmt.tag)
     return stmt
@@ -305,6 +308,8 @@ def _loop_lines(stmt: Loop, depth: int) -> list:
                  f"{pad}while {test}:"]
                 + _block_lines(stmt.body, depth + 1, f"{carried} = ")
                 + [f"{inner}{counter} = {counter} + 1"])
+    if stmt.carry == "dict":
+        return _dict_loop_lines(stmt, depth)
     carried = stmt.param.name
     test = f"{counter} < {stmt.trips}"
     if stmt.extra:
@@ -314,6 +319,27 @@ def _loop_lines(stmt: Loop, depth: int) -> list:
             + _block_lines(stmt.body, depth + 1, f"return {counter} + 1, ")
             + [f"{pad}_, {stmt.out.name} = ug.while_loop(cond_{stmt.tag}, body_{stmt.tag}, "
                f"(ug.tensor(0), {stmt.init}))"])
+
+
+def _dict_loop_lines(stmt: Loop, depth: int) -> list:
+    """A `ug.while_loop` carrying a dict (see `Loop.carry`)."""
+    pad, inner = INDENT * depth, INDENT * (depth + 1)
+    counter, state, param = f"k{stmt.tag}", f"s{stmt.tag}", stmt.param.name
+    value, acc = f'{state}["v"]', f'{state}["acc"]'
+    test = f"{counter} < {stmt.trips}"
+    if stmt.extra:
+        test = f"ug.logical_and({test}, {stmt.extra.format(v=value)})"
+    body = [f"{inner}{param} = {value}"]
+    for inner_stmt in stmt.body.stmts:
+        body += _lines(inner_stmt, depth + 1)
+    body.append(f'{inner}return {counter} + 1, {{"v": {stmt.body.result}, '
+                f'"acc": {acc} + {param}}}')
+    start = f'{{"v": {stmt.init}, "acc": {stmt.init} * 0.5}}'
+    return ([f"{pad}def cond_{stmt.tag}({counter}, {state}):", f"{inner}return {test}",
+             f"{pad}def body_{stmt.tag}({counter}, {state}):"] + body
+            + [f"{pad}_, {state} = ug.while_loop(cond_{stmt.tag}, body_{stmt.tag}, "
+               f"(ug.tensor(0), {start}))",
+               f"{pad}{stmt.out.name} = {value} + {acc}"])
 
 
 def _array_literal(array: np.ndarray, dtype: str) -> str:

@@ -832,7 +832,8 @@ def loop(b: Builder, env, depth):
     trips = b.draw(st.integers(0, 3))
     body = _block(b, env, depth + 1, init.shape, (param,))
     extra = b.pick(["", "ug.sum({v}) < 40.0"])
-    return Loop(out, init.name, param, trips, body, style, b.tag(), extra)
+    carry = b.pick(["", "dict"]) if style == "while_loop" else ""
+    return Loop(out, init.name, param, trips, body, style, b.tag(), extra, carry)
 
 
 def call(b: Builder, env, depth):
