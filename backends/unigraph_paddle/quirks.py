@@ -775,6 +775,31 @@ def _program_has_no_second_order_exp_or_take() -> bool:
             and np.allclose(_eager_second_order(_take_squares), take, rtol=1e-12))
 
 
+def _cubed_by_a_loop(paddle, x):
+    """x ** 3 as a while loop that multiplies by x twice."""
+    i = paddle.full([], 0, "int64")
+    _, v = paddle.static.nn.while_loop(lambda i, v: i < 2, lambda i, v: (i + 1, v * x),
+                                       [i, x])
+    return v
+
+
+def _program_cannot_differentiate_a_loop_gradient() -> bool:
+    """A Program's gradient of the gradient of sum(x ** 3) computed by a while loop raises
+    Paddle's DataType error (`static.LOOP_GRADIENT_ERROR`); dygraph differentiates the same
+    products twice: d/dx sum((3 x**2)**2) = 36 x**3."""
+    from unigraph_paddle.static import LOOP_GRADIENT_ERROR
+
+    paddle = _paddle()
+    x = _leaf(paddle, _X)
+    v = x
+    for _ in range(2):
+        v = v * x
+    (g,) = paddle.grad([paddle.sum(v)], [x], create_graph=True)
+    (gg,) = paddle.grad([paddle.sum(g * g)], [x])
+    return (LOOP_GRADIENT_ERROR in _second_order_error(_cubed_by_a_loop)
+            and np.allclose(gg.numpy(), 36 * np.array(_X) ** 3, rtol=1e-12))
+
+
 def _fused_cross_entropy_has_no_second_order() -> bool:
     try:
         _eager_second_order(_fused_cross_entropy)
@@ -1269,6 +1294,17 @@ QUIRKS = [
                    "the way out (paddle:eager, torch or tensorflow; `static._no_second_order`); "
                    "paddle:eager differentiates them twice",
         pin=_program_has_no_second_order_exp_or_take,
+    ),
+    Quirk(
+        op="while_loop (second order)", framework="paddle", versions=VERSIONS,
+        behaviour="paddle:static (PIR): no gradient of a gradient through a while loop: "
+                  "paddle.static.gradients of a while loop's gradient raises \"Currently, we "
+                  "can only get phi::DataType from DenseTensorType ...\" (x ** 3 by two "
+                  "multiplications in paddle.static.nn.while_loop)",
+        workaround="paddle:static raises BackendError naming the outer grad's line, the "
+                   "loop's and the way out (paddle:eager, torch or tensorflow; "
+                   "`static._no_second_order`); paddle:eager differentiates a loop twice",
+        pin=_program_cannot_differentiate_a_loop_gradient,
     ),
     Quirk(
         op="sparse_softmax_cross_entropy", framework="paddle", versions=VERSIONS,

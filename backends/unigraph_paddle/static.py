@@ -461,16 +461,33 @@ def _made_by_assign_value(value) -> bool:
     return op is not None and op.name() == "pd_op.assign_value_"
 
 
+# What Paddle 3.3.1's Program backward raises for the gradient of a while loop's gradient
+# (quirk "while_loop (second order)").
+LOOP_GRADIENT_ERROR = "we can only get phi::DataType from DenseTensorType"
+
+
 def _no_second_order(error: ValueError, node) -> Exception:
     """Paddle 3.3.1's Program backward refuses to differentiate a gradient op that has no
     gradient of its own (exp_grad, take_along_axis_grad, ...: "op 'pd_op.exp_grad' has no
-    grad op"): unigraph's error, with the grad's line and the way out. Other errors as
+    grad op"), and the gradient of a while loop (quirk "while_loop (second order)"):
+    unigraph's error, with the grad's line, the loop's and the way out. Other errors as
     they are."""
     text = str(error)
+    where = f" ({node.source})" if node.source else ""
+    if LOOP_GRADIENT_ERROR in text:
+        loops = [loop for inner in node.subgraphs["fn"].nodes_of("grad")
+                 for loop in inner.subgraphs["fn"].nodes_of("while_loop")]
+        if not loops:
+            return error
+        at = f" at {loops[0].source}" if loops[0].source else ""
+        return BackendError(
+            f"paddle:static cannot take this gradient of a gradient (second order){where} "
+            f"through the while_loop{at}: Paddle 3.3.1's Program backward cannot "
+            "differentiate a while loop's gradient. Use paddle:eager, torch or tensorflow "
+            "for higher-order derivatives through a loop.")
     if "has no grad op" not in text:
         return error
     op = text.split("'")[1] if text.count("'") >= 2 else "an op"
-    where = f" ({node.source})" if node.source else ""
     return BackendError(
         f"paddle:static cannot take this gradient of a gradient (second order){where}: "
         f"Paddle 3.3.1's Program backward has no gradient for {op}. Use paddle:eager, "
