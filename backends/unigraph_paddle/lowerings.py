@@ -604,6 +604,10 @@ def full(*, shape, value, dtype):
 
 
 def einsum(*xs, equation):
+    if not paddle.in_dynamic_mode():
+        # A Program's einsum gradient is wrong where an operand is also the first operand
+        # of an add or subtract (quirk "einsum (gradient)"); a copy of it is not.
+        xs = [paddle.assign(x) for x in xs]
     return paddle.einsum(equation, *xs)
 
 
