@@ -2,8 +2,8 @@
 NumPy engine refuses every second order, and paddle:static refuses this one with unigraph's
 error naming both lines and the way out (Paddle 3.3.1's Program backward cannot
 differentiate a while loop's gradient: it raised a raw ValueError about phi::DataType;
-quirk "while_loop (second order)"). Found by `ug.check` of a random-program tester
-`grad_program` whose loss ran a loop."""
+quirk "while_loop (second order)"). Found by `ug.check` of a hand-written function that
+takes a gradient through a loop (its gradient check differentiates it again)."""
 
 import inspect
 
