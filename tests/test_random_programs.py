@@ -27,6 +27,8 @@ from unigraph.testing.random_programs.model import (
     Loop,
     Program,
     Var,
+    call_seeded,
+    load,
 )
 from unigraph.testing.random_programs.runner import IllConditioned
 from unigraph.testing.random_programs.tester import REFERENCE, counts_table, reproducer_text
@@ -372,3 +374,58 @@ def test_a_while_loop_carrying_a_dict_agrees(target, open_axes):
     grads = target not in INFERENCE_TARGETS
     (outcome,) = evaluate(program, [target], grads=grads).outcomes
     assert outcome.status == "ok", outcome
+
+
+# -- what the strategies draw --------------------------------------------------------------
+DRAWN = [
+    r'"int8"', r'"uint8"', r'"int16"',  # small int arithmetic (README: Small integers)
+    r'ug\.cast\(v\d+( \* 37)?, "(int8|uint8|int16)"\)',  # an int cast (wrapping)
+    r'randint\(\(.*dtype="(int8|uint8|int16)"',  # randint in a small int dtype
+    r"^SEEDED = \d+",  # each call inside ug.random.seeded
+]
+
+
+def test_the_strategies_draw_small_ints_and_seeded_calls():
+    """Each of `DRAWN` is in the source of some of 600 programs (a fixed sequence)."""
+    import re
+
+    from hypothesis import HealthCheck, given, settings
+
+    from unigraph.testing.random_programs.strategies import programs
+
+    seen = set()
+
+    @settings(max_examples=600, database=None, derandomize=True,
+              suppress_health_check=list(HealthCheck), phases=["generate"])
+    @given(programs())
+    def collect(program):
+        source = render(program)
+        seen.update(w for w in DRAWN if re.search(w, source, re.M))
+
+    collect()
+    assert seen == set(DRAWN), set(DRAWN) - seen
+
+
+def _random_program(seeded) -> Program:
+    x, y = Var("x0", (2, 3)), Var("v1", (2, 3))
+    stmt = Assign(y, "x0 + ug.random.uniform((2, 3), x0.dtype)", ("x0",))
+    return Program("float32", [Input(x, seed=3)], [stmt], ["v1"], seeded=seeded)
+
+
+@pytest.mark.parametrize("target", FORWARD_TARGETS)
+def test_a_seeded_program_draws_from_the_block_on_every_target(target):
+    """A program whose calls run inside `ug.random.seeded(5)` draws that block's numbers on
+    every target (the reference too), not those `ug.manual_seed` starts."""
+    program = _random_program(seeded=5)
+    grads = target not in INFERENCE_TARGETS
+    (outcome,) = evaluate(program, [target], grads=grads).outcomes
+    assert outcome.status == "ok", outcome
+    namespace = load(render(program))
+    x = program.arrays()[0]
+    with ug.use_backend(*target.split(":")):
+        (got,) = call_seeded(namespace["program"], [x], namespace["SEEDED"])
+    with ug.random.seeded(5):
+        draws = ug.random.uniform((2, 3), "float32").numpy()
+    np.testing.assert_allclose(got.numpy(), x + draws, rtol=1e-6)
+    ug.manual_seed(0)
+    assert not np.allclose(got.numpy(), x + ug.random.uniform((2, 3), "float32").numpy())

@@ -132,13 +132,15 @@ class Input:
 
 @dataclass
 class Program:
-    """A random program: float inputs, statements, the names it returns."""
+    """A random program: float inputs, statements, the names it returns, and the seed of
+    the `ug.random.seeded` block each call runs in (None: `ug.manual_seed` before it)."""
 
     dtype: str
     inputs: list
     stmts: list
     outputs: list
     grad_form: str = "grad"  # grad_program's: "grad", or "value_and_grad" (the loss first)
+    seeded: int | None = None
 
     def needed(self) -> tuple[list, list]:
         """(statements, inputs) the outputs depend on, in order."""
@@ -185,14 +187,21 @@ class Program:
 RANDOM_SEED = 0  # every call of a program starts unigraph's generator here
 
 
-def call_seeded(function, inputs: list):
+def call_seeded(function, inputs: list, seeded: int | None = None):
     """`function(*inputs)` with unigraph's generator restarted from `RANDOM_SEED`, so a
     program's `ug.random` draws are the same numbers on every target and in the reference
-    (a traced function may not seed: the caller does)."""
+    (a traced function may not seed: the caller does); with `seeded`, inside
+    `ug.random.seeded(seeded)` after that, so every draw must come from the block's
+    generator, not the one the process seed starts (a rendered program names its block's
+    seed `SEEDED`)."""
     from unigraph.random import manual_seed
+    from unigraph.random import seeded as seeded_block
 
     manual_seed(RANDOM_SEED)
-    return function(*inputs)
+    if seeded is None:
+        return function(*inputs)
+    with seeded_block(seeded):
+        return function(*inputs)
 
 
 def walk(stmts):
@@ -378,13 +387,13 @@ if __name__ == "__main__":
     reference = [x.astype(np.float64) for x in inputs]  # numpy:eager in float64{build}
     with ug.use_backend("numpy", "eager"):
         ug.manual_seed({seed})  # each call draws the same ug.random numbers
-        print("reference", [o.numpy() for o in {reference_program}(*reference)])
+        {within}print("reference", [o.numpy() for o in {reference_program}(*reference)])
         {ref_grad}
     for target in {targets!r}:
         backend, mode = target.split(":")
         with ug.use_backend(backend, mode):
             ug.manual_seed({seed})
-            print(target, [o.numpy() for o in program(*inputs)])
+            {within}print(target, [o.numpy() for o in program(*inputs)])
             {target_grad}
 '''
 
@@ -480,6 +489,8 @@ def render(program: Program, title: str = "A random unigraph program.", targets=
     source += "\n\n" + "\n".join(f"{i.var.name} = {_array_literal(i.values(), program.dtype)}"
                                  for i in inputs)
     source += f"\ninputs = [{args}]\n" if inputs else "\ninputs = []\n"
+    if program.seeded is not None:
+        source += f"SEEDED = {program.seeded}  # each call runs in ug.random.seeded(SEEDED)\n"
     if targets:
         has_grad = grads and bool(inputs) and bool(float_outputs)  # (either form writes one)
         # An open program's float64 reference is build("float64")'s (the same spec)
@@ -487,13 +498,14 @@ def render(program: Program, title: str = "A random unigraph program.", targets=
         build = '\n    reference_program, reference_grad_program = build("float64")' \
             if is_open else ""
         seed = f"ug.manual_seed({RANDOM_SEED})\n        "
-        ref_grad = (f'{seed}print("reference grad", [g.numpy() for g in {prefix}'
+        within = "with ug.random.seeded(SEEDED): " if program.seeded is not None else ""
+        ref_grad = (f'{seed}{within}print("reference grad", [g.numpy() for g in {prefix}'
                     'grad_program(*reference)])' if has_grad else "")
-        target_grad = (f'{seed}    print(target, "grad", [g.numpy() for g in '
+        target_grad = (f'{seed}    {within}print(target, "grad", [g.numpy() for g in '
                        'grad_program(*inputs)])' if has_grad else "")
         source += MAIN.format(targets=list(targets), seed=RANDOM_SEED, ref_grad=ref_grad,
                               target_grad=target_grad, build=build,
-                              reference_program=f"{prefix}program")
+                              reference_program=f"{prefix}program", within=within)
     return source
 
 

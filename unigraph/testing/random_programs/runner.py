@@ -253,15 +253,16 @@ def reference(program: Program, source: str, grads: bool) -> Reference:
     forward, backward = Watch(), Watch()
     try:
         run_program, run_grad = namespace["program"], namespace.get("grad_program")
+        seeded = namespace.get("SEEDED")
         if "build" in namespace:  # an input_spec: the same one in float64
             run_program, run_grad = namespace["build"]("float64")
         with use_backend("numpy", "eager"):
             with watching(forward):
-                outputs = _arrays(call_seeded(run_program, inputs))
+                outputs = _arrays(call_seeded(run_program, inputs, seeded))
             gradients = None
             if grads and run_grad is not None:
                 with watching(backward):
-                    gradients = _arrays(call_seeded(run_grad, inputs))
+                    gradients = _arrays(call_seeded(run_grad, inputs, seeded))
     finally:
         forget(namespace)
     if not _finite_and_bounded(gradients or []):

@@ -8,13 +8,15 @@ and pool windows fit, indices and labels are in range):
   int -> float, comparisons -> float), the math family (trigonometric, hyperbolic, erf,
   softplus, floor / ceil / round, mod, floor_divide, atan2) and composed activations
   (silu, gelu, elu, leaky_relu, clip, sign);
-* integer arithmetic in int32 and int64 (`to_int`, `int_arithmetic`, `int_reduce`,
-  `from_int`): floats floored, rounded or truncated into small ints, then `+ - *`, `//` and
-  `%` by nonzero divisors of either sign, minimum / maximum, abs, negation, sign, clip,
-  comparisons and `where`, `**` (computed in float64, cast back), int32 with int64,
-  wrapping on overflow, sum / prod / max / min / cumsum / argmax / argmin, and back to the
-  program's float dtype beside a float value (so outputs and gradients use them), or as
-  the indices of `ug.take` / `x[i]` (`int_take`);
+* integer arithmetic in int32, int64, int8, uint8 and int16 (`to_int`, `int_arithmetic`,
+  `int_reduce`, `from_int`): floats floored, rounded or truncated into small ints, then
+  `+ - *`, `//` and `%` by nonzero divisors of either sign, minimum / maximum, abs,
+  negation, sign, clip, comparisons and `where`, `**` (computed in float64, cast back),
+  mixed int dtypes (promoted as NumPy: int8 with uint8 is int16), casts between int
+  dtypes, wrapping on overflow, sum / prod / max / min / cumsum / argmax / argmin, and back
+  to the program's float dtype beside a float value (so outputs and gradients use them; a
+  small int promotes to the float's dtype), or as the indices of `ug.take` / `x[i]`
+  (`int_take`);
 * reductions (sum mean max min prod logsumexp var std norm over axes, argmax, argmin), reshape /
   transpose / slicing / expand_dims / squeeze / broadcast_to / concat / stack / take /
   cumsum / flip / tile / pad / split;
@@ -24,8 +26,9 @@ and pool windows fit, indices and labels are in range):
   max_pool2d, avg_pool2d;
 * conv_transpose2d, one_hot, scatter / scatter_add, ensure_shape, the creation functions
   (zeros, ones, full and their *_like, arange, linspace, eye), logical_not / logical_or /
-  logical_and, selu, and `ug.random` draws (uniform, normal, randint) at the top of the
-  program, which the harness seeds before each call (`model.call_seeded`);
+  logical_and, selu, and `ug.random` draws (uniform, normal, randint in any int dtype) at
+  the top of the program, which the harness seeds before each call (`model.call_seeded`:
+  `ug.manual_seed`, or a `ug.random.seeded` block around the call);
 * `ug.cond` / `ug.while_loop` with nested functions, Python `if` / `while` that
   autograph converts, and calls of a helper `@ug.function`, nested up to `max_depth`,
   loops with a bounded trip count;
@@ -263,24 +266,36 @@ def argmax(b: Builder, env, depth):
 
 
 # -- integers ----------------------------------------------------------------------------------
-# Integer arithmetic in int32 and int64 (README "Dtype rules", "Small integers"): floor
-# semantics for // and %, NumPy's promotion (int32 with int64 is int64; a Python int keeps
-# the tensor's dtype), wrapping on overflow. Values start small (|v| <= 10) so that a
-# statement grows them only where it means to test wrapping (`INT_WRAP`).
-INT_DTYPES = ["int32", "int64"]
+# Integer arithmetic in int32, int64 and the small ints int8, uint8, int16 (README "Dtype
+# rules", "Small integers"): floor semantics for // and %, NumPy's promotion (int32 with
+# int64 is int64, int8 with uint8 is int16; a Python int keeps the tensor's dtype, so each
+# constant is one that fits: no negative ones with uint8), wrapping on overflow. Values
+# start small (|v| <= 10) so that a statement grows them only where it means to test
+# wrapping (`INT_WRAP`, and products and casts of small ints).
+INT_DTYPES = ["int32", "int64", "int8", "uint8", "int16"]
+SMALL_INTS = ("int8", "uint8", "int16")
 INT_SCALARS = [2, -3, 1, 5, -1, 0]
 INT_DIVISORS = [2, -3, 1, 4, -1, -7]  # nonzero, some negative: floor semantics
 TO_INT = [
     'ug.cast(ug.floor(ug.tanh({a}) * {k}), "{t}")',
-    'ug.cast({a} * {k}, "{t}")',  # truncation toward zero
+    'ug.cast(ug.tanh({a}) * {k}, "{t}")',  # truncation toward zero
     'ug.cast(ug.ceil(ug.tanh({a}) * {k}), "{t}")',
     'ug.cast(ug.round(ug.tanh({a}) * {k}), "{t}")',
+    'ug.cast({a} * {k}, "{t}")',  # as large as the float: int32 and int64 only
+]
+# Into uint8 from [0, k): a float cast out of a dtype's range is undefined (README).
+TO_UINT8 = [
+    'ug.cast(ug.floor(ug.sigmoid({a}) * {k}), "uint8")',
+    'ug.cast(ug.sigmoid({a}) * {k}, "uint8")',
 ]
 INT_UNARY = [
     "-{i}", "abs({i})", "ug.abs({i})", "ug.neg({i})", "{i} * {i}", "ug.sign({i})",
-    'ug.cast({i} ** 2, "{t}")', 'ug.cast({i} ** 3, "{t}")',  # ints ** compute in float64
-    "ug.clip({i}, -3, 4)", "ug.where({i} > 0, {i}, -2 * {i})", "ug.where({i} % 2 == 0, {i}, 0)",
+    "ug.clip({i}, {lo}, 4)", "ug.where({i} > 0, {i}, {k} * {i})",
+    "ug.where({i} % 2 == 0, {i}, 0)",
 ]
+# ints ** compute in float64, cast back: only where the power fits (a float cast out of
+# range is undefined), so not for the small ints, which wrap to any value of theirs.
+WIDE_UNARY = ['ug.cast({i} ** 2, "{t}")', 'ug.cast({i} ** 3, "{t}")']
 INT_WITH_SCALAR = [
     "{i} + {c}", "{i} - {c}", "{c} - {i}", "{i} * {c}", "{i} // {d}", "{i} % {d}",
     "ug.minimum({i}, {c})", "ug.maximum({i}, {c})", "ug.floor_divide({i}, {d})",
@@ -294,15 +309,24 @@ INT_BINARY = [
     'ug.cast({i} >= {j}, "{t}") * {i}', "ug.where({i} != {j}, {i} - {j}, {i} + {j})",
     "ug.where({i} <= {j}, {i}, {j} * {j})", "ug.where({i} == {j}, 2 * {i}, {j})",
 ]
-# Wrapping on overflow, as NumPy (README "Small integers"), then back to small values.
+# Wrapping on overflow, as NumPy (README "Small integers"), then back to small values; the
+# constants fit the dtype (a Python int that does not is an error).
 INT_WRAP = [
-    "({i} * 999983 * 4093) % 1009", "({i} * 999983 * 4093 + 2147) // 65536 % 37",
-    "ug.prod({i} + 13) % 1013",
+    "({i} * {p} * {q}) % {m}", "({i} * {p} * {q} + {r}) // {s} % 37",
+    "ug.prod({i} + 13) % {m}",
 ]
+WRAP_CONSTANTS = {"wide": dict(p=999983, q=4093, m=1009, r=2147, s=65536),
+                  "small": dict(p=97, q=89, m=101, r=21, s=16)}
+# An int value cast to another int dtype: wraps modulo 2**bits as NumPy where it does not
+# fit (times 37 first, so that it often does not).
+INT_CAST = ['ug.cast({i}, "{t}")', 'ug.cast({i} * 37, "{t}")']
 FROM_INT = [  # back to the program's float dtype, so outputs and gradients use the ints
     "ug.cast({i}, {a}.dtype) * {a}", "{a} + ug.cast({i}, {a}.dtype)",
     "ug.where({i} % 2 == 0, {a}, -{a})", "ug.where({i} > 0, {a}, {a} * 0.5)",
 ]
+# A small int with a float32 or float64 value promotes to the float's dtype (NumPy: int8,
+# uint8 and int16 fit float32; int32 with float32 would be float64).
+FROM_SMALL_INT = ["{a} * {i}", "{i} + {a}", "{a} - {i}"]
 
 
 def _ints(env) -> list:
@@ -313,22 +337,29 @@ def _int_result(*dtypes) -> str:
     return str(np.result_type(*dtypes))
 
 
+def _fitting(values, dtype) -> list:
+    """The Python ints of `values` that `dtype` holds (uint8: no negative ones)."""
+    return [v for v in values if v >= 0] if dtype == "uint8" else list(values)
+
+
 def to_int(b: Builder, env, depth):
-    """A float value into int32 or int64, about as large as the drawn scale."""
+    """A float value into an int dtype, about as large as the drawn scale."""
     a = b.operand(_floats(env))
     dtype = b.pick(INT_DTYPES)
-    expr = b.pick(TO_INT).format(a=a.name, k=b.pick([3.0, 5.0, 10.0]), t=dtype)
+    templates = TO_UINT8 if dtype == "uint8" else TO_INT[:-1] if dtype in SMALL_INTS else TO_INT
+    expr = b.pick(templates).format(a=a.name, k=b.pick([3.0, 5.0, 10.0]), t=dtype)
     return _assign(b, a.shape, expr, [a.name], dtype=dtype)
 
 
 def int_arithmetic(b: Builder, env, depth):
     """Integer ops on an int value: unary, with a Python int, with a second int value of a
-    shape that broadcasts (int32 with int64 promotes), or wrapping on overflow."""
+    shape that broadcasts (mixed dtypes promote), wrapping on overflow, or a cast to
+    another int dtype."""
     ints = _ints(env)
     if not ints:
         return to_int(b, env, depth)
     i = b.operand(ints)
-    how = b.pick(["unary", "scalar", "binary", "wrap"])
+    how = b.pick(["unary", "scalar", "binary", "wrap", "cast"])
     if how == "binary":
         fits = [v for v in ints if _broadcasts_to(v.shape, i.shape)
                 or _broadcasts_to(i.shape, v.shape)]
@@ -338,14 +369,22 @@ def int_arithmetic(b: Builder, env, depth):
         expr = b.pick(INT_BINARY).format(i=i.name, j=j.name, nz=nonzero, t=dtype)
         return _assign(b, _broadcast(i.shape, j.shape), expr, [i.name, j.name], dtype=dtype)
     if how == "wrap":
-        expr = b.pick(INT_WRAP).format(i=i.name)
+        constants = WRAP_CONSTANTS["small" if i.dtype in SMALL_INTS else "wide"]
+        expr = b.pick(INT_WRAP).format(i=i.name, **constants)
         shape = () if "prod" in expr else i.shape
         return _assign(b, shape, expr, [i.name], dtype=i.dtype)
+    if how == "cast":
+        dtype = b.pick([t for t in INT_DTYPES if t != i.dtype])
+        expr = b.pick(INT_CAST).format(i=i.name, t=dtype)
+        return _assign(b, i.shape, expr, [i.name], dtype=dtype)
     if how == "scalar":
-        expr = b.pick(INT_WITH_SCALAR).format(i=i.name, c=b.pick(INT_SCALARS),
-                                              d=b.pick(INT_DIVISORS))
+        expr = b.pick(INT_WITH_SCALAR).format(i=i.name, c=b.pick(_fitting(INT_SCALARS, i.dtype)),
+                                              d=b.pick(_fitting(INT_DIVISORS, i.dtype)))
     else:
-        expr = b.pick(INT_UNARY).format(i=i.name, t=i.dtype)
+        unsigned = i.dtype == "uint8"
+        templates = INT_UNARY + ([] if i.dtype in SMALL_INTS else WIDE_UNARY)
+        expr = b.pick(templates).format(i=i.name, t=i.dtype, lo=1 if unsigned else -3,
+                                        k=2 if unsigned else -2)
     return _assign(b, i.shape, expr, [i.name], dtype=i.dtype)
 
 
@@ -385,7 +424,8 @@ def from_int(b: Builder, env, depth):
         a = _floats(env)[0]  # only its dtype
         return _assign(b, i.shape, f"ug.cast({i.name}, {a.name}.dtype)", [i.name, a.name])
     a = b.pick(fits)
-    expr = b.pick(FROM_INT).format(i=i.name, a=a.name)
+    expr = b.pick(FROM_INT + (FROM_SMALL_INT if i.dtype in SMALL_INTS else [])).format(
+        i=i.name, a=a.name)
     return _assign(b, _broadcast(i.shape, a.shape), expr, [i.name, a.name])
 
 
@@ -400,8 +440,10 @@ def int_take(b: Builder, env, depth):
     i, x = b.operand(ints), b.pick(xs)
     axis = b.draw(st.integers(0, len(x.shape) - 1))
     size = x.shape[axis]
-    index = b.pick(["{i} % {n}", "{i} % {n} - {n}", "{i} % -{n}"]).format(
-        i=i.name, n=size)
+    # (uint8: in [0, n) only; n - 1 - that would wrap, and -n does not fit)
+    forms = ["{i} % {n}"] if i.dtype == "uint8" else ["{i} % {n}", "{i} % {n} - {n}",
+                                                      "{i} % -{n}"]
+    index = b.pick(forms).format(i=i.name, n=size)
     shape = x.shape[:axis] + i.shape + x.shape[axis + 1:]
     if axis == 0 and b.draw(st.booleans()):
         return _assign(b, shape, f"{x.name}[{index}]", [x.name, i.name])
@@ -763,19 +805,29 @@ RANDOM = [
     "{a} * ug.random.uniform({shape}, {a}.dtype)",
     "{a} + ug.random.uniform({shape}, {a}.dtype, low=-1.0, high=1.0)",
     "{a} + ug.random.normal({shape}, {a}.dtype, std=0.5)",
+    "{a} * ug.random.normal({shape}, {a}.dtype, mean=1.0, std=0.25)",
     "ug.where(ug.random.uniform({shape}, {a}.dtype) < 0.5, {a} * 2.0, 0.0 * {a})",
 ]
 
 
 def random_draw(b: Builder, env, depth):
-    """A `ug.random` draw (uniform, normal, randint) combined with a variable. Only at the
-    top of the program (a draw inside a cond branch or loop body is refused) and with
-    known sizes: the harness seeds the generator (`model.call_seeded`) before each call,
-    so every target draws the same numbers (README: random numbers)."""
+    """A `ug.random` draw (uniform, normal, randint) combined with a variable, or ints of
+    `randint` in any int dtype. Only at the top of the program (a draw inside a cond branch
+    or loop body is refused) and with known sizes: the harness seeds the generator
+    (`model.call_seeded`, with `ug.manual_seed` or inside `ug.random.seeded`: `programs`)
+    before each call, so every target draws the same numbers (README: random numbers)."""
     if depth:
         return None
     a = b.operand(_floats(env))
-    if a.shape and a.shape[0] and b.draw(st.booleans()):
+    how = b.pick(["float", "take", "ints"])
+    if how == "ints":
+        dtype = b.pick(INT_DTYPES)
+        low, high = b.pick([(0, 3), (-5, 6), (0, None), (-128, 128)] if dtype != "uint8"
+                           else [(0, 3), (2, 9), (0, None), (0, 256)])
+        bounds = f"{low + 7}" if high is None else f"{low}, {high}"
+        expr = f'ug.random.randint({a.shape!r}, {bounds}, dtype="{dtype}")'
+        return _assign(b, a.shape, expr, [], dtype=dtype)
+    if how == "take" and a.shape and a.shape[0]:
         axis = b.draw(st.integers(0, len(a.shape) - 1))
         if a.shape[axis]:
             count = b.draw(st.integers(1, 4))
@@ -919,4 +971,6 @@ def programs(draw, dtypes=("float32", "float64"), max_statements=8, max_depth=2,
         outputs.append(_floats(env)[-1].name)
     inputs = _open_dims(draw, b.inputs) if open_dims else b.inputs
     grad_form = draw(st.sampled_from(["grad", "value_and_grad"]), label="grad form")
-    return Program(b.dtype, inputs, stmts, outputs, grad_form)
+    # None: each call after `ug.manual_seed`; else inside `ug.random.seeded(that)`
+    seeded = draw(st.one_of(st.none(), st.integers(1, 2**16)), label="seeded")
+    return Program(b.dtype, inputs, stmts, outputs, grad_form, seeded)

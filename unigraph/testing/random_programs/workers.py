@@ -32,14 +32,15 @@ def execute(target: str, source: str, inputs: list, grads: bool) -> dict:
 
     t = Target.parse(target)
     namespace = load(source)
+    seeded = namespace.get("SEEDED")
     try:
         with use_backend(t.backend, t.mode):
             outputs = [np.array(o.numpy(), copy=True)
-                       for o in call_seeded(namespace["program"], inputs)]
+                       for o in call_seeded(namespace["program"], inputs, seeded)]
             gradients = None
             if grads and "grad_program" in namespace:
                 gradients = [np.array(g.numpy(), copy=True)
-                             for g in call_seeded(namespace["grad_program"], inputs)]
+                             for g in call_seeded(namespace["grad_program"], inputs, seeded)]
         return {"outputs": outputs, "grads": gradients}
     except Exception as error:  # noqa: BLE001 (the error is the result)
         return {"error": "unigraph" if isinstance(error, UnigraphError) else "raw",
