@@ -186,7 +186,9 @@ class ProgramBuilder:
         live = [False] * len(kept)  # whether either branch's result needs a gradient
         # So may an operand: its gradient from the `if` would have no memory. It enters
         # flat with one element more, and is taken back to its shape inside the branch.
-        flat = {k: (_flat_with_one_more(paddle, x), paddle.shape(x))
+        # (An int8, uint8 or int16 one crosses as int32: see `_widened`.)
+        flat = {k: (_flat_with_one_more(paddle, _widened(paddle, x)),
+                    paddle.shape(_widened(paddle, x)), v.dtype)
                 for k, (x, v) in enumerate(zip(operands, node.inputs[1:]))
                 if None in v.shape and 0 not in v.shape}
 
@@ -195,8 +197,8 @@ class ProgramBuilder:
 
             def build():
                 inner = list(operands)
-                for k, (values, shape) in flat.items():
-                    inner[k] = _unflattened(paddle, values, shape)
+                for k, (values, shape, dtype) in flat.items():
+                    inner[k] = _unflattened(paddle, values, shape, dtype)
                 results = self.lower_block(graph, inner, node)
                 outs = [results[i] for i in kept]
                 # A branch that hands back one of its operands unchanged breaks Paddle's
@@ -206,7 +208,7 @@ class ProgramBuilder:
                 for j, o in enumerate(outs):
                     live[j] = live[j] or not o.stop_gradient
                 outs, shapes = _through_if(paddle, outs, padded)
-                return outs + [paddle.shape(results[i]) for i in sized] + shapes
+                return outs + [paddle.shape(_widened(paddle, results[i])) for i in sized] + shapes
 
             return build
 
@@ -221,7 +223,7 @@ class ProgramBuilder:
                 result.stop_gradient = False
         results, made_shapes = results[:len(kept) + len(sized)], results[len(kept) + len(sized):]
         for j, shape in zip(padded, made_shapes):
-            results[j] = _unflattened(paddle, results[j], shape)
+            results[j] = _unflattened(paddle, results[j], shape, node.outputs[kept[j]].dtype)
         made, shapes = iter(results[:len(kept)]), dict(zip(sized, results[len(kept):]))
         return [paddle.zeros(shapes.get(i, list(v.shape)), v.dtype) if i in empty
                 else next(made) for i, v in enumerate(node.outputs)]
@@ -320,7 +322,7 @@ class ProgramBuilder:
             if not starts[i].stop_gradient:  # as lower_cond: not from the then-branch alone
                 result.stop_gradient = False
         for j, shape in zip(padded, shapes):
-            results[j] = _unflattened(paddle, results[j], shape)
+            results[j] = _unflattened(paddle, results[j], shape, starts[kept[j]].dtype)
         made = iter(results)
         return [next(made) if i in kept else paddle.zeros(list(s.shape), s.dtype)
                 for i, s in enumerate(starts)]
@@ -639,17 +641,33 @@ def _flat_with_one_more(paddle, x):
     return paddle.concat([paddle.reshape(x, [-1]), paddle.zeros([1], x.dtype)])
 
 
+def _widened(paddle, x):
+    """`x`, or as int32 where it is int8, uint8 or int16: a Program's paddle.concat refuses
+    uint8 and paddle.shape int16 (quirks "concat (stack)", "small ints"), so a small int
+    crosses an `if` flat as int32 and `_unflattened` casts it back (random tester, seed
+    10002)."""
+    if x.dtype in (paddle.int8, paddle.uint8, paddle.int16):
+        return paddle.cast(x, paddle.int32)
+    return x
+
+
 def _through_if(paddle, values, padded) -> tuple[list, list]:
     """A branch's results `values` with those at indices `padded` flat with one more
-    element (`_flat_with_one_more`), and those values' run-time shapes, for `_unflattened`
-    after the `if`."""
+    element (`_flat_with_one_more`; a small int as int32, `_widened`), and those values'
+    run-time shapes, for `_unflattened` after the `if`."""
     values = list(values)
+    for j in padded:
+        values[j] = _widened(paddle, values[j])
     shapes = [paddle.shape(values[j]) for j in padded]
     for j in padded:
         values[j] = _flat_with_one_more(paddle, values[j])
     return values, shapes
 
 
-def _unflattened(paddle, flat, shape):
-    """The value `_flat_with_one_more` made `flat` of, back in its run-time `shape`."""
-    return paddle.reshape(flat[:-1], shape)
+def _unflattened(paddle, flat, shape, dtype):
+    """The value `_flat_with_one_more` made `flat` of, back in its run-time `shape` and its
+    `dtype` (a name or a Paddle dtype: a small int crossed as int32, `_widened`)."""
+    value = paddle.reshape(flat[:-1], shape)
+    dtype = getattr(paddle, dtype) if isinstance(dtype, str) else dtype
+    return paddle.cast(value, dtype) if dtype in (paddle.int8, paddle.uint8, paddle.int16) \
+        else value
