@@ -324,7 +324,7 @@ class ProgramBuilder:
         for j, shape in zip(padded, shapes):
             results[j] = _unflattened(paddle, results[j], shape, starts[kept[j]].dtype)
         made = iter(results)
-        return [next(made) if i in kept else paddle.zeros(list(s.shape), s.dtype)
+        return [next(made) if i in kept else _zeros_like_empty(paddle, s)
                 for i, s in enumerate(starts)]
 
     def check_loop_in_loop(self, node, captured) -> None:
@@ -649,6 +649,15 @@ def _widened(paddle, x):
     if x.dtype in (paddle.int8, paddle.uint8, paddle.int16):
         return paddle.cast(x, paddle.int32)
     return x
+
+
+def _zeros_like_empty(paddle, value):
+    """Zeros of the shape of `value`, which is empty (a dim 0): read when the Program runs
+    where another dim is open (paddle.zeros refuses a -1 in a list; random tester, seed
+    10002)."""
+    if -1 in value.shape:
+        return paddle.zeros(paddle.shape(_widened(paddle, value)), value.dtype)
+    return paddle.zeros(list(value.shape), value.dtype)
 
 
 def _through_if(paddle, values, padded) -> tuple[list, list]:
