@@ -50,3 +50,35 @@ def test_scatter_of_an_open_dim_names_the_fix(target, axis):
                            r"input_spec, or state the sizes first with ug.ensure_shape"):
             _run(scatter, target, axis)
     np.testing.assert_array_equal(_run(stated, target, axis), want)
+
+
+@pytest.mark.parametrize("reduction", ["replace", "add"])
+@pytest.mark.parametrize("target", TARGETS)
+def test_scatter_at_indices_of_an_open_dim_names_the_fix(target, reduction):
+    """x's dims are known, the indices' count is not (argmax along a value whose other dim
+    is open): every static target raised a raw TypeError, int(None) (random tester, seed
+    10003); now the refusal that names the fix, and with the sizes stated it runs."""
+    spec = [ug.Spec((None, 2), "float32"), ug.Spec((2,), "float32")]
+    picks = np.array([[0.5, 0.1], [0.2, 0.9]], np.float32)  # argmax along 1: [0, 1]
+    updates = np.array([10.0, 20.0], np.float32)
+
+    def scatter(p, u):
+        return ug.scatter(ug.ones((3,)), ug.argmax(p, axis=1), u, reduction=reduction)
+
+    def stated(p, u):
+        return scatter(ug.ensure_shape(p, (2, 2)), u)
+
+    want = np.ones(3, np.float32)
+    want[[0, 1]] = updates + (1.0 if reduction == "add" else 0.0)
+    t = Target.parse(target)
+    with ug.use_backend(t.backend, t.mode):
+        if t.mode == "eager":
+            got = ug.function(scatter, input_spec=spec)(picks, updates).numpy()
+            np.testing.assert_array_equal(got, want)
+        else:
+            with pytest.raises(ShapeError, match=r"scatter: the shape \[None\] of the tensor "
+                               r"at .*test_open_dim_scatter.py:\d+ has a dim known only at "
+                               r"run time; this function needs every dim"):
+                ug.function(scatter, input_spec=spec)(picks, updates)
+        got = ug.function(stated, input_spec=spec)(picks, updates).numpy()
+    np.testing.assert_array_equal(got, want)

@@ -51,7 +51,8 @@ def scatter(x, indices, updates, axis=0, reduction="replace"):
     # The size along `axis` (the positions written) and the others (updates broadcast)
     size = _known_shape(x, "scatter")[axis]
     indices = _indices(indices)
-    count = int(np.prod(indices.shape, dtype=np.int64))
+    # (How many positions: the updates are laid out by it, so their count must be known.)
+    count = int(np.prod(_known_shape(indices, "scatter"), dtype=np.int64))
     dtype = x.dtype if isinstance(x, Tensor) else x.dtype.name
     (updates,) = _promote(updates)
     updates = updates if updates.dtype == dtype else cast(updates, dtype)
