@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import re
 
 import numpy as np
 import pytest
 from conftest import FORWARD_TARGETS, INFERENCE_TARGETS, TARGETS
+from hypothesis import HealthCheck, find, settings
+from hypothesis import strategies as st
 
 import unigraph as ug
 from unigraph.config import Target
@@ -31,6 +34,7 @@ from unigraph.testing.random_programs.model import (
     load,
 )
 from unigraph.testing.random_programs.runner import IllConditioned
+from unigraph.testing.random_programs.strategies import programs
 from unigraph.testing.random_programs.tester import REFERENCE, counts_table, reproducer_text
 
 BATCH = 25  # about 50 s on 2 cores (backends in 2 worker processes)
@@ -377,33 +381,42 @@ def test_a_while_loop_carrying_a_dict_agrees(target, open_axes):
 
 
 # -- what the strategies draw --------------------------------------------------------------
-DRAWN = [
-    r'"int8"', r'"uint8"', r'"int16"',  # small int arithmetic (README: Small integers)
-    r'ug\.cast\(v\d+( \* 37)?, "(int8|uint8|int16)"\)',  # an int cast (wrapping)
-    r'randint\(\(.*dtype="(int8|uint8|int16)"',  # randint in a small int dtype
-    r"^SEEDED = \d+",  # each call inside ug.random.seeded
+DRAWN = [  # (statement kind, what its expression holds)
+    ("to_int", r'"int8"'), ("to_int", r'"uint8"'), ("to_int", r'"int16"'),  # small ints
+    ("int_arithmetic", r'ug\.cast\(v\d+ \* 37, "(int8|uint8|int16)"\)'),  # a wrapping cast
+    ("int_arithmetic", r"\(v\d+ \* 97 \* 89\) % 101"),  # small-int products that wrap
+    ("random_draw", r'randint\(\(.*dtype="(int8|uint8|int16)"'),  # randint in a small int
 ]
 
 
-def test_the_strategies_draw_small_ints_and_seeded_calls():
-    """Each of `DRAWN` is in the source of some of 600 programs (a fixed sequence)."""
-    import re
+FIND = settings(max_examples=1000, database=None, derandomize=True,
+                suppress_health_check=list(HealthCheck))
 
-    from hypothesis import HealthCheck, given, settings
 
-    from unigraph.testing.random_programs.strategies import programs
+@st.composite
+def _one_statement(draw, kind):
+    """The expression of one `kind` statement over a float input and an int value."""
+    from unigraph.testing.random_programs import strategies
 
-    seen = set()
+    b = strategies.Builder(draw, "float32", max_depth=0)
+    env = [b.new_input(b.shape(min_rank=1))]
+    env.append(strategies.to_int(b, env, 0).out)
+    return getattr(strategies, kind)(b, env, 0).expr
 
-    @settings(max_examples=600, database=None, derandomize=True,
-              suppress_health_check=list(HealthCheck), phases=["generate"])
-    @given(programs())
-    def collect(program):
-        source = render(program)
-        seen.update(w for w in DRAWN if re.search(w, source, re.M))
 
-    collect()
-    assert seen == set(DRAWN), set(DRAWN) - seen
+@pytest.mark.parametrize("kind,wanted", DRAWN)
+def test_the_strategies_draw_small_ints(kind, wanted):
+    """Each of these is drawn: hypothesis finds a statement holding it."""
+    found = find(_one_statement(kind), lambda expr: re.search(wanted, expr) is not None,
+                 settings=FIND)
+    assert re.search(wanted, found), found
+
+
+def test_the_strategies_draw_seeded_calls():
+    """Some programs run each call inside `ug.random.seeded`, rendered as `SEEDED = s`."""
+    found = find(programs(), lambda p: p.seeded is not None, settings=FIND)
+    assert re.search(r"^SEEDED = \d+  # each call runs in ug\.random\.seeded\(SEEDED\)",
+                     render(found), re.M)
 
 
 def _random_program(seeded) -> Program:
