@@ -458,6 +458,25 @@ def transpose(x, *, perm):
     return paddle.transpose(x, list(perm))
 
 
+def by_minus_one_safe(fn):
+    """An int `floor_divide` or `mod` lowering that never divides by -1: Paddle 3.3.1's
+    integer kernels kill the process (SIGFPE) for the smallest int32 or int64 divided by
+    -1, eager and in a Program (quirk "floor_divide (mod)"). A divisor -1 is 1 there, and
+    the quotient is negated (x // -1 is -x, which wraps for the smallest int as NumPy;
+    x % -1 and x % 1 are both 0)."""
+    quotient = fn is paddle.floor_divide
+
+    def lowered(x, y):
+        if x.dtype != paddle.int32 and x.dtype != paddle.int64:
+            return fn(x, y)
+        minus_one = paddle.cast(paddle.equal(y, paddle.full([], -1, y.dtype)), y.dtype)
+        out = fn(x, y + minus_one * 2)
+        return out * (1 - minus_one * 2) if quotient else out
+
+    lowered.__name__ = fn.__name__
+    return lowered
+
+
 def concat(*xs, axis):
     return paddle.concat(list(xs), axis=axis)
 
@@ -828,9 +847,9 @@ LOWERINGS = {
     "cast": cast,
     # math
     # floor semantics (the sign of y), as NumPy
-    "mod": widen_small_ints(widen_half(paddle.remainder)),
+    "mod": widen_small_ints(widen_half(by_minus_one_safe(paddle.remainder))),
     # floor, ints and floats; no gradient (0)
-    "floor_divide": widen_small_ints(paddle.floor_divide),
+    "floor_divide": widen_small_ints(by_minus_one_safe(paddle.floor_divide)),
     "floor": paddle.floor,
     "ceil": paddle.ceil,
     "round": widen_half(paddle.round),  # halves to even, as NumPy

@@ -159,7 +159,14 @@ def _floor_divide(w, args, node):
     dtype = _dtype(node)
     _, truncated, moved = _mod_parts(w, x, y, dtype)
     if dtype in ("int32", "int64"):  # Div truncates toward 0: one less where it moved
-        return w.node("Sub", [w.node("Div", args), _bool(w, moved, dtype)])
+        # ONNX Runtime's integer Div kills the process (SIGFPE) for the smallest int
+        # divided by -1: a divisor -1 is 1 there and the quotient negated (wraps, as NumPy).
+        minus_one = _bool(w, w.node("Equal", [y, _c(w, -1, dtype)]), dtype)
+        two = _c(w, 2, dtype)
+        safe = w.node("Add", [y, w.node("Mul", [minus_one, two])])
+        sign = w.node("Sub", [_c(w, 1, dtype), w.node("Mul", [minus_one, two])])
+        quotient = w.node("Mul", [w.node("Div", [x, safe]), sign])
+        return w.node("Sub", [quotient, _bool(w, moved, dtype)])
     # NumPy's float rule: (x - fmod(x, y)) / y, one less where the remainder moved, then
     # rounded to the nearest integer (the quotient is an integer up to rounding).
     quotient = w.node("Div", [w.node("Sub", [x, truncated]), y])
