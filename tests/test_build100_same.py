@@ -231,3 +231,46 @@ def test_traced_nodes_name_the_users_line(target):
     for op, marker in [("relu", "API"), ("mul", "OPERATOR"), ("neg", "APPLY")]:
         line = _marked_line("# " + marker + " LINE")
         assert lines[op].rsplit("/", 1)[-1] == f"{here}:{line}"
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_constructors_register_as_attribute_assignment_does(target):
+    """Linear's weight and bias and Sequential's children are registered without
+    `Module.__setattr__`'s tests (`Module._register_new`): the same names, tables and
+    attributes, inside a parent that has a path; a class that overrides `__setattr__` still
+    sees each assignment; the model runs with those parameters."""
+    seen = []
+
+    class Watched(ug.nn.Linear):
+        def __setattr__(self, name, value):
+            seen.append(name)
+            super().__setattr__(name, value)
+
+    class Outer(ug.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = ug.nn.Sequential(ug.nn.Linear(3, 2, act="relu"),
+                                         ug.nn.Linear(2, 2, bias=False), Watched(2, 1))
+
+        def forward(self, x):
+            return self.body(x)
+
+    t = Target.parse(target)
+    with ug.use_backend(t.backend, t.mode):
+        model = Outer()
+        names = [name for name, _ in model.named_parameters()]
+        assert names == ["body.0.weight", "body.0.bias", "body.1.weight", "body.2.weight",
+                         "body.2.bias"]
+        assert [p.name for p in model.parameters()] == names
+        assert {"weight", "bias"} <= set(seen)
+        first = model.body[0]
+        assert first.weight is first._parameters["weight"] and first.bias is \
+            first._parameters["bias"]
+        assert model.body[1].bias is None and "bias" not in model.body[1]._parameters
+        assert list(model.body._modules) == ["0", "1", "2"] and model.body[2].path == "body.2"
+        x = np.arange(6, dtype=np.float32).reshape(2, 3) / 4
+        out = ug.function(model)(ug.tensor(x)).numpy()
+        state = model.state_dict()
+    h = np.maximum(x @ state["body.0.weight"] + state["body.0.bias"], 0) @ state["body.1.weight"]
+    np.testing.assert_allclose(out, h @ state["body.2.weight"] + state["body.2.bias"],
+                               rtol=1e-5, atol=1e-6)

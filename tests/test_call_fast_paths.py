@@ -225,3 +225,41 @@ def test_parameter_names_of_plain_functions_match_their_signature():
         expected = [p.name for p in inspect.signature(fn).parameters.values()
                     if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
         assert parameter_names(fn) == expected, fn
+
+
+def test_parameter_names_of_callable_objects_match_their_signature():
+    """The shortcut for an object called through its class's `__call__` (a Module: every
+    `ug.function(model)`) gives what inspect.signature gives, wrappers and a set
+    `__signature__` included."""
+    import functools
+    import inspect
+
+    from unigraph.function import parameter_names
+
+    class Call:
+        def __call__(self, x, y=1, /, z=2, *args, k, **kw):
+            return x
+
+    class Static:
+        @staticmethod
+        def __call__(x, y):
+            return x
+
+    class Wrapped:
+        @functools.wraps(lambda q, r: q)
+        def __call__(self, x):
+            return x
+
+    class Bare:
+        def __call__(*args):
+            return args
+
+    signed = Call()
+    signed.__signature__ = inspect.Signature([inspect.Parameter(
+        "only", inspect.Parameter.POSITIONAL_OR_KEYWORD)])
+    model = ug.nn.Sequential(ug.nn.Linear(2, 2))
+    for fn in (Call(), Static(), Wrapped(), Bare(), signed, model, ug.nn.Linear(2, 2),
+               ug.function(model)):
+        expected = [p.name for p in inspect.signature(fn).parameters.values()
+                    if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        assert parameter_names(fn) == expected, fn

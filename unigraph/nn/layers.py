@@ -66,13 +66,13 @@ class Linear(Module):
         self.__dict__.update(in_features=in_features, out_features=out_features, act=act,
                              _act=F.activation(act), bias=None)
         # Drawn when first read (ug.init.parameter): a loaded layer never draws.
-        self.weight = initializers.parameter(
+        self._register_new("weight", initializers.parameter(
             weight_init or initializers.DEFAULT_WEIGHT, (in_features, out_features),
-            dtype, in_features, out_features, lr_scale=lr_scale, order="F")
+            dtype, in_features, out_features, lr_scale=lr_scale, order="F"))
         if bias:
-            self.bias = initializers.parameter(
+            self._register_new("bias", initializers.parameter(
                 bias_init or initializers.DEFAULT_BIAS, (out_features,), dtype,
-                in_features, out_features, lr_scale=lr_scale)
+                in_features, out_features, lr_scale=lr_scale))
 
     def forward(self, x):
         # (the check is a call, not an `if` here: a traced forward then has no control flow
@@ -342,7 +342,7 @@ class Sequential(Module):
             if not isinstance(layer, Module):
                 raise TypeError(f"Sequential: item {index} is a {type(layer).__name__}, "
                                 "not a ug.nn.Module")
-            setattr(self, str(index), layer)
+            self._register_new(str(index), layer)
 
     def __len__(self):
         return len(self._modules)
