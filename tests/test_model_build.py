@@ -92,6 +92,12 @@ def test_only_numpy_static_keeps_the_parameter_array(target):
         assert not np.shares_memory(executable.params[index], view)
         executable.share_param(index, array.astype(np.float64))
         assert executable.params[index].dtype == np.float32
+        # every kept array is read-only: a copy as a shared view (no write through a
+        # parameter handed out, e.g. as an output)
+        assert not executable.params[index].flags.writeable
+        executable.set_param(index, view)
+        assert not executable.params[index].flags.writeable
+        assert executable.get_param(index).flags.writeable  # (a copy)
         return
     assert not executable.keeps_shared_params
     copy = np.array(array)

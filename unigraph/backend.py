@@ -54,8 +54,9 @@ class Executable:
         the graph's `updates` have been applied to the parameters. Hook: `_run(feeds)`.
     set_param(index, array) / get_param(index): move one parameter's value in or out
         (index into `graph.params`), as NumPy arrays. Hooks: `_set_param(index, array)`
-        (the array is a private C-ordered copy of the graph's dtype: keep it; or, where
-        `keeps_shared_params`, a read-only view from `share_param`: keep it, never write it),
+        (the array is a private C-ordered copy of the graph's dtype: keep it; where
+        `keeps_shared_params`, that copy read-only or a read-only view from `share_param`:
+        keep it as it is, never write it),
         `_get_param(index)` (may return a view of the stored value: the caller gets a copy).
     run_all(inputs) -> {value id: np.ndarray}: every intermediate value of the top-level
         graph, for localizing disagreements; does not apply updates. Hook: `_run_all(feeds)`.
@@ -80,7 +81,8 @@ class Executable:
     outputs_unshared: bool = False
     # True where the executable never writes a parameter's array in place and keeps what
     # `_set_param` gets as it is (the reference engine): `share_param` then hands it a
-    # read-only view of the caller's array instead of a copy
+    # read-only view of the caller's array instead of a copy, and `set_param` its copy
+    # made read-only
     keeps_shared_params: bool = False
 
     def __init__(self, graph: Graph):
@@ -176,6 +178,8 @@ class Executable:
                 f"{self.target}: parameter {_param_name(value, index)} of graph "
                 f"{self.graph.name!r} is {_type_text(value.dtype, value.shape)}; set_param got "
                 f"an array of shape {list(array.shape)}")
+        if self.keeps_shared_params:
+            array.setflags(write=False)  # kept as it is, as a shared view is (see there)
         self._set_param(index, array)
         self.unset.discard(index)
 

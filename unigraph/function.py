@@ -613,11 +613,12 @@ def _run(compiled: Compiled, backend, leaves):
 
 def _load_params(compiled: Compiled) -> None:
     """Hand the executable each parameter whose value it does not hold yet."""
+    share, loaded = compiled.executable.share_param, compiled.loaded
     for index, param in enumerate(compiled.params):
-        if compiled.loaded[index] != param.version:
+        if loaded[index] != param.version:
             # a Parameter never writes its array: the engine may keep it (no copy)
-            compiled.executable.share_param(index, param._host())
-            compiled.loaded[index] = param.version
+            share(index, param._host())
+            loaded[index] = param.version
 
 
 def _random_feeds(compiled: Compiled) -> list:

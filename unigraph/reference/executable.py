@@ -121,8 +121,10 @@ class ReferenceExecutable(Executable):
         super().__init__(graph)
         self.plan = Plan(graph, ops)
         self.params = [None] * len(graph.params)
-        index = {v.id: i for i, v in enumerate(graph.params)}
-        self.updates = [(index[p.id], self.plan.slots[v.id]) for p, v in graph.updates]
+        self.updates = []
+        if graph.updates:  # (a forward model has none: no table of its 200 parameters)
+            index = {v.id: i for i, v in enumerate(graph.params)}
+            self.updates = [(index[p.id], self.plan.slots[v.id]) for p, v in graph.updates]
         # what a run reads besides the outputs: other values may be dropped once dead
         self.keep = frozenset(slot for _, slot in self.updates)
         # From the plan's second run: one generated function from the inputs to the
@@ -184,7 +186,9 @@ class ReferenceExecutable(Executable):
                 if env[slot] is not None}
 
     def _set_param(self, index, array):
-        self.params[index] = _frozen(array)  # the base's private copy, or a read-only view
+        # the base's private copy or a view of a Parameter's array, read-only either way
+        # (`keeps_shared_params`): kept as it is, no second setflags (~0.5 us a parameter)
+        self.params[index] = array
 
     def _get_param(self, index):
         return self.params[index]
