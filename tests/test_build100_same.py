@@ -9,7 +9,7 @@ import hashlib
 
 import numpy as np
 import pytest
-from conftest import TARGETS
+from conftest import TARGETS, run_on
 
 import unigraph as ug
 from unigraph.config import Target
@@ -274,3 +274,33 @@ def test_constructors_register_as_attribute_assignment_does(target):
     h = np.maximum(x @ state["body.0.weight"] + state["body.0.bias"], 0) @ state["body.1.weight"]
     np.testing.assert_allclose(out, h @ state["body.2.weight"] + state["body.2.bias"],
                                rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_traced_calls_run_the_forward_of_the_class_now_or_of_the_instance(target):
+    """A traced module call runs its class's forward found by the class
+    (`module._CLASS_FORWARDS`): a forward replaced on the class afterwards, one set on an
+    instance, and a subclass's inherited one are each the one that runs."""
+
+    class Scale(ug.nn.Module):
+        def forward(self, x):
+            return x * 2.0
+
+    class Child(Scale):
+        pass
+
+    def traced(model, x):
+        return run_on(target, ug.function(model), x)
+
+    x = np.array([1.0, -2.0], np.float32)
+    np.testing.assert_array_equal(traced(ug.nn.Sequential(Scale(), Child()), x), x * 4)
+    original = Scale.forward
+    Scale.forward = lambda self, x: x * 3.0
+    try:
+        np.testing.assert_array_equal(traced(ug.nn.Sequential(Scale(), Child()), x), x * 9)
+    finally:
+        Scale.forward = original
+    own = Scale()
+    own.forward = lambda x: x + 1.0
+    np.testing.assert_array_equal(traced(ug.nn.Sequential(own, Scale()), x), (x + 1) * 2)
+    np.testing.assert_array_equal(traced(ug.nn.Sequential(Child(), Scale()), x), x * 4)
