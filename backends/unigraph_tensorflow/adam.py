@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from unigraph.ops.updates import adam_updates_in_place
+
 raw = tf.raw_ops
 
 
@@ -55,27 +57,7 @@ def apply_adam(param, m, v, grad, lr, step, *, beta1, beta2, eps):
 
 
 def written_by_adam(graph) -> list:
-    """The top-level `adam_update` nodes of `graph` that can write into their variables:
-    param, m and v are parameters of the graph, each updated with the node's matching output
-    and read by nothing else; none of them an output or another update's value, and grad, lr
-    and step none of them. Their updates are `apply_adam` ops, not assigns. (Another read of
-    an old value is fine: it happens first, and TF's kernel copies a buffer a read holds.)"""
-    uses: dict = {}
-    reads = [v for node in graph.nodes for v in node.inputs] + list(graph.outputs)
-    for value in reads + [new for _, new in graph.updates]:
-        uses[value.id] = uses.get(value.id, 0) + 1
-    outputs = {value.id for value in graph.outputs}
-    update_of = {new.id: param for param, new in graph.updates}
-    found = []
-    for node in graph.nodes:
-        if node.op != "adam_update":
-            continue
-        written = [node.inputs[position] for position in (0, 2, 3)]
-        ids = {value.id for value in written}
-        if (len(ids) == 3
-                and all(update_of.get(out.id) is value and uses.get(out.id) == 1
-                        for out, value in zip(node.outputs, written))
-                and not ids & (outputs | set(update_of))
-                and not ids & {node.inputs[position].id for position in (1, 4, 5)}):
-            found.append(node)
-    return found
+    """The top-level `adam_update` nodes of `graph` that can write into their variables
+    (`unigraph.ops.updates.adam_updates_in_place`; a read of an old value is fine: TF's
+    kernel copies a buffer a read holds). Their updates are `apply_adam` ops, not assigns."""
+    return adam_updates_in_place(graph)

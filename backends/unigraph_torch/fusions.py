@@ -48,6 +48,7 @@ import torch
 import torch.nn.functional as F
 
 from unigraph.ir import Graph
+from unigraph.ops.updates import adam_updates_in_place
 from unigraph_torch.lowerings import LOWERINGS, _check_indices
 
 _FLOATS = ("float32", "float64")
@@ -237,24 +238,12 @@ def _bias_corrections(graph: Graph, producer: dict, uses: dict, roles: dict) -> 
         roles[id(sub)] = roles[id(pow_node)] = ("correction_part",)
 
 
-def _adam_updates(graph: Graph, uses: dict, roles: dict) -> None:
-    """("adam_in_place",) for the top-level `adam_update` nodes whose param, m and v are
-    parameters of the graph, each updated with the node's matching output and read by
-    nothing else; none of them an output or another update's value, and grad, lr and step
-    none of them (the writes come last, with the others, as `_updates`')."""
-    outputs = {value.id for value in graph.outputs}
-    update_of = {new.id: param for param, new in graph.updates}
-    for node in graph.nodes:
-        if node.op != "adam_update":
-            continue
-        written = [node.inputs[position] for position in (0, 2, 3)]
-        ids = {value.id for value in written}
-        if (len(ids) == 3
-                and all(update_of.get(out.id) is value and uses.get(out.id) == 1
-                        for out, value in zip(node.outputs, written))
-                and not ids & (outputs | set(update_of))
-                and not ids & {node.inputs[position].id for position in (1, 4, 5)}):
-            roles[id(node)] = ("adam_in_place",)
+def _adam_updates(graph: Graph, roles: dict) -> None:
+    """("adam_in_place",) for the top-level `adam_update` nodes that may write into their
+    param, m and v (`updates.adam_updates_in_place`; the writes come last, with the others,
+    as `_updates`')."""
+    for node in adam_updates_in_place(graph):
+        roles[id(node)] = ("adam_in_place",)
 
 
 def plan(graph: Graph, top: bool = True, roles: dict | None = None) -> dict:
@@ -283,7 +272,7 @@ def plan(graph: Graph, top: bool = True, roles: dict | None = None) -> dict:
         _updates(graph, producer, uses, roles)
         _slot_writes(graph, producer, uses, roles)
         _bias_corrections(graph, producer, uses, roles)
-        _adam_updates(graph, uses, roles)
+        _adam_updates(graph, roles)
         _in_place_temporaries(graph, producer, uses, roles)
     return roles
 

@@ -94,3 +94,31 @@ ADAM_UPDATE = OpDef(
 
 # name -> definition of every fused update (`unigraph.in_place.fused_update` calls them).
 FUSED_UPDATES = {ADAM_UPDATE.name: ADAM_UPDATE}
+
+
+def adam_updates_in_place(graph) -> list:
+    """The top-level `adam_update` nodes of `graph` that a backend may run as one kernel
+    writing into param, m and v (torch:static's in-place path, TensorFlow's
+    `ResourceApplyAdam`): param, m and v are parameters of the graph, each updated with the
+    node's matching output, which nothing else reads; none of them an output or another
+    update's value, and grad, lr and step none of them. (A read of an old value is fine: it
+    happens before the update.)"""
+    uses: dict = {}
+    reads = [v for node in graph.nodes for v in node.inputs] + list(graph.outputs)
+    for value in reads + [new for _, new in graph.updates]:
+        uses[value.id] = uses.get(value.id, 0) + 1
+    outputs = {value.id for value in graph.outputs}
+    update_of = {new.id: param for param, new in graph.updates}
+    found = []
+    for node in graph.nodes:
+        if node.op != ADAM_UPDATE.name:
+            continue
+        written = [node.inputs[position] for position in (0, 2, 3)]
+        ids = {value.id for value in written}
+        if (len(ids) == 3
+                and all(update_of.get(out.id) is value and uses.get(out.id) == 1
+                        for out, value in zip(node.outputs, written))
+                and not ids & (outputs | set(update_of))
+                and not ids & {node.inputs[position].id for position in (1, 4, 5)}):
+            found.append(node)
+    return found
