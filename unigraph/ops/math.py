@@ -73,12 +73,19 @@ _binary(
     _division_samples,
     example="ug.mod([-7, 7, 5], [2, 2, -3])  # [1, 1, -1]",
 )
+def _floor_divide(x, y):
+    if x.dtype.kind in "iu":  # the smallest int // -1 wraps, silently (NumPy warns)
+        with np.errstate(over="ignore"):
+            return np.floor_divide(x, y)
+    return np.floor_divide(x, y)
+
+
 _binary(
-    "floor_divide", np.floor_divide, lambda g, x, y, out: (g * 0, g * 0),
+    "floor_divide", _floor_divide, lambda g, x, y, out: (g * 0, g * 0),
     "floor(x / y), elementwise, as NumPy and Python's //: ints give ints, floats floats. A "
     "step function: gradient 0. Where x / y lies within rounding of an integer (1.0 // 0.1 "
-    "is 9.0 in NumPy) backends may differ by one. An integer y of 0 is an error on some "
-    "backends; do not rely on its result.",
+    "is 9.0 in NumPy) backends may differ by one. The smallest int // -1 wraps to itself, "
+    "as NumPy. An integer y of 0 is an error on some backends; do not rely on its result.",
     _division_samples, allowed=NUMERIC_DTYPES,
     example="ug.floor_divide([-7, 7, 5], [2, 2, -3])  # [-4, 3, -2]",
 )
