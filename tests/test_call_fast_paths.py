@@ -263,3 +263,18 @@ def test_parameter_names_of_callable_objects_match_their_signature():
         expected = [p.name for p in inspect.signature(fn).parameters.values()
                     if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
         assert parameter_names(fn) == expected, fn
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_wrapped_module_lends_the_function_none_of_its_attributes(target):
+    """ug.function(model) keeps no copy of the model's attributes (functools.wraps copies a
+    wrapped object's __dict__): `training` is the model's, read through it, and the call
+    after model.eval() runs as the model now is."""
+    model = ug.nn.Sequential(ug.nn.Linear(3, 2), ug.nn.Dropout(0.5))
+    fn = ug.function(model)
+    assert not {"training", "_parameters", "_modules"} & set(vars(fn)), sorted(vars(fn))
+    model.eval()
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    got = run_on(target, fn, x)
+    want = x @ model[0].weight.numpy() + model[0].bias.numpy()
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-6)

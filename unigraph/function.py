@@ -153,7 +153,10 @@ class Function:
 
     def __init__(self, fn, name=None, autograph=True, static_argnums=(), static_argnames=(),
                  input_spec=None):
-        functools.update_wrapper(self, fn)
+        # A function's attributes come along (functools.wraps); a callable object's (a
+        # Module's parameters, children, `training`) do not: copies would go stale.
+        functools.update_wrapper(self, fn, updated=functools.WRAPPER_UPDATES
+                                 if isinstance(fn, types.FunctionType) else ())
         self.fn = fn
         self.name = name or getattr(fn, "__name__", "function")
         self.autograph = autograph
