@@ -622,6 +622,10 @@ def full(*, shape, value, dtype):
     return paddle.full(list(shape), value, dtype)
 
 
+def full_like(x, *, value, dtype):
+    return paddle.full_like(x, value, dtype)
+
+
 def einsum(*xs, equation):
     if not paddle.in_dynamic_mode():
         # A Program's einsum gradient is wrong where an operand is also the first operand
@@ -890,6 +894,7 @@ LOWERINGS = {
     "scatter_add": scatter_add,
     "constant": constant,
     "full": full,
+    "full_like": full_like,
     "print": print_,
     # nn
     "relu": widen_half(relu),

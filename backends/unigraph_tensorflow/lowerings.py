@@ -361,6 +361,11 @@ def full(*, shape, value, dtype):
     return tf.fill(list(shape), tf.constant(value, TF_DTYPES[dtype]))
 
 
+def full_like(x, *, value, dtype):
+    # x's shape read when the graph runs (a dim left open by input_spec)
+    return tf.fill(tf.shape(x), tf.constant(value, TF_DTYPES[dtype]))
+
+
 def constant(*, value):
     return tf.constant(value)
 
@@ -474,6 +479,7 @@ LOWERINGS = {
     "scatter_add": scatter_add,
     "constant": constant,
     "full": full,
+    "full_like": full_like,
     "print": print_,
     # nn
     "relu": lambda x: raw.Relu(features=x),

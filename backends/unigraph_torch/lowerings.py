@@ -227,6 +227,10 @@ def full(*, shape, value, dtype):
     return torch.full(shape, value, dtype=TORCH_DTYPES[dtype])
 
 
+def full_like(x, *, value, dtype):
+    return torch.full_like(x, value, dtype=TORCH_DTYPES[dtype])
+
+
 def constant(*, value):
     # A copy, so no tensor ever aliases the graph's attr array.
     return torch.from_numpy(np.array(value))
@@ -492,6 +496,7 @@ LOWERINGS = {
     "scatter_add": scatter_add,
     "constant": constant,
     "full": full,
+    "full_like": full_like,
     "print": print_,
     # nn
     "relu": relu,

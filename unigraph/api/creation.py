@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 
 from unigraph.api.operands import (
-    _known_shape,
     _record_doc,
     _tensor_or_array,
 )
@@ -75,7 +74,8 @@ def ones(shape, dtype="float32"):
 
 
 def full_like(x, value, dtype=None):
-    """A tensor of x's shape (every dim known) and dtype (or `dtype`) filled with `value`.
+    """A tensor of x's shape (a dim left open by input_spec too) and dtype (or `dtype`)
+    filled with `value`.
 
     Example::
 
@@ -98,7 +98,12 @@ def ones_like(x, dtype=None):
 def _like(x, value, dtype):
     x = _tensor_or_array(x)
     own = x.dtype if isinstance(x, Tensor) else x.dtype.name
-    return full(_known_shape(x, "full_like"), value, own if dtype is None else dtype)
+    if None not in x.shape:
+        return full(x.shape, value, own if dtype is None else dtype)
+    # A dim known only at run time: the framework reads x's shape when the program runs.
+    dtype = as_dtype(own if dtype is None else dtype)
+    value = np.asarray(value).astype(dtype).item()
+    return apply("full_like", [x], {"value": value, "dtype": dtype})
 
 
 def _constant_node(array: np.ndarray) -> Tensor:

@@ -1,6 +1,6 @@
 """ONNX emitters for the math op records (rounding, floor division and modulo, trigonometry,
-erf, softplus), prod, cumsum, einsum and full; `unigraph.onnx.emitters.EMITTERS` spreads
-`MATH_EMITTERS` into its table.
+erf, softplus), prod, cumsum, einsum, full and full_like; `unigraph.onnx.emitters.EMITTERS`
+spreads `MATH_EMITTERS` into its table.
 
 ONNX Runtime (1.32) has no float64 kernel for Tan, Asin, Acos, Atan, Sinh, Cosh and Erf, so
 float64 takes a composition of ops that have one (still ONNX ops, still float64 throughout):
@@ -224,6 +224,14 @@ def _full(w, args, node):
     return w.node("ConstantOfShape", [shape], value=fill)
 
 
+def _full_like(w, args, node):
+    from onnx import numpy_helper
+
+    attrs = node.attrs
+    fill = numpy_helper.from_array(np.full((1,), attrs["value"], attrs["dtype"]), w.fresh("c"))
+    return w.node("ConstantOfShape", [w.node("Shape", args)], value=fill)
+
+
 def _op(op_type: str):
     return lambda w, args, node: w.node(op_type, args)
 
@@ -249,4 +257,5 @@ MATH_EMITTERS = {
     "cumsum": _cumsum,
     "einsum": _einsum,
     "full": _full,
+    "full_like": _full_like,
 }

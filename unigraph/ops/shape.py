@@ -476,3 +476,26 @@ register(OpDef(
         Sample((), {"shape": (3, 0), "value": 0.25, "dtype": "float64"}),
     ],
 ))
+
+
+def _full_like_infer(x, *, value, dtype):
+    if not isinstance(value, bool | int | float):
+        raise ShapeError(f"full_like: value {value!r} must be a Python number or bool")
+    return TensorSpec(x.shape, require_dtype_name("full_like", dtype))
+
+
+register(OpDef(
+    name="full_like",
+    infer=_full_like_infer,
+    reference=lambda x, *, value, dtype: np.full(x.shape, value, dtype=dtype),
+    vjp=None,
+    doc="A tensor of x's shape filled with the number `value`, in `dtype`; x's values are "
+        "not read. ug.full_like, zeros_like and ones_like make this op where x has a dim "
+        "known only at run time (left open by input_spec), the op `full` otherwise.",
+    example="ug.full_like([1.0, 2.0], 3)  # [3.0, 3.0]",
+    samples=lambda rng: [
+        Sample((normal(rng, (2, 3)),), {"value": 1.5, "dtype": "float32"}),
+        Sample((np.array([4, 0, 2]),), {"value": -3, "dtype": "int64"}),
+        Sample((normal(rng, (3, 0)),), {"value": True, "dtype": "bool"}),
+    ],
+))
