@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from unigraph.api.creation import ones_like
 from unigraph.api.elementwise import abs, cast, equal, exp, log, maximum, minimum, sqrt, where
 from unigraph.api.operands import (
     _axes,
-    _known_shape,
     _promote,
     _tensor_or_array,
 )
@@ -53,15 +53,20 @@ def sign(x):
     return where(a > 0, 1, where(a < 0, -1, a * 0))  # a * 0: NaN stays NaN, gradient 0
 
 
-def _count(x, axis, op: str) -> int:
-    shape = _known_shape(x, op)
-    axes = range(len(shape)) if axis is None else axis
-    return int(np.prod([shape[a] for a in axes], dtype=np.int64))
+def _count(x, axes, keepdims, ddof):
+    """n - ddof, n the number of elements var reduces over `axes`: a Python float where
+    those dims are known; where one is left open by input_spec, counted when the program
+    runs, a float64 sum of ones cast once to x's dtype (the float eager divides by)."""
+    dims = [x.shape[a] for a in (range(x.ndim) if axes is None else axes)]
+    if None not in dims:
+        return float(int(np.prod(dims, dtype=np.int64)) - ddof)
+    return cast(sum(ones_like(x, "float64"), axes, keepdims) - ddof, x.dtype)
 
 
 def var(x, axis=None, keepdims=False, ddof=0):
     """Variance over `axis` (None: all): mean((x - mean(x))^2) * n / (n - ddof), NumPy's
-    default ddof=0 (torch's is 1). Composed of `mean`, `sub`, `mul` and `sum`.
+    default ddof=0 (torch's is 1). Composed of `mean`, `sub`, `mul` and `sum` (over an axis
+    left open by input_spec, n is counted when the program runs: `full_like`, `sum`, `cast`).
 
     Example::
 
@@ -71,7 +76,7 @@ def var(x, axis=None, keepdims=False, ddof=0):
     (a,) = _promote(x, to_float=True)
     axes = _axes(axis, a.ndim, "var")
     centred = a - mean(a, axes, keepdims=True)
-    return sum(centred * centred, axes, keepdims) / float(_count(a, axes, "var") - ddof)
+    return sum(centred * centred, axes, keepdims) / _count(a, axes, keepdims, ddof)
 
 
 def std(x, axis=None, keepdims=False, ddof=0):
