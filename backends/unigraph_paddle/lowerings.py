@@ -626,6 +626,10 @@ def full_like(x, *, value, dtype):
     return paddle.full_like(x, value, dtype)
 
 
+def flip(x, *, axes):
+    return paddle.flip(x, list(axes))
+
+
 def einsum(*xs, equation):
     if not paddle.in_dynamic_mode():
         # A Program's einsum gradient is wrong where an operand is also the first operand
@@ -895,6 +899,7 @@ LOWERINGS = {
     "constant": constant,
     "full": full,
     "full_like": full_like,
+    "flip": widen_small_ints(widen_half(flip)),
     "print": print_,
     # nn
     "relu": widen_half(relu),

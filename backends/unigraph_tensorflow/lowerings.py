@@ -366,6 +366,10 @@ def full_like(x, *, value, dtype):
     return tf.fill(tf.shape(x), tf.constant(value, TF_DTYPES[dtype]))
 
 
+def flip(x, *, axes):
+    return tf.reverse(x, list(axes))
+
+
 def constant(*, value):
     return tf.constant(value)
 
@@ -480,6 +484,7 @@ LOWERINGS = {
     "constant": constant,
     "full": full,
     "full_like": full_like,
+    "flip": flip,
     "print": print_,
     # nn
     "relu": lambda x: raw.Relu(features=x),

@@ -231,6 +231,10 @@ def full_like(x, *, value, dtype):
     return torch.full_like(x, value, dtype=TORCH_DTYPES[dtype])
 
 
+def flip(x, *, axes):
+    return torch.flip(x, list(axes))
+
+
 def constant(*, value):
     # A copy, so no tensor ever aliases the graph's attr array.
     return torch.from_numpy(np.array(value))
@@ -497,6 +501,7 @@ LOWERINGS = {
     "constant": constant,
     "full": full,
     "full_like": full_like,
+    "flip": flip,
     "print": print_,
     # nn
     "relu": relu,

@@ -236,7 +236,7 @@ unsqueeze = expand_dims
 
 def flip(x, axis=None):
     """x reversed along `axis` (an int, a tuple, or None: every axis); a `take` with the
-    reversed positions.
+    reversed positions, or along an axis left open by input_spec the op `flip`.
 
     Example::
 
@@ -245,9 +245,12 @@ def flip(x, axis=None):
     """
     x = _tensor_or_array(x)
     axes = range(len(x.shape)) if axis is None else _axes(axis, len(x.shape), "flip")
+    open_axes = tuple(a for a in axes if x.shape[a] is None)
     for a in axes:
-        size = _known_shape(x, "flip")[a]
-        x = take(x, np.arange(size - 1, -1, -1), axis=a)
+        if x.shape[a] is not None:
+            x = take(x, np.arange(x.shape[a] - 1, -1, -1), axis=a)
+    if open_axes:  # sizes known only when the program runs: the op `flip`
+        x = apply("flip", [x], {"axes": open_axes})
     return x
 
 

@@ -208,6 +208,14 @@ def _slice(w, args, node):
                             w.const(_ints(axes)), w.const(_ints(stride))])
 
 
+def _flip(w, args, node):
+    # From the last element (-1) back past the first (INT64_MIN), step -1: no size needed.
+    axes = node.attrs["axes"]
+    return w.node("Slice", [args[0], w.const(_ints([-1] * len(axes))),
+                            w.const(_ints([-2**63] * len(axes))), w.const(_ints(axes)),
+                            w.const(_ints([-1] * len(axes)))])
+
+
 def _moved_out(w, indices: str, dtype: str, size: str) -> str:
     """ONNX's Gather wraps a negative index, which unigraph's take refuses: each negative
     i becomes i - size, which Gather then refuses, printing it (unigraph.index_checks)."""
@@ -590,6 +598,7 @@ EMITTERS = {
     "expand_dims": _expand_dims,
     "broadcast_to": _broadcast_to,
     "slice": _slice,
+    "flip": _flip,
     "take": _take,
     "scatter_add": _scatter_add,
     "one_hot": _one_hot,

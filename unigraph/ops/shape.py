@@ -499,3 +499,27 @@ register(OpDef(
         Sample((normal(rng, (3, 0)),), {"value": True, "dtype": "bool"}),
     ],
 ))
+
+
+def _flip_infer(x, *, axes):
+    for axis in axes:
+        check_axis("flip", x, axis)
+    return TensorSpec(x.shape, x.dtype)
+
+
+register(OpDef(
+    name="flip",
+    infer=_flip_infer,
+    reference=lambda x, *, axes: np.flip(x, axes).copy(),
+    vjp=lambda g, inputs, out, *, axes: [grad_for(np.flip(g, axes).copy(), inputs[0])],
+    doc="x reversed along each of `axes` (the framework's own reverse, so a dim left open "
+        "by input_spec needs no size). ug.flip makes this op along the open axes, a `take` "
+        "of the reversed positions along the others. Gradient: g reversed the same way.",
+    example="ug.flip([[1, 2], [3, 4]], axis=1)  # [[2, 1], [4, 3]]",
+    samples=lambda rng: [
+        Sample((normal(rng, (3, 4)),), {"axes": (1,)}),
+        Sample((normal(rng, (2, 3, 4)),), {"axes": (0, 2)}),
+        Sample((np.array([4, 0, 2]),), {"axes": (0,)}),
+        Sample((normal(rng, (0, 2)),), {"axes": (0, 1)}),
+    ],
+))
