@@ -245,10 +245,13 @@ def flip(x, axis=None):
     """
     x = _tensor_or_array(x)
     axes = range(len(x.shape)) if axis is None else _axes(axis, len(x.shape), "flip")
-    open_axes = tuple(a for a in axes if x.shape[a] is None)
+    open_axes = ()
     for a in axes:
-        if x.shape[a] is not None:
-            x = take(x, np.arange(x.shape[a] - 1, -1, -1), axis=a)
+        size = x.shape[a]
+        if size is None:
+            open_axes += (a,)
+        else:
+            x = take(x, np.arange(size - 1, -1, -1), axis=a)
     if open_axes:  # sizes known only when the program runs: the op `flip`
         x = apply("flip", [x], {"axes": open_axes})
     return x
