@@ -367,8 +367,8 @@ OPEN_DIM_LIMITS: list = [
      "channels or kernel size (or strided height and width) are open"),
     (r"has a dim known only at run time; this function needs every dim: give that dim a "
      r"size in input_spec",
-     "flip, pad, tile, split, var, std, scatter, full_like (functions that need every "
-     "dim) of an open dim"),
+     "pad, tile, split, x.at[...], scatter (functions that need every dim) of an open "
+     "dim"),
 ]
 
 
