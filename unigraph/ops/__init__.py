@@ -30,6 +30,8 @@ Signatures (inputs ; attrs) -> output:
                take (x, indices: int ; axis) ; one_hot (indices: int ; depth, dtype)
                scatter_add (x, indices: 1-D int, updates ; axis) -> x.dtype, repeats sum
                constant ( ; value: np.ndarray) ; full ( ; shape, value: number, dtype)
+               full_like (x ; value: number, dtype) -> x's shape, read when run
+               flip (x ; axes: tuple) -> x reversed along axes
   printing     print (*xs ; message: str) -> xs[0], writing the values to stdout
   nn           relu sigmoid tanh (x: float) ; softmax log_softmax (x ; axis)
                conv2d (x: NCHW, w: [O, C/groups, KH, KW][, bias: [O]] ; stride, padding,
