@@ -259,7 +259,8 @@ def flip(x, axis=None):
 
 def tile(x, reps):
     """x repeated `reps[i]` times along axis i, as NumPy's tile (a shorter `reps` applies
-    to the last axes; a longer one adds leading axes); a `take` per repeated axis.
+    to the last axes; a longer one adds leading axes); a `take` per repeated axis (along
+    an axis left open by input_spec, a `concat` of the copies).
 
     Example::
 
@@ -269,12 +270,21 @@ def tile(x, reps):
     x = _tensor_or_array(x)
     reps = (reps,) if isinstance(reps, int) else tuple(int(r) for r in reps)
     if len(reps) > len(x.shape):
-        x = reshape(x, (1,) * (len(reps) - len(x.shape)) + _known_shape(x, "tile"))
+        added = len(reps) - len(x.shape)
+        if None in x.shape:  # a reshape could leave only one dim open
+            for _ in range(added):
+                x = expand_dims(x, 0)
+        else:
+            x = reshape(x, (1,) * added + tuple(x.shape))
     reps = (1,) * (len(x.shape) - len(reps)) + reps
     for a, r in enumerate(reps):
-        if r != 1:
-            size = _known_shape(x, "tile")[a]
-            x = take(x, np.tile(np.arange(size), r), axis=a)
+        if r == 1:
+            continue
+        size = x.shape[a]
+        if size is None and r > 0:  # a size known only when the program runs: r copies
+            x = concat([x] * r, axis=a)
+        else:
+            x = take(x, np.tile(np.arange(size or 0), r), axis=a)
     return x
 
 

@@ -367,8 +367,7 @@ OPEN_DIM_LIMITS: list = [
      "channels or kernel size (or strided height and width) are open"),
     (r"has a dim known only at run time; this function needs every dim: give that dim a "
      r"size in input_spec",
-     "pad, tile, split, x.at[...], scatter (functions that need every dim) of an open "
-     "dim"),
+     "pad, split, x.at[...], scatter (functions that need every dim) of an open dim"),
 ]
 
 
