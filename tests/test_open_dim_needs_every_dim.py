@@ -1,10 +1,10 @@
-"""Functions that need every dim of their input (split, pad, x.at[...], scatter)
+"""Functions that need every dim of their input (split, x.at[...], scatter)
 of a tensor whose dim input_spec leaves open, on all 9 targets: eager targets know the size
 and run; a trace that does not refuses with a ShapeError naming the function, the user's
 line and the fix (a size in input_spec, or ug.ensure_shape first), and with that fix the
 program runs everywhere (the random tester, with flip, pad and var drawn, found the refusal
-naming no fix; flip, var, full_like and tile now run with open dims: test_open_dim_flip.py,
-test_open_dim_var.py, test_open_dim_creation.py, test_open_dim_tile.py)."""
+naming no fix; flip, var, full_like, tile and pad now run with open dims:
+test_open_dim_flip.py, _var.py, _creation.py, _tile.py, _pad.py)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from unigraph.api.creation import full
+from unigraph.api.creation import full, full_like
 from unigraph.api.elementwise import cast, where
 from unigraph.api.operands import (
     _axes,
@@ -296,11 +296,19 @@ def _pad_widths(pad_width, rank: int) -> list:
     return [tuple(int(w) for w in pair) for pair in widths]
 
 
+def _open_pad_block(x, axis: int, width: int, value):
+    """`width` entries of `value` along `axis` with x's other dims, where x has a dim left
+    open by input_spec: a `full_like` of x summed to one entry along `axis`, repeated."""
+    one = apply("sum", [full_like(x, 0, "float32")], {"axis": (axis,), "keepdims": True})
+    return take(full_like(one, value, x.dtype), np.zeros(width, np.int64), axis=axis)
+
+
 def pad(x, pad_width, mode="constant", value=0):
     """x padded as NumPy's pad: `pad_width` an int, a (before, after) pair, or one pair per
     axis; `mode` "constant" (with `value`; `concat` with `full` blocks), "reflect" (mirror
     without the edge; each width below the axis size) or "edge" (repeat the edge); the
-    last two are one `take` per padded axis.
+    last two are one `take` per padded axis. A dim left open by input_spec takes any mode
+    but "reflect" along it (its widths are checked against the size).
 
     Example::
 
@@ -314,13 +322,23 @@ def pad(x, pad_width, mode="constant", value=0):
     for axis, (before, after) in enumerate(_pad_widths(pad_width, len(x.shape))):
         if not before and not after:
             continue
-        shape = _known_shape(x, "pad")
+        shape = tuple(x.shape)
         size = shape[axis]
         if mode == "constant":
-            parts = [full(shape[:axis] + (w,) + shape[axis + 1:], value, x.dtype)
-                     for w in (before, after)]
+            if None in shape:
+                parts = [_open_pad_block(x, axis, w, value) for w in (before, after)]
+            else:
+                parts = [full(shape[:axis] + (w,) + shape[axis + 1:], value, x.dtype)
+                         for w in (before, after)]
             x = concat([parts[0], x, parts[1]], axis=axis)
             continue
+        if size is None and mode == "edge":  # the size known only when the program runs
+            ends = [take(x, np.zeros(before, np.int64), axis=axis), x,
+                    take(flip(x, axis), np.zeros(after, np.int64), axis=axis)]
+            x = concat(ends, axis=axis)
+            continue
+        if size is None:  # reflect: each width must be below the size, unknown here
+            _known_shape(x, "pad(mode='reflect') along an open axis")  # raises
         if mode == "reflect" and (before >= size or after >= size):
             raise ValueError(f"pad: reflect widths ({before}, {after}) at {user_source()} "
                              f"must be below the size {size} of axis {axis}")
