@@ -489,6 +489,7 @@ register(OpDef(
     infer=_full_like_infer,
     reference=lambda x, *, value, dtype: np.full(x.shape, value, dtype=dtype),
     vjp=None,
+    differentiable_inputs=(),  # (x's values are not read: no gradient flows to x)
     doc="A tensor of x's shape filled with the number `value`, in `dtype`; x's values are "
         "not read. ug.full_like, zeros_like and ones_like make this op where x has a dim "
         "known only at run time (left open by input_spec), the op `full` otherwise.",
