@@ -169,11 +169,10 @@ def test_cached_number_operands_keep_the_sign_of_zero(target):
     z = np.array([-0.0, -0.0], np.float32)
     x = np.array([1.0, 2.0], np.float32)
     want = [False, True, False, True, True, False]  # the sign bit of each result, as IEEE gives
-    # Framework quirks (unigraph.quirks, pinned there): Grappler rewrites z + 0.0 to z and
-    # 0.0 - y to -y in a tf.function. (paddle:static makes its -0.0 constants without a -0.0
-    # attribute, which its IR shares with 0.0: unigraph_paddle.program_scalars.)
-    if target == "tensorflow:function":
-        want[0] = want[5] = True
+    # In a tf.function Grappler rewrites z + 0.0 to z and 0.0 - y to -y where the number is
+    # a Const of its graph (quirks "add", "sub"): tensorflow:function captures its constants.
+    # (paddle:static makes its -0.0 constants without a -0.0 attribute, which its IR shares
+    # with 0.0: unigraph_paddle.program_scalars.)
     for _ in range(2):
         out = run_on(target, f, z, x)
         assert [bool(o[0]) for o in map(np.signbit, out)] == want, out

@@ -41,7 +41,7 @@ class FunctionExecutable(Executable):
         # Asked before the build (the probe runs eagerly). A conv whose result reaches an
         # output keeps the NHWC kernels: that output is returned NHWC (see `_run`).
         nchw_convs = takes_nchw_convs(graph) and not conv_reaches_an_output(graph)
-        lowerings = carry_nhwc(lowerings, nchw_convs)
+        lowerings = {**carry_nhwc(lowerings, nchw_convs), "constant": captured_constant(tf)}
         control_flow = make_control_flow(tf, lowerings, gradients="tape")
         # A variable needs some value to exist; zeros are a placeholder that run() never
         # sees: it refuses to run until set_param has given every parameter its value.
@@ -107,6 +107,21 @@ class FunctionExecutable(Executable):
 
     def _get_param(self, index: int) -> np.ndarray:
         return np.asarray(self.variables[index].numpy())  # 0-d: an array, not a scalar
+
+
+def captured_constant(tf):
+    """The "constant" lowering of a tf.function: an eager tensor made outside the trace
+    (`tf.init_scope`), which the function captures as an input. A Const node in the
+    function's graph would be Grappler's to rewrite with: its constant folding turns
+    `x / c` into `x * (1 / c)`, not correctly rounded (quirk "div"); a Session's graph,
+    tensorflow:static's, keeps `RealDiv`."""
+
+    def constant(*, value):
+        with tf.init_scope():
+            held = tf.constant(value)
+        return tf.identity(held)  # (the trace's tensor: its op is an Identity of the capture)
+
+    return constant
 
 
 def lowering(graph: Graph, variables: list, lowerings: dict, control_flow: dict):

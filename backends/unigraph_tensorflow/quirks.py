@@ -215,6 +215,15 @@ def _function_turns_zero_minus_into_neg() -> bool:
     return bool(np.signbit(out.numpy())[0])  # 0.0 - 0.0 is +0.0
 
 
+def _function_divides_by_a_constant_as_a_reciprocal_product() -> bool:
+    tf = _tf()
+    x = (np.arange(1, 200, dtype=np.float32) * np.float32(0.337)).astype(np.float32)
+    out = tf.function(lambda a: a / tf.constant(np.float32(11.0)))(tf.constant(x))
+    exact = x / np.float32(11.0)  # correctly rounded, as RealDiv's kernel
+    return not np.array_equal(out.numpy(), exact) and np.array_equal(
+        out.numpy(), x * (np.float32(1.0) / np.float32(11.0)))
+
+
 def _strided_slice_truncates_a_large_end() -> bool:
     tf = _tf()
     out = tf.strided_slice(tf.ones((2, 3)), [0, 0], [2**63 - 1, 1], [1, 1])
@@ -360,16 +369,31 @@ QUIRKS = [
         op="add", framework="tensorflow", versions=VERSIONS,
         behaviour="in a tf.function, Grappler rewrites x + 0.0 (a constant zero) to x, so "
                   "-0.0 + 0.0 gives -0.0 where IEEE arithmetic gives +0.0",
-        workaround="not routed around: only the sign of a zero result differs, on "
-                   "tensorflow:function (tests/test_eager_fast_paths.py pins it)",
+        workaround="no Const for a program's constants: tensorflow:function captures them "
+                   "(function.captured_constant), tensorflow:static holds each in a "
+                   "PlaceholderWithDefault never fed (static.held_constant; "
+                   "tests/test_eager_fast_paths.py)",
         pin=_function_drops_adding_zero,
+    ),
+    Quirk(
+        op="div", framework="tensorflow", versions=VERSIONS,
+        behaviour="in a tf.function (and a Session's graph of more than a few nodes), "
+                  "Grappler's constant folding rewrites x / c (c a Const) to x * (1 / c), which "
+                  "is not correctly rounded: x / 11.0 differed from RealDiv's result in the "
+                  "last bit in 75 of 199 float32 elements",
+        workaround="no Const for a program's constants: tensorflow:function captures them "
+                   "(function.captured_constant: eager tensors, inputs of the function), "
+                   "tensorflow:static holds each in a PlaceholderWithDefault never fed "
+                   "(static.held_constant), so RealDiv runs (tests/test_divide_by_a_constant.py)",
+        pin=_function_divides_by_a_constant_as_a_reciprocal_product,
     ),
     Quirk(
         op="sub", framework="tensorflow", versions=VERSIONS,
         behaviour="in a tf.function, Grappler rewrites 0.0 - x (a constant zero) to Neg(x), so "
                   "0.0 - 0.0 gives -0.0 where IEEE arithmetic gives +0.0",
-        workaround="not routed around, as x + 0.0: only the sign of a zero result differs, "
-                   "on tensorflow:function",
+        workaround="no Const for a program's constants: tensorflow:function captures them "
+                   "(function.captured_constant), tensorflow:static holds each in a "
+                   "PlaceholderWithDefault never fed (static.held_constant)",
         pin=_function_turns_zero_minus_into_neg,
     ),
     Quirk(

@@ -68,6 +68,19 @@ def session_config(tf):
     )
 
 
+def held_constant(tf):
+    """The "constant" lowering of a Session's graph: a PlaceholderWithDefault of the value,
+    never fed. A Const would be Grappler's to rewrite with (its constant folding turns
+    `x / c` into `x * (1 / c)`, not correctly rounded; `x + 0.0` into x; `0.0 - x` into
+    Neg(x): quirks "div", "add", "sub"); a placeholder's value is not known to it."""
+
+    def constant(*, value):
+        held = tf.constant(value)
+        return tf.compat.v1.placeholder_with_default(held, held.shape)
+
+    return constant
+
+
 def as_feed(tf, value):
     """A feed value: Session.run refuses tf.Tensor objects, so eager tensors become NumPy."""
     if isinstance(value, tf.Tensor):
@@ -127,7 +140,7 @@ class SessionExecutable(Executable):
         # Asked before the build (the probe runs eagerly). A conv whose result reaches an
         # output keeps the NHWC kernels: that output is fetched NHWC (see `_views` below).
         nchw_convs = takes_nchw_convs(graph) and not conv_reaches_an_output(graph)
-        lowerings = carry_nhwc(lowerings, nchw_convs)
+        lowerings = {**carry_nhwc(lowerings, nchw_convs), "constant": held_constant(tf)}
         native = tf.Graph()
         with native.as_default():
             self._placeholders = [
