@@ -442,3 +442,104 @@ def test_a_seeded_program_draws_from_the_block_on_every_target(target):
     np.testing.assert_allclose(got.numpy(), x + draws, rtol=1e-6)
     ug.manual_seed(0)
     assert not np.allclose(got.numpy(), x + ug.random.uniform((2, 3), "float32").numpy())
+
+
+# -- dict results, ug.cond returning a tuple or dict, draws inside a helper --------------------
+def _packs_and_helper_draws(p: Program) -> set:
+    """Which of the draws below the program holds."""
+    from unigraph.testing.random_programs.model import walk
+
+    stmts = p.needed()[0]
+    found = {f"cond {s.pack}" for s in walk(stmts) if isinstance(s, Branch) and s.pack}
+    if p.result == "dict":
+        found.add("dict result")
+    if any(isinstance(s, Call) and any(isinstance(t, Assign) and "ug.random." in t.expr
+                                       for t in walk(s.body.stmts)) for s in walk(stmts)):
+        found.add("draw in a helper")
+    return found
+
+
+@pytest.mark.parametrize("kind,rendered", [
+    ("dict result", r'\n    return \{"v\d+": v\d+'),
+    ("cond tuple", r"return \(.+, .+\)\n.*\n.*\n    pair_\d+ = ug\.cond\("),
+    ("cond dict", r'return \{"a": .+, "b": .+\}'),
+    ("draw in a helper", r"@ug.function\ndef fn_\d+\((.|\n)*ug\.random\."),
+])
+def test_dict_results_cond_pairs_and_draws_in_helpers_are_drawn(kind, rendered):
+    """The generator draws programs that return a dict, `ug.cond`s whose branches return a
+    tuple or a dict, and `ug.random` draws in the body of a helper @ug.function."""
+    found = find(programs(), lambda p: kind in _packs_and_helper_draws(p), settings=FIND)
+    assert re.search(rendered, render(found)), render(found)
+
+
+def _pairs_program(open_axes=()) -> Program:
+    """Returns {"v9": ..., "v10": ...} (not in sorted order), each from a ug.cond whose
+    branches return a pair: a tuple (with a cond nested in one branch) and a dict."""
+    x0, x1 = Var("x0", (3, 2)), Var("x1", (2,))
+    nested = Branch(Var("v3", (3, 2)), "ug.mean(x0) < 0.5", ("x0",),
+                    Block([], "(ug.sin(x0), x0 * x1)", ("x0", "x1")),
+                    Block([], "(x0 - x1, ug.tanh(x0))", ("x0", "x1")), "cond", 1, "tuple")
+    first = Branch(Var("v9", (3, 2)), "ug.sum(x0) > 0.0", ("x0",),
+                   Block([nested], "(v3 * 2.0, ug.tanh(v3))", ("v3",)),
+                   Block([], "(x0, x0 * x0)", ("x0",)), "cond", 2, "tuple")
+    second = Branch(Var("v10", (3, 2)), "ug.max(v9) > 0.5", ("v9",),
+                    Block([], '{"a": v9 * x1, "b": ug.cos(v9)}', ("v9", "x1")),
+                    Block([], '{"a": v9 - 1.0, "b": x1 + v9}', ("v9", "x1")), "cond", 3,
+                    "dict")
+    inputs = [Input(x0, seed=11, open=open_axes), Input(x1, seed=12)]
+    return Program("float32", inputs, [first, second], ["v9", "v10"], result="dict")
+
+
+@pytest.mark.parametrize("open_axes", [(), (0,)])
+@pytest.mark.parametrize("target", FORWARD_TARGETS)
+def test_a_dict_result_and_conds_returning_pairs_agree(target, open_axes):
+    """A program returning a dict (its keys in the order written) of values made by
+    `ug.cond`s whose branches return a tuple or a dict, and its gradient, agree with the
+    reference on every target."""
+    program = _pairs_program(open_axes)
+    source = render(program)
+    assert 'return {"v9": v9, "v10": v10}' in source, source
+    assert 'pair_3["a"] + 0.5 * pair_3["b"]' in source, source
+    grads = target not in INFERENCE_TARGETS
+    (outcome,) = evaluate(program, [target], grads=grads).outcomes
+    assert outcome.status == "ok", outcome
+    namespace = load(source)
+    with ug.use_backend(*target.split(":")):
+        if "build" in namespace:
+            namespace["program"] = namespace["build"]("float32")[0]
+        got = namespace["program"](*program.arrays())
+    assert isinstance(got, dict) and list(got) == ["v9", "v10"], got
+
+
+def _helper_draw_program(seeded) -> Program:
+    """v3 = fn_1(v1, x1), where fn_1 draws ug.random numbers (uniform and randint) beside
+    a cond; the program draws too, after the call."""
+    x0, x1 = Var("x0", (2, 3)), Var("x1", (3,))
+    p, q = Var("p1", (2, 3)), Var("p2", (3,))
+    body = [Assign(Var("v4", (2, 3)), "p1 * ug.random.uniform((2, 3), p1.dtype)", ("p1",)),
+            Assign(Var("v5", (2, 3), "int8"),
+                   'ug.random.randint((2, 3), -5, 6, dtype="int8")', ()),
+            Assign(Var("v6", (2, 3)), "v4 * v5 + p2", ("v4", "v5", "p2")),
+            Branch(Var("v7", (2, 3)), "ug.sum(v6) > 0.0", ("v6",),
+                   Block([], "ug.tanh(v6)", ("v6",)), Block([], "v6 * p2", ("v6", "p2")),
+                   "cond", 1)]
+    call = Call(Var("v3", (2, 3)), ("v1", "x1"), (p, q), Block(body, "v7", ("v7",)), 2)
+    stmts = [Assign(Var("v1", (2, 3)), "ug.sin(x0)", ("x0",)), call,
+             Assign(Var("v8", (2, 3)),
+                    "v3 + ug.random.uniform((2, 3), v3.dtype, low=-1.0, high=1.0)", ("v3",))]
+    inputs = [Input(x0, seed=21), Input(x1, seed=22)]
+    return Program("float64", inputs, stmts, ["v8"], seeded=seeded)
+
+
+@pytest.mark.parametrize("seeded", [None, 5])
+@pytest.mark.parametrize("target", FORWARD_TARGETS)
+def test_random_draws_in_a_helper_function_agree(target, seeded):
+    """A helper @ug.function that draws ug.random numbers, called from the program (which
+    draws after it), gives the reference's numbers on every target, forward and gradient,
+    after ug.manual_seed or inside ug.random.seeded."""
+    program = _helper_draw_program(seeded)
+    source = render(program)
+    assert "def fn_2(p1, p2):\n    v4 = p1 * ug.random.uniform(" in source, source
+    grads = target not in INFERENCE_TARGETS
+    (outcome,) = evaluate(program, [target], grads=grads).outcomes
+    assert outcome.status == "ok", outcome

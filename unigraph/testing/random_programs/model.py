@@ -66,6 +66,9 @@ class Branch:
     orelse: Block
     style: str
     tag: int
+    # "tuple" or "dict" (style "cond" only): each branch returns two values, its block's
+    # result `(a, b)` or `{"a": a, "b": b}`, and `out` is `a + 0.5 * b`
+    pack: str = ""
 
 
 @dataclass
@@ -141,6 +144,7 @@ class Program:
     outputs: list
     grad_form: str = "grad"  # grad_program's: "grad", or "value_and_grad" (the loss first)
     seeded: int | None = None
+    result: str = "tuple"  # what `program` returns: "tuple", or "dict" (name -> value)
 
     def needed(self) -> tuple[list, list]:
         """(statements, inputs) the outputs depend on, in order."""
@@ -247,7 +251,7 @@ def prune(stmts: list, wanted: set) -> tuple[list, set]:
 def _pruned(stmt):
     if isinstance(stmt, Branch):
         return Branch(stmt.out, stmt.pred, stmt.pred_uses, _prune_block(stmt.then),
-                      _prune_block(stmt.orelse), stmt.style, stmt.tag)
+                      _prune_block(stmt.orelse), stmt.style, stmt.tag, stmt.pack)
     if isinstance(stmt, Loop):
         return Loop(stmt.out, stmt.init, stmt.param, stmt.trips, _prune_block(stmt.body),
                     stmt.style, stmt.tag, stmt.extra, stmt.carry)
@@ -300,9 +304,16 @@ def _branch_lines(stmt: Branch, depth: int) -> list:
                 + [f"{pad}else:"]
                 + _block_lines(stmt.orelse, depth + 1, f"{stmt.out.name} = "))
     then, orelse = f"then_{stmt.tag}", f"else_{stmt.tag}"
-    return ([f"{pad}def {then}():"] + _block_lines(stmt.then, depth + 1, "return ")
-            + [f"{pad}def {orelse}():"] + _block_lines(stmt.orelse, depth + 1, "return ")
-            + [f"{pad}{stmt.out.name} = ug.cond({stmt.pred}, {then}, {orelse})"])
+    lines = ([f"{pad}def {then}():"] + _block_lines(stmt.then, depth + 1, "return ")
+             + [f"{pad}def {orelse}():"] + _block_lines(stmt.orelse, depth + 1, "return "))
+    if not stmt.pack:
+        return lines + [f"{pad}{stmt.out.name} = ug.cond({stmt.pred}, {then}, {orelse})"]
+    # Each block's result is a pair: (a, b) or {"a": a, "b": b} (see `Branch.pack`).
+    pair = f"pair_{stmt.tag}"
+    a, b = (f"{pair}[0]", f"{pair}[1]") if stmt.pack == "tuple" else (
+        f'{pair}["a"]', f'{pair}["b"]')
+    return lines + [f"{pad}{pair} = ug.cond({stmt.pred}, {then}, {orelse})",
+                    f"{pad}{stmt.out.name} = {a} + 0.5 * {b}"]
 
 
 def _loop_lines(stmt: Loop, depth: int) -> list:
@@ -387,13 +398,13 @@ if __name__ == "__main__":
     reference = [x.astype(np.float64) for x in inputs]  # numpy:eager in float64{build}
     with ug.use_backend("numpy", "eager"):
         ug.manual_seed({seed})  # each call draws the same ug.random numbers
-        {within}print("reference", [o.numpy() for o in {reference_program}(*reference)])
+        {within}print("reference", [o.numpy() for o in {reference_program}(*reference){values}])
         {ref_grad}
     for target in {targets!r}:
         backend, mode = target.split(":")
         with ug.use_backend(backend, mode):
             ug.manual_seed({seed})
-            {within}print(target, [o.numpy() for o in program(*inputs)])
+            {within}print(target, [o.numpy() for o in program(*inputs){values}])
             {target_grad}
 '''
 
@@ -421,8 +432,27 @@ def _grad_body(program: Program, args: str, argnums: str, pad: str) -> str:
     return f"{pad}return ug.grad(loss, argnums={argnums})({args})"
 
 
+def _returned(program: Program) -> str:
+    """What `program` returns: a tuple of its outputs, or a dict of them by name."""
+    if program.result == "dict":
+        return "{" + ", ".join(f'"{name}": {name}' for name in program.outputs) + "}"
+    return f"({', '.join(program.outputs)},)"
+
+
+def results(value) -> list:
+    """The tensors a program returned: a tuple's, or a dict's values in its order."""
+    return list(value.values()) if isinstance(value, dict) else list(value)
+
+
+def _output(program: Program, k: int) -> str:
+    """The loss's expression for the program's `k`th output."""
+    if program.result == "dict":
+        return f'outputs["{program.outputs[k]}"]'
+    return f"outputs[{k}]"
+
+
 def _loss_terms(program: Program, float_outputs: list, weight) -> str:
-    return " + ".join(f"ug.sum(outputs[{k}] * {weight(k)})" for k in float_outputs)
+    return " + ".join(f"ug.sum({_output(program, k)} * {weight(k)})" for k in float_outputs)
 
 
 def _open_source(program: Program, title: str, stmts, inputs, float_outputs,
@@ -443,7 +473,7 @@ def _open_source(program: Program, title: str, stmts, inputs, float_outputs,
              f"{pad}def program({args}):"]
     for stmt in stmts:
         lines += _lines(stmt, 2)
-    lines.append(f"{pad * 2}return ({', '.join(program.outputs)},)")
+    lines.append(f"{pad * 2}return {_returned(program)}")
     grad = "None"
     if grads and float_outputs:
         shapes = program.shapes()
@@ -477,11 +507,11 @@ def render(program: Program, title: str = "A random unigraph program.", targets=
         lines += ["@ug.function", f"def program({args}):"]
         for stmt in stmts:
             lines += _lines(stmt, 1)
-        lines.append(f"{INDENT}return ({', '.join(program.outputs)},)")
+        lines.append(f"{INDENT}return {_returned(program)}")
         source = "\n".join(lines) + "\n"
         if grads and inputs and float_outputs:
             terms = _loss_terms(program, float_outputs,
-                                lambda k: f"weights(outputs[{k}])")
+                                lambda k: f"weights({_output(program, k)})")
             argnums = "(" + "".join(f"{k}, " for k in range(len(inputs))) + ")"
             source += LOSS.format(args=args, loss=terms,
                                   grad_body=_grad_body(program, args, argnums, INDENT))
@@ -505,7 +535,8 @@ def render(program: Program, title: str = "A random unigraph program.", targets=
                        'grad_program(*inputs)])' if has_grad else "")
         source += MAIN.format(targets=list(targets), seed=RANDOM_SEED, ref_grad=ref_grad,
                               target_grad=target_grad, build=build,
-                              reference_program=f"{prefix}program", within=within)
+                              reference_program=f"{prefix}program", within=within,
+                              values=".values()" if program.result == "dict" else "")
     return source
 
 

@@ -46,7 +46,14 @@ import numpy as np
 from unigraph.config import use_backend
 from unigraph.ops import OPS
 from unigraph.ops.base import DEFAULT_TOLERANCE
-from unigraph.testing.random_programs.model import Program, call_seeded, forget, load, render
+from unigraph.testing.random_programs.model import (
+    Program,
+    call_seeded,
+    forget,
+    load,
+    render,
+    results,
+)
 from unigraph.testing.random_programs.workers import execute
 
 MARGIN = 1e-3  # relative distance from a kink, tie or threshold (float32 eps is 6e-8)
@@ -224,7 +231,7 @@ def watching(watch: Watch):
 
 # -- running ---------------------------------------------------------------------------------
 def _arrays(result) -> list:
-    return [np.array(t.numpy(), copy=True) for t in result]
+    return [np.array(t.numpy(), copy=True) for t in results(result)]
 
 
 def _run(namespace: dict, inputs: list, grads: bool) -> tuple[list, list | None]:

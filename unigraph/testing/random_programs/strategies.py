@@ -27,11 +27,14 @@ and pool windows fit, indices and labels are in range):
 * conv_transpose2d, one_hot, scatter / scatter_add, ensure_shape, the creation functions
   (zeros, ones, full and their *_like, arange, linspace, eye), logical_not / logical_or /
   logical_and, selu, and `ug.random` draws (uniform, normal, randint in any int dtype) at
-  the top of the program, which the harness seeds before each call (`model.call_seeded`:
-  `ug.manual_seed`, or a `ug.random.seeded` block around the call);
-* `ug.cond` / `ug.while_loop` with nested functions, Python `if` / `while` that
-  autograph converts, and calls of a helper `@ug.function`, nested up to `max_depth`,
-  loops with a bounded trip count;
+  the top of the program or of a helper called there, which the harness seeds before each
+  call (`model.call_seeded`: `ug.manual_seed`, or a `ug.random.seeded` block around the
+  call);
+* `ug.cond` (whose branches may return a tuple or a dict of two values) /
+  `ug.while_loop` with nested functions, Python `if` / `while` that autograph converts,
+  and calls of a helper `@ug.function`, nested up to `max_depth`, loops with a bounded
+  trip count;
+* a program that returns a tuple or a dict of its outputs;
 * a `grad_program` that takes `ug.grad` of the loss, or `ug.value_and_grad` (the loss and
   the gradients);
 * an `input_spec` that leaves some dims of the inputs open (None), so static targets
@@ -75,6 +78,9 @@ class Builder:
         self.inputs: list = []
         self.count = 0
         self.tags = 0
+        # The depth at which `ug.random` may draw: the program's top (0), or the body of a
+        # helper called there (`call`), not inside a branch or loop (a draw there is refused)
+        self.free_depth = 0
 
     def name(self) -> str:
         self.count += 1
@@ -815,8 +821,9 @@ def random_draw(b: Builder, env, depth):
     `randint` in any int dtype. Only at the top of the program (a draw inside a cond branch
     or loop body is refused) and with known sizes: the harness seeds the generator
     (`model.call_seeded`, with `ug.manual_seed` or inside `ug.random.seeded`: `programs`)
-    before each call, so every target draws the same numbers (README: random numbers)."""
-    if depth:
+    before each call, so every target draws the same numbers (README: random numbers).
+    Also in the body of a helper `@ug.function` called there (`Builder.free_depth`)."""
+    if depth != b.free_depth:
         return None
     a = b.operand(_floats(env))
     how = b.pick(["float", "take", "ints"])
@@ -851,8 +858,9 @@ def _predicate(b: Builder, env) -> tuple[str, list]:
     return text, [a.name]
 
 
-def _block(b: Builder, env, depth, shape, params=()) -> Block:
-    """A few statements, then a result of `shape`, preferring the block's own values."""
+def _block(b: Builder, env, depth, shape, params=(), pack="") -> Block:
+    """A few statements, then a result of `shape`, preferring the block's own values; with
+    `pack` ("tuple" or "dict"), a pair of such results, `(a, b)` or `{"a": a, "b": b}`."""
     local = list(env) + list(params)
     made = []
     for _ in range(b.draw(st.integers(0, 3), label="block length")):
@@ -861,19 +869,29 @@ def _block(b: Builder, env, depth, shape, params=()) -> Block:
         local.append(stmt.out)
     own = [s.out for s in made] + list(params)
     candidates = [v for v in own + _floats(env) if v.is_float and _broadcasts_to(v.shape, shape)]
-    r = b.pick(candidates)
-    text = r.name if r.shape == shape else f"ug.broadcast_to({r.name}, {shape!r})"
-    text = b.pick(["{r}", "ug.tanh({r})"]).format(r=text)
-    return Block(made, text, (r.name,))
+    texts, uses = [], []
+    for _ in range(2 if pack else 1):
+        r = b.pick(candidates)
+        text = r.name if r.shape == shape else f"ug.broadcast_to({r.name}, {shape!r})"
+        texts.append(b.pick(["{r}", "ug.tanh({r})"]).format(r=text))
+        uses.append(r.name)
+    if pack == "tuple":
+        return Block(made, f"({texts[0]}, {texts[1]})", tuple(uses))
+    if pack == "dict":
+        return Block(made, f'{{"a": {texts[0]}, "b": {texts[1]}}}', tuple(uses))
+    return Block(made, texts[0], tuple(uses))
 
 
 def branch(b: Builder, env, depth):
     anchor = b.operand(_floats(env))
     pred, uses = _predicate(b, env)
     style = b.pick(["cond", "if"])
-    then = _block(b, env, depth + 1, anchor.shape)
-    orelse = _block(b, env, depth + 1, anchor.shape)
-    return Branch(Var(b.name(), anchor.shape), pred, tuple(uses), then, orelse, style, b.tag())
+    # ug.cond's branches may return a tuple or a dict of two values (`Branch.pack`)
+    pack = b.pick(["", "tuple", "dict"]) if style == "cond" else ""
+    then = _block(b, env, depth + 1, anchor.shape, pack=pack)
+    orelse = _block(b, env, depth + 1, anchor.shape, pack=pack)
+    return Branch(Var(b.name(), anchor.shape), pred, tuple(uses), then, orelse, style, b.tag(),
+                  pack)
 
 
 def loop(b: Builder, env, depth):
@@ -898,7 +916,11 @@ def call(b: Builder, env, depth):
         args.append(_partner(b, env, a))
     params = [Var(b.name(), v.shape) for v in args]
     made = len(b.inputs)
+    free = b.free_depth
+    if depth == free:  # called where it may draw: so may the helper's body
+        b.free_depth = depth + 1
     body = _block(b, [], depth + 1, a.shape, params)
+    b.free_depth = free
     new = [i.var for i in b.inputs[made:]]
     return Call(Var(b.name(), a.shape), tuple(v.name for v in args + new),
                 tuple(params + new), body, b.tag())
@@ -973,4 +995,5 @@ def programs(draw, dtypes=("float32", "float64"), max_statements=8, max_depth=2,
     grad_form = draw(st.sampled_from(["grad", "value_and_grad"]), label="grad form")
     # None: each call after `ug.manual_seed`; else inside `ug.random.seeded(that)`
     seeded = draw(st.one_of(st.none(), st.integers(1, 2**16)), label="seeded")
-    return Program(b.dtype, inputs, stmts, outputs, grad_form, seeded)
+    result = draw(st.sampled_from(["tuple", "dict"]), label="result")
+    return Program(b.dtype, inputs, stmts, outputs, grad_form, seeded, result)

@@ -28,7 +28,7 @@ def execute(target: str, source: str, inputs: list, grads: bool) -> dict:
     the program's file)."""
     from unigraph.config import use_backend
     from unigraph.errors import UnigraphError
-    from unigraph.testing.random_programs.model import call_seeded, forget, load
+    from unigraph.testing.random_programs.model import call_seeded, forget, load, results
 
     t = Target.parse(target)
     namespace = load(source)
@@ -36,7 +36,7 @@ def execute(target: str, source: str, inputs: list, grads: bool) -> dict:
     try:
         with use_backend(t.backend, t.mode):
             outputs = [np.array(o.numpy(), copy=True)
-                       for o in call_seeded(namespace["program"], inputs, seeded)]
+                       for o in results(call_seeded(namespace["program"], inputs, seeded))]
             gradients = None
             if grads and "grad_program" in namespace:
                 gradients = [np.array(g.numpy(), copy=True)
