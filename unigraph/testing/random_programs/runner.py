@@ -170,7 +170,8 @@ HAZARDS = {
     "abs": _of_floats(lambda x: _near(np.abs(x), 1.0)),
     "maximum": _of_floats(lambda x, y: _near(np.abs(x - y), _scale(x, y))),
     "minimum": _of_floats(lambda x, y: _near(np.abs(x - y), _scale(x, y))),
-    "max": _of_floats(lambda x, axis, keepdims: _extreme_hazard(x, 1, axis)),
+    # (`initial`: ug.logsumexp's shift, a max marked initial=-inf)
+    "max": _of_floats(lambda x, axis, keepdims, initial=None: _extreme_hazard(x, 1, axis)),
     "min": _of_floats(lambda x, axis, keepdims: _extreme_hazard(x, -1, axis)),
     "argmax": _of_floats(lambda x, axis, keepdims: _extreme_hazard(x, 1, (axis,))),
     "max_pool2d": lambda x, kernel, stride, padding: _pool_hazard(x, kernel, stride, padding),
