@@ -459,6 +459,20 @@ def _cond_empty_result_has_no_memory() -> bool:
     return not isinstance(result, Exception) and result[0] is None
 
 
+def _cond_empty_operand_gradient_has_no_memory() -> bool:
+    def build(paddle):
+        x = paddle.static.data("x", [], "float32")
+        e = paddle.static.data("e", [0, 4], "float32")
+        x.stop_gradient = e.stop_gradient = False
+        v = e * 2.0  # made before the `if`, read in a branch
+        y = paddle.static.nn.cond(x > 0, lambda: x * 3.0, lambda: x + paddle.sum(v))
+        return paddle.static.gradients([y], [x, e])
+
+    result = _run_static(build, {"x": np.array(1.0, np.float32),
+                                 "e": np.zeros((0, 4), np.float32)})
+    return isinstance(result, Exception) and "holds no memory" in str(result)
+
+
 def _while_results_differentiable_only_from_starts() -> bool:
     paddle = _paddle()
     from unigraph_paddle.static import StaticMode
@@ -1046,6 +1060,15 @@ QUIRKS = [
         workaround="a zero-size result of known shape is made outside the `if` as zeros "
                    "(its value is its shape and dtype; its gradient is empty)",
         pin=_cond_empty_result_has_no_memory,
+    ),
+    Quirk(
+        op="cond", framework="paddle", versions=VERSIONS,
+        behaviour="paddle:static: the gradient an `if` op gives a zero-size value it reads "
+                  "has no memory: the backward of the op that made the value fails "
+                  "('Tensor holds no memory')",
+        workaround="a zero-size operand of known shape is read in the branches as zeros of "
+                   "its shape made outside the `if` (its gradient is empty)",
+        pin=_cond_empty_operand_gradient_has_no_memory,
     ),
     Quirk(
         op="matmul", framework="paddle", versions=VERSIONS,

@@ -191,6 +191,12 @@ class ProgramBuilder:
                     paddle.shape(_widened(paddle, x)), v.dtype)
                 for k, (x, v) in enumerate(zip(operands, node.inputs[1:]))
                 if None in v.shape and 0 not in v.shape}
+        # An operand that is empty (a dim 0) would get a gradient with no memory from the
+        # `if` too (a later read of it fails: 'Tensor holds no memory'; random tester, a
+        # value made before a cond and read in a branch). Its value is its shape and dtype
+        # and its gradient is empty: the branches read zeros of its shape, made outside.
+        zeros = {k: _zeros_like_empty(paddle, x)
+                 for k, (x, v) in enumerate(zip(operands, node.inputs[1:])) if 0 in v.shape}
 
         def branch(name):
             graph = node.subgraphs[name]
@@ -199,6 +205,8 @@ class ProgramBuilder:
                 inner = list(operands)
                 for k, (values, shape, dtype) in flat.items():
                     inner[k] = _unflattened(paddle, values, shape, dtype)
+                for k, empty in zeros.items():
+                    inner[k] = empty
                 results = self.lower_block(graph, inner, node)
                 outs = [results[i] for i in kept]
                 # A branch that hands back one of its operands unchanged breaks Paddle's
