@@ -459,6 +459,24 @@ def _cond_empty_result_has_no_memory() -> bool:
     return not isinstance(result, Exception) and result[0] is None
 
 
+def _cond_result_read_in_its_branch_gets_one_cotangent() -> bool:
+    def build(paddle):
+        x = paddle.static.data("x", [3], "float32")
+        x.stop_gradient = False
+
+        def then():
+            v = x * x
+            return v, v * 2.0  # d/dx of v + 0.5 * (v * 2.0) is 4x
+
+        a, b = paddle.static.nn.cond(paddle.sum(x) > 0, then,
+                                     lambda: (paddle.tanh(x), paddle.sin(x)))
+        return paddle.static.gradients([a + 0.5 * b], [x])
+
+    x = np.array([0.5, 1.0, 1.5], np.float32)
+    result = _run_static(build, {"x": x})
+    return not isinstance(result, Exception) and np.allclose(result[0], 2 * x)  # v's alone
+
+
 def _cond_empty_operand_gradient_has_no_memory() -> bool:
     def build(paddle):
         x = paddle.static.data("x", [], "float32")
@@ -1069,6 +1087,15 @@ QUIRKS = [
         workaround="a zero-size operand of known shape is read in the branches as zeros of "
                    "its shape made outside the `if` (its gradient is empty)",
         pin=_cond_empty_operand_gradient_has_no_memory,
+    ),
+    Quirk(
+        op="cond", framework="paddle", versions=VERSIONS,
+        behaviour="paddle:static: an `if` op's backward gives a branch's result that another "
+                  "op of the branch reads, or that is two results, one result's cotangent "
+                  "only: (v, v * 2.0) or (v, v) gets a wrong gradient, silently",
+        workaround="such a result is copied (paddle.assign), as one of the branch's operands "
+                   "handed back unchanged is",
+        pin=_cond_result_read_in_its_branch_gets_one_cotangent,
     ),
     Quirk(
         op="matmul", framework="paddle", versions=VERSIONS,

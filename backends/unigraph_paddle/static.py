@@ -209,10 +209,14 @@ class ProgramBuilder:
                     inner[k] = empty
                 results = self.lower_block(graph, inner, node)
                 outs = [results[i] for i in kept]
-                # A branch that hands back one of its operands unchanged breaks Paddle's
-                # backward through `cond` (3.3.1: the other outputs' gradient with respect
-                # to that operand comes out 0), so such outputs are copied.
-                outs = [paddle.assign(o) if _is_in(o, operands) else o for o in outs]
+                # Paddle's backward through `cond` (3.3.1) loses cotangents where a result
+                # is not a value of its own: one of the branch's operands handed back
+                # unchanged (the other outputs' gradient with respect to it comes out 0),
+                # or a value another op of the branch reads or that is two results (it
+                # gets one result's cotangent only: (v, v * 2.0) or (v, v); random tester,
+                # seed 11006). Such results are copied.
+                outs = [paddle.assign(o) if _is_in(o, operands) or o.all_used_ops()
+                        or sum(o is p for p in outs) > 1 else o for o in outs]
                 for j, o in enumerate(outs):
                     live[j] = live[j] or not o.stop_gradient
                 outs, shapes = _through_if(paddle, outs, padded)
