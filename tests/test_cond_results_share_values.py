@@ -3,7 +3,8 @@ or the same value twice ({"a": v, "b": v}), or a Python `if` that assigns two va
 the second of which reads the first, and the gradient through it, on all 9 targets (and
 onnxruntime:static forward): numpy:eager's values. paddle:static's `if` op backward gave
 such a value one result's cotangent only, silently (d/dx of v + 0.5 * v * 1.0 came out
-as that of v: random tester, seed 11006, a `ug.cond` returning a tuple).
+as that of v: random tester, seed 11006, a `ug.cond` returning a tuple). Its while op's
+backward did the same with a `while_loop` body's results (found probing the same fault).
 """
 
 from __future__ import annotations
@@ -49,14 +50,35 @@ def _python_if(x):
     return a * 3.0 + b
 
 
-PROGRAMS = {"tuple": _tuple, "dict": _dict, "python if": _python_if}
+@ug.function
+def _loop(x):
+    def body(k, a, b):
+        v = a * 1.1
+        return k + 1, v, v * 0.5 + b
+
+    _, a, b = ug.while_loop(lambda k, a, b: k < 3, body, (ug.tensor(0), x, x * 2.0))
+    return a + b
+
+
+@ug.function
+def _loop_twice(x):
+    def body(k, a, b):
+        v = ug.sin(a)
+        return k + 1, v, v
+
+    _, a, b = ug.while_loop(lambda k, a, b: k < 3, body, (ug.tensor(0), x, x * 2.0))
+    return a + 0.5 * b
+
+
+PROGRAMS = {"tuple": _tuple, "dict": _dict, "python if": _python_if, "loop": _loop,
+            "loop twice": _loop_twice}
 
 
 def _loss(program):
     return lambda x: ug.sum(program(x) * WEIGHTS.astype(x.dtype))
 
 
-@pytest.mark.parametrize("sign", [1.0, -1.0])  # either branch taken
+@pytest.mark.parametrize("sign", [1.0, -1.0])  # either branch taken (loops: signs)
 @pytest.mark.parametrize("name", list(PROGRAMS))
 @pytest.mark.parametrize("target", FORWARD_TARGETS)
 def test_results_that_share_a_value(target, name, sign):

@@ -477,6 +477,25 @@ def _cond_result_read_in_its_branch_gets_one_cotangent() -> bool:
     return not isinstance(result, Exception) and np.allclose(result[0], 2 * x)  # v's alone
 
 
+def _while_result_read_in_its_body_gets_one_cotangent() -> bool:
+    def build(paddle):
+        x = paddle.static.data("x", [3], "float32")
+        x.stop_gradient = False
+
+        def body(k, a, b):
+            v = a * 1.1
+            return [k + 1, v, v * 0.5 + b]
+
+        count = paddle.full([], 0, "int64")
+        _, a, b = paddle.static.nn.while_loop(lambda k, a, b: k < 3, body,
+                                              [count, x * 1.0, x * 2.0])
+        return paddle.static.gradients([a + b], [x])
+
+    result = _run_static(build, {"x": np.array([0.5, 1.0, 1.5], np.float32)})
+    # 3 trips: a = 1.331 x, b = 2 x + 0.55 (1 + 1.1 + 1.21) x; d(a + b)/dx = 5.1515
+    return not isinstance(result, Exception) and not np.allclose(result[0], 5.1515)
+
+
 def _cond_empty_operand_gradient_has_no_memory() -> bool:
     def build(paddle):
         x = paddle.static.data("x", [], "float32")
@@ -1096,6 +1115,14 @@ QUIRKS = [
         workaround="such a result is copied (paddle.assign), as one of the branch's operands "
                    "handed back unchanged is",
         pin=_cond_result_read_in_its_branch_gets_one_cotangent,
+    ),
+    Quirk(
+        op="while_loop", framework="paddle", versions=VERSIONS,
+        behaviour="paddle:static: a while op's backward gives a body result that another op "
+                  "of the body reads, or that is two results, one result's cotangent only: "
+                  "a wrong gradient, silently",
+        workaround="such a body result is copied (paddle.assign)",
+        pin=_while_result_read_in_its_body_gets_one_cotangent,
     ),
     Quirk(
         op="matmul", framework="paddle", versions=VERSIONS,

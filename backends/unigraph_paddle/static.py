@@ -288,8 +288,12 @@ class ProgramBuilder:
             # variable its body passes through unchanged, captured values included: each
             # stays a real loop variable, whose gradient Paddle gets right (a pass-through
             # failed in the enclosing backward, "should be in name map", 3.3.1).
+            # A result the body computes that another op of the body reads, or that is
+            # two results, is copied: it got one result's cotangent only (3.3.1, as in
+            # lower_cond: `body(k, a, b): v = a * 1.1; return k + 1, v, v * 0.5 + b`).
             return [paddle.assign(o) if _is_in(o, values[:i] + values[i + 1:])
-                    or (nested and o is values[i]) else o
+                    or (nested and o is values[i]) or (not _is_in(o, values) and (
+                        o.all_used_ops() or sum(o is p for p in outs) > 1)) else o
                     for i, o in enumerate(outs)]
 
         if not nested:
