@@ -496,6 +496,20 @@ def _while_result_read_in_its_body_gets_one_cotangent() -> bool:
     return not isinstance(result, Exception) and not np.allclose(result[0], 5.1515)
 
 
+def _einsum_gradient_in_a_block_fails() -> bool:
+    def build(paddle):
+        x = paddle.static.data("x", [2, 3], "float32")
+        y = paddle.static.data("y", [3, 2], "float32")
+        x.stop_gradient = y.stop_gradient = False
+        z = paddle.static.nn.cond(paddle.sum(x) > -100.0,
+                                  lambda: paddle.einsum("ij,jk->ik", x, y), lambda: x[:, :2])
+        return paddle.static.gradients([z], [x, y])
+
+    result = _run_static(build, {"x": np.ones((2, 3), np.float32),
+                                 "y": np.ones((3, 2), np.float32)})
+    return isinstance(result, Exception) and "shouldn't be null" in str(result)
+
+
 def _cond_empty_operand_gradient_has_no_memory() -> bool:
     def build(paddle):
         x = paddle.static.data("x", [], "float32")
@@ -1123,6 +1137,15 @@ QUIRKS = [
                   "a wrong gradient, silently",
         workaround="such a body result is copied (paddle.assign)",
         pin=_while_result_read_in_its_body_gets_one_cotangent,
+    ),
+    Quirk(
+        op="einsum", framework="paddle", versions=VERSIONS,
+        behaviour="paddle:static: the gradient of an einsum in an `if` branch or a while "
+                  "body fails when the Program runs ('DenseTensor shouldn't be null')",
+        workaround="there einsum is the product of its operands broadcast to all its "
+                   "letters, summed over the contracted ones (float operands, no letter "
+                   "twice in one operand)",
+        pin=_einsum_gradient_in_a_block_fails,
     ),
     Quirk(
         op="matmul", framework="paddle", versions=VERSIONS,

@@ -134,6 +134,10 @@ class ProgramBuilder:
         # Shared scalar constants and the 0-d operand forms (unigraph_paddle.program_scalars).
         self.scalars = ScalarForms(paddle, self, stored=stored_constants)
         self.lowerings = {**lowerings, **self.scalars.table(lowerings)}
+        # In a cond branch or loop body, einsum is a product of broadcast operands summed
+        # over the contracted letters: Paddle's einsum there fails at run time under a
+        # gradient (3.3.1: "DenseTensor shouldn't be null"; random tester, seed 11008).
+        self.block_lowerings = {**self.lowerings, "einsum": self._einsum_in_block}
         self.control_flow = {
             "cond": self.lower_cond,
             "while_loop": self.lower_while_loop,
@@ -151,7 +155,8 @@ class ProgramBuilder:
         self._graphs.append(graph)
         self._owners.append(owner)
         try:
-            return lower_nodes(graph, env, self.lowerings, self.control_flow)
+            table = self.block_lowerings if self.block_depth else self.lowerings
+            return lower_nodes(graph, env, table, self.control_flow)
         finally:
             self._graphs.pop()
             self._owners.pop()
@@ -159,6 +164,30 @@ class ProgramBuilder:
     def lower_subgraph(self, graph, args, owner) -> list:
         """A closed subgraph of node `owner`: its inputs are bound to `args`, in order."""
         return self.lower(graph, {v.id: a for v, a in zip(graph.inputs, args)}, owner)
+
+    def _einsum_in_block(self, *xs, equation):
+        """einsum as the product of its operands, each transposed to the order of the
+        output's letters then the contracted ones and broadcast along the letters it
+        lacks, summed over the contracted letters (float operands, no letter twice in one
+        operand); else the table's."""
+        paddle = self.paddle
+        inputs, out = equation.split("->")
+        terms = inputs.split(",")
+        if "." in equation or any(len(set(t)) != len(t) for t in terms) or len(set(out)) != \
+                len(out) or not all(x.dtype in (paddle.float32, paddle.float64) for x in xs):
+            return self.lowerings["einsum"](*xs, equation=equation)
+        letters = list(out) + sorted(set("".join(terms)) - set(out))
+        product = None
+        for term, x in zip(terms, xs):
+            order = sorted(range(len(term)), key=lambda i: letters.index(term[i]))
+            if order != list(range(len(term))):
+                x = paddle.transpose(x, order)
+            missing = [a for a, c in enumerate(letters) if c not in term]
+            if missing:  # a size-1 axis for each letter the operand lacks
+                x = paddle.unsqueeze(x, missing)
+            product = x if product is None else product * x
+        summed = list(range(len(out), len(letters)))
+        return paddle.sum(product, axis=summed) if summed else product
 
     def lower_block(self, graph, args, owner) -> list:
         """A cond branch or a loop's cond or body: a subgraph inside a Paddle block."""
