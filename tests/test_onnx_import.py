@@ -367,13 +367,22 @@ def batch_norm_mlp():
 
 
 def padded_pool():
-    """A batch dim "N", but an asymmetric MaxPool pads with a block of the input's shape:
-    traced per batch size instead."""
+    """A batch dim "N" and an asymmetric MaxPool, which pads with -inf blocks made from the
+    input's shape (`ug.pad` of an open dim, one side of width 0): traced once too."""
     node = helper.make_node("MaxPool", ["x"], ["y"], name="pool", kernel_shape=[2, 2],
                             pads=[0, 0, 1, 1])
     info = helper.make_tensor_value_info
     return make_model([node], [info("x", FLOAT, ["N", 1, 3, 3])],
                       [info("y", FLOAT, ["N", 1, 3, 3])], {}, name="padded_pool")
+
+
+def reflected_batch():
+    """A batch dim "N" that a Pad reflects along (each width must be below the size, known
+    only at run time): traced per batch size instead."""
+    node = helper.make_node("Pad", ["x", "pads"], ["y"], name="reflect", mode="reflect")
+    info = helper.make_tensor_value_info
+    return make_model([node], [info("x", FLOAT, ["N", 3])], [info("y", FLOAT, ["M", 3])],
+                      {"pads": np.array([1, 0, 1, 0], np.int64)}, name="reflected_batch")
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -389,21 +398,23 @@ def test_a_symbolic_batch_dim_is_traced_once_where_every_node_allows(target, mon
         return walk(self, graph)
 
     monkeypatch.setattr(ImportContext, "walk", recording)
-    once, per_size = batch_norm_mlp(), padded_pool()
-    models = {"bn_mlp": ug.onnx.load(once), "padded_pool": ug.onnx.load(per_size)}
+    sources = {"bn_mlp": (batch_norm_mlp(), (6,)), "padded_pool": (padded_pool(), (1, 3, 3)),
+               "reflected_batch": (reflected_batch(), (3,))}
+    models = {name: ug.onnx.load(model) for name, (model, _) in sources.items()}
     assert models["bn_mlp"].input_shapes == [(None, 6)]
     for batch in (2, 5):
-        for name, model, rest in (("bn_mlp", once, (6,)), ("padded_pool", per_size, (1, 3, 3))):
+        for name, (model, rest) in sources.items():
             x = RNG.standard_normal((batch, *rest)).astype(np.float32)
             got = as_list(run_on(target, models[name], x))
             assert_close(got, onnxruntime_outputs(model, [x]), f"{name} batch {batch}")
-    mine = [shape for name, shape in traced if name == "bn_mlp"]
-    if target.endswith(":eager"):
-        assert mine == [(2, 6), (5, 6)]
-    else:  # one graph for every batch size
-        assert mine == [(None, 6)]
-    pools = [shape for name, shape in traced if name == "padded_pool"]
-    assert [s[0] for s in pools][-2:] == [2, 5]  # the fallback: one trace per size
+    for name in ("bn_mlp", "padded_pool"):
+        mine = [shape[0] for graph, shape in traced if graph == name]
+        if target.endswith(":eager"):
+            assert mine == [2, 5], name
+        else:  # one graph for every batch size
+            assert mine == [None], name
+    reflected = [shape[0] for graph, shape in traced if graph == "reflected_batch"]
+    assert reflected[-2:] == [2, 5]  # the fallback: one trace per size
 
 
 @pytest.mark.parametrize("target", TARGETS)

@@ -23,6 +23,11 @@ CASES = {
     "edge, open axis": (((2, 1), (0, 0)), "edge"),
     "edge, both axes": (((1, 2), (1, 3)), "edge"),
     "reflect, known axis": (((0, 0), (1, 1)), "reflect"),
+    # one side of width 0 (an asymmetric pool's pad): paddle:static lost the open dim of
+    # the empty block (a raw InvalidArgumentError from concat)
+    "constant, one side": (((0, 0), (0, 1)), "constant"),
+    "constant, open axis one side": (((0, 2), (0, 0)), "constant"),
+    "edge, one side": (((1, 0), (0, 1)), "edge"),
 }
 
 

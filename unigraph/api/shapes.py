@@ -325,17 +325,19 @@ def pad(x, pad_width, mode="constant", value=0):
         shape = tuple(x.shape)
         size = shape[axis]
         if mode == "constant":
-            if None in shape:
-                parts = [_open_pad_block(x, axis, w, value) for w in (before, after)]
+            if None in shape:  # (no block of width 0: Paddle's Program lost its open dims)
+                parts = [_open_pad_block(x, axis, before, value) if before else None, x,
+                         _open_pad_block(x, axis, after, value) if after else None]
             else:
                 parts = [full(shape[:axis] + (w,) + shape[axis + 1:], value, x.dtype)
                          for w in (before, after)]
-            x = concat([parts[0], x, parts[1]], axis=axis)
+                parts.insert(1, x)
+            x = concat([part for part in parts if part is not None], axis=axis)
             continue
         if size is None and mode == "edge":  # the size known only when the program runs
-            ends = [take(x, np.zeros(before, np.int64), axis=axis), x,
-                    take(flip(x, axis), np.zeros(after, np.int64), axis=axis)]
-            x = concat(ends, axis=axis)
+            ends = [take(x, np.zeros(before, np.int64), axis=axis) if before else None, x,
+                    take(flip(x, axis), np.zeros(after, np.int64), axis=axis) if after else None]
+            x = concat([end for end in ends if end is not None], axis=axis)
             continue
         if size is None:  # reflect: each width must be below the size, unknown here
             _known_shape(x, "pad(mode='reflect') along an open axis")  # raises
