@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from conftest import TARGETS
 from optim_reference import least_squares_data, trained_by_formula
+from optim_steps import least_squares_step
 
 import unigraph as ug
 from unigraph.config import Target
@@ -70,15 +71,7 @@ def _train(target, name, monkeypatch, allocating, steps, versions=None):
             "adam": lambda p: ug.optim.Adam(p, lr=LR)}[name]
     optimizer = make([weight, bias])
 
-    def loss_fn():
-        r = ug.matmul(ug.tensor(x), weight) + bias - ug.tensor(y)
-        return ug.sum(r * r) / float(len(x))
-
-    @ug.function
-    def step():
-        loss, grads = ug.value_and_grad(loss_fn, wrt=optimizer.params)()
-        optimizer.step(grads)
-        return loss
+    step = least_squares_step(x, y, [weight, bias], optimizer)
 
     t = Target.parse(target)
     with ug.use_backend(t.backend, t.mode):
