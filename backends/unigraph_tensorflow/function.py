@@ -113,8 +113,8 @@ def captured_constant(tf):
     """The "constant" lowering of a tf.function: an eager tensor made outside the trace
     (`tf.init_scope`), which the function captures as an input. A Const node in the
     function's graph would be Grappler's to rewrite with: its constant folding turns
-    `x / c` into `x * (1 / c)`, not correctly rounded (quirk "div"); a Session's graph,
-    tensorflow:static's, keeps `RealDiv`."""
+    `x / c` into `x * (1 / c)`, not correctly rounded, `x + 0.0` into x and `0.0 - x` into
+    Neg(x) (quirks "div", "add", "sub"; tensorflow:static: `static.held_constant`)."""
 
     def constant(*, value):
         with tf.init_scope():

@@ -241,10 +241,10 @@ class Module:
         own = self.__dict__
         if isinstance(value, Parameter):
             own["_parameters"][name] = value
-            value.name = f"{own['path']}.{name}" if own["path"] else name
+            value.name = self._child_path(name)
         else:
             own["_modules"][name] = value
-            value._set_path(f"{own['path']}.{name}" if own["path"] else name)
+            value._set_path(self._child_path(name))
         object.__setattr__(self, name, value)
 
     def __delattr__(self, name):
