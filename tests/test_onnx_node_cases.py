@@ -32,7 +32,9 @@ CLAIMED = {
     "Softplus": ["test_softplus"],
     "Erf": ["test_erf"],
     "Gelu": ["test_gelu_tanh_2", "test_gelu_default_2"],
-    "Softmax": ["test_softmax_axis_0"],
+    "Softmax": ["test_softmax_axis_0",
+                # float16: tensorflow's own Softmax was 2 ulps off (quirk "softmax")
+                "test_attention_4d_gqa_with_past_and_present_fp16_expanded"],
     "LogSoftmax": ["test_logsoftmax_large_number"],
     "MaxPool": ["test_maxpool_2d_ceil_output_size_reduce_by_one", "test_maxpool_2d_same_lower"],
     "AveragePool": ["test_averagepool_2d_ceil_last_window_starts_on_pad",

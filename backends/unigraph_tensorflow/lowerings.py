@@ -378,6 +378,10 @@ def constant(*, value):
 
 
 def softmax(x, *, axis):
+    if x.dtype == tf.float16:
+        # TF's CPU Softmax of float16 is up to ~4 ulps off, torch's within one (quirk
+        # "softmax", float16): in float32, rounded to float16 once
+        return raw.Cast(x=softmax(raw.Cast(x=x, DstT=tf.float32), axis=axis), DstT=tf.float16)
     if len(x.shape) > ranks.MAX_SOFTMAX_RANK and x.dtype != tf.float64:
         # refused by oneDNN's Softmax (float64 runs on TF's own kernel, at any rank): on a view
         return ranks.on_a_view(lambda view, axis: softmax(view, axis=axis), x,
