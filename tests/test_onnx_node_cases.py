@@ -1,13 +1,14 @@
 """ONNX's own backend node test cases (shipped in the `onnx` package) through ug.onnx.load on
-all 9 targets: a fixed subset, one to three cases for each op type unigraph claims to import
-(the issue's list), each compared with the outputs ONNX's reference gives, within the case's
-own rtol/atol. The full run, with pass rates per target: `python -m unigraph.onnx.node_tests`.
+all 9 targets and onnxruntime:static: a fixed subset, one to three cases for each op type
+unigraph claims to import (the issue's list), each compared with the outputs ONNX's reference
+gives, within the case's own rtol/atol. The full run, with pass rates per target:
+`python -m unigraph.onnx.node_tests`.
 """
 
 import dataclasses
 
 import pytest
-from conftest import TARGETS
+from conftest import FORWARD_TARGETS
 
 from unigraph.onnx import node_tests
 
@@ -17,7 +18,7 @@ CLAIMED = {
     "BatchNormalization": ["test_batchnorm_epsilon"],
     "Gemm": ["test_gemm_all_attributes"],
     "MatMul": ["test_matmul_4d_1d", "test_matmul_bcast"],
-    "Add": ["test_add_bcast"],
+    "Add": ["test_add_bcast", "test_add_uint8"],
     "Sub": ["test_sub_bcast"],
     "Mul": ["test_mul_bcast"],
     "Div": ["test_div_int32_trunc"],
@@ -54,7 +55,7 @@ CLAIMED = {
     "Gather": ["test_gather_negative_indices"],
     "GatherElements": ["test_gather_elements_negative_indices"],
     "Pad": ["test_constant_pad_axes", "test_reflect_pad", "test_edge_pad"],
-    "Clip": ["test_clip_splitbounds"],
+    "Clip": ["test_clip_splitbounds", "test_clip_default_int8_min"],
     "Where": ["test_where_long_example"],
     "Sum": ["test_sum_example"],
     "Mean": ["test_mean_example"],
@@ -86,7 +87,7 @@ def test_every_listed_case_ships_with_onnx_and_tests_its_op(selected):
         assert op in node_tests.op_types_of(case.model), case.name
 
 
-@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("target", FORWARD_TARGETS)
 def test_the_claimed_ops_node_cases_pass(selected, target):
     outcomes = [node_tests.run_case(case, target) for case in selected]
     failed = [f"{o.case}: {o.status} {o.detail}" for o in outcomes if o.status != "pass"]
@@ -102,3 +103,15 @@ def test_a_wrong_result_fails_and_an_unknown_op_is_unsupported(selected):
     assert node_tests.run_case(wrong, "numpy:eager").status == "fail"
     other = next(c for c in node_tests.cases(["TopK"]))
     assert node_tests.run_case(other, "numpy:eager").status == "unsupported"
+
+
+def test_integer_data_is_fed_and_only_the_needed_integer_inputs_are_bound(selected):
+    """An integer input that is data (Div's operands) is fed at run time, so the target
+    computes it rather than ONNX's reference evaluator folding it at import; an integer input
+    that the importer needs known (Reshape's shape, Slice's starts) is bound."""
+    by_name = {case.name: case for case in selected}
+    expected = {"test_div_int32_trunc": (), "test_reshape_zero_and_negative_dim": (1,),
+                "test_slice_negative_axes": (1, 2, 3), "test_add_uint8": ()}
+    for name, needed in expected.items():
+        inputs = node_tests._arrays(by_name[name].data_sets[0][0])
+        assert node_tests.needed_integer_inputs(by_name[name], inputs) == needed, name

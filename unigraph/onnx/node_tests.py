@@ -12,9 +12,11 @@ case's own rtol/atol (ONNX's backend runner rule). A case is
 
 unigraph takes shapes, axes, pads, split sizes and slice bounds as values known at import
 (constants or initializers, as exporters write them), while many node cases feed them as
-run-time inputs. By default the runner binds a case's integer inputs as initializers (the
-same values, known at import); `--strict` feeds them at run time, where such a case is
-"unsupported".
+run-time inputs. By default the runner binds as initializers (the same values, known at
+import) the fewest of a case's integer inputs that the importer needs known, and feeds the
+others at run time: an integer input that is data (the operands of an integer Add) is
+computed by the target, not folded at import by ONNX's reference evaluator. `--strict`
+feeds every input at run time, where a case needing a known shape is "unsupported".
 
     python -m unigraph.onnx.node_tests                     # every target, counts per target
     python -m unigraph.onnx.node_tests --targets numpy:eager,torch:static --ops Conv,Pad -v
@@ -25,6 +27,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import itertools
 import sys
 import time
 import warnings
@@ -33,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 # The dtypes a unigraph tensor can hold; a case feeding or expecting another is unsupported.
-DTYPES = ("bool", "int32", "int64", "float16", "float32", "float64")
+from unigraph.ir import DTYPES
 
 
 @dataclass
@@ -87,9 +90,9 @@ def _arrays(values):
     return out
 
 
-def bind_integer_inputs(model, inputs: list) -> tuple:
-    """(`model` with its integer inputs made initializers holding `inputs`' values, the
-    remaining inputs)."""
+def bind_integer_inputs(model, inputs: list, which=None) -> tuple:
+    """(`model` with its integer inputs (those at the positions in `which`, if given) made
+    initializers holding `inputs`' values, the remaining inputs)."""
     from onnx import numpy_helper
 
     model = model.__class__.FromString(model.SerializeToString())
@@ -97,12 +100,44 @@ def bind_integer_inputs(model, inputs: list) -> tuple:
     initialized = {t.name for t in graph.initializer}
     fed = [i for i in graph.input if i.name not in initialized]
     keep = []
-    for info, value in zip(fed, inputs):
-        if value.dtype.kind in "iu":
+    for position, (info, value) in enumerate(zip(fed, inputs)):
+        if value.dtype.kind in "iu" and (which is None or position in which):
             graph.initializer.append(numpy_helper.from_array(value, info.name))
         else:
             keep.append(value)
     return model, keep
+
+
+_NEEDED = {}  # case name -> the positions of the integer inputs it needs known at import
+
+
+def needed_integer_inputs(case, inputs: list) -> tuple:
+    """The fewest of `case`'s integer inputs that, bound as initializers, let unigraph import
+    and run it (on numpy:eager: whether the importer needs a value known does not depend on
+    the target); all of them if no smaller set does."""
+    import unigraph as ug
+    from unigraph.onnx.load import OnnxImportError
+
+    if case.name in _NEEDED:
+        return _NEEDED[case.name]
+    integer = [i for i, value in enumerate(inputs) if value.dtype.kind in "iu"]
+    if not integer:
+        return ()
+    subsets = (c for size in range(len(integer)) for c in itertools.combinations(integer, size))
+    _NEEDED[case.name] = tuple(integer)
+    for subset in subsets:
+        model, fed = bind_integer_inputs(case.model, inputs, subset)
+        try:
+            with ug.use_backend("numpy", "eager"), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                ug.onnx.load(model)(*fed)
+        except OnnxImportError:
+            continue
+        except Exception:  # noqa: BLE001 - it imported: run_case reports the error
+            pass
+        _NEEDED[case.name] = subset
+        break
+    return _NEEDED[case.name]
 
 
 def run_case(case, target: str, strict: bool = False) -> Outcome:
@@ -119,7 +154,7 @@ def run_case(case, target: str, strict: bool = False) -> Outcome:
                        "that unigraph has no tensor for")
     model = case.model
     if not strict:
-        model, inputs = bind_integer_inputs(model, inputs)
+        model, inputs = bind_integer_inputs(model, inputs, needed_integer_inputs(case, inputs))
     try:
         model = ug.onnx.load(model)
     except OnnxImportError as error:
@@ -186,8 +221,8 @@ def main(argv=None) -> int:
                                           "that trains, the 9 built-in ones)")
     parser.add_argument("--ops", help="comma-separated ONNX op types: only their cases")
     parser.add_argument("--strict", action="store_true",
-                        help="feed integer inputs at run time (default: bind them as "
-                             "initializers, known at import)")
+                        help="feed every integer input at run time (default: bind as "
+                             "initializers, known at import, those the importer needs known)")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="list every failing case with its reason")
     args = parser.parse_args(argv)
