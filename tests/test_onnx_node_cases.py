@@ -37,7 +37,8 @@ CLAIMED = {
                 # float16: tensorflow's own Softmax was 2 ulps off (quirk "softmax")
                 "test_attention_4d_gqa_with_past_and_present_fp16_expanded"],
     "LogSoftmax": ["test_logsoftmax_large_number"],
-    "MaxPool": ["test_maxpool_2d_ceil_output_size_reduce_by_one", "test_maxpool_2d_same_lower"],
+    "MaxPool": ["test_maxpool_2d_ceil_output_size_reduce_by_one", "test_maxpool_2d_same_lower",
+                "test_maxpool_2d_uint8"],
     "AveragePool": ["test_averagepool_2d_ceil_last_window_starts_on_pad",
                     "test_averagepool_2d_precomputed_pads_count_include_pad"],
     "GlobalAveragePool": ["test_globalaveragepool"],

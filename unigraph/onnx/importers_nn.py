@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 import unigraph as ug
+from unigraph.ir import FLOAT_DTYPES
 from unigraph.onnx.importers_3d import (
     average_pool_dilated,
     ceil_extra,
@@ -178,9 +179,15 @@ def _max_pool(ctx, args, attrs):
                                                            "MaxPool")
     end = [e + more for e, more in zip(end, extra)]
     x, padding = args[0], tuple(begin)
+    dtype = _dtype(x)
+    if dtype not in FLOAT_DTYPES:
+        # ONNX's MaxPool of int8/uint8 gives their dtype; ug.max_pool2d pools floats. A max
+        # of float64 copies of integers is exact, and so is the cast back.
+        x = ug.cast(x, "float64")
     if begin != end or any(b > k // 2 for b, k in zip(begin, kernel)):
         x, padding = _pad_asymmetric(x, (begin, end), -np.inf), (0, 0)
-    return ug.max_pool2d(x, kernel, stride=strides, padding=padding, dilation=dilations)
+    out = ug.max_pool2d(x, kernel, stride=strides, padding=padding, dilation=dilations)
+    return out if dtype in FLOAT_DTYPES else ug.cast(out, dtype)
 
 
 def _average_pool(ctx, args, attrs):
