@@ -578,7 +578,9 @@ def take(x, indices, *, axis):
         gathered = paddle.gather(x, flat, axis=axis)
     x_shape, index_shape = list(x.shape), list(indices.shape)
     dims = x_shape[:axis] + index_shape + x_shape[axis + 1:]
-    if dims.count(-1) > 1:  # several dims unknown until the program runs
+    # several dims unknown until the program runs, or an empty one: a listed 0 would
+    # mean "copy that dim of the input" to Paddle's reshape; one read from a tensor does not
+    if dims.count(-1) > 1 or 0 in dims:
         shape = paddle.shape
         dims = paddle.concat([shape(x)[:axis], shape(indices), shape(x)[axis + 1:]])
     return paddle.reshape(gathered, dims)
