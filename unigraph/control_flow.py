@@ -87,10 +87,18 @@ def _check_same(what: str, names: tuple, first, second, open_dims=False) -> None
     leaves_b, tree_b = pytree.flatten(second, is_array_leaf)
     if tree_a != tree_b:
         where = user_source()
-        raise ControlFlowError(
-            f"{what} at {where}: {names[0]} returns {pytree.describe(tree_a)} but {names[1]} "
-            f"returns {pytree.describe(tree_b)}; both must return the same structure"
-        )
+        said = (f"{what} at {where}: {names[0]} returns {pytree.describe(tree_a)} but "
+                f"{names[1]} returns {pytree.describe(tree_b)}")
+        reordered = pytree.reordered_keys(tree_a, tree_b)
+        if reordered is not None:
+            # Results are matched by position, and eagerly the dict that ran is returned as
+            # it is: two orders would make the result's order depend on the path taken.
+            order_a, order_b = (", ".join(map(repr, keys)) for keys in reordered)
+            raise ControlFlowError(
+                f"{said}: the same keys in another order ({order_a} in {names[0]}, {order_b} "
+                f"in {names[1]}); a dict's key order counts, as part of the structure both "
+                "must share: build both dicts with their keys in one order")
+        raise ControlFlowError(f"{said}; both must return the same structure")
     for i, (a, b) in enumerate(zip(leaves_a, leaves_b)):
         type_a, type_b = _leaf_type(a), _leaf_type(b)
         if type_a == type_b or (open_dims and type_a[1] == type_b[1]

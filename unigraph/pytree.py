@@ -75,6 +75,27 @@ def unflatten(treedef, leaves) -> object:
     return tree
 
 
+def reordered_keys(a, b):
+    """(the keys of a's dict, b's) at the first place where treedefs `a` and `b` hold dicts
+    of one set of keys in two orders, or None. (A treedef keeps a dict's keys in insertion
+    order: `flatten` lists its leaves that way, and `unflatten` rebuilds it so.)"""
+    if a[0] != b[0] or a[0] not in ("tuple", "list", "dict"):
+        return None
+    if a[0] == "dict":
+        if a[1] != b[1] and sorted(map(repr, a[1])) == sorted(map(repr, b[1])):
+            return a[1], b[1]
+        if a[1] != b[1]:
+            return None
+    children_a, children_b = a[-1], b[-1]
+    if len(children_a) != len(children_b):
+        return None
+    for x, y in zip(children_a, children_b):
+        found = reordered_keys(x, y)
+        if found is not None:
+            return found
+    return None
+
+
 def describe(treedef) -> str:
     """A short human description of a structure, for error messages."""
     kind = treedef[0]
