@@ -50,6 +50,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from unigraph.ir import Graph, Node
+from unigraph.ops.updates import WRITTEN_INPUTS
 from unigraph_paddle.program_scalars import EXPAND_FROM
 
 _IN_PLACE = {"sub": "subtract_", "add": "add_"}
@@ -205,11 +206,6 @@ def emit_in_place(paddle, update: InPlaceUpdate, env: dict) -> None:
         getattr(paddle._C_ops, update.op)(param, *operands)
 
 
-# The fused optimizer updates (`unigraph.ops.updates`): op -> the positions of the inputs
-# that its outputs replace, in output order (adam_update: param, m, v).
-_FUSED = {"adam_update": (0, 2, 3)}
-
-
 def plan_fused(graph: Graph) -> dict:
     """{id(node): its in-place replacement} for the fused updates whose outputs are the
     graph's updates of the very values they replace, each updated once, where nothing reads
@@ -228,7 +224,7 @@ def plan_fused(graph: Graph) -> dict:
             last_reader[value.id] = index
     replaced = {}
     for index, node in enumerate(graph.nodes):
-        positions = _FUSED.get(node.op)
+        positions = WRITTEN_INPUTS.get(node.op)
         if positions is None:
             continue
         targets = [node.inputs[i].id for i in positions]

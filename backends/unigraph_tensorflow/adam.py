@@ -56,8 +56,10 @@ def apply_adam(param, m, v, grad, lr, step, *, beta1, beta2, eps):
         use_locking=False, use_nesterov=False)
 
 
-def written_by_adam(graph) -> list:
-    """The top-level `adam_update` nodes of `graph` that can write into their variables
-    (`unigraph.ops.updates.adam_updates_in_place`; a read of an old value is fine: TF's
-    kernel copies a buffer a read holds). Their updates are `apply_adam` ops, not assigns."""
-    return adam_updates_in_place(graph)
+def written_by_adam(graph) -> tuple[list, set]:
+    """(the top-level `adam_update` nodes of `graph` that can write into their variables,
+    the ids of the values they write): `unigraph.ops.updates.adam_updates_in_place`; a read
+    of an old value is fine, TF's kernel copies a buffer a read holds. Their updates are
+    `apply_adam` ops (on the node's `ADAM_WRITTEN` and `ADAM_READ` inputs), not assigns."""
+    nodes = adam_updates_in_place(graph)
+    return nodes, {out.id for node in nodes for out in node.outputs}

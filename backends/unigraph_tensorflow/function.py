@@ -16,6 +16,7 @@ import numpy as np
 
 from unigraph.backend import Executable, lower_nodes
 from unigraph.ir import Graph
+from unigraph.ops.updates import ADAM_READ, ADAM_WRITTEN
 from unigraph_tensorflow.control_flow import make_control_flow
 from unigraph_tensorflow.static import NHWC_TO_NCHW, native_spec, op_name
 
@@ -52,12 +53,11 @@ class FunctionExecutable(Executable):
         ]
         index = {p.id: i for i, p in enumerate(graph.params)}
         # Adam's fused updates write their variables with TF's kernel (adam.py).
-        fused = written_by_adam(graph)
-        written = {out.id for node in fused for out in node.outputs}
+        fused, written = written_by_adam(graph)
         updates = [(self.variables[index[p.id]], new.id) for p, new in graph.updates
                    if new.id not in written]
-        adams = [([self.variables[index[node.inputs[i].id]] for i in (0, 2, 3)],
-                  [node.inputs[i].id for i in (1, 4, 5)], node.attrs) for node in fused]
+        adams = [([self.variables[index[node.inputs[i].id]] for i in ADAM_WRITTEN],
+                  [node.inputs[i].id for i in ADAM_READ], node.attrs) for node in fused]
         self._signature = [tf.TensorSpec(v.shape, v.dtype) for v in graph.inputs]
         # The traced functions close over what they use, never over `self`: a tf.function of
         # a bound method would make a reference cycle, and the executable (its graphs, its

@@ -18,6 +18,7 @@ import numpy as np
 
 from unigraph.backend import Executable, lower_nodes
 from unigraph.ir import Graph
+from unigraph.ops.updates import ADAM_READ, ADAM_WRITTEN
 from unigraph_tensorflow.control_flow import make_control_flow
 from unigraph_tensorflow.lowerings import PRINTS
 
@@ -181,8 +182,7 @@ class SessionExecutable(Executable):
             if graph.updates:
                 index = {p.id: i for i, p in enumerate(graph.params)}
                 # Adam's fused updates write their variables with TF's kernel (adam.py).
-                fused = written_by_adam(graph)
-                written = {out.id for node in fused for out in node.outputs}
+                fused, written = written_by_adam(graph)
                 # Every read happens before any write: a resource assign then swaps in a new
                 # buffer, and the values read for this step stay as they were (an in-place
                 # kernel copies a buffer a read still holds).
@@ -196,8 +196,8 @@ class SessionExecutable(Executable):
                         for p, new in graph.updates if new.id not in written
                     ]
                     assigns += [
-                        apply_adam(*(variables[index[node.inputs[i].id]] for i in (0, 2, 3)),
-                                   *(env[node.inputs[i].id] for i in (1, 4, 5)), **node.attrs)
+                        apply_adam(*(variables[index[node.inputs[i].id]] for i in ADAM_WRITTEN),
+                                   *(env[node.inputs[i].id] for i in ADAM_READ), **node.attrs)
                         for node in fused
                     ]
                 self._fetches.append(tf.group(*assigns, name="apply_updates"))

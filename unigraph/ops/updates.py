@@ -95,6 +95,13 @@ ADAM_UPDATE = OpDef(
 # name -> definition of every fused update (`unigraph.in_place.fused_update` calls them).
 FUSED_UPDATES = {ADAM_UPDATE.name: ADAM_UPDATE}
 
+# adam_update's inputs by position: those its outputs replace, in output order (param, m,
+# v), and those it only reads (grad, lr, step).
+ADAM_WRITTEN = (0, 2, 3)
+ADAM_READ = (1, 4, 5)
+# name -> the positions of the inputs that each fused update's outputs replace, in order.
+WRITTEN_INPUTS = {ADAM_UPDATE.name: ADAM_WRITTEN}
+
 
 def adam_updates_in_place(graph) -> list:
     """The top-level `adam_update` nodes of `graph` that a backend may run as one kernel
@@ -113,12 +120,12 @@ def adam_updates_in_place(graph) -> list:
     for node in graph.nodes:
         if node.op != ADAM_UPDATE.name:
             continue
-        written = [node.inputs[position] for position in (0, 2, 3)]
+        written = [node.inputs[position] for position in ADAM_WRITTEN]
         ids = {value.id for value in written}
         if (len(ids) == 3
                 and all(update_of.get(out.id) is value and uses.get(out.id) == 1
                         for out, value in zip(node.outputs, written))
                 and not ids & (outputs | set(update_of))
-                and not ids & {node.inputs[position].id for position in (1, 4, 5)}):
+                and not ids & {node.inputs[position].id for position in ADAM_READ}):
             found.append(node)
     return found
