@@ -150,7 +150,7 @@ def _counted_from_end(graph, takes: list, value: int) -> int:
     `takes` reads row `value` = -i - 1 of a slice x[i:] (how `x[i]` takes a negative i
     along a dim of unknown size n: the row exists only when -n <= i; see
     `unigraph.api.indexing._open_dim_index`), else `value` itself."""
-    from unigraph.ops.shape import TO_END
+    from unigraph.ops.indexing import TO_END
 
     producers = {out.id: node for node in graph.walk() for out in node.outputs}
     for node in takes:

@@ -33,7 +33,7 @@ import math
 import paddle
 
 from unigraph.backend import dims_product
-from unigraph.ops.shape import TO_END
+from unigraph.ops.indexing import TO_END
 
 WRONG_MAX_GRAD_RANKS = (5, 6)  # max_grad/min_grad over some (not all) of several axes
 MAX_ARGMAX_RANK = 6

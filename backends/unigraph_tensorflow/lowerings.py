@@ -30,7 +30,7 @@ import numpy as np
 import tensorflow as tf
 
 from unigraph.index_checks import MARKER, check_indices
-from unigraph.ops.shape import TO_END
+from unigraph.ops.indexing import TO_END
 from unigraph.printing import emit
 from unigraph.shape_checks import MARKER as SHAPE_MARKER
 from unigraph.shape_checks import check as check_shape

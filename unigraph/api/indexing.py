@@ -21,7 +21,7 @@ from unigraph.dispatch import apply
 from unigraph.dtypes import is_int
 from unigraph.errors import ShapeError, TracingError
 from unigraph.index_checks import TAKE, refuse
-from unigraph.ops.shape import TO_END
+from unigraph.ops.indexing import TO_END
 from unigraph.tensor import Tensor
 from unigraph.tracing import user_source
 

@@ -26,12 +26,12 @@ Signatures (inputs ; attrs) -> output:
   shape        reshape (x ; shape) ; transpose (x ; perm) ; concat stack (*xs ; axis)
                squeeze (x ; axis: tuple) ; expand_dims (x ; axis: int)
                ensure_shape (x, *others ; shape: ints or None, message) -> x, checked
-               broadcast_to (x ; shape) ; slice (x ; begin, end, stride: tuples, one per dim)
+               broadcast_to (x ; shape) ; flip (x ; axes: tuple) -> x reversed along axes
+  indexing     slice (x ; begin, end, stride: tuples, one per dim)
                take (x, indices: int ; axis) ; one_hot (indices: int ; depth, dtype)
-               scatter_add (x, indices: 1-D int, updates ; axis) -> x.dtype, repeats sum
-               constant ( ; value: np.ndarray) ; full ( ; shape, value: number, dtype)
+  scatter      scatter_add (x, indices: 1-D int, updates ; axis) -> x.dtype, repeats sum
+  creation     constant ( ; value: np.ndarray) ; full ( ; shape, value: number, dtype)
                full_like (x ; value: number, dtype) -> x's shape, read when run
-               flip (x ; axes: tuple) -> x reversed along axes
   printing     print (*xs ; message: str) -> xs[0], writing the values to stdout
   nn           relu sigmoid tanh (x: float) ; softmax log_softmax (x ; axis)
                conv2d (x: NCHW, w: [O, C/groups, KH, KW][, bias: [O]] ; stride, padding,
@@ -47,7 +47,9 @@ Signatures (inputs ; attrs) -> output:
 """
 
 from unigraph.ops import (  # noqa: F401  (register)
+    creation,
     elementwise,
+    indexing,
     linalg,
     math,
     nn,
