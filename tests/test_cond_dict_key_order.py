@@ -37,26 +37,28 @@ def _one_order(x):
                    lambda: {"a": x - 1, "b": x * 3})
 
 
-@pytest.mark.parametrize("target", TARGETS)
-def test_cond_names_both_key_orders(target):
-    """(Eagerly the branch taken, true_fn here, is compared with the other, traced.)"""
-    with pytest.raises(ControlFlowError, match=(
-            r"cond at .*test_cond_dict_key_order.py:\d+: (true_fn|the branch taken) returns "
-            r"\{'a': tensor, 'b': tensor\} but (false_fn|the other branch) returns \{'b': "
-            r"tensor, 'a': tensor\}: the same keys in another order \('a', 'b' in (true_fn|the "
-            r"branch taken), 'b', 'a' in (false_fn|the other branch)\); a dict's key order "
-            r"counts, as part of the structure both must share: build both dicts with their "
-            r"keys in one order")):
-        run_on(target, ug.function(_reordered_cond), X)
+# (Eagerly cond compares the branch taken, true_fn here, with the other, traced.)
+REFUSALS = {
+    "cond": (_reordered_cond,
+             r"cond at .*test_cond_dict_key_order.py:\d+: (true_fn|the branch taken) returns "
+             r"\{'a': tensor, 'b': tensor\} but (false_fn|the other branch) returns \{'b': "
+             r"tensor, 'a': tensor\}: the same keys in another order \('a', 'b' in (true_fn|"
+             r"the branch taken), 'b', 'a' in (false_fn|the other branch)\); a dict's key "
+             r"order counts, as part of the structure both must share: build both dicts with "
+             r"their keys in one order"),
+    "while_loop": (_reordered_body,
+                   r"while_loop at .*test_cond_dict_key_order.py:\d+: .*the same keys in "
+                   r"another order \('a', 'b' in loop_vars, 'b', 'a' in the body\); a dict's "
+                   r"key order counts"),
+}
 
 
+@pytest.mark.parametrize("program", list(REFUSALS))
 @pytest.mark.parametrize("target", TARGETS)
-def test_while_loop_body_names_both_key_orders(target):
-    with pytest.raises(ControlFlowError, match=(
-            r"while_loop at .*test_cond_dict_key_order.py:\d+: .*the same keys in another "
-            r"order \('a', 'b' in loop_vars, 'b', 'a' in the body\); a dict's key order "
-            r"counts")):
-        run_on(target, ug.function(_reordered_body), X)
+def test_two_key_orders_are_named(target, program):
+    fn, message = REFUSALS[program]
+    with pytest.raises(ControlFlowError, match=message):
+        run_on(target, ug.function(fn), X)
 
 
 @pytest.mark.parametrize("target", TARGETS)
