@@ -4,9 +4,17 @@ run time; this function needs every dim"), along the open axis or another, altho
 ran it. Now constant blocks are a `full_like` (of x summed to one entry along the axis)
 repeated, an open axis's edges `take`s of x and of x flipped; known shapes as before.
 "reflect" along an open axis is still refused (its widths must be below the size).
+
+"edge" along an axis that is empty (size 0) has no edge to repeat: eagerly pad raised a bare
+ValueError ("axis 0 is empty, it has no edge to repeat"), where the axis was left open every
+static target raised an IndexOutOfRangeError naming `take`, which the user never called. Now
+pad's own ShapeError on every target (an open axis's edge entry is checked when the program
+runs, `ensure_shape`), naming the call, the widths, the axis and the fix.
 """
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 import pytest
@@ -71,3 +79,20 @@ def test_the_gradient_is_numpy_eagers(target, dim, mode):
     grad = ug.function(lambda x: ug.grad(_loss)(x, mode), input_spec=[SPECS[dim]])
     want = run_on("numpy:eager", grad, X)
     np.testing.assert_array_equal(run_on(target, grad, X), want)
+
+
+EMPTY = np.zeros((0, 2), np.float32)
+EMPTY_SPECS = {"open": ug.Spec((None, 2), "float32"), "closed": ug.Spec((0, 2), "float32")}
+NO_EDGE = (r"pad at .*test_open_dim_pad.py:\d+: mode='edge' with widths {} repeats the first "
+           r"and last entries of axis 0, but that axis is empty \(size 0\), so it has no edge "
+           r"to repeat; pad an empty axis with mode='constant', or skip the pad when the axis "
+           r"is empty")
+
+
+@pytest.mark.parametrize("widths", [((1, 0), (0, 0)), ((0, 2), (1, 1))], ids=["before", "after"])
+@pytest.mark.parametrize("dim", list(EMPTY_SPECS))
+@pytest.mark.parametrize("target", FORWARD_TARGETS)
+def test_edge_of_an_empty_axis_is_pads_error(target, dim, widths):
+    fn = ug.function(lambda x: ug.pad(x, widths, mode="edge"), input_spec=[EMPTY_SPECS[dim]])
+    with pytest.raises(ShapeError, match=NO_EDGE.format(re.escape(repr(widths)))):
+        run_on(target, fn, EMPTY)

@@ -61,7 +61,9 @@ def checked_shape(x, known: tuple, what: str, others=()):
                for k, d in zip(known, value.shape)):
         return x
     return apply("ensure_shape", [x, *others], {
-        "shape": tuple(known), "message": f"{what}, a dim left open by input_spec"})
+        "shape": tuple(known), "message": f"{what}, a dim left open by input_spec (static "
+        "graphs need the same shape and dtype on every path and iteration, as eagerly: cast "
+        "or reshape so they match)"})
 
 
 def known_shape(a: tuple, b: tuple) -> tuple:

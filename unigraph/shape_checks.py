@@ -87,9 +87,7 @@ def shape_check_error(message: str, actual=None) -> ControlFlowShapeError:
     """The error of a failed check: the trace's `message`, and the shape the run gave
     (`actual`; None where the framework did not say)."""
     ran = "another shape" if actual is None else f"shape {[int(d) for d in actual]}"
-    return ControlFlowShapeError(
-        f"{message}; when the program ran it had {ran}. Static graphs need the same shape "
-        "and dtype on every path and iteration, as eagerly (cast or reshape so they match)")
+    return ControlFlowShapeError(f"{message}; when the program ran it had {ran}.")
 
 
 def check(x, *others, shape: tuple, message: str):

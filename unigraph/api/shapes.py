@@ -303,6 +303,23 @@ def _open_pad_block(x, axis: int, width: int, value):
     return take(full_like(one, value, x.dtype), np.zeros(width, np.int64), axis=axis)
 
 
+def _no_edge(axis: int, pad_width) -> str:
+    return (f"pad at {user_source()}: mode='edge' with widths {pad_width!r} repeats the first "
+            f"and last entries of axis {axis}, but that axis is empty (size 0), so it has no "
+            "edge to repeat; pad an empty axis with mode='constant', or skip the pad when "
+            "the axis is empty")
+
+
+def _open_edge(x, axis: int, end: int, width: int, pad_width):
+    """`width` copies of x's entry `end` (0: the first, -1: the last) along `axis`, left open
+    by input_spec: that entry, checked when the program runs to be there (an empty axis
+    raises pad's error, as eagerly, on every target), repeated."""
+    at = (slice(None),) * axis + (slice(end, end + 1 or None),)
+    shape = tuple(x.shape[:axis]) + (1,) + tuple(x.shape[axis + 1:])
+    entry = ensure_shape(x[at], shape, message=_no_edge(axis, pad_width))
+    return take(entry, np.zeros(width, np.int64), axis=axis)
+
+
 def pad(x, pad_width, mode="constant", value=0):
     """x padded as NumPy's pad: `pad_width` an int, a (before, after) pair, or one pair per
     axis; `mode` "constant" (with `value`; `concat` with `full` blocks), "reflect" (mirror
@@ -335,8 +352,8 @@ def pad(x, pad_width, mode="constant", value=0):
             x = concat([part for part in parts if part is not None], axis=axis)
             continue
         if size is None and mode == "edge":  # the size known only when the program runs
-            ends = [take(x, np.zeros(before, np.int64), axis=axis) if before else None, x,
-                    take(flip(x, axis), np.zeros(after, np.int64), axis=axis) if after else None]
+            ends = [_open_edge(x, axis, 0, before, pad_width) if before else None, x,
+                    _open_edge(x, axis, -1, after, pad_width) if after else None]
             x = concat([end for end in ends if end is not None], axis=axis)
             continue
         if size is None:  # reflect: each width must be below the size, unknown here
@@ -345,7 +362,7 @@ def pad(x, pad_width, mode="constant", value=0):
             raise ValueError(f"pad: reflect widths ({before}, {after}) at {user_source()} "
                              f"must be below the size {size} of axis {axis}")
         if mode == "edge" and size == 0:
-            raise ValueError(f"pad: axis {axis} is empty, it has no edge to repeat")
+            raise ShapeError(_no_edge(axis, pad_width))
         if mode == "reflect":
             positions = [*range(before, 0, -1), *range(size), *range(size - 2, size - 2 - after,
                                                                       -1)]
