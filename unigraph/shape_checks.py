@@ -35,8 +35,8 @@ eager's error on every static target, naming the target and the user's line.
 
 >>> v = ug.while_loop(lambda i, v: i < 2, lambda i, v: (i + 1, v + x), (i, v))  # x [None, 3]
 ControlFlowShapeError: while_loop at model.py:7: value 1 is float32[1, 3] in loop_vars but
-float32[None, 3] in the body, a dim left open by input_spec; when the program ran it had
-shape [2, 3]. ...
+float32[None, 3] in the body, a dim left open by input_spec (static graphs need the same
+shape and dtype on every path and iteration, ...); when the program ran it had shape [2, 3].
 """
 
 from __future__ import annotations
