@@ -81,11 +81,8 @@ def reordered_keys(a, b):
     order: `flatten` lists its leaves that way, and `unflatten` rebuilds it so.)"""
     if a[0] != b[0] or a[0] not in ("tuple", "list", "dict"):
         return None
-    if a[0] == "dict":
-        if a[1] != b[1] and sorted(map(repr, a[1])) == sorted(map(repr, b[1])):
-            return a[1], b[1]
-        if a[1] != b[1]:
-            return None
+    if a[0] == "dict" and a[1] != b[1]:
+        return (a[1], b[1]) if set(a[1]) == set(b[1]) else None
     children_a, children_b = a[-1], b[-1]
     if len(children_a) != len(children_b):
         return None
