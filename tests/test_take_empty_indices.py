@@ -20,13 +20,19 @@ SPECS = {"open": ug.Spec((None, 5), "float32"), "closed": ug.Spec((2, 5), "float
 CASES = {"axis 0, (3, 0)": (0, (3, 0)), "axis 1, (0, 2)": (1, (0, 2))}
 
 
+def _take_nothing(case):
+    """(x -> ug.take of the case's empty indices along its axis, those indices, the axis)."""
+    axis, index_shape = CASES[case]
+    indices = np.zeros(index_shape, np.int64)
+    return (lambda x: ug.take(x, indices, axis=axis)), indices, axis
+
+
 @pytest.mark.parametrize("case", list(CASES))
 @pytest.mark.parametrize("dim", list(SPECS))
 @pytest.mark.parametrize("target", FORWARD_TARGETS)
 def test_take_of_no_indices_is_empty(target, dim, case):
-    axis, index_shape = CASES[case]
-    indices = np.zeros(index_shape, np.int64)
-    fn = ug.function(lambda x: ug.take(x, indices, axis=axis), input_spec=[SPECS[dim]])
+    take, indices, axis = _take_nothing(case)
+    fn = ug.function(take, input_spec=[SPECS[dim]])
     got = run_on(target, fn, X)
     assert got.shape == np.take(X, indices, axis=axis).shape
 
@@ -35,11 +41,10 @@ def test_take_of_no_indices_is_empty(target, dim, case):
 @pytest.mark.parametrize("dim", list(SPECS))
 @pytest.mark.parametrize("target", TARGETS)
 def test_the_gradient_of_taking_nothing(target, dim, case):
-    axis, index_shape = CASES[case]
-    indices = np.zeros(index_shape, np.int64)
+    take = _take_nothing(case)[0]
 
     def loss(x):
-        return ug.sum(ug.take(x, indices, axis=axis)) + ug.sum(x * x)
+        return ug.sum(take(x)) + ug.sum(x * x)
 
     grad = ug.function(lambda x: ug.grad(loss)(x), input_spec=[SPECS[dim]])
     np.testing.assert_array_equal(run_on(target, grad, X), 2 * X)
