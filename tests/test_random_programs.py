@@ -559,3 +559,47 @@ def test_a_logsumexp_program_is_judged(target, open_axes):
     assert not result.reference_error, result.reference_error
     (outcome,) = result.outcomes
     assert outcome.status == "ok", outcome
+
+
+# -- x.at[...] updates and broadcasting masks ----------------------------------------------
+AT_AND_MASKS = [  # (statement kind, what its expression holds)
+    ("at_update", r"\.at\[ug\.sum\(v\d+\) % \d+\]"),  # a traced int scalar
+    ("at_update", r"\.at\[ug\.max\(v\d+\) % \d+ - \d+\]"),  # ... counting from the end
+    ("at_update", r"\.at\[ug\.argmax\(v\d+\)\]"),
+    ("at_update", r"\.at\[v\d+ % \d+\]"),  # a traced int array
+    ("at_update", r"\.at\[:, v\d+ % \d+"),  # ... after a full slice
+    ("at_update", r"\.at\[\[-\d"),  # an int list with a negative entry
+    ("at_update", r"\.at\[:, \[.*\]\]\.add\(x\d+\)"),
+    ("at_update", r"\.at\[np\.array\(\[(True|False)"),  # a NumPy boolean mask
+    ("at_update", r"\.at\[None, .*\]\.set"),
+    ("at_update", r"\.at\[::2.*\]\.add"),
+    ("masked", r"^x\d+\[np\.array\(\["),  # x[mask]
+    ("masked", r"^ug\.where\(x\d+ > [-\d.]+, x\d+, -?\d"),  # a number on one side
+    ("masked", r"^ug\.where\(x\d+ <= [-\d.]+, x\d+, x\d+ \* x\d+\)"),
+]
+
+
+@pytest.mark.parametrize("kind,wanted", AT_AND_MASKS)
+def test_the_strategies_draw_at_updates_and_broadcasting_masks(kind, wanted):
+    """Each of these `x.at[...]` indexes and `ug.where` / `x[mask]` forms is drawn."""
+    found = find(_one_statement(kind), lambda expr: re.search(wanted, expr) is not None,
+                 settings=FIND)
+    assert re.search(wanted, found), found
+
+
+def test_a_where_mask_may_have_more_dims_than_both_values():
+    """`masked` draws a mask of more dims than either value: the result takes them."""
+    from unigraph.testing.random_programs import strategies
+
+    @st.composite
+    def stmt(draw):
+        b = strategies.Builder(draw, "float32", max_depth=0)
+        env = [b.new_input(b.shape(min_rank=1))]
+        return strategies.masked(b, env, 0), b.inputs
+
+    def wider(found):
+        (s, inputs) = found
+        return "ug.where" in s.expr and len(s.out.shape) > len(inputs[0].var.shape)
+
+    s, inputs = find(stmt(), wider, settings=FIND)
+    assert len(s.out.shape) > len(inputs[0].var.shape), (s, inputs)

@@ -30,6 +30,11 @@ and pool windows fit, indices and labels are in range):
   the top of the program or of a helper called there, which the harness seeds before each
   call (`model.call_seeded`: `ug.manual_seed`, or a `ug.random.seeded` block around the
   call);
+* `x.at[index].set(v)` / `.add(v)` at ints, slices, `None`, an int list, a NumPy boolean
+  mask, a traced int scalar or a traced int array (alone or after a full slice), v a
+  number or a value broadcasting to the selection (`at_update`); `ug.where` whose mask
+  broadcasts against both values, a number on one side, and `x[mask]` of a NumPy boolean
+  mask (`masked`);
 * `ug.cond` (whose branches may return a tuple or a dict of two values) /
   `ug.while_loop` with nested functions, Python `if` / `while` that autograph converts,
   and calls of a helper `@ug.function`, nested up to `max_depth`, loops with a bounded
@@ -847,6 +852,99 @@ def random_draw(b: Builder, env, depth):
     return _assign(b, _broadcast(a.shape, shape), expr, [a.name])
 
 
+# -- functional updates and masks --------------------------------------------------------------
+def _mask_index(b: Builder, x: Var) -> tuple[str, tuple]:
+    """(a NumPy boolean mask over x's leading dims as written, the shape it selects)."""
+    rank = b.draw(st.integers(1, len(x.shape)))
+    size = int(np.prod(x.shape[:rank]))
+    bits = b.draw(st.lists(st.booleans(), min_size=size, max_size=size))
+    mask = np.array(bits, dtype=bool).reshape(x.shape[:rank])
+    return f"np.array({mask.tolist()})", (int(mask.sum()),) + x.shape[rank:]
+
+
+def _at_index(b: Builder, env, x: Var) -> tuple[str, tuple, list]:
+    """(an index of x as written, the shape it selects, the names it reads) for
+    `x.at[index]` (README "Indexing"): ints, slices and `None` known while tracing; an int
+    list (repeats and negative entries) along an axis after full slices; a NumPy boolean
+    mask over the leading dims; a traced int scalar (`_update_row`: the whole index); or a
+    traced int array alone or after full slices (`ug.scatter` along that axis)."""
+    how = b.pick(["basic", "list", "mask", "scalar", "array"])
+    ints = [v for v in _ints(env) if len(v.shape) <= 2]
+    if how == "scalar" and ints:
+        i, n = b.operand(ints), x.shape[0]
+        row = b.pick(["ug.sum({i}) % {n}", "ug.max({i}) % {n} - {n}", "ug.argmax({i})"])
+        fits = {"ug.max({i}) % {n} - {n}": i.dtype != "uint8" and 0 not in i.shape,
+                "ug.argmax({i})": len(i.shape) == 1 and 0 < i.shape[0] <= n}
+        if not fits.get(row, True):  # (uint8 - n wraps; a max of nothing; a flat argmax)
+            row = "ug.sum({i}) % {n}"
+        return row.format(i=i.name, n=n), x.shape[1:], [i.name]
+    if how == "array" and ints:
+        i = b.operand(ints)
+        axis = b.draw(st.integers(0, min(len(x.shape), 2) - 1))
+        n = x.shape[axis]
+        forms = ["{i} % {n}"] if i.dtype == "uint8" else ["{i} % {n}", "{i} % {n} - {n}"]
+        text = ":, " * axis + b.pick(forms).format(i=i.name, n=n)
+        return text, x.shape[:axis] + i.shape + x.shape[axis + 1:], [i.name]
+    if how == "list":
+        axis = b.draw(st.integers(0, len(x.shape) - 1))
+        n = x.shape[axis]
+        values = b.draw(st.lists(st.integers(-n, n - 1), min_size=1, max_size=4))
+        return ":, " * axis + repr(values), x.shape[:axis] + (len(values),) + \
+            x.shape[axis + 1:], []
+    if how == "mask":
+        return _mask_index(b, x) + ([],)
+    index = _slice_index(b, x.shape)
+    return _index_text(index), np.empty(x.shape)[index].shape, []
+
+
+def at_update(b: Builder, env, depth):
+    """`x.at[index].set(v)` / `.add(v)` (`_at_index`), v a Python number, a value of the
+    selected shape or one broadcasting to it: an updated copy, gradients to x and v."""
+    xs = [v for v in _floats(env) if v.shape and 0 not in v.shape]
+    if not xs:
+        return None
+    x = b.operand(xs)
+    index, selected, uses = _at_index(b, env, x)
+    method = b.pick(["set", "add"])
+    how = b.pick(["scalar", "value", "partner"])
+    if how == "scalar":
+        value, uses = str(b.pick(SCALARS)), [x.name] + uses
+    else:
+        shape = selected if how == "value" else _partner_shape(b, selected)
+        if not _broadcasts_to(shape, selected):
+            shape = selected
+        fits = [v for v in _floats(env) if v.shape == shape and v is not x]
+        other = b.pick(fits) if fits and b.draw(st.booleans()) else b.new_input(shape)
+        value, uses = other.name, [x.name, other.name] + uses
+    return _assign(b, x.shape, f"{x.name}.at[{index}].{method}({value})", uses)
+
+
+MASKED = [  # (the mask's value where it holds, where it does not): a value or a number
+    ("{a}", "{b}"), ("{b}", "{a} * {a}"), ("{a}", "{k}"), ("{k}", "{a}"),
+]
+
+
+def masked(b: Builder, env, depth):
+    """`ug.where` whose mask broadcasts against both values (fewer dims, dims of 1, or more
+    dims than either: the result takes them all, and each gradient sums back to its
+    operand's shape), a Python number on one side; or `x[mask]`, a NumPy boolean mask over
+    x's leading dims (a selection every mode takes: README "Indexing")."""
+    a = b.operand(_floats(env))
+    if a.shape and 0 not in a.shape and b.draw(st.booleans(), label="select"):
+        index, shape = _mask_index(b, a)
+        return _assign(b, shape, f"{a.name}[{index}]", [a.name])
+    yes, no = b.pick(MASKED)
+    shape, uses, names = a.shape, [a.name], {"a": a.name, "k": b.pick(SCALARS)}
+    if "{b}" in yes + no:
+        other = _partner(b, env, a)
+        shape, uses, names["b"] = _broadcast(shape, other.shape), uses + [other.name], other.name
+    m = b.new_input(_partner_shape(b, shape))
+    mask = b.pick(["{m} > {c}", "{m} <= {c}"]).format(m=m.name, c=b.pick(THRESHOLDS))
+    yes, no = yes.format(**names), no.format(**names)
+    shape, uses = _broadcast(shape, m.shape), uses + [m.name]
+    return _assign(b, shape, f"ug.where({mask}, {yes}, {no})", uses)
+
+
 # -- control flow ------------------------------------------------------------------------------
 PREDICATES = ["ug.sum({a}) > {c}", "ug.mean({a}) < {c}", "ug.max({a}) > {c}"]
 THRESHOLDS = [0.0, 0.5, -0.5, 1.0]
@@ -930,7 +1028,7 @@ def call(b: Builder, env, depth):
 OPERATIONS = [unary, with_scalar, binary, reduce, reshape, softmax, matmul, cast, join,
               argmax_take, argmax, cross_entropy, conv2d, pool, conv_transpose2d, one_hot,
               scatter, ensure_shape, creation, logical, selu, random_draw,
-              to_int, int_arithmetic, int_reduce, from_int, int_take]
+              to_int, int_arithmetic, int_reduce, from_int, int_take, at_update, masked]
 CONTROL_FLOW = [branch, loop, call]
 
 
