@@ -15,7 +15,15 @@ from unigraph.api.operands import (
     _promote,
     _tensor_or_array,
 )
-from unigraph.api.shapes import broadcast_to, expand_dims, one_hot, reshape, take
+from unigraph.api.shapes import (
+    broadcast_to,
+    ensure_shape,
+    expand_dims,
+    flatten,
+    one_hot,
+    reshape,
+    take,
+)
 from unigraph.api.updates import scatter
 from unigraph.dispatch import apply
 from unigraph.dtypes import is_int
@@ -188,10 +196,15 @@ def _masked(x, mask):
         )
     values = mask._host() if isinstance(mask, Tensor) else mask
     rank = values.ndim
-    if tuple(x.shape[:rank]) != values.shape:
+    lead = tuple(x.shape[:rank])
+    if len(lead) != rank or any(d is not None and d != m for d, m in zip(lead, values.shape)):
         raise IndexError(f"a boolean mask of shape {list(values.shape)} at {user_source()} "
                          f"does not match the leading dims of a {list(x.shape)} tensor")
-    rows = reshape(x, (-1, *x.shape[rank:]))
+    if None in lead:  # dims input_spec left open: the mask gives their sizes, checked at run
+        x = ensure_shape(x, values.shape + (None,) * (len(x.shape) - rank), message=(
+            f"a boolean mask of shape {list(values.shape)} at {user_source()} must match "
+            f"the leading dims of the tensor (of shape {list(x.shape)} while tracing)"))
+    rows = x if rank == 1 else flatten(x, 0, rank - 1)
     return take(rows, np.flatnonzero(values), axis=0)
 
 
