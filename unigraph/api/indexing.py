@@ -269,7 +269,8 @@ def index_update(x, index, value, accumulate=False):
     laid out over x) and `where`, so gradients reach x and value.
 
     A traced int scalar as the whole index (a loop counter writing row i of a buffer) is
-    taken too: a `one_hot` row mask and a `where` (an index outside [-n, n) changes nothing).
+    taken too: a `one_hot` row mask and a `where` (an index outside [-n, n) raises take's
+    error, as eagerly).
     A traced int array, alone or after full slices (`x.at[i]`, `x.at[:, i]`), is
     `ug.scatter` along its axis (an index outside [-n, n) raises take's error).
 
@@ -323,9 +324,9 @@ def _update_row(x, row, value, accumulate, dtype):
     size = x.shape[0] if x.shape else None
     if size is None:
         raise IndexError(f"x.at[i] at {user_source()} on a 0-d tensor: there is no row")
-    if row.dtype in ("int8", "uint8", "int16"):  # row + size must not wrap (size 300)
-        row = cast(row, "int64")
-    row = where(row < 0, row + size, row)
+    # take of the row numbers maps a negative row to n + row, and refuses one outside
+    # [-n, n) as take does on every target (an all-False mask would write nothing, silently)
+    row = take(np.arange(size, dtype=np.int64), row)
     mask = reshape(one_hot(row, size, "bool"), (size,) + (1,) * (len(x.shape) - 1))
     (value,) = _promote(value)
     value = value if value.dtype == dtype else cast(value, dtype)
