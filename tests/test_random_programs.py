@@ -603,3 +603,43 @@ def test_a_where_mask_may_have_more_dims_than_both_values():
 
     s, inputs = find(stmt(), wider, settings=FIND)
     assert len(s.out.shape) > len(inputs[0].var.shape), (s, inputs)
+
+
+def _at_and_mask_program(open_axes=()) -> Program:
+    """x.at[...] updates at each kind of index the tester draws, a where whose mask has
+    more dims than its values, and x[mask], in one program."""
+    x0, x1, x2 = Var("x0", (3, 2)), Var("x1", (2,)), Var("x2", (4, 1, 1))
+    i = Var("v1", (3,), "int8")
+    stmts = [
+        Assign(i, 'ug.cast(ug.floor(ug.tanh(x0[:, 0]) * 5.0), "int8")', ("x0",)),
+        Assign(Var("v2", (3, 2)), "x0.at[ug.sum(v1) % 3].set(x1)", ("x0", "x1", "v1")),
+        Assign(Var("v3", (3, 2)), "v2.at[v1 % 3 - 3].add(2.0)", ("v2", "v1")),
+        Assign(Var("v4", (3, 2)), "v3.at[:, v1[:2] % 2].set(ug.sin(v3[:, :2]))", ("v3", "v1")),
+        Assign(Var("v5", (3, 2)), "v4.at[[-1, 0, -1]].add(x1 * 3.0)", ("v4", "x1")),
+        Assign(Var("v6", (3, 2)), "v5.at[np.array([True, False, True])].set(0.5)", ("v5",)),
+        Assign(Var("v7", (4, 3, 2)), "ug.where(x2 > 0.0, v6, x1 * x1)", ("x2", "v6", "x1")),
+        Assign(Var("v8", (2, 3, 2)), "v7[np.array([False, True, False, True])]", ("v7",)),
+    ]
+    inputs = [Input(x0, seed=31, open=open_axes), Input(x1, seed=32), Input(x2, seed=33)]
+    return Program("float32", inputs, stmts, ["v8"])
+
+
+@pytest.mark.parametrize("open_axes", [(), (0,)])
+@pytest.mark.parametrize("target", FORWARD_TARGETS)
+def test_at_updates_and_broadcasting_masks_agree(target, open_axes):
+    """Every kind of `x.at[...]` the tester draws (a traced scalar, a traced array alone and
+    after a full slice, an int list, a NumPy mask), a where whose mask has more dims than
+    its values and x[mask] agree with the reference on every target, forward and gradient;
+    with x0's rows left open, a static target refuses x.at[...] naming the fix (README:
+    it needs every dim), counted as an open-dim limit."""
+    program = _at_and_mask_program(open_axes)
+    grads = target not in INFERENCE_TARGETS
+    result = evaluate(program, [target], grads=grads)
+    assert not result.reference_error, result.reference_error
+    (outcome,) = result.outcomes
+    static = Target.parse(target).mode != "eager"
+    if open_axes and static:
+        assert outcome.status == "open-dim limit", outcome
+        assert "x.at[...]" in outcome.detail and "ensure_shape" in outcome.detail, outcome
+    else:
+        assert outcome.status == "ok", outcome
