@@ -536,10 +536,15 @@ def ensure_shape(x, *others, shape, message):
             agree = paddle.all(paddle.stack([actual[i] == shape[i] for i in open_dims]))
             paddle.reshape(value, paddle.where(agree, actual, -2 - (actual * TAGS + tag)))
     if any(want is not None and d < 0 for want, d in zip(shape, x.shape)):
-        # The Program's x gets the sizes the trace now knows (reshape's 0 keeps a dim), as
-        # later ops that check sizes while building need (index_add: "-1 must be equal
-        # to 3"); it runs after the check above
-        return paddle.reshape(x, [0 if want is None else want for want in shape])
+        # The Program's x gets the sizes the trace now knows, as later ops that check sizes
+        # while building need (index_add: "-1 must be equal to 3"); it runs after the check
+        # above. A dim left open stays its run-time size: not reshape's 0, "keep this dim",
+        # which of a value with no elements Paddle makes a size 0 (quirk "ensure_shape").
+        readable = paddle.cast(x, paddle.int32) if x.dtype == paddle.int16 else x
+        sizes = paddle.shape(readable)
+        return paddle.reshape(x, [sizes[i] if want is None and d < 0 else
+                                  d if want is None else want
+                                  for i, (want, d) in enumerate(zip(shape, x.shape))])
     return x
 
 
@@ -572,7 +577,9 @@ def take(x, indices, *, axis):
     indices = _checked_indices("take", indices, x, axis, axis)
     # paddle.gather takes a 1-D index; gather the flat indices, then restore their shape.
     flat = paddle.reshape(indices, [-1])
-    if x.shape[axis] < 0:  # unknown until the run, maybe 0: a gather would check nothing
+    if type(x) is not _EAGER_TENSOR and 0 in x.shape:
+        return _take_of_nothing(x, indices, flat, axis)
+    if -1 in x.shape:  # unknown until the run, maybe 0 (a gather would check nothing there)
         gathered = paddle.index_select(x, flat, axis=axis)  # (quirk: take, an empty axis)
     else:
         gathered = paddle.gather(x, flat, axis=axis)
@@ -584,6 +591,24 @@ def take(x, indices, *, axis):
         shape = paddle.shape
         dims = paddle.concat([shape(x)[:axis], shape(indices), shape(x)[axis + 1:]])
     return paddle.reshape(gathered, dims)
+
+
+def _take_of_nothing(x, indices, flat, axis):
+    """take of a Program value with no elements (quirk "take (no elements)"): Paddle's
+    gather gives a value of other sizes, or one holding no memory, which the reshape after
+    it refuses. The result has no elements either: zeros of its shape (x's gradient is
+    empty). The indices are still checked, by a gather of the axis's row numbers (an op of
+    the block, run with it)."""
+    known = x.shape[axis]
+    rows = paddle.arange(known if known >= 0 else paddle.shape(x)[axis], dtype=flat.dtype)
+    paddle.gather(rows, flat)
+    dims = list(x.shape[:axis]) + list(indices.shape) + list(x.shape[axis + 1:])
+    if -1 in dims:  # open dims: their sizes when the program runs
+        sizes = [paddle.shape(x)[i] for i in range(len(x.shape))]
+        index_sizes = [paddle.shape(indices)[i] for i in range(len(indices.shape))]
+        every = sizes[:axis] + index_sizes + sizes[axis + 1:]
+        dims = [every[i] if d < 0 else d for i, d in enumerate(dims)]
+    return paddle.zeros(dims, x.dtype)
 
 
 def one_hot(indices, *, depth, dtype):

@@ -281,6 +281,32 @@ def _if_in_while_gradient_is_zero() -> bool:
     return not isinstance(result, Exception) and result[0].tolist() == [0.0, 0.0]
 
 
+def _gather_of_nothing_breaks() -> bool:
+    """A Program's gather along axis 2 of a [0, 1, 3, 6] value: the reshape of it to the
+    gathered shape fails (a value of other sizes, or holding no memory)."""
+    def build(paddle):
+        x = paddle.static.data("x", [0, 1, 3, 6], "float32")
+        index = paddle.full([2], 1, "int64")
+        return [paddle.reshape(paddle.gather(x, index, axis=2), [0, 1, 2, 6])]
+
+    try:
+        result = _run_static(build, {"x": np.zeros((0, 1, 3, 6), np.float32)})
+    except (RuntimeError, ValueError) as error:  # InvalidArgumentError is a ValueError
+        result = error
+    return isinstance(result, Exception) or result[0].shape != (0, 1, 2, 6)
+
+
+def _reshape_zero_of_nothing_is_zero() -> bool:
+    """reshape's 0, "keep this dim", of a [0, 4, 3, 5] value whose dims the Program left
+    open: the dim it keeps is 0, not 4."""
+    def build(paddle):
+        x = paddle.static.data("x", [-1, -1, -1, -1], "float32")
+        return [paddle.reshape(x, [0, 0, 3, 5])]
+
+    result = _run_static(build, {"x": np.zeros((0, 4, 3, 5), np.float32)})
+    return not isinstance(result, Exception) and result[0].shape == (0, 0, 3, 5)
+
+
 def _while_frees_its_start_value() -> bool:
     def build(paddle):
         x = paddle.static.data("x", [2], "float64")
@@ -1198,6 +1224,26 @@ QUIRKS = [
         pin=_stack_grad_of_empty_operands_segfaults,
     ),
     Quirk(
+        op="take (no elements)", framework="paddle", versions=VERSIONS,
+        behaviour="paddle:static: paddle.gather of a value with no elements (a batch of 0) "
+                  "gives a value of other sizes, or one holding no memory, which a reshape "
+                  "after it refuses (InvalidArgumentError, PreconditionNotMetError); eager is "
+                  "right",
+        workaround="take of a Program value with a 0 among its known dims is zeros of the "
+                   "result's shape (x's gradient is empty); the indices are still checked, "
+                   "by a gather of the axis's row numbers",
+        pin=_gather_of_nothing_breaks,
+    ),
+    Quirk(
+        op="ensure_shape", framework="paddle", versions=VERSIONS,
+        behaviour="paddle:static: reshape's 0, \"keep this dim\", of a value with no "
+                  "elements is a size 0 in every dim it keeps ([0, 4, 3, 5] with the "
+                  "Program's dims open, reshaped to [0, 0, 3, 5], is [0, 0, 3, 5])",
+        workaround="ensure_shape gives the Program's value the sizes it names and, for a "
+                   "dim it leaves open, the run-time size (paddle.shape), not 0",
+        pin=_reshape_zero_of_nothing_is_zero,
+    ),
+    Quirk(
         op="argmax", framework="paddle", versions=VERSIONS,
         behaviour="paddle.argmax skips NaN ([1, nan, 2] -> 2; NumPy counts NaN as the "
                   "maximum: 1)",
@@ -1323,7 +1369,8 @@ QUIRKS = [
                   "a [0, 3] tensor gives a [1, 3] row of whatever memory held, eagerly and in "
                   "a Program (where a dim left open by input_spec can be 0 at run time)",
         workaround="paddle:eager checks the indices first; in a Program, a take along an axis "
-                   "of unknown size is paddle.index_select, which refuses it ('expected >= 0 "
+                   "of unknown size (or of a value with any dim of unknown size: a batch of 0 at "
+                   "run time) is paddle.index_select, which refuses it ('expected >= 0 "
                    "and < 0, but got 0'), and index_checks.translate_run_error turns that "
                    "into IndexOutOfRangeError (tests/test_open_dim_slices.py)",
         pin=_gather_from_an_empty_axis_checks_nothing,
