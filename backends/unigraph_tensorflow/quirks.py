@@ -80,6 +80,18 @@ def _no_uint8_kernel(name: str):
     return pin
 
 
+def _session_negates_a_reshape_of_a_negation_once() -> bool:
+    """In a Session with Grappler's default rewrites, -(expand_dims(-x)) is -x."""
+    tf = _tf()
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.compat.v1.placeholder(tf.float64, [2])
+        y = tf.negative(tf.expand_dims(tf.negative(x), 0))
+    with tf.compat.v1.Session(graph=graph) as session:
+        got = session.run(y, {x: np.array([0.5, -1.5])})
+    return got.tolist() == [[-0.5, 1.5]]
+
+
 def _max_pool_skips_nan() -> bool:
     tf = _tf()
     x = tf.constant([[[[np.nan], [1.0]], [[0.0], [2.0]]]])  # NHWC, one 2x2 window
@@ -376,6 +388,15 @@ QUIRKS = [
         workaround="negated in int32 and cast back (wraps modulo 256 as NumPy's negative; "
                    "not 0 - x, which Grappler turns back into Neg)",
         pin=_no_uint8_kernel("Neg"),
+    ),
+    Quirk(
+        op="neg (Grappler)", framework="tensorflow", versions=VERSIONS,
+        behaviour="in a tf.compat.v1 Session, Grappler's arithmetic optimizer rewrites "
+                  "-(expand_dims(-x)) and -(reshape(-x)) to -x, silently; TF's own gradients "
+                  "make that pattern too (d/dc of a - reshape(-c)); tf.function's is right",
+        workaround="tensorflow:static's Session runs with Grappler's arithmetic optimizer off "
+                   "(static.session_config; tests/test_neg_through_reshape.py)",
+        pin=_session_negates_a_reshape_of_a_negation_once,
     ),
     Quirk(
         op="abs", framework="tensorflow", versions=VERSIONS,

@@ -62,11 +62,18 @@ def op_name(prefix: str, name: str) -> str:
 
 def session_config(tf):
     """Thread settings for a Session: whatever the process gave TF's own runtime
-    (`tf.config.threading.set_*_parallelism_threads`), 0 meaning TF's default (all cores)."""
-    return tf.compat.v1.ConfigProto(
+    (`tf.config.threading.set_*_parallelism_threads`), 0 meaning TF's default (all cores).
+    Grappler's arithmetic optimizer is off: in a Session it rewrites -(reshape(-x)) to
+    -x, forward and in TF's own gradients (quirk "neg (Grappler)")."""
+    from tensorflow.core.protobuf import rewriter_config_pb2
+
+    config = tf.compat.v1.ConfigProto(
         intra_op_parallelism_threads=tf.config.threading.get_intra_op_parallelism_threads(),
         inter_op_parallelism_threads=tf.config.threading.get_inter_op_parallelism_threads(),
     )
+    rewrites = config.graph_options.rewrite_options
+    rewrites.arithmetic_optimization = rewriter_config_pb2.RewriterConfig.OFF
+    return config
 
 
 def held_constant(tf):
