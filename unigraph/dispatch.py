@@ -197,12 +197,68 @@ def apply_simple(op: str, a, b=None) -> Tensor:
     return eager_simple(op, a, b)
 
 
-def eager_simple(op: str, a, b=None, number=False) -> Tensor:
+def eager_binary(op: str, general):
+    """The function of binary op `op`: `general(x, y, plans)` (the op wrapper: operands
+    promoted, then the op) with the eager op's fast path in front, one Python call in all
+    (issue 19 item 3: `x + y`, `a + 2` in an eager loop). `plans`, this op's own: (backend,
+    x's shape and dtype, y's shape and dtype) or (backend, x's shape and dtype, a Python
+    number's type and value) -> the `_Plan` that `eager_simple` found for operands that the
+    wrapper's fast branches took as they are (it stores them, `_keep`); so an entry found
+    here is one for such operands, without asking for their dtypes again. Taken for an
+    eager Tensor on the left, with no trace open anywhere, the target's backend the last
+    one resolved (`_last`) and each operand's native on it (not a Parameter, not a static
+    run's array): else `general`, which makes the plan. A zero (its sign) or a NaN is never
+    kept, as in `_number_plans`.
+
+    >>> ug.add(x, y)  # (an eager x and y: their plan, from the second call on)
+    """
+    plans: dict = {}
+
+    def function(x, y):
+        if type(x) is Tensor and not open_builders:
+            target = context_target() or config._global_target or current_target()
+            last = _last
+            if last[0] is target and last[2] == plugins.generation:
+                backend = last[1]
+                if type(y) is Tensor:
+                    plan = plans.get((backend, x.shape, x.dtype, y.shape, y.dtype))
+                    native_b = y._native if y._backend is backend else None
+                elif (type(y) is int or type(y) is float) and y:
+                    plan = plans.get((backend, x.shape, x.dtype, type(y), y))
+                    native_b = None if plan is None else plan.scalar
+                else:
+                    plan = native_b = None
+                native_a = x._native
+                if plan is not None and native_b is not None and native_a is not None and \
+                        x._backend is backend:
+                    # (as in `eager_simple`: `direct` first, False where a kernel is)
+                    if plan.direct:
+                        out = backend.lowerings[op](native_a, native_b)
+                    elif plan.kernel is not None:
+                        out = plan.kernel(native_a, native_b)
+                    else:
+                        out = backend.eager_op(op, [native_a, native_b], {})
+                    return eager_tensor(plan.shape, plan.dtype, backend, out)
+        return general(x, y, plans)
+
+    return function
+
+
+def _keep(plans: dict, key: tuple, plan: _Plan) -> None:
+    """`plans[key] = plan` for `eager_binary`, bounded as `_plans` is."""
+    if len(plans) > 10000:
+        plans.clear()
+    plans[key] = plan
+
+
+def eager_simple(op: str, a, b=None, number=False, keep=None) -> Tensor:
     """`apply_simple` outside a trace, on the current backend (resolved here, inline: a
     Python call less in every eager op). With `number`, one of `a` and `b` is a Python int
     or float that keeps the other's dtype (the caller checked): its plan holds that dtype's
     scalar on the backend (`scalar_on`'s), so that `x + 1` resolves the backend and finds
-    its plan and its scalar by one lookup (`_number_plans`)."""
+    its plan and its scalar by one lookup (`_number_plans`). `keep`: the op's plans in
+    `eager_binary`, given by a wrapper's fast branch (operands it takes as they are), where
+    a two-operand plan is also stored."""
     target = context_target() or config._global_target or current_target()
     last = _last
     backend = last[1] if last[0] is target and last[2] == plugins.generation else \
@@ -216,6 +272,8 @@ def eager_simple(op: str, a, b=None, number=False) -> Tensor:
             plan = _number_plans.get(key)
             if plan is None:
                 plan = _number_plan(op, backend, a, b, key, True)
+            if keep is not None and b and b == b:  # (not a zero, not a NaN)
+                _keep(keep, (backend, a.shape, a.dtype, type(b), b), plan)
             native_b = plan.scalar
             native_a = a._native if type(a) is Tensor and a._backend is backend else None
             if native_a is None:
@@ -250,6 +308,8 @@ def eager_simple(op: str, a, b=None, number=False) -> Tensor:
         plan = _plans.get(key)
         if plan is None:
             plan = _plan(op, backend, [a, b], {}, key)
+        if keep is not None:
+            _keep(keep, key[1:], plan)
         native_a = a._native if type(a) is Tensor and a._backend is backend else None
         if native_a is None:
             native_a = native(a, backend)

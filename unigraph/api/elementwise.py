@@ -15,7 +15,7 @@ from unigraph.api.operands import (
     promote_for,
     ready_dtypes,
 )
-from unigraph.dispatch import apply, apply_simple, eager_simple
+from unigraph.dispatch import apply, apply_simple, eager_binary, eager_simple
 from unigraph.dtypes import as_dtype
 from unigraph.tensor import Parameter, Tensor
 from unigraph.tracing import _builder, open_builders
@@ -30,7 +30,8 @@ def _binary(op: str, policy: str | None = None):
 
     ready = ready_dtypes(op, policy)
 
-    def function(x, y):
+    def function(x, y, keep=None):
+        # (`keep`: this op's plans in `eager_binary`, which calls this on every other call)
         # Fast paths, the same operands `promote_for` gives: two tensors of one dtype the op
         # takes as they are, or a tensor and a Python number that keeps its dtype (made a
         # scalar of it by `eager_simple`, which resolves the backend once for both). (No
@@ -39,13 +40,13 @@ def _binary(op: str, policy: str | None = None):
         if type(x) in _PLAIN and x.dtype in ready:
             if type(y) in _PLAIN and x.dtype == y.dtype:
                 if not open_builders or _builder.get() is None:
-                    return eager_simple(op, x, y)
+                    return eager_simple(op, x, y, False, keep)
                 return apply_simple(op, x, y)
             # `weak_scalar`, inline (a Python call less in every `x + 1`).
             if (x.dtype in _KEEPS_INT) if type(y) is int else \
                     (type(y) is float and x.dtype in _KEEPS_FLOAT):
                 if not open_builders or _builder.get() is None:
-                    return eager_simple(op, x, y, True)
+                    return eager_simple(op, x, y, True, keep)
                 return apply_simple(op, x, _scalar(y, x.dtype))
         elif type(y) in _PLAIN and y.dtype in ready and (
                 (y.dtype in _KEEPS_INT) if type(x) is int
@@ -55,6 +56,7 @@ def _binary(op: str, policy: str | None = None):
             return apply_simple(op, _scalar(x, y.dtype), y)
         return apply(op, promote_for(op, x, y, policy=policy), {})
 
+    function = eager_binary(op, function)  # the eager fast path in front
     function.__name__ = function.__qualname__ = op
     function.__doc__ = _record_doc(op, "Operands broadcast and promote as in NumPy.")
     return function
