@@ -404,14 +404,6 @@ def _one_statement(draw, kind):
     return getattr(strategies, kind)(b, env, 0).expr
 
 
-@pytest.mark.parametrize("kind,wanted", DRAWN)
-def test_the_strategies_draw_small_ints(kind, wanted):
-    """Each of these is drawn: hypothesis finds a statement holding it."""
-    found = find(_one_statement(kind), lambda expr: re.search(wanted, expr) is not None,
-                 settings=FIND)
-    assert re.search(wanted, found), found
-
-
 def test_the_strategies_draw_seeded_calls():
     """Some programs run each call inside `ug.random.seeded`, rendered as `SEEDED = s`."""
     found = find(programs(), lambda p: p.seeded is not None, settings=FIND)
@@ -579,9 +571,10 @@ AT_AND_MASKS = [  # (statement kind, what its expression holds)
 ]
 
 
-@pytest.mark.parametrize("kind,wanted", AT_AND_MASKS)
-def test_the_strategies_draw_at_updates_and_broadcasting_masks(kind, wanted):
-    """Each of these `x.at[...]` indexes and `ug.where` / `x[mask]` forms is drawn."""
+@pytest.mark.parametrize("kind,wanted", DRAWN + AT_AND_MASKS)
+def test_the_strategies_draw(kind, wanted):
+    """Each of these is drawn (small ints; `x.at[...]` indexes, `ug.where` / `x[mask]`
+    forms): hypothesis finds a statement holding it."""
     found = find(_one_statement(kind), lambda expr: re.search(wanted, expr) is not None,
                  settings=FIND)
     assert re.search(wanted, found), found
