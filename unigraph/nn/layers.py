@@ -303,19 +303,14 @@ class BatchNorm2D(Module):
             )
         channels = (1, self.num_features, 1, 1)
         if self.training:
-            count = shape[0] * shape[2] * shape[3]
-            if count < 2:
-                raise ShapeError(
-                    f"{_label(self)}: training mode needs more than one value per channel "
-                    f"to estimate a variance, got an input of shape {list(shape)}"
-                )
+            unbiased = self._unbiased_factor(x, shape)
             mean = api.mean(x, axis=(0, 2, 3))
             centered = x - api.reshape(mean, channels)
             var = api.mean(centered * centered, axis=(0, 2, 3))
             m = self.momentum
             update_buffer(self, self.running_mean, self.running_mean * (1 - m) + mean * m)
             update_buffer(self, self.running_var,
-                          self.running_var * (1 - m) + var * (m * count / (count - 1)))
+                          self.running_var * (1 - m) + var * unbiased)
         else:
             mean, var = self.running_mean, self.running_var
             centered = x - api.reshape(mean, channels)
@@ -323,6 +318,23 @@ class BatchNorm2D(Module):
         if self.affine:
             out = out * api.reshape(self.weight, channels) + api.reshape(self.bias, channels)
         return out
+
+    def _unbiased_factor(self, x, shape):
+        """momentum * n / (n - 1), n = N * H * W the values per channel: a Python float
+        where those dims are known; where input_spec leaves one open, counted when the
+        program runs (a float64 sum of ones, the same float64 arithmetic, cast once to x's
+        dtype: the bits the known sizes give)."""
+        sizes = (shape[0], shape[2], shape[3])
+        if None not in sizes:
+            count = sizes[0] * sizes[1] * sizes[2]
+            if count < 2:
+                raise ShapeError(
+                    f"{_label(self)}: training mode needs more than one value per channel "
+                    f"to estimate a variance, got an input of shape {list(shape)}"
+                )
+            return self.momentum * count / (count - 1)
+        count = api.sum(api.ones_like(x, "float64"), axis=(0, 2, 3))
+        return api.cast(count * self.momentum / (count - 1.0), x.dtype)
 
     def extra_repr(self):
         return f"{self.num_features}, eps={self.eps}, momentum={self.momentum}"
