@@ -55,6 +55,10 @@ def parser() -> argparse.ArgumentParser:
                    help="let a program's input_spec leave dims of its inputs open (None), "
                         "so static targets trace with those sizes unknown; --no-open-dims: "
                         "no input_spec, every dim known to the trace")
+    p.add_argument("--training", action=argparse.BooleanOptionalAction, default=True,
+                   help="about one draw in five is a training program: a small ug.nn model, "
+                        "a loss and 1-3 ug.optim steps, comparing each step's loss, the "
+                        "weights and the optimizer's state")
     p.add_argument("--no-shrink", action="store_true", help="report first programs as found")
     p.add_argument("--max-shrinks", type=int, default=20,
                    help="shrink at most this many distinct failures")
@@ -68,7 +72,8 @@ def main(argv=None) -> int:
     args = parser().parse_args(argv)
     targets = _targets(args.targets)
     strategy = {"max_statements": args.max_statements, "max_depth": args.max_depth,
-                "dtypes": tuple(args.dtypes.split(",")), "open_dims": args.open_dims}
+                "dtypes": tuple(args.dtypes.split(",")), "open_dims": args.open_dims,
+                "training": args.training}
     started = time.perf_counter()
 
     def progress(found):

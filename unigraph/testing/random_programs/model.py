@@ -494,7 +494,10 @@ def render(program: Program, title: str = "A random unigraph program.", targets=
            grads: bool = True) -> str:
     """The program as a standalone Python script (see the module docstring). A program
     whose input_spec leaves dims open (`Program.is_open`) is written inside
-    `build(dtype)`, so that the float64 reference traces the same spec in float64."""
+    `build(dtype)`, so that the float64 reference traces the same spec in float64. A
+    training draw (`training.Training`) renders itself."""
+    if not isinstance(program, Program):
+        return program.render(title, targets, grads)
     stmts, inputs = program.needed()
     args = ", ".join(i.var.name for i in inputs)
     float_outputs = [k for k, name in enumerate(program.outputs)

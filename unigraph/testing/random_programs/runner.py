@@ -71,6 +71,7 @@ class Reference:
     grads: list | None
     op_count: int
     budget: tuple  # (rtol, atol) of the outputs; gradients get twice this
+    dtypes: list = field(default_factory=list)  # each output's dtype where not the program's
 
 
 @dataclass
@@ -189,17 +190,30 @@ HAZARDS["mod"] = HAZARDS["floor_divide"] = lambda x, y: x.dtype.kind == "f" and 
 for _name in ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal"):
     HAZARDS[_name] = lambda x, y: x.dtype.kind == "f" and _near(np.abs(x - y), _scale(x, y))
 
+# A training program (`training.Training`) divides by small numbers on purpose: Adam by
+# 1 - beta2 ** t and by sqrt(v_hat) + eps, which float32 computes as well as float64 does.
+# What float32 can change there is the sign of a gradient near 0, which Adam's first step
+# turns into a whole step of lr: a gradient (g * g, in v_hat) that small is the hazard.
+TRAINING_HAZARDS = {name: hazard for name, hazard in HAZARDS.items()
+                    if name not in ("div", "sqrt")}
+TRAINING_HAZARDS["sqrt"] = lambda x: bool(np.any((x > 0) & (x < 1e-10)))
+TRAINING_HAZARDS["adam_update"] = lambda p, g, m, v, lr, t, **attrs: bool(
+    np.any((g != 0) & (np.abs(g) < 1e-5)))
+
 
 class Watch:
     """Records the ops numpy:eager applies and raises `IllConditioned` at the first
     hazard (see the module docstring)."""
 
-    def __init__(self):
+    def __init__(self, hazards=None):
         self.ops: list = []
+        self.hazards = HAZARDS if hazards is None else hazards
 
     def __call__(self, op, inputs, attrs, out):
+        if op not in OPS and op.endswith("_"):  # an update in place ("sub_", "adam_update_")
+            op = op[:-1]  # is its op's, written into its first input
         arrays = [np.asarray(x) for x in inputs]
-        hazard = HAZARDS.get(op)
+        hazard = self.hazards.get(op)
         if hazard is not None and hazard(*arrays, **attrs):
             raise IllConditioned(f"{op} on {[a.shape for a in arrays]} is too close to a "
                                  "kink, tie or threshold")
@@ -235,6 +249,15 @@ def _arrays(result) -> list:
     return [np.array(t.numpy(), copy=True) for t in results(result)]
 
 
+def _output_dtypes(program, result) -> list:
+    """Each output's dtype on every target where it is not the program's float dtype (a
+    training program's Adam step counts are float64), else None."""
+    rule = getattr(program, "output_dtype", None)
+    if rule is None or not isinstance(result, dict):
+        return []
+    return [rule(name) for name in result]
+
+
 def _run(namespace: dict, inputs: list, grads: bool) -> tuple[list, list | None]:
     outputs = _arrays(namespace["program"](*inputs))
     gradients = None
@@ -247,18 +270,23 @@ def _finite_and_bounded(arrays) -> bool:
     return all(np.all(np.isfinite(a)) and _scale(a) <= LIMIT for a in arrays)
 
 
-def budget_of(ops: list, dtype: str) -> tuple:
-    """(rtol, atol) for a value computed by the op applications `ops` in `dtype`."""
+def budget_of(ops: list, dtype: str, count: int | None = None) -> tuple:
+    """(rtol, atol) for a value computed by the op applications `ops` in `dtype`: the
+    widest of their ops' budgets times `count` (default: how many applications)."""
     widest = [DEFAULT_TOLERANCE[dtype]] + [OPS[op].tolerance_for(dtype) for op in set(ops)]
-    count = max(1, len(ops))
+    count = max(1, len(ops)) if count is None else count
     return (max(r for r, _ in widest) * count, max(a for _, a in widest) * count)
 
 
 def reference(program: Program, source: str, grads: bool) -> Reference:
     """The float64 answer; raises `IllConditioned`, or whatever numpy:eager raises."""
+    from unigraph.testing.random_programs.training import Training
+
     namespace = load(source)
     inputs = program.arrays("float64")
-    forward, backward = Watch(), Watch()
+    training = isinstance(program, Training)
+    hazards = TRAINING_HAZARDS if training else HAZARDS
+    forward, backward = Watch(hazards), Watch(hazards)
     try:
         run_program, run_grad = namespace["program"], namespace.get("grad_program")
         seeded = namespace.get("SEEDED")
@@ -266,7 +294,8 @@ def reference(program: Program, source: str, grads: bool) -> Reference:
             run_program, run_grad = namespace["build"]("float64")
         with use_backend("numpy", "eager"):
             with watching(forward):
-                outputs = _arrays(call_seeded(run_program, inputs, seeded))
+                result = call_seeded(run_program, inputs, seeded)
+                outputs = _arrays(result)
             gradients = None
             if grads and run_grad is not None:
                 with watching(backward):
@@ -275,8 +304,13 @@ def reference(program: Program, source: str, grads: bool) -> Reference:
         forget(namespace)
     if not _finite_and_bounded(gradients or []):
         raise IllConditioned(f"a gradient goes beyond {LIMIT:g} or is not finite")
-    return Reference(outputs, gradients, len(forward.ops), budget_of(forward.ops,
-                                                                     program.dtype))
+    if training:  # the checker's budget (ug.check_training): the widest, times the steps
+        budget = tuple(b * program.steps for b in budget_of(sorted(set(forward.ops)),
+                                                            program.dtype, count=1))
+    else:
+        budget = budget_of(forward.ops, program.dtype)
+    return Reference(outputs, gradients, len(forward.ops), budget,
+                     _output_dtypes(program, result))
 
 
 def difference(actual: np.ndarray, expected: np.ndarray, budget: tuple, dtype: str) -> str:
@@ -300,14 +334,16 @@ def difference(actual: np.ndarray, expected: np.ndarray, budget: tuple, dtype: s
             f"{list(where)}: {a[where]!r}, expected {e[where]!r}")
 
 
-def _compare_all(kind, actual, expected, budget, dtype) -> tuple[str, str]:
-    """("output[i]", what differs) for the first tensor outside its budget, or ("", "")."""
+def _compare_all(kind, actual, expected, budget, dtype, dtypes=()) -> tuple[str, str]:
+    """("output[i]", what differs) for the first tensor outside its budget, or ("", "");
+    `dtypes`: each float tensor's dtype where it is not `dtype` (else None)."""
     if len(actual) != len(expected):
         return kind, f"{len(actual)} tensors, expected {len(expected)}"
     for i, (a, e) in enumerate(zip(actual, expected)):
         exact = e.dtype.kind != "f"
+        own = dtypes[i] if i < len(dtypes) and dtypes[i] else dtype
         text = difference(a, e, (0.0, 0.0) if exact else budget,
-                          e.dtype.name if exact else dtype)
+                          e.dtype.name if exact else own)
         if text:
             return f"{kind}[{i}]", text
     return "", ""
@@ -322,7 +358,8 @@ def judge(target: str, run: dict, ref: Reference, dtype: str) -> Outcome:
         else:
             status = {"raw": "raw error"}.get(run["error"], run["error"])  # crash, timeout
         return Outcome(target, status, run["type"], text[:800])
-    what, text = _compare_all("output", run["outputs"], ref.outputs, ref.budget, dtype)
+    what, text = _compare_all("output", run["outputs"], ref.outputs, ref.budget, dtype,
+                              ref.dtypes)
     if not what and run["grads"] is not None:
         budget = (2 * ref.budget[0], 2 * ref.budget[1])
         what, text = _compare_all("grad", run["grads"], ref.grads, budget, dtype)

@@ -43,7 +43,9 @@ and pool windows fit, indices and labels are in range):
 * a `grad_program` that takes `ug.grad` of the loss, or `ug.value_and_grad` (the loss and
   the gradients);
 * an `input_spec` that leaves some dims of the inputs open (None), so static targets
-  trace without knowing those sizes (`OPEN_DIMS`).
+  trace without knowing those sizes (`OPEN_DIMS`);
+* instead of a program of ops, about one draw in five, training: a small `ug.nn` model, a
+  loss and 1-3 `ug.optim` steps (`training.trainings`).
 
 Every choice is a hypothesis draw, so hypothesis shrinks programs: fewer statements,
 simpler ops (each list of choices starts with the simplest), smaller shapes, no nesting.
@@ -69,6 +71,7 @@ from unigraph.testing.random_programs.model import (
     Var,
     reads,
 )
+from unigraph.testing.random_programs.training import trainings
 
 SCALARS = [0.5, 2.0, -1.5, 0.25, 3.0]
 
@@ -1068,16 +1071,20 @@ def _open_dims(draw, inputs: list) -> list:
 
 @st.composite
 def programs(draw, dtypes=("float32", "float64"), max_statements=8, max_depth=2,
-             open_dims=True) -> Program:
+             open_dims=True, training=True) -> Program:
     """A random valid `Program` (see the module docstring). It returns every value no
     other statement uses, so nothing it computes is dead code. With `open_dims`, its
     input_spec may leave dims of its inputs open (`OPEN_DIMS`); without, it has none.
+    With `training`, about one draw in five is a training program instead
+    (`training.trainings`: a `ug.nn` model, a loss and `ug.optim` steps).
 
     >>> from hypothesis import given
     >>> @given(programs())
     ... def test_renders(program):
     ...     assert "def program" in render(program)
     """
+    if training and draw(st.integers(0, 4), label="training") == 4:
+        return draw(trainings(dtypes, open_dims))
     b = Builder(draw, draw(st.sampled_from(list(dtypes)), label="dtype"), max_depth)
     env = [b.new_input(b.shape())]
     stmts = []
