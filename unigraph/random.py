@@ -219,7 +219,7 @@ def uniform(shape, dtype="float32", *, low=0.0, high=1.0):
     >>> mask = ug.random.uniform((2, 3)) >= 0.5
     >>> ug.random.uniform((4,), low=-1.0, high=1.0)
     """
-    draws = _draw(shape, as_dtype(dtype))
+    draws = _draw(known_shape(shape, "ug.random.uniform"), as_dtype(dtype))
     if low == 0.0 and high == 1.0:
         return draws
     return draws * (high - low) + low
@@ -234,7 +234,7 @@ def normal(shape, dtype="float32", *, mean=0.0, std=1.0):
     """
     from unigraph import api
 
-    shape = _shape(shape)
+    shape = known_shape(shape, "ug.random.normal")
     radius = api.sqrt(api.log(1.0 - _draw(shape, "float64")) * -2.0)
     z = radius * api.cos(_draw(shape, "float64") * (2 * np.pi))
     return api.cast(z * float(std) + float(mean), as_dtype(dtype))
@@ -263,13 +263,26 @@ def randint(shape, low, high=None, dtype="int64"):
                          f"([{limits.min}, {limits.max}]); use a wider dtype")
     span = high - low
     # u * span < span for u < 1, but rounding can reach it: the minimum keeps it inside.
-    picked = api.minimum(api.cast(_draw(_shape(shape), "float64") * float(span), "int64"),
-                         span - 1)
+    draws = _draw(known_shape(shape, "ug.random.randint"), "float64")
+    picked = api.minimum(api.cast(draws * float(span), "int64"), span - 1)
     return api.cast(picked + low, dtype)
 
 
-def _shape(shape) -> tuple:
-    return (int(shape),) if isinstance(shape, int | np.integer) else tuple(int(d) for d in shape)
+def known_shape(shape, what: str = "ug.random") -> tuple:
+    """`shape` as a tuple of ints; a dim left open by input_spec (None, in a traced shape)
+    is refused naming `what`, the user's line and the fix: a static graph is fed each
+    run's draws with their shape."""
+    if isinstance(shape, int | np.integer):
+        return (int(shape),)
+    if any(d is None for d in shape):
+        from unigraph.errors import ShapeError
+        from unigraph.tracing import user_source
+
+        raise ShapeError(f"{what}: the shape {list(shape)} of the draw at {user_source()} "
+                         "has a dim known only at run time; this function needs every dim: "
+                         "give that dim a size in input_spec, or state the sizes first with "
+                         "ug.ensure_shape(x, shape)")
+    return tuple(int(d) for d in shape)
 
 
 def _draw(shape, dtype):
@@ -278,7 +291,7 @@ def _draw(shape, dtype):
     from unigraph.tensor import Tensor
     from unigraph.tracing import current_builder
 
-    shape = _shape(shape)
+    shape = known_shape(shape)
     _refuse_inside_control_flow()
     builder = current_builder()
     if builder is None:

@@ -27,7 +27,7 @@ from unigraph.nn.functional_layers import (  # noqa: F401  (re-exported)
     layer_norm,
     max_pool1d,
 )
-from unigraph.random import uniform
+from unigraph.random import known_shape, uniform
 from unigraph.tensor import Tensor, tensor
 
 __all__ = [
@@ -126,7 +126,8 @@ def dropout(x, p=0.5, training=True):
     dropout), so the expected value is unchanged; the identity when not `training`.
 
     The mask is `ug.random.uniform(x.shape) >= p`: drawn from unigraph's generator, so every
-    backend drops the same units, and in a static graph a fresh mask is fed on every run.
+    backend drops the same units, and in a static graph a fresh mask is fed on every run
+    (so, traced, x needs every dim known: a dim left open by input_spec is refused).
     """
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout probability must lie in [0, 1], got {p}")
@@ -135,7 +136,8 @@ def dropout(x, p=0.5, training=True):
     x = _as_tensor(x)
     if p == 1.0:
         return x * 0.0
-    keep = api.cast(uniform(x.shape, x.dtype) >= p, x.dtype)
+    shape = known_shape(x.shape, "dropout (its mask is a ug.random.uniform draw)")
+    keep = api.cast(uniform(shape, x.dtype) >= p, x.dtype)
     return x * keep * (1.0 / (1.0 - p))
 
 

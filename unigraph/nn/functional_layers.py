@@ -79,11 +79,19 @@ def group_norm(x, num_groups, weight=None, bias=None, eps=1e-5):
     if len(shape) < 2 or shape[1] is None or shape[1] % num_groups:
         raise ShapeError(f"group_norm: x of shape {list(shape)} must be [N, C, ...] with C a "
                          f"multiple of num_groups = {num_groups} (at {user_source()})")
-    if None in shape:
-        raise ShapeError(f"group_norm: x of shape {list(shape)} needs every dim known (at "
-                         f"{user_source()})")
-    grouped = api.reshape(x, (shape[0], num_groups, -1))
-    out = api.reshape(_normalise(grouped, (2,), eps), shape)
+    # One dim left open by input_spec (the batch, or one of the positions) is the -1 of
+    # the reshapes: the same ops as with every dim known. Two would need two -1s.
+    if shape.count(None) > 1:
+        raise ShapeError(f"group_norm: the shape {list(shape)} of x at {user_source()} has "
+                         "dims known only at run time; this function needs every dim but "
+                         "one: give all but one of those dims a size in input_spec")
+    if shape[0] is None:  # the batch open: the rest is known
+        per_group = int(np.prod(shape[1:], dtype=np.int64)) // num_groups
+        grouped = api.reshape(x, (-1, num_groups, per_group))
+    else:
+        grouped = api.reshape(x, (shape[0], num_groups, -1))
+    out = api.reshape(_normalise(grouped, (2,), eps), tuple(-1 if d is None else d
+                                                            for d in shape))
     channels = (1, shape[1]) + (1,) * (len(shape) - 2)
     if weight is not None:
         out = out * api.reshape(weight, channels)
