@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from conftest import INFERENCE_TARGETS, TARGETS
 from hypothesis import HealthCheck, find, settings
+from hypothesis.errors import NoSuchExample
 
 from unigraph.testing.random_programs import evaluate, render
 from unigraph.testing.random_programs.model import Input, Var, load
@@ -34,7 +35,7 @@ DRAWN = [
     ("lr_scale", r"ug\.nn\.Linear\(\d, \d, lr_scale=0\.5, dtype=DTYPE\)"),
     ("a frozen parameter", r"model\[\d\]\.bias\.trainable = False"),
     ("an open batch dim", r'spec = \[ug\.Spec\(\(None, \d, \d, \d\), str\(x\.dtype\)\), '
-     r'ug\.Spec\(\(None,\), "int64"\)\]\n\n    @ug\.function\(input_spec=spec\)'),
+     r'ug\.Spec\(\(None,\), "int64"\)\]\n    @ug\.function\(input_spec=spec\)'),
     ("MaxPool2D", r"ug\.nn\.MaxPool2D\(2\)"),
     ("AvgPool2D", r"ug\.nn\.AvgPool2D\(2\)"),
     ("BatchNorm2D, train mode", r"ug\.nn\.BatchNorm2D\((.|\n)*collect_updates\(\)"),
@@ -78,18 +79,18 @@ def test_programs_draw_training():
     found = find(programs(), lambda p: isinstance(p, Training), settings=FIND)
     assert "opt.step(grads)" in render(found)
     quick = settings(FIND, max_examples=200)
-    with pytest.raises(Exception, match="Could not find"):
+    with pytest.raises(NoSuchExample):
         find(programs(training=False), lambda p: isinstance(p, Training), settings=quick)
 
 
 def _training(style: str, optimizer: str, mode="train", dtype="float32",
-              open_batch=False) -> Training:
+              open_batch=False, dropout=True) -> Training:
     """A conv model with BatchNorm2D and a pool, then the custom Block (every part drawn)
     and a Linear whose bias is frozen; two steps of `optimizer`."""
     x = Input(Var("x", (3, 2, 4, 4)), seed=5)
     layers = ["ug.nn.Conv2D(2, 3, 3, stride=1, padding=1, bias=False, dtype=DTYPE)",
               "ug.nn.BatchNorm2D(3, dtype=DTYPE)", "ug.nn.Tanh()", "ug.nn.AvgPool2D(2)",
-              "ug.nn.Flatten()", "ug.nn.Dropout(0.25)", "Block(12, 12)",
+              "ug.nn.Flatten()", f"ug.nn.Dropout({0.25 if dropout else 0.0})", "Block(12, 12)",
               "ug.nn.Linear(12, 3, dtype=DTYPE)"]
     custom = CustomModule(12, 12, "tanh", norm=True, scale=True, residual=True)
     return Training(dtype, [x], layers, custom, "cross_entropy", (0, 2, 1),
@@ -140,11 +141,15 @@ def test_training_agrees_on_every_target(target, style):
 @pytest.mark.parametrize("target", TARGETS)
 def test_training_with_an_open_batch_dim_agrees(target, style):
     """The compiled step (or steps) traced with the batch dim open (input_spec): the same
-    numbers on every target."""
-    training = _training(style, OPTIMIZERS[3], open_batch=True)
+    numbers on every target (BatchNorm2D's running variance counts n when the program
+    runs: static targets raised a raw TypeError). With Dropout drawing its mask, static
+    targets refuse it naming the fix: a documented open-dim limit, not a failure."""
+    training = _training(style, OPTIMIZERS[3], open_batch=True, dropout=False)
     assert "@ug.function(input_spec=spec)" in render(training)
     (outcome,) = evaluate(training, [target]).outcomes
     assert outcome.status == "ok", outcome
+    (outcome,) = evaluate(_training(style, OPTIMIZERS[3], open_batch=True), [target]).outcomes
+    assert outcome.status == ("ok" if target.endswith(":eager") else "open-dim limit"), outcome
 
 
 @pytest.mark.parametrize("target", TARGETS)
