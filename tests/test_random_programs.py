@@ -329,14 +329,14 @@ def test_helper_calls_and_value_and_grad_are_drawn():
     from unigraph.testing.random_programs.strategies import programs
 
     quick = settings(max_examples=500, database=None, suppress_health_check=list(HealthCheck))
-    calling = find(programs(), lambda p: any(
+    calling = find(programs(training=False), lambda p: any(
         isinstance(s, Call) and len(s.args) > 1 for s in walk(p.needed()[0])), settings=quick)
     source = render(calling)
     assert "@ug.function\ndef fn_" in source and " = fn_" in source, source
-    both = find(programs(), lambda p: p.grad_form == "value_and_grad" and p.is_open,
-                settings=quick)
+    both = find(programs(training=False),
+                lambda p: p.grad_form == "value_and_grad" and p.is_open, settings=quick)
     assert "ug.value_and_grad(loss" in render(both)
-    carrying = find(programs(), lambda p: any(
+    carrying = find(programs(training=False), lambda p: any(
         isinstance(s, Loop) and s.carry == "dict" for s in walk(p.needed()[0])), settings=quick)
     assert '(ug.tensor(0), {"v": ' in render(carrying)
 
@@ -406,7 +406,7 @@ def _one_statement(draw, kind):
 
 def test_the_strategies_draw_seeded_calls():
     """Some programs run each call inside `ug.random.seeded`, rendered as `SEEDED = s`."""
-    found = find(programs(), lambda p: p.seeded is not None, settings=FIND)
+    found = find(programs(training=False), lambda p: p.seeded is not None, settings=FIND)
     assert re.search(r"^SEEDED = \d+  # each call runs in ug\.random\.seeded\(SEEDED\)",
                      render(found), re.M)
 
@@ -460,7 +460,8 @@ def _packs_and_helper_draws(p: Program) -> set:
 def test_dict_results_cond_pairs_and_draws_in_helpers_are_drawn(kind, rendered):
     """The generator draws programs that return a dict, `ug.cond`s whose branches return a
     tuple or a dict, and `ug.random` draws in the body of a helper @ug.function."""
-    found = find(programs(), lambda p: kind in _packs_and_helper_draws(p), settings=FIND)
+    found = find(programs(training=False), lambda p: kind in _packs_and_helper_draws(p),
+                 settings=FIND)
     assert re.search(rendered, render(found)), render(found)
 
 

@@ -82,7 +82,10 @@ class Training:
     init_seed: int
     frozen: str = ""  # a parameter made trainable=False after the model is built
     open: bool = False  # input_spec leaves the batch dim open (styles "function", "unrolled")
-    seeded = None  # (a Program's field: each call after `ug.manual_seed` only)
+    # (a Program's fields: each call after `ug.manual_seed` only; no grad_program, the
+    # steps take the gradients; a dict of results)
+    seeded = None
+    grad_form = ""
     result = "dict"
 
     # -- what the runner asks of a program ----------------------------------------------
