@@ -8,13 +8,16 @@ broadcasting, reductions, reshapes / transposes / slices, matmul, the softmax fa
 conv2d and pools with valid shapes, nested `ug.cond` / `ug.while_loop` with bounded trip
 counts, and Python `if` / `while` inside `@ug.function` (autograph). A program is data
 (`model`), rendered as a standalone script using only numpy and unigraph, and that script
-is what runs. Each program runs forward and under `ug.grad` (of a fixed weighted sum of its
-float outputs, with respect to every input), inside `@ug.function` so static targets
-compile it, on every target, in a worker process per backend (`workers`); the answer is
-compared with numpy:eager on the same inputs in float64, under budgets taken from the op
-records (`runner`). Programs that come close to a kink, a tie or an overflow in float64
-are rejected, not judged. A raw framework error, a crash, or a refusal that does not name
-the user's line is a failure as much as a wrong number.
+is what runs. About one draw in five is instead a training program (`training`): a small
+`ug.nn` model, a loss and 1-3 `ug.optim` steps, judged by each step's loss, the weights
+and the optimizer's state after the steps. Each program runs forward and under `ug.grad`
+(of a fixed weighted sum of its float outputs, with respect to every input), inside
+`@ug.function` so static targets compile it, on every target, in a worker process per
+backend (`workers`); the answer is compared with numpy:eager on the same inputs in
+float64, under budgets taken from the op records (`runner`). Programs that come close to a
+kink, a tie or an overflow in float64 are rejected, not judged. A raw framework error, a
+crash, or a refusal that does not name the user's line is a failure as much as a wrong
+number.
 
 A program may also draw an `input_spec` that leaves dims of its inputs open (None): its
 inputs keep their sizes, eager targets check the call against the spec, and static
