@@ -11,6 +11,7 @@ import inspect
 import threading
 import types
 import warnings
+import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
@@ -133,6 +134,9 @@ class Compiled:
     out_shape: str | None = None
     # (shape, dtype) of each output when none has an unknown dim, else None (see _wrap).
     out_types: list | None = None
+    # Where a random input has an open dim: the run's argument leaves -> each random input's
+    # (shape, dtype) for their shapes (`Function._draw_shapes`); else None.
+    draw_shapes: object = None
 
 
 @dataclass
@@ -545,6 +549,13 @@ class Function:
         executable = backend.compile(graph, target.mode)
         updated = [graph.params.index(param) for param, _ in graph.updates]
         randoms = [(v.shape, v.dtype) for v in traced.random_inputs]
+        draw_shapes = None
+        if any(None in shape for shape, _ in randoms):
+            traced_types = types or tuple(leaf_spec(x) for x in leaves)
+            # (a weak reference: the function holds this entry, and a cycle would keep an
+            # evicted executable until the cyclic GC runs)
+            draw_shapes = functools.partial(_draw_shapes_of, weakref.ref(self), treedef,
+                                            traced_types, randoms, {})
         params = traced.params
         out_treedef = traced.out_treedef
         out_shape = ("leaf" if out_treedef == ("*",) else
@@ -554,7 +565,32 @@ class Function:
                         out_treedef, updated, randoms,
                         [(read, value) for read, value, _ in traced.state.values()],
                         traced.loop_lines if traced.loop_flag is not None else [],
-                        out_shape=out_shape, out_types=_known_types(traced.graph.outputs))
+                        out_shape=out_shape, out_types=_known_types(traced.graph.outputs),
+                        draw_shapes=draw_shapes)
+
+    def _draw_shapes(self, treedef, traced_types, randoms, found: dict, leaves) -> list:
+        """Each random input's (shape, dtype) for a run on `leaves`, where the graph (traced
+        with `traced_types`) has draws with an open dim: the function traced again with the
+        leaves' own shapes (nothing compiled; once per shapes, kept in `found`) gives the
+        sizes eager draws with, in the same order, so a static run draws the same numbers."""
+        sizes = tuple(tuple(x.shape) if hasattr(x, "shape") else np.shape(x) for x in leaves)
+        shapes = found.get(sizes)
+        if shapes is None:
+            types = tuple((size, dtype) for size, (_, dtype) in zip(sizes, traced_types))
+            with random.finding_sizes():
+                traced = self._trace_full(treedef, leaves, types)
+            shapes = [(v.shape, v.dtype) for v in traced.random_inputs]
+            if [d for _, d in shapes] != [d for _, d in randoms] or any(
+                    len(s) != len(t) for (s, _), (t, _) in zip(shapes, randoms)):
+                raise TracingError(
+                    f"{self.name}: traced with the shapes of this call's arguments it draws "
+                    f"{len(shapes)} random tensors ({shapes}), where its graph with open dims "
+                    f"draws {len(randoms)} ({randoms}): the draws must not depend on which "
+                    "sizes are known while tracing")
+            if len(found) >= MAX_CACHED:
+                found.pop(next(iter(found)))
+            found[sizes] = shapes
+        return shapes
 
     def _count_trace(self, target, treedef, leaves, state: dict) -> None:
         """Count traces per target; past RETRACE_WARNING, warn once, saying what changed."""
@@ -597,7 +633,7 @@ def _run(compiled: Compiled, backend, leaves):
         _load_params(compiled)
     feeds = [_feed(x, backend) for x in leaves]
     if compiled.randoms:
-        feeds.extend(_random_feeds(compiled))
+        feeds.extend(_random_feeds(compiled, leaves))
     outputs = executable.run(feeds)
     if compiled.loop_lines:
         outputs = list(outputs)
@@ -624,10 +660,18 @@ def _load_params(compiled: Compiled) -> None:
             loaded[index] = param.version
 
 
-def _random_feeds(compiled: Compiled) -> list:
-    """The random inputs of a run, drawn from unigraph's generator."""
+def _draw_shapes_of(function_ref, *args) -> list:
+    """`Function._draw_shapes` of the function `function_ref` refers to (see `_compile`)."""
+    return function_ref()._draw_shapes(*args)
+
+
+def _random_feeds(compiled: Compiled, leaves) -> list:
+    """The random inputs of a run on `leaves`, drawn from unigraph's generator (with the
+    run's sizes where a draw has an open dim)."""
+    randoms = compiled.randoms if compiled.draw_shapes is None else \
+        compiled.draw_shapes(leaves)
     rng = random.generator()
-    return [rng.random(shape).astype(dtype) for shape, dtype in compiled.randoms]
+    return [rng.random(shape).astype(dtype) for shape, dtype in randoms]
 
 
 def _note_updates(compiled: Compiled) -> None:
@@ -867,7 +911,7 @@ def _run_lines(scope: dict, compiled: Compiled, names: list, args) -> list:
            for name, a, f in zip(names, args, feeds) if f != name]
     if compiled.randoms:
         scope["random_feeds"] = _random_feeds
-        feeds.append("*random_feeds(compiled)")
+        feeds.append("*random_feeds(compiled, args)")
     known = [*fed, f"    outputs = run([{''.join(f + ', ' for f in feeds)}])"]
     direct = _direct_lines(scope, compiled, names, args, feeds, natives)
     if direct is None:

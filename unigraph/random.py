@@ -2,7 +2,9 @@
 
 Initial weights and dropout masks are drawn here, in NumPy, never by a framework. In a
 static graph a random tensor is a graph input that each run feeds with fresh draws, so a
-compiled graph does not freeze one mask.
+compiled graph does not freeze one mask; where its shape has a dim left open by input_spec,
+the run's sizes are found by tracing the function again with the call's shapes (once per
+shapes: `Function._draw_shapes`).
 
 The generator is per context, like the target (`ug.use_backend`): each thread (and each
 `contextvars` context) draws from its own generator, so two models trained in two threads
@@ -269,20 +271,39 @@ def randint(shape, low, high=None, dtype="int64"):
 
 
 def known_shape(shape, what: str = "ug.random") -> tuple:
-    """`shape` as a tuple of ints; a dim left open by input_spec (None, in a traced shape)
-    is refused naming `what`, the user's line and the fix: a static graph is fed each
-    run's draws with their shape."""
+    """`shape` as a tuple of ints, and None for a dim left open by input_spec (None, in a
+    traced shape): a static graph is fed each run's draws with the run's sizes, found from
+    the arguments' shapes (`draw_shapes`). A dim that the arguments' shapes do not give (a
+    size that depends on the data, as after a boolean mask) is refused naming `what`, the
+    user's line and the fix."""
     if isinstance(shape, int | np.integer):
         return (int(shape),)
-    if any(d is None for d in shape):
+    if any(d is None for d in shape) and _finding_sizes.get():
         from unigraph.errors import ShapeError
         from unigraph.tracing import user_source
 
         raise ShapeError(f"{what}: the shape {list(shape)} of the draw at {user_source()} "
-                         "has a dim known only at run time; this function needs every dim: "
-                         "give that dim a size in input_spec, or state the sizes first with "
-                         "ug.ensure_shape(x, shape)")
-    return tuple(int(d) for d in shape)
+                         "has a dim known only from the data when the program runs (not from "
+                         "the arguments' shapes), so a static graph cannot be fed its draws; "
+                         "state the size with ug.ensure_shape(x, shape) first, or draw a "
+                         "shape the arguments give and slice it")
+    return tuple(None if d is None else int(d) for d in shape)
+
+
+# True while `draw_shapes` traces a function again with a run's argument shapes.
+_finding_sizes: contextvars.ContextVar = contextvars.ContextVar(
+    "unigraph_finding_sizes", default=False)
+
+
+@contextlib.contextmanager
+def finding_sizes():
+    """Inside: a trace with a run's argument shapes, to find its draws' sizes (`draw_shapes`),
+    where a draw with an open dim is refused (the arguments' shapes do not give it)."""
+    token = _finding_sizes.set(True)
+    try:
+        yield
+    finally:
+        _finding_sizes.reset(token)
 
 
 def _draw(shape, dtype):

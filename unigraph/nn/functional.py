@@ -127,7 +127,7 @@ def dropout(x, p=0.5, training=True):
 
     The mask is `ug.random.uniform(x.shape) >= p`: drawn from unigraph's generator, so every
     backend drops the same units, and in a static graph a fresh mask is fed on every run
-    (so, traced, x needs every dim known: a dim left open by input_spec is refused).
+    (of the run's sizes where input_spec leaves a dim of x open).
     """
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout probability must lie in [0, 1], got {p}")
