@@ -113,3 +113,26 @@ def test_dropout_training_step_with_the_batch_open(target):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     assert not np.allclose(weights[0], initial), "the steps changed nothing"
 
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_draws_that_depend_on_which_dims_are_open_are_refused(target):
+    """A function that draws only while x's batch is unknown: eagerly it draws nothing; a
+    static run's second trace (with the call's shapes) draws nothing either, so the graph's
+    draw has no sizes: refused naming the function and why, not fed a wrong shape."""
+    with _on(target):
+        @ug.function(input_spec=OPEN)
+        def odd(x):
+            if x.shape[0] is None:
+                return x * ug.random.uniform(x.shape)
+            return x
+
+        if target.endswith(":eager"):
+            np.testing.assert_array_equal(odd(X).numpy(), X)
+            return
+        with pytest.raises(ug.TracingError) as error:
+            odd(X)
+    message = str(error.value)
+    assert message.startswith("odd: traced with the shapes of this call's arguments it draws 0 "
+                              "random tensors"), message
+    assert "the draws must not depend on which sizes are known while tracing" in message
