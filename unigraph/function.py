@@ -587,8 +587,8 @@ class Function:
                     f"{len(shapes)} random tensors ({shapes}), where its graph with open dims "
                     f"draws {len(randoms)} ({randoms}): the draws must not depend on which "
                     "sizes are known while tracing")
-            if len(found) >= MAX_CACHED:
-                found.pop(next(iter(found)))
+            if len(found) >= MAX_CACHED:  # (another thread may have dropped it first)
+                found.pop(next(iter(found), None), None)
             found[sizes] = shapes
         return shapes
 
