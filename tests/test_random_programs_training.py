@@ -83,6 +83,21 @@ def test_programs_draw_training():
         find(programs(training=False), lambda p: isinstance(p, Training), settings=quick)
 
 
+def test_training_only_draws_nothing_else():
+    """`training="only"` (`--training-only`) draws training programs alone, and the survey
+    counts them."""
+    from unigraph.testing.random_programs.cli import parser
+    from unigraph.testing.random_programs.tester import survey
+
+    quick = settings(FIND, max_examples=200)
+    with pytest.raises(NoSuchExample):
+        find(programs(training="only"), lambda p: not isinstance(p, Training), settings=quick)
+    assert parser().parse_args(["--training-only"]).training_only
+    found = survey(["numpy:eager"], count=3, seed_value=1, training="only")
+    assert found.programs == found.training_programs == 3
+    assert survey(["numpy:eager"], count=3, seed_value=1, training=False).training_programs == 0
+
+
 def _training(style: str, optimizer: str, mode="train", dtype="float32",
               open_batch=False, dropout=True) -> Training:
     """A conv model with BatchNorm2D and a pool, then the custom Block (every part drawn)

@@ -59,6 +59,8 @@ def parser() -> argparse.ArgumentParser:
                    help="about one draw in five is a training program: a small ug.nn model, "
                         "a loss and 1-3 ug.optim steps, comparing each step's loss, the "
                         "weights and the optimizer's state")
+    p.add_argument("--training-only", action="store_true",
+                   help="every draw is a training program (overrides --no-training)")
     p.add_argument("--no-shrink", action="store_true", help="report first programs as found")
     p.add_argument("--max-shrinks", type=int, default=20,
                    help="shrink at most this many distinct failures")
@@ -73,7 +75,7 @@ def main(argv=None) -> int:
     targets = _targets(args.targets)
     strategy = {"max_statements": args.max_statements, "max_depth": args.max_depth,
                 "dtypes": tuple(args.dtypes.split(",")), "open_dims": args.open_dims,
-                "training": args.training}
+                "training": "only" if args.training_only else args.training}
     started = time.perf_counter()
 
     def progress(found):
@@ -86,7 +88,8 @@ def main(argv=None) -> int:
                        **strategy)
         print(f"{found.programs} programs x {len(targets)} targets (seed {args.seed}, "
               f"{'forward and grad' if args.grad else 'forward only'}; {found.open_programs} "
-              f"with dims left open by input_spec; {found.rejected} ill-conditioned programs "
+              f"with dims left open by input_spec; {found.training_programs} training "
+              f"programs; {found.rejected} ill-conditioned programs "
               f"rejected), {found.seconds:.0f} s\n")
         print(counts_table(found))
         if found.reference_failed:

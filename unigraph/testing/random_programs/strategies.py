@@ -1076,14 +1076,15 @@ def programs(draw, dtypes=("float32", "float64"), max_statements=8, max_depth=2,
     other statement uses, so nothing it computes is dead code. With `open_dims`, its
     input_spec may leave dims of its inputs open (`OPEN_DIMS`); without, it has none.
     With `training`, about one draw in five is a training program instead
-    (`training.trainings`: a `ug.nn` model, a loss and `ug.optim` steps).
+    (`training.trainings`: a `ug.nn` model, a loss and `ug.optim` steps); with
+    `training="only"`, every draw is one.
 
     >>> from hypothesis import given
     >>> @given(programs())
     ... def test_renders(program):
     ...     assert "def program" in render(program)
     """
-    if training and draw(st.integers(0, 4), label="training") == 4:
+    if training == "only" or (training and draw(st.integers(0, 4), label="training") == 4):
         return draw(trainings(dtypes, open_dims))
     b = Builder(draw, draw(st.sampled_from(list(dtypes)), label="dtype"), max_depth)
     env = [b.new_input(b.shape())]

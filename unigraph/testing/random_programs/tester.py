@@ -30,6 +30,7 @@ from hypothesis import HealthCheck, Phase, assume, given, seed, settings
 from unigraph.testing.random_programs.model import Program, render
 from unigraph.testing.random_programs.runner import IllConditioned, Outcome, evaluate
 from unigraph.testing.random_programs.strategies import programs
+from unigraph.testing.random_programs.training import Training
 
 STATUSES = ("ok", "disagree", "raw error", "crash", "timeout", "refused", "unclear refusal",
             "open-dim refusal", "open-dim limit")
@@ -59,6 +60,7 @@ class Survey:
     targets: list
     programs: int = 0
     open_programs: int = 0  # of them, those whose input_spec leaves a dim open
+    training_programs: int = 0  # of them, training programs (`training.Training`)
     rejected: int = 0
     reference_failed: int = 0  # programs the reference could not run (not run elsewhere)
     counts: dict = field(default_factory=lambda: defaultdict(Counter))  # target -> status
@@ -112,6 +114,7 @@ def survey(targets, count: int, seed_value: int = 0, grads: bool = True, workers
             assume(False)
         found.programs += 1
         found.open_programs += program.is_open
+        found.training_programs += isinstance(program, Training)
         if result.reference_error:
             found.reference_failed += 1
             found.record(_reference_outcome(result.reference_error), program)
