@@ -587,6 +587,8 @@ def take(x, indices, *, axis):
     dims = x_shape[:axis] + index_shape + x_shape[axis + 1:]
     # several dims unknown until the program runs, or an empty one: a listed 0 would
     # mean "copy that dim of the input" to Paddle's reshape; one read from a tensor does not
+    if type(x) is _EAGER_TENSOR and 0 in dims:  # (quirk "take (empty result, eager)")
+        return paddle.zeros(dims, gathered.dtype)  # no elements: its shape is all it holds
     if dims.count(-1) > 1 or 0 in dims:
         shape = paddle.shape
         dims = paddle.concat([shape(x)[:axis], shape(indices), shape(x)[axis + 1:]])

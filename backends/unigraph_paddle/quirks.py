@@ -296,6 +296,17 @@ def _gather_of_nothing_breaks() -> bool:
     return isinstance(result, Exception) or result[0].shape != (0, 1, 2, 6)
 
 
+def _eager_reshape_of_nothing_by_a_tensor_raises() -> bool:
+    """Eager paddle.reshape of a [0] tensor by the shape tensor [0] raises SystemError."""
+    import paddle
+
+    try:
+        paddle.reshape(paddle.zeros([0]), paddle.to_tensor([0], "int64"))
+    except SystemError:
+        return True
+    return False
+
+
 def _reshape_zero_of_nothing_is_zero() -> bool:
     """reshape's 0, "keep this dim", of a [0, 4, 3, 5] value whose dims the Program left
     open: the dim it keeps is 0, not 4."""
@@ -1233,6 +1244,15 @@ QUIRKS = [
                    "result's shape (x's gradient is empty); the indices are still checked, "
                    "by a gather of the axis's row numbers",
         pin=_gather_of_nothing_breaks,
+    ),
+    Quirk(
+        op="take (empty result, eager)", framework="paddle", versions=VERSIONS,
+        behaviour="paddle:eager: paddle.reshape of a [0] tensor by a shape tensor ([0]) "
+                  "raises SystemError (\"<built-in function reshape> returned a result "
+                  "with an exception set\")",
+        workaround="an eager take with no elements in its result is zeros of the result's "
+                   "shape (nothing else to hold), not a reshape of the gather",
+        pin=_eager_reshape_of_nothing_by_a_tensor_raises,
     ),
     Quirk(
         op="ensure_shape", framework="paddle", versions=VERSIONS,
