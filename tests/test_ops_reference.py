@@ -14,7 +14,8 @@ from unigraph.errors import ShapeError
 from unigraph.ops import OPS, TensorSpec
 
 FLOATS = ("float16", "float32", "float64")
-FAMILIES = ("elementwise", "math", "linalg", "reduction", "shape", "nn", "printing")
+FAMILIES = ("elementwise", "math", "linalg", "reduction", "shape", "indexing", "scatter",
+            "creation", "nn", "printing")
 MAX_PROBES = 30  # finite-difference positions per input: keeps the long reduction fast
 
 
