@@ -1,4 +1,4 @@
-"""Functions that need every dim of their input (split, x.at[...], scatter)
+"""Functions that need every dim of their input (split; x.at[...] at a mask or slices)
 of a tensor whose dim input_spec leaves open, on all 9 targets: eager targets know the size
 and run; a trace that does not refuses with a ShapeError naming the function, the user's
 line and the fix (a size in input_spec, or ug.ensure_shape first), and with that fix the

@@ -158,3 +158,26 @@ def test_scatter_exports_to_onnx(opset):
     replaced, added = session.run(None, feeds)
     np.testing.assert_allclose(replaced, _replace(X, 1, [4, 0, 4, 4], updates), rtol=1e-12)
     np.testing.assert_allclose(added, _add(X, 1, [4, 0, 4, 4], updates), rtol=1e-12)
+
+
+@pytest.mark.parametrize("axis", [0, 1], ids=["along the open axis", "along another"])
+@pytest.mark.parametrize("opset", [13, 18])
+def test_scatter_of_an_open_dim_exports_to_onnx(opset, axis):
+    """With x's rows left open by input_spec: ScatterND takes the run's shapes, and below
+    opset 16 the one-hot rows are a Range over the run's size (np.arange(None) before)."""
+    import onnxruntime
+
+    indices = np.array([1, 0, 1, -1])
+    updates = RNG.standard_normal((4, 5) if axis == 0 else (4, 4))
+    fn = ug.function(lambda x, i, u: (ug.scatter(x, i, u, axis=axis),
+                                      ug.scatter_add(x, i, u, axis=axis)))
+    spec = [ug.Spec((None, 5), "float64"), ug.Spec((4,), "int64"),
+            ug.Spec(updates.shape, "float64")]
+    model = ug.onnx.to_model(fn, X, indices, updates, opset=opset, input_spec=spec)
+    session = onnxruntime.InferenceSession(model.SerializeToString(),
+                                           providers=["CPUExecutionProvider"])
+    positions = [1, 0, 1, 3 if axis == 0 else 4]
+    feeds = {i.name: v for i, v in zip(session.get_inputs(), (X, indices, updates))}
+    replaced, added = session.run(None, feeds)
+    np.testing.assert_allclose(replaced, _replace(X, axis, positions, updates), rtol=1e-12)
+    np.testing.assert_allclose(added, _add(X, axis, positions, updates), rtol=1e-12)

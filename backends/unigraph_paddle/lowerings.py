@@ -620,7 +620,17 @@ def one_hot(indices, *, depth, dtype):
 
 
 def scatter_add(x, indices, updates, *, axis):
-    return paddle.index_add(x, indices, axis, updates)  # a new tensor: x is not written
+    others = [i for i in range(len(x.shape)) if i != axis]
+    if all(x.shape[i] == updates.shape[i] for i in others):
+        return paddle.index_add(x, indices, axis, updates)  # a new tensor: x is not written
+    # A dim input_spec leaves open (-1 in a Program) in one of x and updates and known in
+    # the other: index_add's build-time check refuses it; scatter_nd_add writes along the
+    # leading axis and checks when it runs (`axis` moved first, then back).
+    perm = [axis, *others]
+    if axis:
+        x, updates = paddle.transpose(x, perm), paddle.transpose(updates, perm)
+    out = paddle.scatter_nd_add(x, paddle.unsqueeze(indices, -1), updates)
+    return paddle.transpose(out, np.argsort(perm).tolist()) if axis else out
 
 
 def _printable(x):

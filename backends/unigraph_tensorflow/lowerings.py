@@ -328,6 +328,19 @@ def one_hot(indices, *, depth, dtype):
 
 
 def scatter_add(x, indices, updates, *, axis):
+    # tensor_scatter_nd_add refuses indices into an x with no elements ("Indices and
+    # updates specified for empty output shape"), though they write nothing there: x is
+    # the result. A size known only when it runs (input_spec) decides in the graph.
+    sizes = x.shape.as_list()
+    if 0 in sizes:
+        return tf.identity(x)
+    if None in sizes:
+        return tf.cond(tf.size(x) > 0, lambda: _scatter_nd_add(x, indices, updates, axis),
+                       lambda: tf.identity(x))
+    return _scatter_nd_add(x, indices, updates, axis)
+
+
+def _scatter_nd_add(x, indices, updates, axis):
     # tensor_scatter_nd_add writes along the leading axis: move `axis` first, then back.
     perm = [axis, *range(axis), *range(axis + 1, len(x.shape))]
     if axis:

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import builtins
+import numbers
 
 import numpy as np
 
@@ -280,14 +281,21 @@ def index_update(x, index, value, accumulate=False):
         [1.0, 0.0, 2.0, 0.0]
     """
     x = _tensor_or_array(x)
-    shape = _known_shape(x, "x.at[...]")
     dtype = x.dtype if isinstance(x, Tensor) else x.dtype.name
+    reduction = "add" if accumulate else "replace"
     if isinstance(index, Tensor) and index.is_symbolic and index.shape == ():
+        if x.shape and x.shape[0] is None:  # rows known when it runs: scatter's row
+            return scatter(x, index, value, 0, reduction)
         return _update_row(x, index, value, accumulate, dtype)
     traced = _traced_axis(index)
     if traced is not None:  # positions known only at run time: the scatter_add record
         axis, positions = traced
-        return scatter(x, positions, value, axis, "add" if accumulate else "replace")
+        return scatter(x, positions, value, axis, reduction)
+    if None in x.shape:  # a dim input_spec leaves open: ints along one axis are a scatter
+        along = _int_axis(index, len(x.shape))
+        if along is not None:
+            return scatter(x, along[1], value, along[0], reduction)
+    shape = _known_shape(x, "x.at[...]")
     slots = np.arange(int(np.prod(shape, dtype=np.int64))).reshape(shape)
     try:
         chosen = slots[_concrete_index(index)]  # the flat position in x of each update
@@ -347,6 +355,29 @@ def _traced_axis(index):
            for i, item in enumerate(items) if i != axis):
         return None
     return axis, items[axis]
+
+
+def _int_axis(index, rank: int):
+    """(axis, int array) for an index known while tracing that is ints (an int, or an int
+    list or array) along one axis after full slices, else None."""
+    items = index if isinstance(index, tuple) else (index,)
+    if not items or len(items) > rank:
+        return None
+    full = builtins.slice(None)
+    if any(type(item) is not builtins.slice or item != full for item in items[:-1]):
+        return None
+    last = items[-1]
+    if isinstance(last, Tensor):
+        if last.is_symbolic:
+            return None
+        last = last._host()
+    if isinstance(last, bool | np.bool_) or not isinstance(
+            last, numbers.Integral | list | np.ndarray):
+        return None
+    last = np.asarray(last)
+    if last.dtype.kind not in "iu":
+        return None
+    return len(items) - 1, last
 
 
 def _concrete_index(index):

@@ -187,6 +187,15 @@ def _run_time_size(x, axis: int):
     return apply("sum", [_ones_of(line)], {"axis": (0,), "keepdims": False})
 
 
+def run_time_positions(x, axis: int):
+    """0, 1, ..., n - 1 as int64, n the size of `axis` of x when the program runs (a dim
+    left open by input_spec): the running count of ones along it, less one."""
+    others = tuple(i for i in range(len(x.shape)) if i != axis)
+    line = apply("sum", [_ones_of(x)], {"axis": others, "keepdims": False}) if others \
+        else x
+    return apply("cumsum", [_ones_of(line)], {"axis": 0}) - np.int64(1)
+
+
 gather = take
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from unigraph.api.creation import full_like
 from unigraph.api.elementwise import cast, equal, greater, logical_and, logical_not, where
 from unigraph.api.operands import (
     _axis,
@@ -19,10 +20,16 @@ from unigraph.api.operands import (
     unchanged,
 )
 from unigraph.api.reductions import sum
-from unigraph.api.shapes import broadcast_to, expand_dims, reshape, take
+from unigraph.api.shapes import (
+    broadcast_to,
+    expand_dims,
+    reshape,
+    run_time_positions,
+    take,
+)
 from unigraph.dispatch import apply
 from unigraph.dtypes import is_int
-from unigraph.tensor import Tensor
+from unigraph.tensor import Tensor, tensor
 from unigraph.tracing import user_source
 
 REDUCTIONS = ("replace", "add")
@@ -48,11 +55,13 @@ def scatter(x, indices, updates, axis=0, reduction="replace"):
     x = _tensor_or_array(x)
     rank = len(x.shape)
     axis = _axis(axis, rank, "scatter")
-    # The size along `axis` (the positions written) and the others (updates broadcast)
-    size = _known_shape(x, "scatter")[axis]
     indices = _indices(indices)
-    # (How many positions: the updates are laid out by it, so their count must be known.)
-    count = int(np.prod(_known_shape(indices, "scatter"), dtype=np.int64))
+    if None in x.shape or None in indices.shape:
+        return _open_scatter(x, indices, updates, axis, reduction)
+    # The size along `axis` (the positions written) and the others (updates broadcast)
+    size = x.shape[axis]
+    # (How many positions: the updates are laid out by it.)
+    count = int(np.prod(indices.shape, dtype=np.int64))
     dtype = x.dtype if isinstance(x, Tensor) else x.dtype.name
     (updates,) = _promote(updates)
     updates = updates if updates.dtype == dtype else cast(updates, dtype)
@@ -75,6 +84,45 @@ def scatter(x, indices, updates, axis=0, reduction="replace"):
     written = greater(apply("scatter_add", [np.zeros(size, np.float32), positions, ones],
                             {"axis": 0}), 0)
     written = reshape(written, (1,) * axis + (size,) + (1,) * len(trail))
+    return _scatter_add(where(written, 0, x), positions, kept, axis, dtype)
+
+
+def _open_scatter(x, indices, updates, axis, reduction):
+    """`scatter` where input_spec leaves a dim of x or of the indices open: the same ops,
+    with the positions along `axis`, their count and the updates' broadcast made when the
+    program runs (the out-of-range check is take's, at run time, as eagerly)."""
+    dtype = x.dtype if isinstance(x, Tensor) else x.dtype.name
+    if isinstance(indices, np.ndarray):  # a constant: a negative one is mapped when it runs
+        indices = tensor(indices)
+    lead, trail = tuple(x.shape[:axis]), tuple(x.shape[axis + 1:])
+    flat = lead + ((None if None in indices.shape else int(np.prod(indices.shape)),) + trail)
+    if len(indices.shape) != 1 and flat.count(None) > 1:
+        # the updates' layout along the positions is one reshape: one open dim at most
+        _known_shape(x if None in x.shape else indices, "scatter")
+    # take checks every index (one error, every target) and maps a negative one to n + i.
+    size = x.shape[axis]
+    line = np.arange(size, dtype=np.int64) if size is not None else run_time_positions(x, axis)
+    positions = take(line, indices if len(indices.shape) == 1 else reshape(indices, (-1,)))
+    (updates,) = _promote(updates)
+    updates = updates if updates.dtype == dtype else cast(updates, dtype)
+    # broadcast to take(x, indices, axis)'s shape, known when it runs: a where over ones
+    taken = take(x, indices, axis)
+    updates = where(greater(full_like(taken, 1, "int32"), 0), updates, updates)
+    if len(indices.shape) != 1:
+        updates = reshape(updates, tuple(-1 if d is None else d for d in flat))
+    if reduction == "add":
+        return _scatter_add(x, positions, updates, axis, dtype)
+    # The last write wins (as above), the pairs ordered by the positions' run-time order.
+    order = run_time_positions(positions, 0)
+    same = equal(expand_dims(positions, 1), expand_dims(positions, 0))
+    later = greater(expand_dims(order, 0), expand_dims(order, 1))
+    replaced = greater(sum(cast(logical_and(same, later), "int32"), axis=1), 0)
+    keep = reshape(logical_not(replaced), (1,) * axis + (-1,) + (1,) * len(trail))
+    kept = where(keep, updates, 0)
+    zeros = np.zeros(size, np.float32) if size is not None else full_like(line, 0, "float32")
+    written = greater(apply("scatter_add", [zeros, positions, full_like(positions, 1, "float32")],
+                            {"axis": 0}), 0)
+    written = reshape(written, (1,) * axis + (-1,) + (1,) * len(trail))
     return _scatter_add(where(written, 0, x), positions, kept, axis, dtype)
 
 

@@ -258,8 +258,14 @@ def _scatter_add(w, args, node):
         else:
             out = w.node("ScatterND", [x, index, updates], reduction="add")
     else:
-        size = node.inputs[0].shape[axis]
-        rows = w.const(np.arange(size, dtype=_dtype(node, 1)).reshape(size, 1))
+        size, dtype = node.inputs[0].shape[axis], _dtype(node, 1)
+        if size is None:  # a dim input_spec leaves open: the rows counted when it runs
+            count = _dim(w, args[0], node.inputs[0].shape, axis, dtype)
+            line = w.node("Range", [w.const(np.array(0, dtype)), count,
+                                    w.const(np.array(1, dtype))])
+            rows = w.node("Unsqueeze", [line, w.const(_ints([1]))])
+        else:
+            rows = w.const(np.arange(size, dtype=dtype).reshape(size, 1))
         picks = w.node("Cast", [w.node("Equal", [rows, w.node("Unsqueeze", [
             indices, w.const(_ints([0]))])])], to=w.onnx_dtype(_dtype(node)))
         flat = w.node("Reshape", [updates, w.const(_ints([0, -1]))])
