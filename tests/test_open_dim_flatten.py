@@ -1,14 +1,15 @@
 """Flatten with a dim that input_spec leaves open, on all 9 targets: `ug.nn.Flatten` /
 `F.flatten` of a batch of images, `ug.flatten` of any axes. One open dim is -1 in the
 reshape (the merged axis, or its own place), so the program runs as eagerly, gradients
-included; two open dims are refused while tracing, naming the fix. (Before, every static
-target refused `ug.nn.Flatten()` of an open batch: a reshape to [None, -1].)"""
+included; so are several open dims all among the merged axes; open dims that would need two
+-1s are refused while tracing, naming the fix. (Before, every static target refused
+`ug.nn.Flatten()` of an open batch: a reshape to [None, -1]; then any two open dims.)"""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import TARGETS, run_on
+from conftest import FORWARD_TARGETS, TARGETS, run_on
 
 import unigraph as ug
 from unigraph.errors import ShapeError
@@ -77,3 +78,48 @@ def test_two_open_dims_are_refused_naming_the_fix(target):
     else:  # eager targets know every size
         assert target.endswith(":eager")
         np.testing.assert_array_equal(out, X.reshape(2, 60))
+
+
+TWO_OPEN = {
+    # name: (program, input_spec shape; its open dims are all among the merged)
+    "api_all": (lambda x: ug.flatten(x), (2, 1, None, None)),
+    "api_from_1": (lambda x: ug.flatten(x, 1), (2, 1, None, None)),
+    "functional_from_2": (lambda x: F.flatten(x, 2), (2, 1, None, None)),
+    "layer_open_batch_and_rows": (lambda x: ug.nn.Flatten()(x), (2, None, None, 3)),
+}
+
+
+def _two_open_input(shape, size):
+    dims = [size if d is None else d for d in shape]
+    return np.arange(int(np.prod(dims)), dtype=np.float32).reshape(dims) / 8 - 1
+
+
+@pytest.mark.parametrize("target", FORWARD_TARGETS)
+@pytest.mark.parametrize("size", [3, 0])
+@pytest.mark.parametrize("case", list(TWO_OPEN))
+def test_two_open_dims_merged_into_one_run(target, case, size):
+    """Open dims all among the merged axes are one -1 (the random tester, seed 12201:
+    flatten of [2, 1, None, None] was refused on every static target)."""
+    program, shape = TWO_OPEN[case]
+    x = _two_open_input(shape, size)
+    expected = run_on("numpy:eager", ug.function(program), x)
+    out = run_on(target, ug.function(program, input_spec=_spec(*shape)), x)
+    assert out.shape == expected.shape
+    np.testing.assert_array_equal(out, expected)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("size", [3, 0])
+@pytest.mark.parametrize("case", list(TWO_OPEN))
+def test_their_gradient_agrees(target, case, size):
+    program, shape = TWO_OPEN[case]
+
+    def loss(x):
+        flat = program(x)
+        return ug.sum(flat * flat * 0.5 + ug.cumsum(flat, axis=-1))
+
+    x = _two_open_input(shape, size)
+    expected = run_on("numpy:eager", ug.function(ug.grad(loss)), x)
+    got = run_on(target, ug.function(ug.grad(loss), input_spec=_spec(*shape)), x)
+    assert got.shape == x.shape
+    np.testing.assert_allclose(got, expected, rtol=1e-6)

@@ -223,16 +223,18 @@ def flatten(x, start_axis=0, end_axis=-1):
 
 
 def merged_shape(x, start: int, stop: int, what: str) -> tuple:
-    """The new shape that merges x's axes start..stop-1 into one, for `reshape`. One dim
-    left open by input_spec is -1 there (the run gives its size): the merged axis where it
-    is among the merged, else its own place. Two or more open dims cannot be written so:
-    refused, naming the fix (`_known_shape`'s error)."""
+    """The new shape that merges x's axes start..stop-1 into one, for `reshape`. Dims left
+    open by input_spec are one -1 there (the run gives the size): the merged axis where
+    they are all among the merged, else the one open dim's own place. Open dims that
+    would need two -1s (one merged, one kept, or two kept) cannot be written so: refused,
+    naming the fix (`_known_shape`'s error)."""
     shape = tuple(x.shape)
     start = start + len(shape) if start < 0 else start
     open_dims = [i for i, d in enumerate(shape) if d is None]
-    if len(open_dims) > 1:
+    merged_open = [i for i in open_dims if start <= i < stop]
+    if len(open_dims) - len(merged_open) + bool(merged_open) > 1:
         _known_shape(x, what)  # raises
-    if open_dims and start <= open_dims[0] < stop:
+    if merged_open:
         merged = -1
     else:
         merged = int(np.prod(shape[start:stop], dtype=np.int64))
