@@ -18,6 +18,7 @@ import unigraph as ug
 
 ROWS = ug.Spec((None, 2), "float32")
 LINE = ug.Spec((None,), "float32")
+BLOCKS = ug.Spec((None, 4, 2), "float32")
 
 CASES = {
     # name: (spec, the update, the two run-time sizes of the open dim)
@@ -37,6 +38,12 @@ CASES = {
         ROWS, lambda x: x.at[:, [1, 1]].set(ug.ones((2,)) * 5.0), (3, 0)),
     "at a traced scalar, set": (ROWS, lambda x: x.at[ug.argmax(x[:, 0])].set(-1.0), (3, 1)),
     "at traced indices, add": (ROWS, lambda x: x.at[ug.argmax(x, axis=1)].add(2.0), (3, 0)),
+    "at rows, a slice and an int, set": (
+        BLOCKS, lambda x: x.at[:, 1:3, 0].set(x[:, 0, 1:2] * 2.0), (3, 0)),
+    "at rows, repeated ints and a slice, add": (
+        BLOCKS, lambda x: x.at[:, [0, 3, 0], ::-1].add(x[:, :1, :]), (2, 0)),
+    "at rows, a mask of the known dims, add": (
+        BLOCKS, lambda x: x.at[:, np.array([True, False, False, True])].add(1.5), (3, 1)),
 }
 
 

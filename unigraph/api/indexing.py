@@ -9,6 +9,7 @@ import numbers
 
 import numpy as np
 
+from unigraph.api.creation import full_like
 from unigraph.api.elementwise import cast, where
 from unigraph.api.operands import (
     _axis,
@@ -295,6 +296,9 @@ def index_update(x, index, value, accumulate=False):
         along = _int_axis(index, len(x.shape))
         if along is not None:
             return scatter(x, along[1], value, along[0], reduction)
+        rows = _update_open_rows(x, index, value, accumulate, dtype)
+        if rows is not None:
+            return rows
     shape = _known_shape(x, "x.at[...]")
     slots = np.arange(int(np.prod(shape, dtype=np.int64))).reshape(shape)
     try:
@@ -307,22 +311,64 @@ def index_update(x, index, value, accumulate=False):
     (value,) = _promote(value)
     value = value if value.dtype == dtype else cast(value, dtype)
     updates = reshape(broadcast_to(value, chosen.shape), (-1,))
-    # Layer k holds the k-th occurrence of each repeated position: within a layer every
-    # position is written once, so a gather and a where place it.
-    order = np.argsort(targets, kind="stable")
-    first = np.searchsorted(targets[order], targets[order])
-    rank = np.empty_like(targets)
-    rank[order] = np.arange(targets.size) - first
-    layers = range(int(rank.max()) + 1) if accumulate else [None]
     out = x
-    for layer in layers:
-        source = np.full(slots.size, -1, dtype=np.int64)
-        picked = np.flatnonzero(rank == layer) if accumulate else np.arange(targets.size)
-        source[targets[picked]] = picked  # for set, a repeated position keeps the last
+    for source in _layers(targets, slots.size, accumulate):
         hit = (source >= 0).reshape(shape)
         placed = take(updates, np.maximum(source, 0).reshape(shape))
         out = where(hit, out + placed if accumulate else placed, out)
     return out
+
+
+def _layers(targets, size: int, accumulate: bool):
+    """For each layer, the update (or -1) at each of `size` flat positions. Layer k holds
+    the k-th occurrence of each repeated position: within a layer every position is written
+    once, so a gather and a where place it (set: one layer, a repeat keeps the last)."""
+    order = np.argsort(targets, kind="stable")
+    first = np.searchsorted(targets[order], targets[order])
+    rank = np.empty_like(targets)
+    rank[order] = np.arange(targets.size) - first
+    for layer in range(int(rank.max()) + 1) if accumulate else [None]:
+        source = np.full(size, -1, dtype=np.int64)
+        picked = np.flatnonzero(rank == layer) if accumulate else np.arange(targets.size)
+        source[targets[picked]] = picked
+        yield source
+
+
+def _update_open_rows(x, index, value, accumulate, dtype):
+    """x.at[:, rest].set/add(value) where only x's first dim is open (input_spec) and `rest`
+    indexes the known dims: the same positions in every row, so the update of each row is
+    the known-shape one over x as [rows, known size] (None where the index is another)."""
+    items = index if isinstance(index, tuple) else (index,)
+    if None in x.shape[1:] or type(items[0]) is not builtins.slice or \
+            items[0] != builtins.slice(None):
+        return None
+    known = tuple(x.shape[1:])
+    slots = np.arange(int(np.prod(known, dtype=np.int64))).reshape(known)
+    rest = _concrete_index(items[1:])
+    try:
+        chosen = slots[rest]  # the flat position in a row of each update
+        # (rows first: not an index whose advanced parts NumPy moves before the rows)
+        rows_first = all(np.empty((n,) + known)[(items[0],) + rest].shape == (n,) + chosen.shape
+                         for n in (2, 3))
+    except IndexError as error:
+        raise IndexError(f"x.at[...] at {user_source()}: {error}") from None
+    if not rows_first:
+        return None
+    targets = chosen.reshape(-1)
+    if not targets.size:
+        return x
+    (value,) = _promote(value)
+    value = value if value.dtype == dtype else cast(value, dtype)
+    flat = reshape(x, (-1, slots.size))
+    # the value broadcast over the selection, [rows] + chosen.shape: a where over its ones
+    selection = reshape(take(flat, targets, axis=1), (-1,) + chosen.shape)
+    updates = where(full_like(selection, True, "bool"), value, value)
+    updates = reshape(updates, (-1, targets.size))
+    out = flat
+    for source in _layers(targets, slots.size, accumulate):
+        placed = take(updates, np.maximum(source, 0), axis=1)
+        out = where(source >= 0, out + placed if accumulate else placed, out)
+    return reshape(out, (-1,) + known)
 
 
 def _update_row(x, row, value, accumulate, dtype):

@@ -412,7 +412,8 @@ OPEN_DIM_LIMITS: list = [
      "channels or kernel size (or strided height and width) are open"),
     (r"has a dim known only at run time; this function needs every dim: give that dim a "
      r"size in input_spec",
-     "split, x.at[...] at a mask, slices or ints along several axes, pad(mode='reflect'), "
+     "split, x.at[...] at a mask, slices or ints picking along an open dim, "
+     "pad(mode='reflect'), "
      "flatten of open dims one merged and one kept (functions that need every dim) of an "
      "open dim"),
 ]
