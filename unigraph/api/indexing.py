@@ -9,7 +9,6 @@ import numbers
 
 import numpy as np
 
-from unigraph.api.creation import full_like
 from unigraph.api.elementwise import cast, where
 from unigraph.api.operands import (
     _axis,
@@ -26,7 +25,7 @@ from unigraph.api.shapes import (
     reshape,
     take,
 )
-from unigraph.api.updates import scatter
+from unigraph.api.updates import broadcast_like, scatter
 from unigraph.dispatch import apply
 from unigraph.dtypes import is_int
 from unigraph.errors import ShapeError, TracingError
@@ -360,9 +359,9 @@ def _update_open_rows(x, index, value, accumulate, dtype):
     (value,) = _promote(value)
     value = value if value.dtype == dtype else cast(value, dtype)
     flat = reshape(x, (-1, slots.size))
-    # the value broadcast over the selection, [rows] + chosen.shape: a where over its ones
+    # the value broadcast over the selection, [rows] + chosen.shape
     selection = reshape(take(flat, targets, axis=1), (-1,) + chosen.shape)
-    updates = where(full_like(selection, True, "bool"), value, value)
+    updates = broadcast_like(value, selection)
     updates = reshape(updates, (-1, targets.size))
     out = flat
     for source in _layers(targets, slots.size, accumulate):

@@ -74,17 +74,9 @@ def scatter(x, indices, updates, axis=0, reduction="replace"):
         return _scatter_add(x, positions, updates, axis, dtype)
     if count == 0:
         return unchanged(x)
-    # The last write wins: drop each update that a later one to the same position replaces.
-    same = equal(expand_dims(positions, 1), expand_dims(positions, 0))
     later = np.triu(np.ones((count, count), dtype=bool), 1)
-    replaced = greater(sum(cast(logical_and(same, later), "int32"), axis=1), 0)
-    keep = reshape(logical_not(replaced), (1,) * axis + (count,) + (1,) * len(trail))
-    kept = where(keep, updates, 0)
-    ones = np.ones(count, dtype=np.float32)
-    written = greater(apply("scatter_add", [np.zeros(size, np.float32), positions, ones],
-                            {"axis": 0}), 0)
-    written = reshape(written, (1,) * axis + (size,) + (1,) * len(trail))
-    return _scatter_add(where(written, 0, x), positions, kept, axis, dtype)
+    return _last_write_wins(x, positions, updates, axis, dtype, later,
+                            np.zeros(size, np.float32), np.ones(count, np.float32))
 
 
 def _open_scatter(x, indices, updates, axis, reduction):
@@ -105,25 +97,37 @@ def _open_scatter(x, indices, updates, axis, reduction):
     positions = take(line, indices if len(indices.shape) == 1 else reshape(indices, (-1,)))
     (updates,) = _promote(updates)
     updates = updates if updates.dtype == dtype else cast(updates, dtype)
-    # broadcast to take(x, indices, axis)'s shape, known when it runs: a where over ones
-    taken = take(x, indices, axis)
-    updates = where(greater(full_like(taken, 1, "int32"), 0), updates, updates)
+    updates = broadcast_like(updates, take(x, indices, axis))
     if len(indices.shape) != 1:
         updates = reshape(updates, tuple(-1 if d is None else d for d in flat))
     if reduction == "add":
         return _scatter_add(x, positions, updates, axis, dtype)
-    # The last write wins (as above), the pairs ordered by the positions' run-time order.
+    # The pairs ordered by the positions' run-time order.
     order = run_time_positions(positions, 0)
-    same = equal(expand_dims(positions, 1), expand_dims(positions, 0))
     later = greater(expand_dims(order, 0), expand_dims(order, 1))
-    replaced = greater(sum(cast(logical_and(same, later), "int32"), axis=1), 0)
-    keep = reshape(logical_not(replaced), (1,) * axis + (-1,) + (1,) * len(trail))
-    kept = where(keep, updates, 0)
     zeros = np.zeros(size, np.float32) if size is not None else full_like(line, 0, "float32")
-    written = greater(apply("scatter_add", [zeros, positions, full_like(positions, 1, "float32")],
-                            {"axis": 0}), 0)
-    written = reshape(written, (1,) * axis + (-1,) + (1,) * len(trail))
+    return _last_write_wins(x, positions, updates, axis, dtype, later, zeros,
+                            full_like(positions, 1, "float32"))
+
+
+def _last_write_wins(x, positions, updates, axis, dtype, later, zeros, ones):
+    """scatter's "replace" of `updates` (laid out along `axis` by `positions`): the last
+    write wins, so each update that a later one to the same position replaces is dropped,
+    the written positions of x zeroed and the rest added. `later[i, j]`: update j comes
+    after update i; `zeros`, `ones`: float32 of x's size along `axis` and of the count."""
+    trail = (1,) * (len(x.shape) - axis - 1)
+    same = equal(expand_dims(positions, 1), expand_dims(positions, 0))
+    replaced = greater(sum(cast(logical_and(same, later), "int32"), axis=1), 0)
+    kept = where(reshape(logical_not(replaced), (1,) * axis + (-1,) + trail), updates, 0)
+    written = greater(apply("scatter_add", [zeros, positions, ones], {"axis": 0}), 0)
+    written = reshape(written, (1,) * axis + (-1,) + trail)
     return _scatter_add(where(written, 0, x), positions, kept, axis, dtype)
+
+
+def broadcast_like(value, like):
+    """`value` broadcast to the shape of `like`, read when the program runs (a dim left open
+    by input_spec): a `where` over True of that shape."""
+    return where(full_like(like, True, "bool"), value, value)
 
 
 def scatter_add(x, indices, updates, axis=0):
