@@ -577,34 +577,34 @@ def take(x, indices, *, axis):
     indices = _checked_indices("take", indices, x, axis, axis)
     # paddle.gather takes a 1-D index; gather the flat indices, then restore their shape.
     flat = paddle.reshape(indices, [-1])
-    if type(x) is not _EAGER_TENSOR and 0 in x.shape:
-        return _take_of_nothing(x, indices, flat, axis)
+    x_shape, index_shape = list(x.shape), list(indices.shape)
+    dims = x_shape[:axis] + index_shape + x_shape[axis + 1:]
+    if type(x) is _EAGER_TENSOR:
+        if 0 in dims:  # (quirk "take (empty result, eager)"; the indices are checked above)
+            return paddle.zeros(dims, x.dtype)  # no elements: its shape is all it holds
+    elif 0 in x.shape:
+        return _take_of_nothing(x, indices, flat, axis, dims)
     if -1 in x.shape:  # unknown until the run, maybe 0 (a gather would check nothing there)
         gathered = paddle.index_select(x, flat, axis=axis)  # (quirk: take, an empty axis)
     else:
         gathered = paddle.gather(x, flat, axis=axis)
-    x_shape, index_shape = list(x.shape), list(indices.shape)
-    dims = x_shape[:axis] + index_shape + x_shape[axis + 1:]
     # several dims unknown until the program runs, or an empty one: a listed 0 would
     # mean "copy that dim of the input" to Paddle's reshape; one read from a tensor does not
-    if type(x) is _EAGER_TENSOR and 0 in dims:  # (quirk "take (empty result, eager)")
-        return paddle.zeros(dims, gathered.dtype)  # no elements: its shape is all it holds
     if dims.count(-1) > 1 or 0 in dims:
         shape = paddle.shape
         dims = paddle.concat([shape(x)[:axis], shape(indices), shape(x)[axis + 1:]])
     return paddle.reshape(gathered, dims)
 
 
-def _take_of_nothing(x, indices, flat, axis):
+def _take_of_nothing(x, indices, flat, axis, dims):
     """take of a Program value with no elements (quirk "take (no elements)"): Paddle's
     gather gives a value of other sizes, or one holding no memory, which the reshape after
     it refuses. The result has no elements either: zeros of its shape (x's gradient is
     empty). The indices are still checked, by a gather of the axis's row numbers (an op of
-    the block, run with it)."""
+    the block, run with it). `dims`: the result's shape in the Program (-1: open)."""
     known = x.shape[axis]
     rows = paddle.arange(known if known >= 0 else paddle.shape(x)[axis], dtype=flat.dtype)
     paddle.gather(rows, flat)
-    dims = list(x.shape[:axis]) + list(indices.shape) + list(x.shape[axis + 1:])
     if -1 in dims:  # open dims: their sizes when the program runs
         sizes = [paddle.shape(x)[i] for i in range(len(x.shape))]
         index_sizes = [paddle.shape(indices)[i] for i in range(len(indices.shape))]
