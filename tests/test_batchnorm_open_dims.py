@@ -73,3 +73,28 @@ def test_batchnorm_updates_its_statistics_with_open_dims(target, open_shape):
         np.testing.assert_allclose(trained.running_var.numpy(), var_expected, rtol=1e-5)
         np.testing.assert_allclose(trained.running_mean.numpy(), mean_expected, rtol=1e-5,
                                    atol=1e-6)
+
+
+@pytest.mark.parametrize("open_shape", [(None, 2, 1, 1), (None, 2, None, None)])
+@pytest.mark.parametrize("target", TARGETS)
+def test_one_value_per_channel_is_refused_when_the_program_runs(target, open_shape):
+    """One value per channel at run time (a batch of 1 of 1x1 images): eagerly a
+    ShapeError (no variance to estimate); every static target returned the input zeroed
+    and left the running variance NaN, silently. Now the same ShapeError, before the run,
+    naming the target and the line, and the statistics untouched; a batch of 2 still runs."""
+    with ug.use_backend(*target.split(":")):
+        bn = ug.nn.BatchNorm2D(2)
+
+        @ug.function(input_spec=[ug.Spec(open_shape, "float32")])
+        def forward(x):
+            return bn(x)
+
+        with pytest.raises(ug.ShapeError, match=r"BatchNorm2D: training mode needs more "
+                           r"than one value per channel .* shape \[1, 2, 1, 1\]") as caught:
+            forward(X[:1, :, :1, :1])
+        if target.endswith("static") or target.endswith("function"):
+            assert f"on {target} at " in str(caught.value)
+        np.testing.assert_array_equal(bn.running_var.numpy(), np.ones(2, np.float32))
+        y = forward(X[:2, :, :1, :1])
+        np.testing.assert_allclose(y.numpy(), _expected(X[:2, :, :1, :1], 1)[0], rtol=1e-4,
+                                   atol=1e-5)

@@ -30,6 +30,7 @@ from unigraph.api import (
     einsum,
     elu,
     ensure_shape,
+    ensure_size,
     equal,
     erf,
     exp,

@@ -49,12 +49,13 @@ from unigraph.errors import ControlFlowShapeError, ShapeError
 OP = "ensure_shape"
 
 # The ops whose shape rule refuses sizes that only a run knows where eagerly it raises
-# `ShapeError` (a max or min over an empty axis, a reshape whose -1 does not divide): a
+# `ShapeError` (a max or min over an empty axis, a reshape whose -1 does not divide, an
+# `ensure_size` of too few elements: BatchNorm's training): a
 # static run of such a node over a dim left open by `input_spec` is checked before it runs,
 # by the same rule, for the run's shapes (`check_before_run`). TensorFlow and ONNX Runtime
 # return -inf for a max of nothing, the other frameworks each raise their own error.
 # (Not a max with `initial` -inf, `ug.logsumexp`'s shift: over nothing it is -inf.)
-RULE_CHECKED = ("max", "min", "argmax", "reshape")
+RULE_CHECKED = ("max", "min", "argmax", "reshape", "ensure_size")
 
 # The text a graph-mode check carries in its failure (TensorFlow's Assert prints it; an
 # ONNX check's Reshape is named by it).
@@ -97,6 +98,21 @@ def check(x, *others, shape: tuple, message: str):
         actual = tuple(value.shape)
         if differs(tuple(shape), actual):
             raise shape_check_error(message, actual)
+    return x
+
+
+def check_size(x, *, axes: tuple, minimum: int, message: str):
+    """The `ensure_size` op: `x`, or a `ShapeError` with `message` and x's shape where its
+    dims `axes` hold fewer than `minimum` elements (its shape rule, its reference and every
+    backend's lowering). A dim a graph leaves open (None; Paddle's -1) is not checked here:
+    `check_before_run` checks it, for the run's shapes, before the run."""
+    sizes = [x.shape[a] for a in axes]
+    if all(size is not None and size >= 0 for size in sizes):
+        count = 1
+        for size in sizes:
+            count *= int(size)
+        if count < minimum:
+            raise ShapeError(f"{message}, got an input of shape {list(x.shape)}")
     return x
 
 
@@ -210,6 +226,8 @@ def _rule_checked(node) -> bool:
     shape = node.inputs[0].shape
     if node.op == "reshape":
         return None in shape
+    if node.op == "ensure_size":
+        return any(shape[a] is None for a in node.attrs["axes"])
     axis = node.attrs.get("axis")
     axes = range(len(shape)) if axis is None else axis if isinstance(axis, tuple) else (axis,)
     return any(shape[a] is None for a in axes)

@@ -28,7 +28,7 @@ from paddle import _C_ops
 
 from unigraph.index_checks import check_indices
 from unigraph.printing import emit
-from unigraph.shape_checks import TAGS, check_tag
+from unigraph.shape_checks import TAGS, check_size, check_tag
 from unigraph.shape_checks import check as check_shape
 from unigraph_paddle import ranks
 from unigraph_paddle.adam import adam_update, adam_update_
@@ -929,6 +929,7 @@ LOWERINGS = {
     "stack": widen_small_ints(stack),
     "squeeze": squeeze,
     "ensure_shape": ensure_shape,
+    "ensure_size": check_size,  # (open dims: checked before the run)
     "expand_dims": expand_dims,
     "broadcast_to": broadcast_to,
     "slice": slice_,

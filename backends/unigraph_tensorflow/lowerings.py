@@ -34,6 +34,7 @@ from unigraph.ops.indexing import TO_END
 from unigraph.printing import emit
 from unigraph.shape_checks import MARKER as SHAPE_MARKER
 from unigraph.shape_checks import check as check_shape
+from unigraph.shape_checks import check_size
 from unigraph_tensorflow import adam, images, nchw_conv, ranks
 from unigraph_tensorflow.int_operands import int_operand
 from unigraph_tensorflow.taping import may_be_differentiated
@@ -492,6 +493,7 @@ LOWERINGS = {
     "stack": stack,
     "squeeze": squeeze,
     "ensure_shape": ensure_shape,
+    "ensure_size": check_size,  # (open dims: checked before the run)
     "expand_dims": expand_dims,
     "broadcast_to": broadcast_to,
     "slice": slice_,

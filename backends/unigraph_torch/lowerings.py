@@ -23,6 +23,7 @@ from unigraph.index_checks import check_indices
 from unigraph.ops.pooling import pool_geometry, pool_pads
 from unigraph.printing import emit
 from unigraph.shape_checks import check as check_shape
+from unigraph.shape_checks import check_size
 
 TORCH_DTYPES = {
     "float16": torch.float16,
@@ -492,6 +493,7 @@ LOWERINGS = {
     "stack": stack,
     "squeeze": squeeze,
     "ensure_shape": check_shape,  # (torch:static's code calls it too, on every run)
+    "ensure_size": check_size,  # (open dims: checked before the run)
     "expand_dims": expand_dims,
     "broadcast_to": broadcast_to,
     "slice": slice_,

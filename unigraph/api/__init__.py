@@ -83,6 +83,7 @@ from unigraph.api.shapes import (
     broadcast_to,
     concat,
     ensure_shape,
+    ensure_size,
     expand_dims,
     flatten,
     flip,

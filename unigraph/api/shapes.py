@@ -20,6 +20,7 @@ from unigraph.api.operands import (
 from unigraph.dispatch import apply
 from unigraph.dtypes import as_dtype, is_int
 from unigraph.errors import ShapeError
+from unigraph.ops.base import OPS, TensorSpec
 from unigraph.ops.shape import resolved_shape
 from unigraph.shape_checks import shape_check_error
 from unigraph.tracing import user_source
@@ -110,6 +111,28 @@ def ensure_shape(x, shape, message=None):
     if not any(want is not None and got is None for want, got in zip(shape, x.shape)):
         return unchanged(x)  # every dim it names is known, and right: nothing to check
     return apply("ensure_shape", [x], {"shape": shape, "message": message})
+
+
+def ensure_size(x, minimum, axis=None, message=None):
+    """x, unchanged, when its dims `axis` (an int or a tuple; None: all) hold at least
+    `minimum` elements together; else a `ShapeError` with `message` (by default the call's
+    line) and x's shape: while tracing where those dims are known, and when the program
+    runs where input_spec left one open, on every target, as eagerly.
+
+    >>> ug.ensure_size(x, 2, axis=0)  # x [None, 3]: a run with 1 row raises
+    """
+    x = _tensor_or_array(x)
+    axes = tuple(range(len(x.shape))) if axis is None else _axes(axis, len(x.shape),
+                                                                 "ensure_size")
+    if message is None:
+        message = (f"ug.ensure_size at {user_source()}: the tensor's axes {list(axes)} must "
+                   f"hold at least {int(minimum)} elements")
+    attrs = {"axes": axes, "minimum": int(minimum), "message": message}
+    if None not in [x.shape[a] for a in axes]:
+        # every size known (eagerly, or given by input_spec): the record's rule checks now
+        OPS["ensure_size"].infer(TensorSpec(x.shape, x.dtype), **attrs)
+        return unchanged(x)
+    return apply("ensure_size", [x], attrs)
 
 
 def expand_dims(x, axis):

@@ -139,7 +139,8 @@ def _shared_with_closures(sites, facts) -> dict:
             inside = start <= closure.position <= end
             after = facts.live_after[id(stmt)]
             escapes = inside and _any_in(closure.bound_to, after)
-            kept = inside and _any_in(closure.bound_to, facts.live_head.get(id(stmt), ()))
+            kept = inside and not isinstance(stmt, ast.If) \
+                and _any_in(closure.bound_to, facts.live_head.get(id(stmt), ()))  # (rule 3)
             called = start > closure.position \
                 and _any_in(closure.bound_to, after | used_names(stmt))
             for name in closure.reads:
@@ -339,8 +340,14 @@ def _fixpoint(step, start: frozenset) -> frozenset:
 def _live_stmt(stmt, out: frozenset, facts: Facts) -> frozenset:
     if isinstance(stmt, ast.If):
         facts.live_after[id(stmt)] = out
-        return (used_names(stmt.test) | _live_block(stmt.body, out, facts)
-                | _live_block(stmt.orelse, out, facts))
+        body = _live_block(stmt.body, out, facts)
+        orelse = _live_block(stmt.orelse, out, facts)
+        # What a branch may read before it assigns it (`x = f(x)`, x dead after the if) is
+        # the enclosing scope's variable, so it is carried as state. (One branch reading
+        # what only the other assigns reads the enclosing scope's: nothing to carry.)
+        facts.live_head[id(stmt)] = (body & set(assigned_names(stmt.body))) \
+            | (orelse & set(assigned_names(stmt.orelse)))
+        return used_names(stmt.test) | body | orelse
     if isinstance(stmt, ast.While):
         facts.live_after[id(stmt)] = out
         test = used_names(stmt.test)

@@ -422,9 +422,9 @@ class Converter(ast.NodeTransformer):
     def visit_If(self, node):
         modified = assigned_names(node.body + node.orelse)
         in_body, in_else = set(assigned_names(node.body)), set(assigned_names(node.orelse))
-        defined, live, _ = self._facts(node, modified)
+        defined, live, head = self._facts(node, modified)
         self.generic_visit(node)
-        state = self._state_names(modified, live)
+        state = self._state_names(modified, live | head)
         functions, get_name, set_name = self._state(state, node)
         body_name, else_name = self.namer.new("if_body"), self.namer.new("else_body")
         functions += [self._scope_function(body_name, [], node.body, state, modified, node),

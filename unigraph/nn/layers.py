@@ -303,6 +303,10 @@ class BatchNorm2D(Module):
             )
         channels = (1, self.num_features, 1, 1)
         if self.training:
+            # (checked while tracing where N, H, W are known; else before each run)
+            x = api.ensure_size(x, 2, axis=(0, 2, 3), message=(
+                f"{_label(self)}: training mode needs more than one value per channel to "
+                "estimate a variance"))
             unbiased = self._unbiased_factor(x, shape)
             mean = api.mean(x, axis=(0, 2, 3))
             centered = x - api.reshape(mean, channels)
@@ -327,11 +331,6 @@ class BatchNorm2D(Module):
         sizes = (shape[0], shape[2], shape[3])
         if None not in sizes:
             count = sizes[0] * sizes[1] * sizes[2]
-            if count < 2:
-                raise ShapeError(
-                    f"{_label(self)}: training mode needs more than one value per channel "
-                    f"to estimate a variance, got an input of shape {list(shape)}"
-                )
             return self.momentum * count / (count - 1)
         count = api.sum(api.ones_like(x, "float64"), axis=(0, 2, 3))
         return api.cast(count * self.momentum / (count - 1.0), x.dtype)

@@ -601,6 +601,8 @@ EMITTERS = {
     "stack": _stack,
     "squeeze": _squeeze,
     "ensure_shape": _ensure_shape,
+    # (open dims: checked before the run, by check_before_run; not in the ONNX model)
+    "ensure_size": lambda w, args, node: w.node("Identity", [args[0]]),
     "expand_dims": _expand_dims,
     "broadcast_to": _broadcast_to,
     "slice": _slice,

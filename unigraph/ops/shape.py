@@ -21,6 +21,7 @@ from unigraph.ops._util import (
 )
 from unigraph.ops.base import OpDef, Sample, TensorSpec, register
 from unigraph.shape_checks import check as check_shape
+from unigraph.shape_checks import check_size
 
 
 def _size(shape):
@@ -227,6 +228,30 @@ register(OpDef(
                                                             "message": "a check"}),
     ],
     differentiable_inputs=(0,),
+))
+
+
+def _ensure_size_infer(x, *, axes, minimum, message):
+    check_size(x, axes=axes, minimum=minimum, message=message)
+    return TensorSpec(x.shape, x.dtype)
+
+
+register(OpDef(
+    name="ensure_size",
+    infer=_ensure_size_infer,
+    reference=check_size,
+    vjp=lambda g, inputs, out, *, axes, minimum, message: [g],
+    doc="x, unchanged, when its dims `axes` hold at least `minimum` elements together (their "
+        "product); else a ShapeError with `message` and x's shape: while tracing where those "
+        "dims are known, and where `input_spec` leaves one open, when the program runs, "
+        "before it (unigraph/shape_checks.py, RULE_CHECKED). BatchNorm's training mode "
+        "needs 2 values per channel.",
+    example="ug.ensure_size([[1.0], [2.0]], 2, axis=0)  # [[1.0], [2.0]]",
+    samples=lambda rng: [
+        Sample((normal(rng, (2, 3, 1, 1)),), {"axes": (0, 2, 3), "minimum": 2,
+                                              "message": "a check"}),
+        Sample((normal(rng, (1, 3)),), {"axes": (1,), "minimum": 3, "message": "a check"}),
+    ],
 ))
 
 
