@@ -53,6 +53,21 @@ def binary(op):
     return lambda x, y: op(x=x, y=y)
 
 
+def in_float32(lowering):
+    """`lowering` with float16 operands run in float32 and the result rounded to float16
+    once: TF's float16 Sum, Mean and Cumsum add in float16 and FloorDiv floors the float16
+    quotient (quirks "sum (mean, cumsum)" and "floor_divide"), where the op records (and
+    torch, Paddle, onnxruntime) sum in float32 and floor the exact quotient."""
+    def lowered(x, *operands, **attrs):
+        if x.dtype != tf.float16:
+            return lowering(x, *operands, **attrs)
+        wide = [raw.Cast(x=v, DstT=tf.float32) if v.dtype == tf.float16 else v
+                for v in (x, *operands)]
+        return raw.Cast(x=lowering(*wide, **attrs), DstT=tf.float16)
+
+    return lowered
+
+
 # -- elementwise ------------------------------------------------------------------------------
 
 
@@ -460,7 +475,7 @@ LOWERINGS = {
     # math (floor ops: the sign of y, as NumPy; TF's gradient of the step functions is
     # none, which the backend reads as 0)
     "mod": binary(raw.FloorMod),
-    "floor_divide": binary(raw.FloorDiv),
+    "floor_divide": in_float32(binary(raw.FloorDiv)),
     "floor": unary(raw.Floor),
     "ceil": unary(raw.Ceil),
     "round": unary(raw.Round),  # halves to even, as NumPy
@@ -479,12 +494,12 @@ LOWERINGS = {
     "matmul": matmul,
     "einsum": einsum,
     # reductions
-    "sum": reduction(raw.Sum),
-    "mean": reduction(raw.Mean),
+    "sum": in_float32(reduction(raw.Sum)),
+    "mean": in_float32(reduction(raw.Mean)),
     "max": reduction(raw.Max),
     "min": reduction(raw.Min),
     "prod": reduction(raw.Prod),
-    "cumsum": lambda x, *, axis: raw.Cumsum(x=x, axis=axis),
+    "cumsum": in_float32(lambda x, *, axis: raw.Cumsum(x=x, axis=axis)),
     "argmax": argmax,
     # shape
     "reshape": reshape,

@@ -24,6 +24,13 @@ from unigraph.ops._util import (
 from unigraph.ops.base import OpDef, Sample, TensorSpec, register
 
 
+def accumulator(dtype):
+    """The dtype a sum of `dtype` runs in: float32 for float16 (torch, Paddle and onnxruntime
+    do so; NumPy's own float16 sum rounds to float16 at every step along any axis but the
+    last, 240 ulps off over 5,000 terms), else `dtype` itself."""
+    return np.float32 if np.dtype(dtype) == np.float16 else dtype
+
+
 def _reduced_shape(op, x, axis, keepdims, need_nonempty=False):
     if axis is not None:
         if not isinstance(axis, tuple):
@@ -113,12 +120,12 @@ register(OpDef(
     name="sum",
     infer=_sum_infer,
     reference=lambda x, *, axis, keepdims: np.asarray(
-        np.sum(x, axis=axis, keepdims=keepdims, dtype=x.dtype)
-    ),
+        np.sum(x, axis=axis, keepdims=keepdims, dtype=accumulator(x.dtype))
+    ).astype(x.dtype, copy=False),
     vjp=_sum_vjp,
     doc="Sum of x over `axis` (a tuple; None: all). Unlike NumPy the result keeps x's dtype: "
         "int32 stays int32 (and wraps on overflow) where NumPy widens it to int64, and bools "
-        "are refused (cast them first).",
+        "are refused (cast them first). float16 is summed in float32 and rounded once.",
     example="ug.sum([[1, 2], [3, 4]], axis=0)  # [4, 6]",
     samples=_sum_samples,
     tolerance=ACCUMULATING_TOLERANCE,
@@ -306,16 +313,21 @@ def _cumsum_infer(x, *, axis):
 def _cumsum_vjp(g, inputs, out, *, axis):
     # Input i feeds outputs i, i+1, ...: the gradient is the reversed running sum of g.
     flipped = np.flip(g, axis)
-    return [grad_for(np.flip(np.cumsum(flipped, axis=axis), axis), inputs[0])]
+    return [grad_for(np.flip(_running_sum(flipped, axis), axis), inputs[0])]
+
+
+def _running_sum(x, axis):
+    return np.cumsum(x, axis=axis, dtype=accumulator(x.dtype)).astype(x.dtype, copy=False)
 
 
 register(OpDef(
     name="cumsum",
     infer=_cumsum_infer,
-    reference=lambda x, *, axis: np.cumsum(x, axis=axis, dtype=x.dtype),
+    reference=lambda x, *, axis: _running_sum(x, axis),
     vjp=_cumsum_vjp,
-    doc="Running sum of x along `axis` (out[i] = x[0] + ... + x[i]), in x's dtype. "
-        "Gradient: the running sum of the cotangent from the end.",
+    doc="Running sum of x along `axis` (out[i] = x[0] + ... + x[i]), in x's dtype; float16 "
+        "runs in float32, each output rounded once. Gradient: the running sum of the "
+        "cotangent from the end.",
     example="ug.cumsum([[1, 2, 3], [4, 5, 6]], axis=1)  # [[1, 3, 6], [4, 9, 15]]",
     samples=lambda rng: [
         Sample((normal(rng, (3, 4)),), {"axis": 1}),

@@ -1,0 +1,61 @@
+"""float16 sums on every target: summed in float32 and rounded to float16 once, so within one
+float16 ulp of the exact (float64) sum of the float16 inputs, along any axis.
+
+Before: NumPy's own float16 sum and cumsum (the reference engine) and TF's float16 Sum, Mean
+and Cumsum rounded every partial sum to float16: 4,096 terms of [0.5, 1) along axis 0 were
+about 516 ulps off, past the checker's own float16 budget (21 of these cases failed).
+And TF's float16 FloorDiv floored the float16-rounded quotient: 14.516 // 0.605 gave 24.
+"""
+
+import numpy as np
+import pytest
+from conftest import FORWARD_TARGETS, run_on
+
+import unigraph as ug
+
+TERMS = 4096
+
+
+def _positive(shape, seed):
+    # All terms and partial sums positive: no cancellation, so one ulp of the result is a
+    # fair bound for a correctly rounded sum, and a float16 running sum (ulp 2 past 2,048,
+    # adding terms of [0.5, 1)) is many ulps off.
+    return np.random.default_rng(seed).uniform(0.5, 1.0, shape).astype(np.float16)
+
+
+def _assert_within_one_ulp(got, exact, what):
+    assert got.dtype == np.float16, f"{what}: {got.dtype}"
+    spacing = np.spacing(np.abs(exact).astype(np.float16)).astype(np.float64)
+    ulps = np.abs(got.astype(np.float64) - exact) / spacing
+    assert ulps.max() <= 1.0, f"{what}: {ulps.max():.2f} float16 ulps from the exact sum"
+
+
+SUMS = {
+    "sum": (lambda x, axis: ug.sum(x, axis=axis), lambda w, axis: w.sum(axis)),
+    "mean": (lambda x, axis: ug.mean(x, axis=axis), lambda w, axis: w.mean(axis)),
+    "cumsum": (lambda x, axis: ug.cumsum(x, axis=axis), lambda w, axis: np.cumsum(w, axis)),
+}
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+@pytest.mark.parametrize("op", sorted(SUMS))
+@pytest.mark.parametrize("target", FORWARD_TARGETS)
+def test_float16_sum_is_rounded_once(target, op, axis):
+    x = _positive((TERMS, 4) if axis == 0 else (4, TERMS), seed=axis)
+    ug_op, exact_op = SUMS[op]
+    fn = ug.function(lambda x: ug_op(x, axis), name=f"float16_{op}")
+    got = run_on(target, fn, x)
+    _assert_within_one_ulp(got, exact_op(x.astype(np.float64), axis), f"{op} on {target}")
+
+
+@pytest.mark.parametrize("target", FORWARD_TARGETS)
+def test_float16_floor_divide_floors_the_exact_quotient(target):
+    # Each float16 quotient rounds up onto the next integer (14.515625 / 0.60498046875 is
+    # 23.9935..., 24.0 in float16); the exact quotients floor to these, worked out by hand.
+    a = np.array([14.516, -20.0, 6.844, -18.66], np.float16)
+    b = np.array([0.605, 0.645, 1.369, 1.865], np.float16)
+    fn = ug.function(lambda a, b: ug.floor_divide(a, b), name="float16_floor_divide")
+    got = run_on(target, fn, a, b)
+    assert got.dtype == np.float16
+    np.testing.assert_array_equal(got, np.float16([23.0, -32.0, 4.0, -11.0]),
+                                  err_msg=f"floor_divide on {target}")
