@@ -1,9 +1,12 @@
-"""float16 sums on every target: summed in float32 and rounded to float16 once, so within one
-float16 ulp of the exact (float64) sum of the float16 inputs, along any axis.
+"""float16 sums and products on every target: computed in float32 and rounded to float16
+once, so within one float16 ulp of the exact (float64) result of the float16 inputs, along
+any axis.
 
 Before: NumPy's own float16 sum and cumsum (the reference engine) and TF's float16 Sum, Mean
 and Cumsum rounded every partial sum to float16: 4,096 terms of [0.5, 1) along axis 0 were
 about 516 ulps off, past the checker's own float16 budget (21 of these cases failed).
+Products of 4,096 factors were ~144 ulps off on NumPy (down axis 0), torch and TF, past the
+budget too (12 more cases failed).
 And TF's float16 FloorDiv floored the float16-rounded quotient: 14.516 // 0.605 gave 24.
 """
 
@@ -30,10 +33,19 @@ def _assert_within_one_ulp(got, exact, what):
     assert ulps.max() <= 1.0, f"{what}: {ulps.max():.2f} float16 ulps from the exact sum"
 
 
+def _factors(shape, seed):
+    # Products of 4,096 factors within 2% of 1 stay within [0.1, 10]; a float16 running
+    # product is ~144 ulps off, a float32 one rounded once within 1 (its own error, under
+    # 4,096 float32 roundings, is a quarter of a float16 ulp at worst).
+    return np.random.default_rng(seed).uniform(0.98, 1.02, shape).astype(np.float16)
+
+
 SUMS = {
-    "sum": (lambda x, axis: ug.sum(x, axis=axis), lambda w, axis: w.sum(axis)),
-    "mean": (lambda x, axis: ug.mean(x, axis=axis), lambda w, axis: w.mean(axis)),
-    "cumsum": (lambda x, axis: ug.cumsum(x, axis=axis), lambda w, axis: np.cumsum(w, axis)),
+    "sum": (lambda x, axis: ug.sum(x, axis=axis), lambda w, axis: w.sum(axis), _positive),
+    "mean": (lambda x, axis: ug.mean(x, axis=axis), lambda w, axis: w.mean(axis), _positive),
+    "cumsum": (lambda x, axis: ug.cumsum(x, axis=axis), lambda w, axis: np.cumsum(w, axis),
+               _positive),
+    "prod": (lambda x, axis: ug.prod(x, axis=axis), lambda w, axis: w.prod(axis), _factors),
 }
 
 
@@ -41,8 +53,8 @@ SUMS = {
 @pytest.mark.parametrize("op", sorted(SUMS))
 @pytest.mark.parametrize("target", FORWARD_TARGETS)
 def test_float16_sum_is_rounded_once(target, op, axis):
-    x = _positive((TERMS, 4) if axis == 0 else (4, TERMS), seed=axis)
-    ug_op, exact_op = SUMS[op]
+    ug_op, exact_op, inputs = SUMS[op]
+    x = inputs((TERMS, 4) if axis == 0 else (4, TERMS), seed=axis)
     fn = ug.function(lambda x: ug_op(x, axis), name=f"float16_{op}")
     got = run_on(target, fn, x)
     _assert_within_one_ulp(got, exact_op(x.astype(np.float64), axis), f"{op} on {target}")

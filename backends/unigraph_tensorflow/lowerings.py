@@ -55,9 +55,10 @@ def binary(op):
 
 def in_float32(lowering):
     """`lowering` with float16 operands run in float32 and the result rounded to float16
-    once: TF's float16 Sum, Mean and Cumsum add in float16 and FloorDiv floors the float16
-    quotient (quirks "sum (mean, cumsum)" and "floor_divide"), where the op records (and
-    torch, Paddle, onnxruntime) sum in float32 and floor the exact quotient."""
+    once: TF's float16 Sum, Mean, Cumsum and Prod accumulate in float16 and FloorDiv floors
+    the float16 quotient (quirks "sum (mean, cumsum, prod)" and "floor_divide"), where the
+    op records (and torch, Paddle, onnxruntime) accumulate in float32 and floor the exact
+    quotient."""
     def lowered(x, *operands, **attrs):
         if x.dtype != tf.float16:
             return lowering(x, *operands, **attrs)
@@ -498,7 +499,7 @@ LOWERINGS = {
     "mean": in_float32(reduction(raw.Mean)),
     "max": reduction(raw.Max),
     "min": reduction(raw.Min),
-    "prod": reduction(raw.Prod),
+    "prod": in_float32(reduction(raw.Prod)),
     "cumsum": in_float32(lambda x, *, axis: raw.Cumsum(x=x, axis=axis)),
     "argmax": argmax,
     # shape

@@ -137,15 +137,19 @@ def _float16_ulps(got, exact) -> float:
 
 
 def _float16_sums_no_closer_than_float32_rounded() -> bool:
-    # What unigraph relies on: Sum, Mean and Cumsum in float32, rounded to float16 once, are
-    # within 1 ulp of the exact sum, and TF's float16 kernels are no closer. Here (4,096
-    # terms of [0.5, 1) down axis 0) they add in float16: all three 516 ulps off (5.8 for
-    # Sum over [4096, 8]); a kernel that sums in float32 makes the workaround two casts.
+    # What unigraph relies on: Sum, Mean, Cumsum and Prod in float32, rounded to float16
+    # once, are within 1 ulp of the exact result, and TF's float16 kernels are no closer.
+    # Here (4,096 terms of [0.5, 1) down axis 0) they add in float16: all three 516 ulps off
+    # (5.8 for Sum over [4096, 8]); Prod of 4,096 factors within 2% of 1, 144. A kernel that
+    # accumulates in float32 makes the workaround two casts.
     tf = _tf()
-    x = np.random.default_rng(0).uniform(0.5, 1.0, (4096, 4)).astype(np.float16)
-    exact = x.astype(np.float64)
-    for op, want in ((tf.reduce_sum, exact.sum(0)), (tf.reduce_mean, exact.mean(0)),
-                     (tf.cumsum, np.cumsum(exact, 0))):
+    terms = np.random.default_rng(0).uniform(0.5, 1.0, (4096, 4)).astype(np.float16)
+    factors = np.random.default_rng(0).uniform(0.98, 1.02, (4096, 4)).astype(np.float16)
+    for op, x, exact in ((tf.reduce_sum, terms, lambda w: w.sum(0)),
+                         (tf.reduce_mean, terms, lambda w: w.mean(0)),
+                         (tf.cumsum, terms, lambda w: np.cumsum(w, 0)),
+                         (tf.reduce_prod, factors, lambda w: w.prod(0))):
+        want = exact(x.astype(np.float64))
         rounded = _float16_ulps(tf.cast(op(tf.constant(x, tf.float32), axis=0), tf.float16),
                                 want)
         if rounded > 1.0 or _float16_ulps(op(tf.constant(x), axis=0), want) < rounded:
@@ -350,11 +354,12 @@ QUIRKS = [
         pin=_float16_softmax_no_closer_than_float32_rounded,
     ),
     Quirk(
-        op="sum (mean, cumsum)", framework="tensorflow", versions=VERSIONS,
-        behaviour="float16 Sum, Mean and Cumsum are no closer than the float32 ones rounded, "
-                  "and on this CPU add in float16: 4,096 terms of [0.5, 1) down axis 0 are "
-                  "516 ulps off, past the checker's budget",
-        workaround="float16 sum, mean and cumsum run in float32, rounded to float16 once "
+        op="sum (mean, cumsum, prod)", framework="tensorflow", versions=VERSIONS,
+        behaviour="float16 Sum, Mean, Cumsum and Prod are no closer than the float32 ones "
+                  "rounded, and on this CPU accumulate in float16: 4,096 terms of [0.5, 1) "
+                  "down axis 0 are 516 ulps off, the Prod of 4,096 factors within 2% of 1 "
+                  "144, past the checker's budget",
+        workaround="float16 sum, mean, cumsum and prod run in float32, rounded to float16 once "
                    "(lowerings.in_float32; within 1 ulp, as torch, Paddle and onnxruntime)",
         pin=_float16_sums_no_closer_than_float32_rounded,
     ),

@@ -118,6 +118,9 @@ def reduce_min(x, *, axis, keepdims):
 
 
 def reduce_prod(x, *, axis, keepdims):
+    if x.dtype == torch.float16:
+        # torch multiplies float16 in float16 (quirk "prod"): in float32, rounded once
+        return reduce_prod(x.float(), axis=axis, keepdims=keepdims).half()
     if axis is None:
         out = torch.prod(x, dtype=x.dtype)  # dtype: torch would widen int32 to int64
         return out.reshape((1,) * x.dim()) if keepdims else out

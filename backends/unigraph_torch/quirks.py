@@ -50,7 +50,33 @@ def _pair_quirk(name: str) -> Quirk:
     )
 
 
+def _float16_prod_no_closer_than_float32_rounded() -> bool:
+    # What unigraph relies on: torch.prod in float32 rounded to float16 once is within 1 ulp
+    # of the exact product, and the float16 kernel is no closer. Here (4,096 factors within
+    # 2% of 1, down axis 0) it multiplies in float16: 144 ulps off, past the checker's budget.
+    import numpy as np
+    import torch
+
+    x = np.random.default_rng(0).uniform(0.98, 1.02, (4096, 4)).astype(np.float16)
+    exact = x.astype(np.float64).prod(0)
+    spacing = np.spacing(np.abs(exact).astype(np.float16)).astype(np.float64)
+
+    def ulps(got) -> float:
+        return float((np.abs(got.numpy().astype(np.float64) - exact) / spacing).max())
+
+    rounded = ulps(torch.prod(torch.from_numpy(x), dim=0, dtype=torch.float32).half())
+    return rounded <= 1.0 and ulps(torch.prod(torch.from_numpy(x), dim=0)) >= rounded
+
+
 QUIRKS = [
+    Quirk(
+        op="prod", framework="torch", versions=VERSIONS,
+        behaviour="the CPU float16 torch.prod is no closer than the float32 one rounded, and "
+                  "multiplies in float16: 4,096 factors within 2% of 1 are 144 ulps off, "
+                  "past the checker's budget",
+        workaround="float16 prod runs in float32, rounded to float16 once (within 1 ulp)",
+        pin=_float16_prod_no_closer_than_float32_rounded,
+    ),
     Quirk(
         op="relu", framework="torch", versions=VERSIONS,
         behaviour="torch.relu's backward passes the gradient through a NaN input "

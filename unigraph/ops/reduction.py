@@ -25,9 +25,9 @@ from unigraph.ops.base import OpDef, Sample, TensorSpec, register
 
 
 def accumulator(dtype):
-    """The dtype a sum of `dtype` runs in: float32 for float16 (torch, Paddle and onnxruntime
-    do so; NumPy's own float16 sum rounds to float16 at every step along any axis but the
-    last, 240 ulps off over 5,000 terms), else `dtype` itself."""
+    """The dtype a sum or product of `dtype` runs in: float32 for float16 (torch's sum, Paddle
+    and onnxruntime do so; NumPy's own float16 sum rounds to float16 at every step along any
+    axis but the last, 516 ulps off over 4,096 terms), else `dtype` itself."""
     return np.float32 if np.dtype(dtype) == np.float16 else dtype
 
 
@@ -292,11 +292,12 @@ register(OpDef(
     name="prod",
     infer=_prod_infer,
     reference=lambda x, *, axis, keepdims: np.asarray(
-        np.prod(x, axis=axis, keepdims=keepdims, dtype=x.dtype)
-    ),
+        np.prod(x, axis=axis, keepdims=keepdims, dtype=accumulator(x.dtype))
+    ).astype(x.dtype, copy=False),
     vjp=_prod_vjp,
     doc="Product of x over `axis` (a tuple; None: all), in x's dtype (int32 stays int32, "
-        "wrapping on overflow); 1 over an empty axis. Gradient: the product of the other "
+        "wrapping on overflow); 1 over an empty axis; float16 multiplies in float32, rounded "
+        "once. Gradient: the product of the other "
         "elements of the slice (exact where the slice holds a zero).",
     example="ug.prod([[1, 2], [3, 4]], axis=1)  # [2, 12]",
     samples=_prod_samples,
