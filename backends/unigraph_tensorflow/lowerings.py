@@ -55,8 +55,9 @@ def binary(op):
 
 def in_float32(lowering):
     """`lowering` with float16 operands run in float32 and the result rounded to float16
-    once: TF's float16 Sum, Mean, Cumsum and Prod accumulate in float16 and FloorDiv floors
-    the float16 quotient (quirks "sum (mean, cumsum, prod)" and "floor_divide"), where the
+    once: TF's float16 Sum, Mean, Cumsum, Prod and Einsum accumulate in float16 and FloorDiv
+    floors the float16 quotient (quirks "sum (mean, cumsum, prod)", "einsum" and
+    "floor_divide"), where the
     op records (and torch, Paddle, onnxruntime) accumulate in float32 and floor the exact
     quotient."""
     def lowered(x, *operands, **attrs):
@@ -493,7 +494,7 @@ LOWERINGS = {
     "softplus": lambda x: raw.Softplus(features=x),
     # linalg
     "matmul": matmul,
-    "einsum": einsum,
+    "einsum": in_float32(einsum),
     # reductions
     "sum": in_float32(reduction(raw.Sum)),
     "mean": in_float32(reduction(raw.Mean)),

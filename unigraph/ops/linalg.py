@@ -7,6 +7,7 @@ import numpy as np
 from unigraph.errors import ShapeError
 from unigraph.ops._util import (
     ACCUMULATING_TOLERANCE,
+    accumulator,
     broadcast_shapes,
     dims_conflict,
     fmt,
@@ -131,13 +132,14 @@ register(OpDef(
     name="einsum",
     promote="float",
     infer=_einsum_infer,
-    reference=lambda *xs, equation: np.asarray(np.einsum(equation, *xs)).astype(
-        xs[0].dtype, copy=False),
+    reference=lambda *xs, equation: np.asarray(np.einsum(
+        equation, *xs, dtype=accumulator(xs[0].dtype))).astype(xs[0].dtype, copy=False),
     vjp=_einsum_vjp,
     doc="Einstein summation over floats: `equation` names each operand's dims with letters "
         "('ij,jk->ik' is a matmul); letters missing from the output are summed. No '...' and "
         "no letter repeated inside one operand. Without '->' the output is the letters that "
-        "occur once, in alphabetical order (NumPy's rule).",
+        "occur once, in alphabetical order (NumPy's rule). float16 contracts in float32, "
+        "rounded once.",
     example='ug.einsum("ij,j->i", [[1.0, 2.0], [3.0, 4.0]], [1.0, 1.0])  # [3.0, 7.0]',
     samples=lambda rng: [
         Sample((normal(rng, (3, 4)), normal(rng, (4, 5))), {"equation": "ij,jk->ik"}),

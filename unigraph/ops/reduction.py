@@ -10,6 +10,7 @@ from unigraph.errors import ShapeError
 from unigraph.ops._util import (
     ACCUMULATING_TOLERANCE,
     NUMERIC_DTYPES,
+    accumulator,
     check_axis,
     distinct,
     expand_reduced,
@@ -22,13 +23,6 @@ from unigraph.ops._util import (
     require_numeric,
 )
 from unigraph.ops.base import OpDef, Sample, TensorSpec, register
-
-
-def accumulator(dtype):
-    """The dtype a sum or product of `dtype` runs in: float32 for float16 (torch's sum, Paddle
-    and onnxruntime do so; NumPy's own float16 sum rounds to float16 at every step along any
-    axis but the last, 516 ulps off over 4,096 terms), else `dtype` itself."""
-    return np.float32 if np.dtype(dtype) == np.float16 else dtype
 
 
 def _reduced_shape(op, x, axis, keepdims, need_nonempty=False):
