@@ -7,7 +7,8 @@ and Cumsum rounded every partial sum to float16: 4,096 terms of [0.5, 1) along a
 about 516 ulps off, past the checker's own float16 budget (21 of these cases failed).
 Products of 4,096 factors were ~144 ulps off on NumPy (down axis 0), torch and TF, past the
 budget too (12 more cases failed). TF's float16 einsum contracted in float16, 4.4 to 6.9
-ulps off where its MatMul is within 0.5, and NumPy's batched one 12 (8 more).
+ulps off where its MatMul is within 0.5, and NumPy's batched one 12 (8 more). avg_pool2d's
+8 x 8 windows: NumPy 1.8 ulps, TF 5.0 (5 more).
 And TF's float16 FloorDiv floored the float16-rounded quotient: 14.516 // 0.605 gave 24.
 """
 
@@ -72,6 +73,17 @@ def test_float16_einsum_is_rounded_once(target, equation, shapes):
     got = run_on(target, fn, a, b)
     exact = np.einsum(equation, a.astype(np.float64), b.astype(np.float64))
     _assert_within_one_ulp(got, exact, f"einsum {equation} on {target}")
+
+
+@pytest.mark.parametrize("target", FORWARD_TARGETS)
+def test_float16_avg_pool2d_is_rounded_once(target):
+    # 2,048 windows of 64 terms of [0.5, 1): a window summed in float16 is several ulps off
+    # somewhere; the mean of a float32 sum rounded once is within one everywhere.
+    x = _positive((4, 8, 64, 64), seed=3)
+    fn = ug.function(lambda x: ug.avg_pool2d(x, 8), name="float16_avg_pool2d")
+    got = run_on(target, fn, x)
+    exact = x.astype(np.float64).reshape(4, 8, 8, 8, 8, 8).mean(axis=(3, 5))
+    _assert_within_one_ulp(got, exact, f"avg_pool2d on {target}")
 
 
 @pytest.mark.parametrize("target", FORWARD_TARGETS)

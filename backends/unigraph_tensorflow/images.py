@@ -329,6 +329,12 @@ def avg_pool2d(x, **attrs):
 
 def avg_pool2d_nhwc(x, *, kernel, stride, padding, ceil_mode=False, count_include_pad=True):
     """avg_pool2d of the NHWC image `x`, NHWC out (for `layout.py`)."""
+    if x.dtype == tf.float16:
+        # TF's float16 AvgPool sums in float16 (quirk "avg_pool2d"): in float32, rounded once
+        wide = avg_pool2d_nhwc(tf.cast(x, tf.float32), kernel=kernel, stride=stride,
+                               padding=padding, ceil_mode=ceil_mode,
+                               count_include_pad=count_include_pad)
+        return tf.cast(wide, tf.float16)
     total = pool(_avg_pool, 0)(x, kernel=kernel, stride=stride, padding=padding,
                                ceil_mode=ceil_mode)
     ((t, b), (left, r)), (eh, ew) = pool_pads_of(x, kernel, stride, padding, (1, 1),

@@ -16,7 +16,15 @@ from __future__ import annotations
 import numpy as np
 
 from unigraph.errors import ShapeError
-from unigraph.ops._util import distinct, fmt, grad_for, normal, require_float, require_rank
+from unigraph.ops._util import (
+    accumulator,
+    distinct,
+    fmt,
+    grad_for,
+    normal,
+    require_float,
+    require_rank,
+)
 from unigraph.ops.base import OpDef, Sample, TensorSpec, register
 from unigraph.ops.nn import _check_pairs, _scatter_windows, _windows
 
@@ -182,7 +190,8 @@ def _avg_pool_reference(x, *, kernel, stride, padding, ceil_mode=False,
     _, pads, extra = pool_geometry(x.shape[2:], kernel, stride, padding, (1, 1), ceil_mode)
     win = _windows(_padded(x, pads, extra, 0), kernel, stride)
     divisor = avg_divisor(x.shape[2:], kernel, stride, pads, extra, count_include_pad)
-    return (win.sum(axis=(-2, -1)) / divisor).astype(x.dtype, copy=False)
+    total = win.sum(axis=(-2, -1), dtype=accumulator(x.dtype))  # float16: in float32
+    return (total / divisor).astype(x.dtype, copy=False)
 
 
 def _avg_pool_vjp(g, inputs, out, *, kernel, stride, padding, ceil_mode=False,
@@ -206,7 +215,8 @@ register(OpDef(
         "(the default) the padding counts: a window divides by kh * kw, also at the border; "
         "without it, by the number of input cells it covers. ceil_mode adds a last partial "
         "window (as PyTorch), whose cells past the padding never count. (TensorFlow's SAME "
-        "pooling and Paddle's exclusive=True divide as count_include_pad=False does.)",
+        "pooling and Paddle's exclusive=True divide as count_include_pad=False does.) float16 "
+        "windows are summed in float32, the mean rounded once.",
     example="ug.avg_pool2d([[[[1.0, 2.0, 3.0, 5.0]]]], (1, 2))  # [[[[1.5, 4.0]]]]",
     samples=lambda rng: [
         Sample((normal(rng, (1, 2, 4, 6)),), _pool_attrs((2, 2), (2, 2))),
