@@ -96,11 +96,24 @@ def _shifted(x, axis):
         return x - np.max(x, axis=axis, keepdims=True)
 
 
+def _in_float32(fn):
+    """`fn` of a float16 x computed in float32 and rounded once: NumPy's float16 sum along a
+    non-last axis rounds every partial sum (softmax of 5,000 rows down axis 0: 139 ulps)."""
+    def wide(x, *, axis):
+        if x.dtype == np.float16:
+            return fn(x.astype(np.float32), axis=axis).astype(np.float16)
+        return fn(x, axis=axis)
+
+    return wide
+
+
+@_in_float32
 def _softmax(x, *, axis):
     e = np.exp(_shifted(x, axis))
     return e / np.sum(e, axis=axis, keepdims=True)
 
 
+@_in_float32
 def _log_softmax(x, *, axis):
     shifted = _shifted(x, axis)
     if x.size == 0:  # (the log of a sum over an empty axis is log(0): a warning, no values)
@@ -131,7 +144,8 @@ _float_unary(
     "softmax", _softmax, _softmax_grad,
     "exp(x) / sum(exp(x)) along `axis`, computed as exp(x - max) / sum(exp(x - max)), so "
     "large values do not overflow. A row holding +inf (or only -inf) is NaN throughout "
-    "(inf - inf), and so is its gradient; -inf elements of a finite row give 0.",
+    "(inf - inf), and so is its gradient; -inf elements of a finite row give 0. float16 "
+    "runs in float32, rounded once.",
     _axis_samples, tolerance=ACCUMULATING_TOLERANCE,
     example="ug.softmax([[1000.0, 1000.0], [inf, 0.0]])  # [[0.5, 0.5], [nan, nan]]",
 )
@@ -139,7 +153,7 @@ _float_unary(
     "log_softmax", _log_softmax, _log_softmax_grad,
     "x - log(sum(exp(x))) along `axis`, computed as (x - max) - log(sum(exp(x - max))): "
     "no saturation, log_softmax([1000, 0]) = [0, -1000]. A row holding +inf (or only -inf) "
-    "is NaN throughout, and so is its gradient.",
+    "is NaN throughout, and so is its gradient. float16 runs in float32, rounded once.",
     _axis_samples, tolerance=ACCUMULATING_TOLERANCE,
     example="ug.log_softmax([1000.0, 0.0])  # [0.0, -1000.0]",
 )
