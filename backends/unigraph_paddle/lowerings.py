@@ -858,6 +858,28 @@ _SQRT = widen_half(paddle.sqrt)
 _sqrt_or_new = in_place_or(lambda x, _: _C_ops.sqrt_(x), lambda x, _: _SQRT(x))
 
 
+@widen_half
+def exact_sqrt(x):
+    """The op `sqrt`: Paddle's float32 kernel (Eigen's fast x * rsqrt(x) on a vector) gives
+    NaN at +inf and +0.0 at -0.0 (quirk "sqrt"); its float64 kernel is correctly rounded, and
+    so is its result rounded to float32. Adam's sqrt_ keeps the float32 kernel (finite v)."""
+    if x.dtype == paddle.float32:
+        return paddle.cast(paddle.sqrt(paddle.cast(x, paddle.float64)), paddle.float32)
+    return paddle.sqrt(x)
+
+
+_NEG_OF_INTS = widen_small_ints(paddle.neg)
+_MULTIPLY = widen_half(paddle.multiply)
+
+
+def neg(x):
+    """-x. paddle.neg of a float is a scale with a +0.0 bias, so -(+0.0) is +0.0 (quirk
+    "neg"); a product by -1 keeps IEEE's sign."""
+    if x.dtype in _FLOATS:
+        return _MULTIPLY(x, paddle.full_like(x, -1.0))
+    return _NEG_OF_INTS(x)
+
+
 def sqrt_(x):
     """`sqrt(x)`, written into `x` when nothing else sees it (`in_place_or`'s rule): the
     eager Adam's temporaries. Not an op record."""
@@ -884,11 +906,11 @@ LOWERINGS = {
     "logical_and": paddle.logical_and,
     "logical_or": paddle.logical_or,
     "logical_not": paddle.logical_not,
-    "neg": widen_small_ints(paddle.neg),
+    "neg": neg,
     "abs": widen_small_ints(widen_half(paddle.abs)),
     "exp": exp,
     "log": paddle.log,
-    "sqrt": _SQRT,
+    "sqrt": exact_sqrt,
     # x decides, after the bool cond
     "where": widen_small_ints(widen_half(where, dtype_input=1), dtype_input=1),
     "cast": cast,

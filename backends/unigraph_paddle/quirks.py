@@ -972,6 +972,22 @@ def _pair_quirk(name: str) -> Quirk:
     )
 
 
+def _neg_of_plus_zero_is_plus_zero() -> bool:
+    paddle = _paddle()
+    got = paddle.neg(paddle.to_tensor(np.zeros(4, np.float32))).numpy()
+    return not np.signbit(got).any()  # IEEE: -(+0.0) is -0.0
+
+
+def _float32_sqrt_of_inf_is_nan() -> bool:
+    paddle = _paddle()
+    # 16 elements: the vectorised kernel (Eigen's x * rsqrt(x)) runs; float64 is exact.
+    x = np.array([np.inf, -0.0, 4.0, 2.0] * 4, np.float32)
+    got = paddle.sqrt(paddle.to_tensor(x)).numpy()
+    exact = paddle.sqrt(paddle.to_tensor(x.astype(np.float64))).numpy()
+    return bool(np.isnan(got[0]) and not np.signbit(got[1]) and np.isposinf(exact[0])
+                and np.signbit(exact[1]))
+
+
 QUIRKS = [
     Quirk(
         op="log_softmax", framework="paddle", versions=VERSIONS,
@@ -1535,5 +1551,21 @@ QUIRKS = [
                    "ug.grad(f)(ug.tensor([...])) inside a @ug.function gives every target's "
                    "numbers (tests/test_grad_list_arguments.py)",
         pin=_gradient_wrt_an_assigned_array_counts_one_use,
+    ),
+    Quirk(
+        op="neg", framework="paddle", versions=VERSIONS,
+        behaviour="paddle.neg of a float is a scale with a +0.0 bias: -(+0.0) is +0.0",
+        workaround="floats are multiplied by a full_like of -1 (lowerings.neg); ints keep "
+                   "paddle.neg",
+        pin=_neg_of_plus_zero_is_plus_zero,
+    ),
+    Quirk(
+        op="sqrt", framework="paddle", versions=VERSIONS,
+        behaviour="the float32 CPU sqrt of a tensor of several elements is NaN at +inf and "
+                  "+0.0 at -0.0 (x * rsqrt(x)); float64's is right",
+        workaround="float32 (and float16, widened to it) sqrt runs in float64 and is rounded "
+                   "once, which is correctly rounded (lowerings.exact_sqrt); Adam's in-place "
+                   "sqrt_ keeps the float32 kernel (its v is finite)",
+        pin=_float32_sqrt_of_inf_is_nan,
     ),
 ]

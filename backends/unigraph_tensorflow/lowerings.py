@@ -55,11 +55,9 @@ def binary(op):
 
 def in_float32(lowering):
     """`lowering` with float16 operands run in float32 and the result rounded to float16
-    once: TF's float16 Sum, Mean, Cumsum, Prod and Einsum accumulate in float16 and FloorDiv
-    floors the float16 quotient (quirks "sum (mean, cumsum, prod)", "einsum" and
-    "floor_divide"), where the
-    op records (and torch, Paddle, onnxruntime) accumulate in float32 and floor the exact
-    quotient."""
+    once: TF's float16 Sum, Mean, Cumsum, Prod and Einsum accumulate in float16 (quirks
+    "sum (mean, cumsum, prod)" and "einsum"), where the op records (and torch, Paddle,
+    onnxruntime) accumulate in float32."""
     def lowered(x, *operands, **attrs):
         if x.dtype != tf.float16:
             return lowering(x, *operands, **attrs)
@@ -79,6 +77,38 @@ def neg(x):
     if x.dtype == tf.uint8:
         return raw.Cast(x=raw.Neg(x=raw.Cast(x=x, DstT=tf.int32)), DstT=tf.uint8)
     return raw.Neg(x=x)
+
+
+def floor_divide(x, y):
+    """floor(x / y). Ints: TF's FloorDiv. Floats: NumPy's algorithm (npy_divmod), since
+    FloorDiv is floor(x / y), which gives inf // 1 = inf where NumPy (and Python) give NaN
+    and -1 // inf = -0.0 where they give -1 (quirk "floor_divide")."""
+    if not x.dtype.is_floating:
+        return raw.FloorDiv(x=x, y=y)
+    if x.dtype == tf.float16:  # no float16 TruncateMod kernel; exact in float32
+        wide = floor_divide(raw.Cast(x=x, DstT=tf.float32), raw.Cast(x=y, DstT=tf.float32))
+        return raw.Cast(x=wide, DstT=tf.float16)
+    rest = raw.TruncateMod(x=x, y=y)  # fmod: the sign of x
+    whole = (x - rest) / y
+    # raw Equal/NotEqual: a TF1 Session graph's Tensor == is Python's identity test
+    zero = tf.zeros_like(x)
+    signs_differ = raw.NotEqual(x=y < zero, y=rest < zero)
+    whole = tf.where(raw.NotEqual(x=rest, y=zero) & signs_differ, whole - 1, whole)
+    floored = raw.Floor(x=whole)
+    floored = tf.where(whole - floored > 0.5, floored + 1, floored)
+    quotient = x / y
+    # A zero quotient takes the sign of x / y (quotient * 0: finite there), as NumPy's.
+    floored = tf.where(raw.Equal(x=whole, y=zero), quotient * zero, floored)
+    return tf.where(raw.Equal(x=y, y=zero), quotient, floored)
+
+
+def erf(x):
+    # TF's float64 Erf is NaN at +-inf and past |x| ~ 1e154 (quirk "erf"); from |x| > 6 on
+    # erf is +-1 in float64, and its gradient there is 0 either way.
+    out = raw.Erf(x=x)
+    if x.dtype != tf.float64:
+        return out
+    return tf.where(tf.abs(x) > 6, tf.sign(x), out)
 
 
 def absolute(x):
@@ -227,6 +257,8 @@ def reduction(op):
         return op(input=x, axis=int_operand(axis), keep_dims=keepdims)
 
     return lowering
+
+
 
 
 def argmax(x, *, axis, keepdims):
@@ -477,7 +509,7 @@ LOWERINGS = {
     # math (floor ops: the sign of y, as NumPy; TF's gradient of the step functions is
     # none, which the backend reads as 0)
     "mod": binary(raw.FloorMod),
-    "floor_divide": in_float32(binary(raw.FloorDiv)),
+    "floor_divide": floor_divide,
     "floor": unary(raw.Floor),
     "ceil": unary(raw.Ceil),
     "round": unary(raw.Round),  # halves to even, as NumPy
@@ -490,7 +522,7 @@ LOWERINGS = {
     "atan": unary(raw.Atan),
     "sinh": unary(raw.Sinh),
     "cosh": unary(raw.Cosh),
-    "erf": unary(raw.Erf),
+    "erf": erf,
     "softplus": lambda x: raw.Softplus(features=x),
     # linalg
     "matmul": matmul,

@@ -335,6 +335,18 @@ def _conv_with_one_strided_output_reads_garbage() -> bool:
                                .numpy(), want, atol=1e-4) for _ in range(5))
 
 
+def _float_floor_div_is_floor_of_quotient() -> bool:
+    tf = _tf()
+    got = tf.raw_ops.FloorDiv(x=tf.constant([np.inf, -1.0]), y=tf.constant([1.0, np.inf]))
+    return bool(np.isposinf(got.numpy()[0]) and got.numpy()[1] == 0.0)  # NumPy: nan, -1
+
+
+def _float64_erf_is_nan_at_infinity() -> bool:
+    tf = _tf()
+    got = tf.raw_ops.Erf(x=tf.constant([np.inf, -np.inf, 1e300, 1.0], tf.float64)).numpy()
+    return bool(np.isnan(got[:3]).all() and abs(got[3] - 0.8427007929497149) < 1e-15)
+
+
 QUIRKS = [
     Quirk(
         op="conv2d", framework="tensorflow", versions=VERSIONS,
@@ -385,7 +397,8 @@ QUIRKS = [
         behaviour="float16 Sum, Mean, Cumsum and Prod are no closer than the float32 ones "
                   "rounded, and on this CPU accumulate in float16: 4,096 terms of [0.5, 1) "
                   "down axis 0 are 516 ulps off, the Prod of 4,096 factors within 2% of 1 "
-                  "144, past the checker's budget",
+                  "144, past the checker's budget; Mean overflows: mean([65504, 65504, 1, 1]) "
+                  "is inf, not 32752",
         workaround="float16 sum, mean, cumsum and prod run in float32, rounded to float16 once "
                    "(lowerings.in_float32; within 1 ulp, as torch, Paddle and onnxruntime)",
         pin=_float16_sums_no_closer_than_float32_rounded,
@@ -412,7 +425,7 @@ QUIRKS = [
         behaviour="float16 FloorDiv floors the quotient rounded to float16: 14.516 // 0.605 "
                   "is 24 (the exact quotient is 23.99)",
         workaround="float16 floor_divide runs in float32, rounded to float16 once "
-                   "(lowerings.in_float32)",
+                   "(lowerings.floor_divide)",
         pin=_float16_floor_divide_floors_the_rounded_quotient,
     ),
     Quirk(
@@ -601,5 +614,22 @@ QUIRKS = [
                    "is such a conv where its input has one cell along a strided axis, "
                    "spreads that cell with stride 1 (images.conv_transpose2d)",
         pin=_conv_with_one_strided_output_reads_garbage,
+    ),
+    Quirk(
+        op="floor_divide", framework="tensorflow", versions=VERSIONS,
+        behaviour="float FloorDiv is floor(x / y): inf // 1.0 is inf and -1.0 // inf is 0.0, "
+                  "where NumPy (and Python) give nan and -1.0",
+        workaround="floats follow NumPy's npy_divmod: fmod (TruncateMod), (x - fmod) / y, "
+                   "one less where the signs differ, floor, the zero quotient signed as x / y, "
+                   "x / y where y is 0; float16 through float32 (lowerings.floor_divide; "
+                   "tests/test_special_values.py)",
+        pin=_float_floor_div_is_floor_of_quotient,
+    ),
+    Quirk(
+        op="erf", framework="tensorflow", versions=VERSIONS,
+        behaviour="float64 Erf is NaN at +-inf and at large |x| (1e300), where erf is +-1",
+        workaround="float64: where(|x| > 6, sign(x), Erf(x)); erf(6) rounds to 1 in float64 "
+                   "and its gradient there is 0 either way (lowerings.erf)",
+        pin=_float64_erf_is_nan_at_infinity,
     ),
 ]

@@ -163,14 +163,16 @@ _binary(
 _binary(
     "maximum", np.maximum, _pair_split,
     "Elementwise max(x, y). NaN propagates: NaN if either is NaN. Gradient: to the input "
-    "equal to the result; where x == y each gets half; where the result is NaN both get NaN.",
+    "equal to the result; where x == y each gets half; where the result is NaN both get NaN. "
+    "Of 0.0 and -0.0 either zero may come back (NumPy's own choice depends on the dtype).",
     _with_ints(_pair_samples),
     example="ug.maximum([1.0, 4.0, nan], [3.0, 2.0, 0.0])  # [3.0, 4.0, nan]",
 )
 _binary(
     "minimum", np.minimum, _pair_split,
     "Elementwise min(x, y). NaN propagates: NaN if either is NaN. Gradient: to the input "
-    "equal to the result; where x == y each gets half; where the result is NaN both get NaN.",
+    "equal to the result; where x == y each gets half; where the result is NaN both get NaN. "
+    "Of 0.0 and -0.0 either zero may come back (NumPy's own choice depends on the dtype).",
     _with_ints(_pair_samples),
     example="ug.minimum([1.0, 4.0, nan], [3.0, 2.0, 0.0])  # [1.0, 2.0, nan]",
 )

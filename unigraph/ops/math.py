@@ -69,7 +69,9 @@ _binary(
     "mod", np.mod, _mod_grads,
     "x mod y with the sign of y (floor semantics, as NumPy and Python's %): x - "
     "floor(x / y) * y. Ints and floats. Gradient 1 for x and -floor(x / y) for y. An integer "
-    "y of 0 is an error on some backends; do not rely on its result.",
+    "y of 0 is an error on some backends; do not rely on its result. Not promised: the sign of "
+    "a zero result (NumPy's is y's, the frameworks' +0.0), nor the result where x / y "
+    "overflows the dtype (torch gives NaN for 3.4e38 mod 0.5 in float32).",
     _division_samples,
     example="ug.mod([-7, 7, 5], [2, 2, -3])  # [1, 1, -1]",
 )

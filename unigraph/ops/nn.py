@@ -68,8 +68,8 @@ _float_unary(
     "relu", lambda x: np.maximum(x, 0),
     # g * mask, not np.where: ten times faster here; a NaN cotangent at x <= 0 stays NaN.
     lambda g, x, out: g * (x > 0),
-    "max(x, 0) for floats; NaN stays NaN. Gradient 1 where x > 0, else 0: 0 at x == 0 and "
-    "at NaN.",
+    "max(x, 0) for floats; NaN stays NaN; relu(-0.0) is a zero of either sign. Gradient 1 "
+    "where x > 0, else 0: 0 at x == 0 and at NaN.",
     _relu_samples,
     example="ug.relu([-1.0, 0.0, 2.0, nan])  # [0.0, 0.0, 2.0, nan]",
 )
