@@ -161,18 +161,33 @@ def cast(x, *, dtype):
 def _nan_if_either(fn):
     """maximum/minimum: Paddle's own value propagates NaN but its gradient there is 0; the
     record gives NaN to both inputs where the result is NaN. (s * s has the gradient 2s = NaN
-    in both inputs, as s = x + y is NaN there.) Ties already split equally, as the record."""
+    in both inputs, as s = x + y is NaN there.) Ties already split equally, as the record.
+    s is 0 where neither is NaN: there s * s gets a 0 cotangent, and 0 * 2s is NaN where s
+    is infinite (maximum(inf, 1) had the gradient NaN, not [1, 0])."""
 
     def lowered(x, y):
         out = fn(x, y)
         if not _is_float(out):
             return out
-        s = paddle.add(x, y)
         either = paddle.logical_or(paddle.isnan(x), paddle.isnan(y))
+        s = paddle.where(either, paddle.add(x, y), paddle.zeros_like(out))
         return paddle.where(either, paddle.multiply(s, s), out)
 
     lowered.__name__ = fn.__name__
     return lowered
+
+
+def absolute(x):
+    """|x|. Paddle's abs backward is NaN at +-inf, where the record's sign(x) is +-1 (quirk
+    "abs"): infinities go through x times a constant +-1 (paddle.sign's backward would be
+    inf * 0 there), the others through abs of x with the infinities masked out of it."""
+    if not _is_float(x):
+        return paddle.abs(x)
+    infinite = paddle.isinf(x)
+    ones = paddle.ones_like(x)
+    sign = paddle.where(x > 0, ones, -ones)  # no gradient path: x is only the condition
+    finite = paddle.where(infinite, paddle.zeros_like(x), x)
+    return paddle.where(infinite, paddle.multiply(x, sign), paddle.abs(finite))
 
 
 maximum = _nan_if_either(paddle.maximum)
@@ -907,7 +922,7 @@ LOWERINGS = {
     "logical_or": paddle.logical_or,
     "logical_not": paddle.logical_not,
     "neg": neg,
-    "abs": widen_small_ints(widen_half(paddle.abs)),
+    "abs": widen_small_ints(widen_half(absolute)),
     "exp": exp,
     "log": paddle.log,
     "sqrt": exact_sqrt,

@@ -966,8 +966,9 @@ def _pair_quirk(name: str) -> Quirk:
         op=name, framework="paddle", versions=VERSIONS,
         behaviour=f"paddle.{name} propagates NaN but its backward gives both inputs 0 where "
                   "the result is NaN",
-        workaround="where(isnan(x) | isnan(y), (x + y) * (x + y), out): the same NaN value, "
-                   "gradient NaN to both inputs there, as the op's rule says",
+        workaround="where(isnan(x) | isnan(y), s * s, out) with s = x + y there and 0 "
+                   "elsewhere: the same NaN value, gradient NaN to both inputs there, as the "
+                   "op's rule says (s is 0 elsewhere: 0 * 2s was NaN at an infinite x + y)",
         pin=_zero_gradient_where_nan(name),
     )
 
@@ -986,6 +987,13 @@ def _float32_sqrt_of_inf_is_nan() -> bool:
     exact = paddle.sqrt(paddle.to_tensor(x.astype(np.float64))).numpy()
     return bool(np.isnan(got[0]) and not np.signbit(got[1]) and np.isposinf(exact[0])
                 and np.signbit(exact[1]))
+
+
+def _abs_gradient_is_nan_at_infinity() -> bool:
+    paddle = _paddle()
+    leaf = _leaf(paddle, [np.inf, -np.inf, 2.0])
+    (grad,) = paddle.grad([paddle.sum(paddle.abs(leaf))], [leaf])
+    return bool(np.isnan(grad.numpy()[:2]).all() and grad.numpy()[2] == 1.0)
 
 
 QUIRKS = [
@@ -1567,5 +1575,13 @@ QUIRKS = [
                    "once, which is correctly rounded (lowerings.exact_sqrt); Adam's in-place "
                    "sqrt_ keeps the float32 kernel (its v is finite)",
         pin=_float32_sqrt_of_inf_is_nan,
+    ),
+    Quirk(
+        op="abs", framework="paddle", versions=VERSIONS,
+        behaviour="paddle.abs's backward is NaN at +-inf, where sign(x) is +-1",
+        workaround="infinities go through x times a constant +-1 (a where on x > 0; "
+                   "paddle.sign's backward is inf * 0 there), the rest through abs of x with "
+                   "the infinities masked out (lowerings.absolute)",
+        pin=_abs_gradient_is_nan_at_infinity,
     ),
 ]

@@ -99,7 +99,8 @@ def floor_divide(x, y):
     quotient = x / y
     # A zero quotient takes the sign of x / y (quotient * 0: finite there), as NumPy's.
     floored = tf.where(raw.Equal(x=whole, y=zero), quotient * zero, floored)
-    return tf.where(raw.Equal(x=y, y=zero), quotient, floored)
+    # A step function: gradient 0, as the record (FloorDiv's was none, read as 0).
+    return tf.stop_gradient(tf.where(raw.Equal(x=y, y=zero), quotient, floored))
 
 
 def erf(x):

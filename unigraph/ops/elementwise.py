@@ -156,7 +156,9 @@ _binary(
 _binary(
     "pow", np.power, _pow_grads,
     "x ** y for floats. Gradient: y * x**(y-1) for x (0 where y == 0) and x**y * log(x) for "
-    "y (0 where x == 0 and y >= 0; NaN where x < 0).",
+    "y (0 where x == 0 and y >= 0; NaN where x < 0). Promised for finite x > 0 only: at x <= "
+    "0 and at infinite or NaN operands the frameworks differ (TF gives 0 for y at x < 0, "
+    "torch -inf at x == 0 with y < 0).",
     _binary_samples(positive, normal), allowed=FLOAT_DTYPES,
     example="ug.pow([2.0, 9.0], [3.0, 0.5])  # [8.0, 3.0]",
 )
