@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from unigraph import autograph, config, pytree
+from unigraph import config, pytree
 from unigraph.dispatch import _param_leaves, current_backend, native, symbolic, value_of
 from unigraph.dtypes import is_float
 from unigraph.errors import UnigraphError
@@ -79,6 +79,8 @@ def value_and_grad(fn, argnums=0, wrt=None):
         if builder is not None:
             # Traced, `fn`'s Python control flow is converted, as a traced Module's forward
             # is: `if` on a tensor in a loss means in a static trace what it means eagerly.
+            from unigraph import autograph
+
             converted = autograph.convert(fn).function
             value, grads = _traced(builder, converted, args, positions, wrt or [])
         else:
