@@ -25,7 +25,7 @@ from unigraph.tensor import (
     eager_tensor,
     tensor,
 )
-from unigraph.tracing import GraphBuilder, _builder, _in_function, _region, region
+from unigraph.tracing import GraphBuilder, _builder, _in_function, _region, region, user_source
 
 
 def _positions(argnums, count: int) -> tuple:
@@ -72,8 +72,10 @@ def value_and_grad(fn, argnums=0, wrt=None):
             for p in positions:
                 if not is_float(args[p].dtype):
                     raise UnigraphError(
-                        f"grad with respect to argument {p}, which is {args[p].dtype}: only "
-                        "floating tensors have gradients (cast it with ug.cast)"
+                        f"grad with respect to argument {p} at {user_source()}, which is "
+                        f"{args[p].dtype}: only floating tensors have gradients; pass it as "
+                        "a float (ug.cast(x, \"float32\")) or leave its position out of "
+                        "argnums"
                     )
         builder = _builder.get()
         if builder is not None:
