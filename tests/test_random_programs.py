@@ -15,7 +15,7 @@ import re
 import numpy as np
 import pytest
 from conftest import FORWARD_TARGETS, INFERENCE_TARGETS, TARGETS
-from hypothesis import HealthCheck, find, settings
+from hypothesis import HealthCheck, assume, find, settings
 from hypothesis import strategies as st
 
 import unigraph as ug
@@ -640,3 +640,81 @@ def test_at_updates_and_broadcasting_masks_agree(target, open_axes):
         assert "x.at[...]" in outcome.detail and "ensure_shape" in outcome.detail, outcome
     else:
         assert outcome.status == "ok", outcome
+
+
+# -- the draws added in s19 (more_draws) ----------------------------------------------------
+MORE_DRAWN = [  # (statement kind, what its expression holds)
+    ("shape_functions", r"^ug\.gather\(v?x?\d+, np\.array\(\[.*\]\), axis=\d\)"),
+    ("shape_functions", r"^ug\.flatten\("), ("shape_functions", r"^ug\.unsqueeze\("),
+    ("shape_functions", r"^ug\.slice\("), ("shape_functions", r"functional\.flatten\("),
+    ("index_update", r"^ug\.index_update\(.*accumulate=True\)"),
+    ("functional", r"functional\.linear\("), ("functional", r"functional\.layer_norm\("),
+    ("functional", r"functional\.group_norm\("), ("functional", r"functional\.embedding\("),
+    ("functional", r"functional\.conv1d\("), ("functional", r"functional\.max_pool1d\("),
+    ("functional", r"functional\.avg_pool1d\("),
+    ("functional", r"functional\.adaptive_avg_pool2d\("),
+    ("functional", r"functional\.mse_loss\("), ("functional", r"functional\.cross_entropy\("),
+    ("pool_options", r"max_pool2d\(.*dilation=\(2.*ceil_mode=True"),
+    ("pool_options", r"avg_pool2d\(.*count_include_pad=False"),
+    ("reduction_options", r"ddof=1"), ("reduction_options", r"ord=np\.inf"),
+    ("reduction_options", r"^ug\.pad\(.*value="),
+]
+
+
+@st.composite
+def _one_more_statement(draw, kind):
+    """The expression of one `kind` statement of `more_draws` over a float input."""
+    from unigraph.testing.random_programs import more_draws, strategies
+
+    b = strategies.Builder(draw, "float32", max_depth=0)
+    env = [b.new_input(b.shape(min_rank=1))]
+    env.append(strategies.to_int(b, env, 0).out)
+    stmt = getattr(more_draws, kind)(b, env, 0)
+    assume(stmt is not None)
+    return stmt.expr
+
+
+@pytest.mark.parametrize("kind,wanted", MORE_DRAWN)
+def test_the_strategies_draw_the_s19_functions(kind, wanted):
+    """Each public function or option added to the draws in s19 is drawn."""
+    found = find(_one_more_statement(kind), lambda expr: re.search(wanted, expr) is not None,
+                 settings=FIND)
+    assert re.search(wanted, found), found
+
+
+@pytest.mark.parametrize("expr,shape", [
+    # rows 0 and 2 equal, row 1 far below: a (2, 1) window dilated by 2 holds rows 0 and 2
+    ("ug.max_pool2d(ug.concat([x0[:, :, :1], x0[:, :, 1:2] - 9.0, x0[:, :, :1]], axis=2), "
+     "(2, 1), dilation=(2, 1))", (1, 1, 1, 3)),
+    # columns 2 and 3 equal: only ceil_mode's last window (columns 2, 3 and a -inf) holds both
+    ("ug.max_pool2d(ug.concat([x0, x0[:, :, :, 2:]], axis=3), (1, 3), stride=(1, 2), "
+     "ceil_mode=True)", (1, 1, 3, 2)),
+])
+def test_a_max_pool2d_tie_with_dilation_or_ceil_mode_is_rejected(expr, shape):
+    """The max_pool2d hazard reads the pool's dilation and ceil_mode: a tie between two
+    values a dilated window (or ceil_mode's last window) holds is rejected."""
+    x = Var("x0", (1, 1, 3, 3))
+    program = Program("float32", [Input(x, seed=1)], [Assign(Var("v1", shape), expr, ("x0",))],
+                      ["v1"])
+    with pytest.raises(IllConditioned):
+        evaluate(program, ["numpy:static"], grads=True)
+
+
+@pytest.mark.parametrize("expr,shape", [
+    ("ug.avg_pool2d(x0, (2, 2), ceil_mode=True)", (1, 1, 2, 1)),
+    ("ug.max_pool2d(x0, (2, 1), stride=(2, 1), ceil_mode=True)", (1, 1, 2, 2)),
+    ("ug.nn.functional.adaptive_avg_pool2d(x0, (2, 1))", (1, 1, 2, 1)),
+])
+@pytest.mark.parametrize("target", TARGETS)
+def test_ceil_mode_and_adaptive_pools_of_open_dims_are_documented_limits(target, expr, shape):
+    """ceil_mode pooling and adaptive_avg_pool2d to a size other than 1 need known spatial
+    dims (README "Shapes that vary"): static targets refuse them naming the fix, an
+    "open-dim limit", not a failure (the random tester counted them as open-dim refusals)."""
+    x = Var("x0", (1, 1, 3, 2))  # H and W open
+    program = Program("float32", [Input(x, seed=5, open=(2, 3))],
+                      [Assign(Var("v1", shape), expr, ("x0",))], ["v1"])
+    (outcome,) = evaluate(program, [target], grads=True).outcomes
+    if Target.parse(target).mode == "eager":
+        assert outcome.status == "ok", outcome
+    else:
+        assert outcome.status == "open-dim limit" and not outcome.failed, outcome

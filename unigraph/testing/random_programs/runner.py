@@ -134,12 +134,21 @@ def _extreme_hazard(x, sign, axis):
     return _gap(sign * x, axes) < MARGIN * max(1.0, _scale(x))
 
 
-def _pool_hazard(x, kernel, stride, padding):
+def _pool_hazard(x, kernel, stride, padding, dilation=(1, 1), ceil_mode=False):
+    """A tie between the two largest values of a max_pool2d window (dilated; with
+    ceil_mode, the op record's extra cells after the padding, -inf like it)."""
     from numpy.lib.stride_tricks import sliding_window_view
 
-    padded = np.pad(x, ((0, 0), (0, 0), (padding[0],) * 2, (padding[1],) * 2),
-                    constant_values=-np.inf)
-    windows = sliding_window_view(padded, kernel, axis=(2, 3))[:, :, ::stride[0], ::stride[1]]
+    from unigraph.ops.pooling import pool_geometry
+
+    (oh, ow), pads, extra = pool_geometry(x.shape[2:], kernel, stride, padding, dilation,
+                                          ceil_mode)
+    padded = np.pad(x, ((0, 0), (0, 0), (pads[0][0], pads[0][1] + extra[0]),
+                        (pads[1][0], pads[1][1] + extra[1])), constant_values=-np.inf)
+    spans = [d * (k - 1) + 1 for k, d in zip(kernel, dilation)]
+    windows = sliding_window_view(padded, spans, axis=(2, 3))[
+        :, :, :oh * stride[0]:stride[0], :ow * stride[1]:stride[1], ::dilation[0],
+        ::dilation[1]]
     return _gap(windows, [4, 5]) < MARGIN * max(1.0, _scale(x))
 
 
@@ -175,7 +184,8 @@ HAZARDS = {
     "max": _of_floats(lambda x, axis, keepdims, initial=None: _extreme_hazard(x, 1, axis)),
     "min": _of_floats(lambda x, axis, keepdims: _extreme_hazard(x, -1, axis)),
     "argmax": _of_floats(lambda x, axis, keepdims: _extreme_hazard(x, 1, (axis,))),
-    "max_pool2d": lambda x, kernel, stride, padding: _pool_hazard(x, kernel, stride, padding),
+    "max_pool2d": lambda x, kernel, stride, padding, **options: _pool_hazard(
+        x, kernel, stride, padding, **options),
     "div": lambda x, y: _near_zero(y),
     "log": lambda x: _near_zero(x),
     "sqrt": lambda x: _near_zero(x),
@@ -416,6 +426,12 @@ OPEN_DIM_LIMITS: list = [
      "pad(mode='reflect'), "
      "flatten of open dims one merged and one kept (functions that need every dim) of an "
      "open dim"),
+    (r"ceil_mode needs the image size, but x is .*\(give the spatial dims a fixed size\)",
+     "max_pool2d / avg_pool2d (and the 1-D pools) with ceil_mode of open spatial dims "
+     "(README: Shapes that vary)"),
+    (r"adaptive_avg_pool2d: output size .* needs known H and W .*only output size 1 "
+     r"\(global average pooling\) takes H and W left open",
+     "adaptive_avg_pool2d to a size other than 1 of open H or W (README: Shapes that vary)"),
 ]
 
 

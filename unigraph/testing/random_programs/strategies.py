@@ -1034,6 +1034,12 @@ OPERATIONS = [unary, with_scalar, binary, reduce, reshape, softmax, matmul, cast
               to_int, int_arithmetic, int_reduce, from_int, int_take, at_update, masked]
 CONTROL_FLOW = [branch, loop, call]
 
+# The draws added in s19 (`more_draws`), after the helpers they use are defined above.
+from unigraph.testing.random_programs import more_draws  # noqa: E402
+
+OPERATIONS += more_draws.OPERATIONS
+CONTROL_FLOW += more_draws.CONTROL_FLOW
+
 
 def statement(b: Builder, env, depth):
     """One statement over the variables of `env`, valid by construction; about one in
