@@ -85,9 +85,11 @@ def group_norm(x, num_groups, weight=None, bias=None, eps=1e-5):
         raise ShapeError(f"group_norm: the shape {list(shape)} of x at {user_source()} has "
                          "dims known only at run time; this function needs every dim but "
                          "one: give all but one of those dims a size in input_spec")
-    if shape[0] is None:  # the batch open: the rest is known
+    # The batch open, or every dim known: the group's size is written out, not a -1, which
+    # a zero-size batch leaves ambiguous ([0, C, H, W] into [0, groups, -1] is refused).
+    if shape[0] is None or None not in shape:
         per_group = int(np.prod(shape[1:], dtype=np.int64)) // num_groups
-        grouped = api.reshape(x, (-1, num_groups, per_group))
+        grouped = api.reshape(x, (-1 if shape[0] is None else shape[0], num_groups, per_group))
     else:
         grouped = api.reshape(x, (shape[0], num_groups, -1))
     out = api.reshape(_normalise(grouped, (2,), eps), tuple(-1 if d is None else d
