@@ -117,8 +117,12 @@ def _sequence(b: Builder, env) -> Var:
 
 
 def _linear(b: Builder, env):
-    a = b.operand([v for v in _floats(env) if v.shape] or _floats(env))
-    if not a.shape:
+    # x of rank >= 2: linear is a matmul, which refuses a vector (README: "matmul needs rank
+    # >= 2 on both sides")
+    matrices = [v for v in _floats(env) if len(v.shape) >= 2]
+    if matrices and b.draw(st.booleans()):
+        a = b.operand(matrices)
+    else:
         a = b.new_input((b.draw(st.integers(1, 3)), b.draw(st.integers(1, 4))))
     width = b.draw(st.integers(1, 4))
     w = b.new_input((a.shape[-1], width))
