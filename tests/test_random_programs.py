@@ -658,6 +658,8 @@ MORE_DRAWN = [  # (statement kind, what its expression holds)
     ("pool_options", r"avg_pool2d\(.*count_include_pad=False"),
     ("reduction_options", r"ddof=1"), ("reduction_options", r"ord=np\.inf"),
     ("reduction_options", r"^ug\.pad\(.*value="),
+    ("dropout", r"functional\.dropout\(x\d+, p=0\.25\)"),
+    ("dropout", r"functional\.dropout\(.*training=False\)"),
 ]
 
 

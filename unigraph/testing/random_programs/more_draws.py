@@ -6,7 +6,7 @@ did not draw before.
 * `ug.index_update` (set or accumulate, the index forms of `x.at`: `index_update`);
 * `ug.nn.functional`: `linear`, `layer_norm`, `group_norm`, `embedding`, `conv1d`,
   `max_pool1d`, `avg_pool1d`, `adaptive_avg_pool2d`, `mse_loss`, `cross_entropy`
-  (`functional`);
+  (`functional`), and `dropout` where a `ug.random` draw may be (`dropout`);
 * options of ops drawn before only without them: `max_pool2d`'s dilation and ceil_mode,
   `avg_pool2d`'s ceil_mode and count_include_pad (`pool_options`), `var` / `std` with
   ddof=1, `norm` with ord 1 and inf, `pad` with a constant value (`reduction_options`);
@@ -310,6 +310,16 @@ def reduction_options(b: Builder, env, depth):
                    f"ug.{op}({a.name}, axis={axis!r}, keepdims={keepdims}, ddof=1)", [a.name])
 
 
+def dropout(b: Builder, env, depth):
+    """`F.dropout(a, p)` (its mask is a `ug.random.uniform` draw: only where a draw may be,
+    `strategies.random_draw`), or with training=False, the identity."""
+    a = b.operand(_floats(env))
+    if depth != b.free_depth or not b.draw(st.booleans()):
+        return _assign(b, a.shape, f"{F}.dropout({a.name}, p=0.5, training=False)", [a.name])
+    p = b.pick([0.5, 0.25, 0.0])
+    return _assign(b, a.shape, f"{F}.dropout({a.name}, p={p})", [a.name])
+
+
 CHAINED = [
     "ug.logical_and(ug.sum({a}) > {c}, ug.max({a}) < {d})",
     "ug.logical_or(ug.mean({a}) < {c}, ug.min({a}) > {d})",
@@ -328,5 +338,6 @@ def chained_branch(b: Builder, env, depth):
     return Branch(Var(b.name(), anchor.shape), pred, (a.name,), then, orelse, style, b.tag())
 
 
-OPERATIONS = [shape_functions, index_update, functional, pool_options, reduction_options]
+OPERATIONS = [shape_functions, index_update, functional, pool_options, reduction_options,
+              dropout]
 CONTROL_FLOW = [chained_branch]
