@@ -720,3 +720,21 @@ def test_ceil_mode_and_adaptive_pools_of_open_dims_are_documented_limits(target,
         assert outcome.status == "ok", outcome
     else:
         assert outcome.status == "open-dim limit" and not outcome.failed, outcome
+
+
+def test_a_training_normalisation_of_a_nearly_constant_group_is_rejected():
+    """Seed 13004 (--no-open-dims): a LayerNorm(2) of [0.51052166, 0.51086385] (the
+    sigmoid of two GroupNorm channels pooled to ~0) amplified float32 rounding ~300 times,
+    and paddle's noise passed its budget (numpy, torch and TF came close): a tester hazard,
+    not a disagreement. In a training program the centering x - mean of a nearly constant
+    group is the hazard (a division is not checked there: Adam's divisions are not one);
+    a group of one element (exactly 0 after centering) and a spread group are not."""
+    from unigraph.testing.random_programs.runner import TRAINING_HAZARDS
+
+    hazard = TRAINING_HAZARDS["sub"]
+    rows = np.array([[0.49337973, 0.48526514], [0.51052166, 0.51086385]])
+    assert hazard(rows, rows.mean(axis=1, keepdims=True))
+    assert not hazard(rows[:, :1], rows[:, :1])  # LayerNorm over one element
+    spread = np.array([[0.4, 0.6], [0.1, 0.9]])
+    assert not hazard(spread, spread.mean(axis=1, keepdims=True))
+    assert not hazard(rows, rows)  # an elementwise subtraction is not a centering

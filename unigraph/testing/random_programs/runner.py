@@ -5,7 +5,8 @@ float64 (so it computes exactly the same input values), forward and `grad_progra
 While it runs, every op it applies is watched (`hazards`): a program whose float64 run
 comes within `MARGIN` of a kink (relu, abs), a tie (max, min, maximum, minimum, argmax,
 max_pool2d), a comparison's threshold, an integer cast's or a floor, ceil, round or mod
-step, that divides by or takes the log or square root of a value near 0, or whose values
+step, that divides by or takes the log or square root of a value near 0 (in a training
+program: that centers a nearly constant group to normalise it), or whose values
 or gradients leave [-`LIMIT`, `LIMIT`] or are not finite, is *ill-conditioned*: float32
 rounding alone could change its answer, so it is rejected (hypothesis `assume`), not
 counted.
@@ -207,6 +208,26 @@ for _name in ("equal", "not_equal", "less", "less_equal", "greater", "greater_eq
 TRAINING_HAZARDS = {name: hazard for name, hazard in HAZARDS.items()
                     if name not in ("div", "sqrt")}
 TRAINING_HAZARDS["sqrt"] = lambda x: bool(np.any((x > 0) & (x < 1e-10)))
+
+
+def _centering_hazard(x, y) -> bool:
+    """x - y where y broadcasts along axes of x with more than one element (a mean: the
+    centering of LayerNorm, GroupNorm, BatchNorm): a group of x whose values are all within
+    MARGIN of y is nearly constant, and the normalisation that divides by its spread
+    (sqrt(var + eps)) amplifies float32 rounding beyond any budget."""
+    if x.dtype.kind != "f" or not 0 < y.size < x.size or y.ndim > x.ndim:
+        return False
+    y_full = np.reshape(y, (1,) * (x.ndim - y.ndim) + y.shape)
+    axes = tuple(k for k, (a, b) in enumerate(zip(x.shape, y_full.shape)) if b == 1 and a > 1)
+    if not axes:
+        return False
+    spread = np.max(np.abs(x - y_full), axis=axes)
+    return _near(spread, _scale(x))
+
+
+# A normalisation's division is not checked in training programs (Adam's is not a hazard):
+# the nearly constant group it would divide by is found at its centering instead.
+TRAINING_HAZARDS["sub"] = _centering_hazard
 TRAINING_HAZARDS["adam_update"] = lambda p, g, m, v, lr, t, **attrs: bool(
     np.any((g != 0) & (np.abs(g) < 1e-5)))
 
