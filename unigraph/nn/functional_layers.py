@@ -56,11 +56,15 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) else \
         tuple(int(d) for d in normalized_shape)
     count = len(normalized_shape)
-    if count == 0 or tuple(x.shape[len(x.shape) - count:]) != normalized_shape:
+    lead, tail = tuple(x.shape[:len(x.shape) - count]), tuple(x.shape[len(x.shape) - count:])
+    if count == 0 or len(tail) != count or any(d is not None and d != n for d, n in zip(
+            tail, normalized_shape)):
         raise ShapeError(
             f"layer_norm: normalized_shape {list(normalized_shape)} must be the last dims of "
             f"x, whose shape is {list(x.shape)} (at {user_source()})"
         )
+    if None in tail:  # left open by input_spec: normalized_shape states them, checked per run
+        x = api.ensure_shape(x, lead + normalized_shape)
     out = _normalise(x, tuple(range(len(x.shape) - count, len(x.shape))), eps)
     if weight is not None:
         out = out * weight
