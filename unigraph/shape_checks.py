@@ -224,8 +224,8 @@ def _rule_checked(node) -> bool:
     if node.op not in RULE_CHECKED or node.attrs.get("initial") is not None:
         return False
     shape = node.inputs[0].shape
-    if node.op == "reshape":
-        return None in shape
+    if node.op == "reshape":  # (not one to sizes computed from x: they always fit)
+        return None in shape and len(node.inputs) == 1
     if node.op == "ensure_size":
         return any(shape[a] is None for a in node.attrs["axes"])
     axis = node.attrs.get("axis")
@@ -260,6 +260,8 @@ def _path_shapes(graph, known: dict, in_path: bool, target: str = "") -> list:
         elif node.op == "grad":  # (the function differentiated, on the node's inputs)
             sub = node.subgraphs["fn"]
             _path_shapes(sub, dict(zip([v.id for v in sub.inputs], shapes)), in_path, target)
+        elif node.op == "reshape" and len(node.inputs) == 2:
+            found = None  # (its sizes are values, known only when the program runs)
         elif node.op in OPS and None not in shapes:
             if node.op == OP:
                 for shape in shapes:

@@ -486,8 +486,17 @@ def _argmax(x, axis, keepdims):
 # -- shape ------------------------------------------------------------------------------------
 
 
-def reshape(x, *, shape):
-    return paddle.reshape(x, list(shape))
+def reshape(x, sizes=None, *, shape):
+    if sizes is None:
+        return paddle.reshape(x, list(shape))
+    if type(x) is _EAGER_TENSOR:  # (every size is known eagerly)
+        dims = [int(d) for d in sizes.tolist()]
+        if 0 in dims:  # a listed 0 copies x's dim, and a shape tensor [0] fails eagerly
+            return paddle.zeros(dims, x.dtype)  # (quirk "take (empty result, eager)")
+        return paddle.reshape(x, dims)
+    # A Program: the dims known while tracing stay known to it (ints, but 0, which to
+    # Paddle's reshape means "copy x's dim"), the others are read from `sizes` at run time.
+    return paddle.reshape(x, [d if d else sizes[i] for i, d in enumerate(shape)])
 
 
 def transpose(x, *, perm):

@@ -281,8 +281,14 @@ def argmax(x, *, axis, keepdims):
 # -- shape ------------------------------------------------------------------------------------
 
 
-def reshape(x, *, shape):
-    return raw.Reshape(tensor=x, shape=int_operand(shape))
+def reshape(x, sizes=None, *, shape):
+    if sizes is None:
+        return raw.Reshape(tensor=x, shape=int_operand(shape))
+    # Sizes computed when the program runs (dims left open by input_spec): a graph's shape
+    # inference cannot read them, so the dims known while tracing are stated.
+    out = raw.Reshape(tensor=x, shape=sizes)
+    out.set_shape(shape)
+    return out
 
 
 def transpose(x, *, perm):

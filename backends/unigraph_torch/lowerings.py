@@ -149,8 +149,9 @@ def argmax(x, *, axis, keepdims):
 # -- shape ------------------------------------------------------------------------------------
 
 
-def reshape(x, *, shape):
-    return torch.reshape(x, shape)
+def reshape(x, sizes=None, *, shape):
+    # With `sizes` (open dims' sizes, computed when the program runs) torch takes them as ints.
+    return torch.reshape(x, shape if sizes is None else sizes.tolist())
 
 
 def transpose(x, *, perm):

@@ -23,6 +23,7 @@ from unigraph.errors import ShapeError
 from unigraph.ops.base import OPS, TensorSpec
 from unigraph.ops.shape import resolved_shape
 from unigraph.shape_checks import shape_check_error
+from unigraph.tensor import Tensor
 from unigraph.tracing import user_source
 
 
@@ -242,27 +243,44 @@ def flatten(x, start_axis=0, end_axis=-1):
         return reshape(x, (1,))
     start = _axis(start_axis, len(x.shape), "flatten")
     end = _axis(end_axis, len(x.shape), "flatten")
-    return reshape(x, merged_shape(x, start, end + 1, "flatten"))
+    return merge_axes(x, start, end + 1)
 
 
-def merged_shape(x, start: int, stop: int, what: str) -> tuple:
-    """The new shape that merges x's axes start..stop-1 into one, for `reshape`. Dims left
-    open by input_spec are one -1 there (the run gives the size): the merged axis where
-    they are all among the merged, else the one open dim's own place. Open dims that
-    would need two -1s (one merged, one kept, or two kept) cannot be written so: refused,
-    naming the fix (`_known_shape`'s error)."""
+def merge_axes(x, start: int, stop: int):
+    """x with its axes start..stop-1 merged into one, a `reshape`. Dims left open by
+    input_spec are one -1 there where one suffices: the merged axis where they are all
+    among the merged, else the one open dim's own place. Open dims that would need two -1s
+    (one merged, one kept, or two kept) take their sizes when the program runs
+    (`reshape_to_sizes`)."""
     shape = tuple(x.shape)
     start = start + len(shape) if start < 0 else start
     open_dims = [i for i, d in enumerate(shape) if d is None]
     merged_open = [i for i in open_dims if start <= i < stop]
     if len(open_dims) - len(merged_open) + bool(merged_open) > 1:
-        _known_shape(x, what)  # raises
+        sizes = [_run_time_size(x, i) if d is None else d for i, d in enumerate(shape)]
+        merged = np.prod([d for d in shape[start:stop] if d is not None], dtype=np.int64)
+        for i in merged_open:
+            merged = merged * sizes[i]
+        return reshape_to_sizes(x, sizes[:start] + [merged] + sizes[stop:])
     if merged_open:
         merged = -1
     else:
         merged = int(np.prod(shape[start:stop], dtype=np.int64))
     kept = tuple(-1 if d is None else d for d in shape)
-    return kept[:start] + (merged,) + kept[stop:]
+    return reshape(x, kept[:start] + (merged,) + kept[stop:])
+
+
+def reshape_to_sizes(x, sizes):
+    """x laid out as `sizes`: each an int known while tracing or an int64 scalar computed
+    when the program runs (`_run_time_size` of a dim left open by input_spec), which a
+    reshape's one -1 cannot say where two are open. One `reshape` with a sizes input: the
+    vector of all sizes, the known ones as constants."""
+    known = tuple(None if isinstance(d, Tensor) else int(d) for d in sizes)
+    if None not in known:
+        return reshape(x, known)
+    vector = concat([reshape(d, (1,)) if isinstance(d, Tensor) else np.array([d], np.int64)
+                     for d in sizes])
+    return apply("reshape", [x, vector], {"shape": known})
 
 
 unsqueeze = expand_dims

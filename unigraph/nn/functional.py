@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from unigraph import api
-from unigraph.api.shapes import merged_shape
+from unigraph.api.shapes import merge_axes
 from unigraph.composites import eager_call
 from unigraph.dispatch import native
 from unigraph.dtypes import is_float
@@ -118,7 +118,7 @@ def _linear_fusable(x, weight, bias) -> bool:
 def flatten(x, start_axis=1):
     """Merge the dimensions from `start_axis` on into one: [N, C, H, W] -> [N, C*H*W]."""
     x = _as_tensor(x)
-    return api.reshape(x, merged_shape(x, start_axis, len(x.shape), "flatten"))
+    return merge_axes(x, start_axis, len(x.shape))
 
 
 def dropout(x, p=0.5, training=True):

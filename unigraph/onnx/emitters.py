@@ -135,9 +135,11 @@ def _argmax(w, args, node):
 # -- shape -----------------------------------------------------------------------------------
 def _reshape(w, args, node):
     shape = node.attrs["shape"]
-    # In ONNX a 0 in the target shape copies the input's dim unless allowzero (opset 14).
-    extra = {"allowzero": 1} if 0 in shape and w.opset >= 14 else {}
-    return w.node("Reshape", [args[0], w.const(_ints(shape))], **extra)
+    # In ONNX a 0 in the target shape copies the input's dim unless allowzero (opset 14);
+    # sizes computed when the program runs (args[1]) may hold a 0.
+    sizes = args[1] if len(args) > 1 else None
+    extra = {"allowzero": 1} if (sizes or 0 in shape) and w.opset >= 14 else {}
+    return w.node("Reshape", [args[0], sizes or w.const(_ints(shape))], **extra)
 
 
 def _transpose(w, args, node):

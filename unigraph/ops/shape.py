@@ -16,6 +16,7 @@ from unigraph.ops._util import (
     grad_for,
     merge_dim,
     normal,
+    require_int,
     require_same_dtype,
     unbroadcast,
 )
@@ -45,8 +46,10 @@ def resolved_shape(known: tuple, shape: tuple) -> tuple:
     return tuple(size // divisor if d == -1 else d for d in shape)
 
 
-def _reshape_infer(x, *, shape):
+def _reshape_infer(x, sizes=None, *, shape):
     shape = tuple(shape)
+    if sizes is not None:
+        return _reshape_to_sizes_infer(x, sizes, shape)
     if None in x.shape and shape.count(-1) == 1 and all(d is not None for d in shape):
         # x has a dim known only at run time (an input_spec's None): the one -1 is resolved
         # by the framework when the graph runs, and is unknown here.
@@ -63,18 +66,42 @@ def _reshape_infer(x, *, shape):
     return TensorSpec(shape, x.dtype)
 
 
+def _reshape_to_sizes_infer(x, sizes, shape):
+    """The form with a `sizes` input: the target sizes are an int64 vector computed when
+    the program runs (from dims input_spec leaves open: a flatten keeping one open dim and
+    merging another needs two of them, which one -1 cannot say); `shape` holds the sizes
+    known while tracing and None for the others."""
+    require_int("reshape", "sizes", sizes)
+    if len(sizes.shape) != 1 or sizes.shape[0] not in (None, len(shape)):
+        raise ShapeError(f"reshape: sizes {fmt(sizes)} must be a vector of {len(shape)} "
+                         f"sizes, one per dim of the target shape {list(shape)}")
+    if any(d is not None and d < 0 for d in shape):
+        raise ShapeError(f"reshape: target shape {list(shape)} must hold sizes >= 0 or None")
+    return TensorSpec(shape, x.dtype)
+
+
+def _reshape_reference(x, sizes=None, *, shape):
+    return np.reshape(x, tuple(shape) if sizes is None else tuple(int(d) for d in sizes))
+
+
 register(OpDef(
     name="reshape",
     infer=_reshape_infer,
-    reference=lambda x, *, shape: np.reshape(x, shape),
-    vjp=lambda g, inputs, out, *, shape: [grad_for(g.reshape(inputs[0].shape), inputs[0])],
+    reference=_reshape_reference,
+    vjp=lambda g, inputs, out, *, shape: [grad_for(g.reshape(inputs[0].shape), inputs[0])]
+    + [None] * (len(inputs) - 1),
+    differentiable_inputs=(0,),
     doc="The elements of x in row-major order, laid out as `shape` (no -1: the frontend "
-        "resolves it, except over a dim of x known only at run time, where one -1 stays).",
+        "resolves it, except over a dim of x known only at run time, where one -1 stays). "
+        "With a second input `sizes` (int64, one per target dim, computed when the program "
+        "runs from dims left open by input_spec), the layout is `sizes` and `shape` holds "
+        "the dims known while tracing (None for the others).",
     example="ug.reshape([1, 2, 3, 4, 5, 6], (2, -1))  # [[1, 2, 3], [4, 5, 6]]",
     samples=lambda rng: [
         Sample((normal(rng, (2, 6)),), {"shape": (3, 4)}),
         Sample((normal(rng, (2, 3, 4)),), {"shape": (24,)}),
         Sample((normal(rng, (5,)),), {"shape": (1, 5, 1)}),
+        Sample((normal(rng, (2, 3, 4)), np.array([6, 4])), {"shape": (None, 4)}),
     ],
 ))
 
