@@ -1,10 +1,11 @@
-"""Functions that need every dim of their input (split; x.at[...] at a mask or slices)
-of a tensor whose dim input_spec leaves open, on all 9 targets: eager targets know the size
-and run; a trace that does not refuses with a ShapeError naming the function, the user's
-line and the fix (a size in input_spec, or ug.ensure_shape first), and with that fix the
-program runs everywhere (the random tester, with flip, pad and var drawn, found the refusal
-naming no fix; flip, var, full_like, tile and pad now run with open dims:
-test_open_dim_flip.py, _var.py, _creation.py, _tile.py, _pad.py)."""
+"""Functions that need every dim of their input (split; x.at[...] was one before
+test_open_dim_at_any_index.py) of a tensor whose dim input_spec leaves open, on all 9
+targets: eager targets know the size and run; a trace that does not refuses with a
+ShapeError naming the function, the user's line and the fix (a size in input_spec, or
+ug.ensure_shape first), and with that fix the program runs everywhere (the random tester,
+with flip, pad and var drawn, found the refusal naming no fix; flip, var, full_like, tile
+and pad now run with open dims: test_open_dim_flip.py, _var.py, _creation.py, _tile.py,
+_pad.py)."""
 
 from __future__ import annotations
 

@@ -23,6 +23,8 @@ from unigraph.api.shapes import (
     flatten,
     one_hot,
     reshape,
+    reshape_as,
+    run_time_positions,
     take,
 )
 from unigraph.api.updates import broadcast_like, scatter
@@ -274,6 +276,8 @@ def index_update(x, index, value, accumulate=False):
     error, as eagerly).
     A traced int array, alone or after full slices (`x.at[i]`, `x.at[:, i]`), is
     `ug.scatter` along its axis (an index outside [-n, n) raises take's error).
+    Where input_spec leaves a dim of x open, the positions written are counted when the
+    program runs (`_update_open_positions`), checked as x[index] checks them.
 
     Example::
 
@@ -298,7 +302,8 @@ def index_update(x, index, value, accumulate=False):
         rows = _update_open_rows(x, index, value, accumulate, dtype)
         if rows is not None:
             return rows
-    shape = _known_shape(x, "x.at[...]")
+        return _update_open_positions(x, _concrete_index(index), value, accumulate, dtype)
+    shape = tuple(x.shape)
     slots = np.arange(int(np.prod(shape, dtype=np.int64))).reshape(shape)
     try:
         chosen = slots[_concrete_index(index)]  # the flat position in x of each update
@@ -316,6 +321,25 @@ def index_update(x, index, value, accumulate=False):
         placed = take(updates, np.maximum(source, 0).reshape(shape))
         out = where(hit, out + placed if accumulate else placed, out)
     return out
+
+
+def _update_open_positions(x, index, value, accumulate, dtype):
+    """x.at[index].set/add(value) of a tensor with dims input_spec leaves open, at any index
+    x[index] takes (a mask, slices, ints along any axes): the flat position of each element
+    of x, counted when the program runs, indexed as x would be (so x[index]'s bounds, its
+    run-time checks and its layout, as eagerly) are the positions written, a scatter into
+    x flattened, laid back out as x."""
+    flat = reshape(x, (-1,))
+    try:
+        chosen = getitem(reshape_as(run_time_positions(flat, 0), x), index)
+    except IndexError as error:
+        raise IndexError(f"x.at[...] at {user_source()}: {error}") from None
+    (value,) = _promote(value)
+    value = value if value.dtype == dtype else cast(value, dtype)
+    updates = broadcast_like(value, chosen)  # value broadcast to x[index]'s shape, as eagerly
+    out = scatter(flat, reshape(chosen, (-1,)), reshape(updates, (-1,)), 0,
+                  "add" if accumulate else "replace")
+    return reshape_as(out, x)
 
 
 def _layers(targets, size: int, accumulate: bool):

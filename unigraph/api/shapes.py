@@ -270,6 +270,15 @@ def merge_axes(x, start: int, stop: int):
     return reshape(x, kept[:start] + (merged,) + kept[stop:])
 
 
+def reshape_as(t, x):
+    """t (of x's element count) laid out as x's shape: a dim input_spec leaves open is the
+    reshape's -1, several are `reshape_to_sizes` of x's sizes counted when it runs."""
+    if [d for d in x.shape].count(None) < 2:
+        return reshape(t, tuple(-1 if d is None else d for d in x.shape))
+    return reshape_to_sizes(t, [_run_time_size(x, i) if d is None else d
+                                for i, d in enumerate(x.shape)])
+
+
 def reshape_to_sizes(x, sizes):
     """x laid out as `sizes`: each an int known while tracing or an int64 scalar computed
     when the program runs (`_run_time_size` of a dim left open by input_spec), which a
