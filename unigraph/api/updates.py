@@ -13,7 +13,6 @@ from unigraph.api.creation import full_like
 from unigraph.api.elementwise import cast, equal, greater, logical_and, logical_not, where
 from unigraph.api.operands import (
     _axis,
-    _known_shape,
     _promote,
     _record_doc,
     _tensor_or_array,
@@ -23,6 +22,7 @@ from unigraph.api.reductions import sum
 from unigraph.api.shapes import (
     broadcast_to,
     expand_dims,
+    merge_axes,
     reshape,
     run_time_positions,
     take,
@@ -86,11 +86,6 @@ def _open_scatter(x, indices, updates, axis, reduction):
     dtype = x.dtype if isinstance(x, Tensor) else x.dtype.name
     if isinstance(indices, np.ndarray):  # a constant: a negative one is mapped when it runs
         indices = tensor(indices)
-    lead, trail = tuple(x.shape[:axis]), tuple(x.shape[axis + 1:])
-    flat = lead + ((None if None in indices.shape else int(np.prod(indices.shape)),) + trail)
-    if len(indices.shape) != 1 and flat.count(None) > 1:
-        # the updates' layout along the positions is one reshape: one open dim at most
-        _known_shape(x if None in x.shape else indices, "scatter")
     # take checks every index (one error, every target) and maps a negative one to n + i.
     size = x.shape[axis]
     line = np.arange(size, dtype=np.int64) if size is not None else run_time_positions(x, axis)
@@ -98,8 +93,8 @@ def _open_scatter(x, indices, updates, axis, reduction):
     (updates,) = _promote(updates)
     updates = updates if updates.dtype == dtype else cast(updates, dtype)
     updates = broadcast_like(updates, take(x, indices, axis))
-    if len(indices.shape) != 1:
-        updates = reshape(updates, tuple(-1 if d is None else d for d in flat))
+    if len(indices.shape) != 1:  # the updates laid out along the positions, one axis
+        updates = merge_axes(updates, axis, axis + len(indices.shape))
     if reduction == "add":
         return _scatter_add(x, positions, updates, axis, dtype)
     # The pairs ordered by the positions' run-time order.
