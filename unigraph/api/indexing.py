@@ -12,7 +12,6 @@ import numpy as np
 from unigraph.api.elementwise import cast, where
 from unigraph.api.operands import (
     _axis,
-    _known_shape,
     _promote,
     _tensor_or_array,
 )
@@ -246,7 +245,9 @@ def split(x, indices_or_sections, axis=0):
     """
     x = _tensor_or_array(x)
     axis = _axis(axis, len(x.shape), "split")
-    size = _known_shape(x, "split")[axis]
+    size = x.shape[axis]
+    if size is None:
+        return _split_open_axis(x, indices_or_sections, axis)
     if isinstance(indices_or_sections, int):
         if indices_or_sections <= 0 or size % indices_or_sections:
             raise ShapeError(f"split: axis {axis} of size {size} does not split into "
@@ -260,6 +261,27 @@ def split(x, indices_or_sections, axis=0):
     lead = (builtins.slice(None),) * axis
     return [getitem(x, lead + (builtins.slice(a, builtins.max(a, b)),))
             for a, b in zip(edges[:-1], edges[1:])]
+
+
+def _split_open_axis(x, indices_or_sections, axis):
+    """`split` along an axis input_spec leaves open. Split points are slices resolved when
+    the program runs, as eagerly's (the last piece runs to the end). n equal pieces are
+    takes of the rows of the axis's positions laid out as [n, -1]: a reshape whose -1 is
+    checked when the program runs, so a size n does not divide is a ShapeError naming the
+    line then, as eagerly."""
+    lead = (builtins.slice(None),) * axis
+    if not isinstance(indices_or_sections, int):
+        bounds = [int(b) for b in indices_or_sections]
+        starts, stops = [0, *bounds], [*bounds, None]
+        return [getitem(x, lead + (builtins.slice(a, b if b is None else builtins.max(a, b)),))
+                for a, b in zip(starts, stops)]
+    count = indices_or_sections
+    if count <= 0:
+        raise ShapeError(f"split: axis {axis} (its size known only when the program runs) "
+                         f"does not split into {count} equal pieces (at {user_source()}); "
+                         "pass a count above 0, or the split points as a list")
+    pieces = reshape(run_time_positions(x, axis), (count, -1))
+    return [take(x, getitem(pieces, i), axis=axis) for i in range(count)]
 
 
 # -- functional updates -------------------------------------------------------------------

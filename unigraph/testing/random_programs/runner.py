@@ -443,7 +443,7 @@ OPEN_DIM_LIMITS: list = [
      "channels or kernel size (or strided height and width) are open"),
     (r"has a dim known only at run time; this function needs every dim: give that dim a "
      r"size in input_spec",
-     "split, pad(mode='reflect') (functions that need every dim) of an open dim"),
+     "pad(mode='reflect') along an open axis (a function that needs every dim)"),
     (r"ceil_mode needs the image size, but x is .*\(give the spatial dims a fixed size\)",
      "max_pool2d / avg_pool2d (and the 1-D pools) with ceil_mode of open spatial dims "
      "(README: Shapes that vary)"),
