@@ -81,10 +81,13 @@ def value_and_grad(fn, argnums=0, wrt=None):
         if builder is not None:
             # Traced, `fn`'s Python control flow is converted, as a traced Module's forward
             # is: `if` on a tensor in a loss means in a static trace what it means eagerly.
-            from unigraph import autograph
+            # (unigraph's own functions, the checker's, are not the user's: left as written)
+            traced = fn
+            if not getattr(fn, "__module__", "").startswith("unigraph."):
+                from unigraph import autograph
 
-            converted = autograph.convert(fn).function
-            value, grads = _traced(builder, converted, args, positions, wrt or [])
+                traced = autograph.convert(fn).function
+            value, grads = _traced(builder, traced, args, positions, wrt or [])
         else:
             value, grads = _eager(fn, args, positions, wrt or [])
         if wrt is not None:

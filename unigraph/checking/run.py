@@ -332,6 +332,14 @@ def prepare(fn_or_module, inputs: tuple, dtype: str = "float32", grads: bool = T
         if any(case.run_dtype(p) != case.original_dtypes[id(p)] for p in case.params):
             with seeded(seed):  # again, with the parameters in the checked dtype
                 traced = trace_with_params(fn, inputs)
+            built = [p for p in traced[1] if id(p) not in case.original_dtypes]
+            if built:  # (its layers built anew: not the parameters cast above)
+                raise ValueError(
+                    f"ug.check({case.name}, dtype={dtype!r}): the function builds "
+                    f"{len(built)} parameter(s) each time it runs (a layer made inside it, "
+                    f"such as {built[0].name or 'an unnamed parameter'}), so they cannot be "
+                    "cast to the checked dtype: build the layers outside the function and "
+                    "check the model (or a function that calls it)")
         graph, graph_params, out_treedef, case.randoms = traced
         case.graph, case.graph_params = graph, list(graph_params)
         case.output_names = names = output_names(out_treedef)
