@@ -26,7 +26,7 @@ import inspect
 import types
 import warnings
 
-from unigraph.autograph import runtime
+from unigraph.autograph import calls, runtime
 
 # The transformer is imported on first conversion: `import unigraph` stays light.
 
@@ -96,8 +96,10 @@ def _unconvertible(fn) -> str | None:
         return f"{type(fn).__name__} is not a Python function"
     if fn.__name__ == "<lambda>":
         return "lambdas are not converted"
-    if hasattr(fn, "__wrapped__"):
-        return "it is wrapped by another decorator"
+    if hasattr(fn, "__wrapped__") and calls.is_library(fn):
+        # A user's own wrapper (`functools.wraps`) is converted: it calls the function it
+        # wraps through `ag__.converted`, so that one runs converted too.
+        return "it is a library decorator's wrapper"
     if fn.__code__.co_flags & _UNCONVERTIBLE_FLAGS:
         return "generators and coroutines are not converted"
     return None
@@ -112,7 +114,8 @@ def original_source(fn) -> str:
 
 def _parse(fn) -> ast.FunctionDef:
     """The `def` of `fn`, with the line and column numbers it has in its file."""
-    lines, first_line = inspect.getsourcelines(fn)
+    # Of the code, not the function: `inspect` would follow `__wrapped__` to another def.
+    lines, first_line = inspect.getsourcelines(fn.__code__)
     text = "".join(lines)
     if lines[0][:1].isspace():
         # An indented `def` (a method, a nested function) parses as the body of an `if`:
@@ -124,7 +127,7 @@ def _parse(fn) -> ast.FunctionDef:
         tree = ast.parse(text)
         block = tree.body
     function = block[0] if block else None
-    if not isinstance(function, ast.FunctionDef) or function.name != fn.__name__:
+    if not isinstance(function, ast.FunctionDef) or function.name != fn.__code__.co_name:
         raise _Unsupported("its source does not start with its own `def`")
     ast.increment_lineno(tree, first_line - 1)
     return function
@@ -151,7 +154,7 @@ def _convert(fn) -> Conversion:
         _explicit_super(function)
     namer = Namer(function)
     alias = namer.alias()
-    convert_function(function, namer, alias)
+    convert_function(function, namer, alias, _call_router(fn, function))
     _strong_results(function, alias)
     source = ast.unparse(function)
     return Conversion(_compile(fn, function, namer, alias), source, True)
@@ -163,6 +166,9 @@ def _compile(fn, function: ast.FunctionDef, namer, alias: str):
     closure cells, so that it sees the same, live, variables."""
     freevars = fn.__code__.co_freevars
     factory_name = namer.new("factory")
+    # Under a name of its own in the factory: there, its own name (a recursive call)
+    # would be the factory's local instead of the global it is in `fn`.
+    function.name = namer.new("converted")
     params = [ast.arg(arg=name) for name in (*freevars, alias)]
     factory = ast.FunctionDef(
         name=factory_name,
@@ -176,6 +182,7 @@ def _compile(fn, function: ast.FunctionDef, namer, alias: str):
     module = ast.fix_missing_locations(ast.Module(body=[factory], type_ignores=[]))
     code = compile(module, fn.__code__.co_filename, "exec",
                    flags=fn.__code__.co_flags & _FUTURE_FLAGS, dont_inherit=True)
+    calls.mark_converted(code)  # its nested functions are converted already
     namespace: dict = {}
     exec(code, namespace)  # defines the factory only: nothing of the user's runs
     made = namespace[factory_name](*[None] * len(params))
@@ -185,7 +192,11 @@ def _compile(fn, function: ast.FunctionDef, namer, alias: str):
             cells.append(types.CellType(runtime))
         else:
             cells.append(fn.__closure__[freevars.index(name)])
-    converted = types.FunctionType(made.__code__, fn.__globals__, fn.__name__, fn.__defaults__,
+    code = made.__code__.replace(co_name=fn.__code__.co_name)  # tracebacks name `fn`
+    if hasattr(code, "co_qualname"):
+        code = code.replace(co_qualname=fn.__code__.co_qualname)
+    calls.mark_converted(code)
+    converted = types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__,
                                    tuple(cells) or None)
     converted.__kwdefaults__ = fn.__kwdefaults__
     converted.__qualname__ = fn.__qualname__
@@ -194,6 +205,46 @@ def _compile(fn, function: ast.FunctionDef, namer, alias: str):
     converted.__annotations__ = dict(getattr(fn, "__annotations__", {}))
     converted.__dict__.update(fn.__dict__)
     return converted
+
+
+def _call_router(fn, function: ast.FunctionDef):
+    """`routes(func)` for the transformer: whether a call of `func` goes through
+    `ag__.converted`. Decided now, from `fn`'s globals and the builtins, where `func` is a name
+    (or a module's attribute) that no scope of `fn` binds: a library module's attribute, a
+    builtin, a class, a library function stay plain calls. Every other call (a local, a
+    closure variable, an attribute of a value, `fns[0]`) is decided when it runs."""
+    bound = set(fn.__code__.co_freevars)
+    for node in ast.walk(function):
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            bound.add(node.id)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.alias):
+            bound.add(node.asname or node.name.split(".")[0])
+    builtins = fn.__globals__.get("__builtins__", {})
+    builtins = getattr(builtins, "__dict__", builtins)
+
+    def routes(func) -> bool:
+        root, attribute = func, False
+        while isinstance(root, ast.Attribute):
+            root, attribute = root.value, True
+        if not isinstance(root, ast.Name) or root.id in bound:
+            return True
+        if root.id in fn.__globals__:
+            value = fn.__globals__[root.id]
+        elif root.id in builtins:
+            value = builtins[root.id]
+        else:
+            return True  # not defined yet: decided when called
+        if attribute:
+            # A library module's attributes are library code; a user module's may not be.
+            return not (isinstance(value, types.ModuleType)
+                        and value.__name__.partition(".")[0] in calls.LIBRARY_PACKAGES)
+        return calls.routes_value(value)
+
+    return routes
 
 
 def _strong_results(function: ast.FunctionDef, alias: str) -> None:
@@ -210,7 +261,7 @@ def _strong_results(function: ast.FunctionDef, alias: str) -> None:
 
 
 def _class_name(fn) -> str | None:
-    parts = fn.__qualname__.split(".")
+    parts = getattr(fn.__code__, "co_qualname", fn.__qualname__).split(".")
     if len(parts) >= 2 and parts[-2] != "<locals>":
         return parts[-2]
     return None

@@ -17,6 +17,7 @@ import re
 import numpy as np
 
 from unigraph import api, pytree
+from unigraph.autograph.calls import converted  # noqa: F401 (ag__.converted)
 from unigraph.autograph.ranges import TensorRange, range, range_call  # noqa: A004, F401
 from unigraph.autograph.weak import is_weak, strong, weak
 from unigraph.control_flow import (

@@ -286,12 +286,15 @@ def _has_walrus(node) -> bool:
     return any(isinstance(child, ast.NamedExpr) for child in ast.walk(node))
 
 
-def convert_function(function: ast.FunctionDef, namer: Namer, alias: str) -> None:
-    """Lower and convert one function scope in place (nested functions recursively)."""
+def convert_function(function: ast.FunctionDef, namer: Namer, alias: str,
+                     routes=None) -> None:
+    """Lower and convert one function scope in place (nested functions recursively).
+    `routes(func)`: whether a call of the expression `func` goes through `ag__.converted`
+    (which gives a user function's converted version); None: no call does."""
     JumpLowering(namer, alias).lower(function)
     globals_, nonlocals = _declarations(function)
     facts = analyse(function.body, _parameters(function), globals_, nonlocals)
-    converter = Converter(namer, alias, facts, globals_, nonlocals | globals_)
+    converter = Converter(namer, alias, facts, globals_, nonlocals | globals_, routes)
     function.body = converter.visit_block(function.body)
     if converter.guarded:
         # A guarded variable may hold an Undefined marker: check what is returned.
@@ -310,8 +313,10 @@ def _is_runtime_call(node, alias: str, attr: str) -> bool:
 class Converter(ast.NodeTransformer):
     """Rewrites the control flow of one function scope into runtime calls."""
 
-    def __init__(self, namer: Namer, alias: str, facts: Facts, globals_: set, declared: set):
+    def __init__(self, namer: Namer, alias: str, facts: Facts, globals_: set, declared: set,
+                 routes=None):
         self.namer = namer
+        self.routes = routes
         self.alias = alias
         self.facts = facts
         self.globals = globals_
@@ -336,7 +341,7 @@ class Converter(ast.NodeTransformer):
         node.args.defaults = [self.visit(d) for d in node.args.defaults]
         node.args.kw_defaults = [d if d is None else self.visit(d)
                                  for d in node.args.kw_defaults]
-        convert_function(node, self.namer, self.alias)
+        convert_function(node, self.namer, self.alias, self.routes)
         return node
 
     def visit_AsyncFunctionDef(self, node):
@@ -346,6 +351,20 @@ class Converter(ast.NodeTransformer):
         return node  # a class body is not a function scope: left as it is
 
     # -- expressions --------------------------------------------------------------------
+    def visit_Call(self, node):
+        """`f(a, k=b)` -> `ag__.converted(f)(a, k=b)` where `f` may be a user function,
+        whose converted version then runs (decided by `routes`, see `autograph.calls`)."""
+        self.generic_visit(node)
+        func = node.func
+        if self.routes is None or (isinstance(func, ast.Attribute)
+                                   and isinstance(func.value, ast.Name)
+                                   and func.value.id == self.alias):
+            return node  # (the runtime's own calls, made by jump lowering)
+        if not self.routes(func):
+            return node
+        node.func = self._runtime("converted", [func], node)
+        return node
+
     def visit_IfExp(self, node):
         self.generic_visit(node)
         if _has_walrus(node.body) or _has_walrus(node.orelse):
