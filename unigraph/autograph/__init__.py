@@ -16,7 +16,8 @@ The converted function is compiled under the original file name with the origina
 numbers, and shares the original's globals and closure cells, so tracebacks, error
 messages and `user_source()` point at the user's lines. `Function.source()` shows the
 converted code. Functions that cannot be converted (lambdas, builtins, generators, code
-whose source is unavailable) run as written.
+whose source is unavailable) run as written. The user's own functions that converted code
+calls run converted too (`calls`: `helper(x)` becomes `ag__.converted(helper)(x)`).
 """
 
 import __future__  # the compiler flags of future features, to compile like the original
