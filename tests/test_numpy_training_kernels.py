@@ -39,7 +39,10 @@ def test_cross_entropy_vjp_from_the_forwards_exponentials_equals_the_record(dtyp
     with np.errstate(all="ignore"):
         want = OPS[XENT].vjp(g, [logits, labels], OPS[XENT].reference(logits, labels))[0]
         loss = kernel(XENT, OPS[XENT])(logits, labels)
-        assert fast_kernels._softmax_memo.entry[0] is loss  # kept for the VJP
+        if dtype == np.float16:  # the record's kernels (softmax in float32): nothing kept
+            assert fast_kernels._softmax_memo.entry is None
+        else:
+            assert fast_kernels._softmax_memo.entry[0] is loss  # kept for the VJP
         got = vjp_kernel(XENT, OPS[XENT])(g, [logits, labels], loss)[0]
         assert fast_kernels._softmax_memo.entry is None  # taken: a buffer is used once
         again = vjp_kernel(XENT, OPS[XENT])(g, [logits, labels], loss)[0]  # recomputed

@@ -54,9 +54,12 @@ def batch():
 def open_batch():
     """Programs whose input_spec may leave dims open, control flow included (a `cond` or
     `while` whose paths or iterations give one value a known dim and an open one is checked
-    when the program runs: unigraph/shape_checks.py)."""
+    when the program runs: unigraph/shape_checks.py). No training programs: with them, 5 of
+    20 left a dim open here and 4 in a CI run (which programs the conditioning check rejects
+    moves with the machine); training with open dims is test_random_programs_training.py's."""
     with Workers(timeout=120, jobs=2) as workers:
-        return survey(TARGETS, count=OPEN_BATCH, seed_value=0, grads=True, workers=workers)
+        return survey(TARGETS, count=OPEN_BATCH, seed_value=0, grads=True, workers=workers,
+                      training=False)
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -77,7 +80,7 @@ def test_fixed_seed_batch_with_open_dims_agrees_with_the_reference(open_batch, t
     report = "\n\n".join(reproducer_text(f) for f in failures)
     assert not failures, f"{counts_table(open_batch)}\n\n{report}"
     assert counts["ok"] + counts["refused"] + counts["open-dim limit"] == open_batch.programs
-    assert open_batch.open_programs >= OPEN_BATCH // 4  # 7 of 20 leave a dim open
+    assert open_batch.open_programs >= OPEN_BATCH // 4  # 10 of 20 leave a dim open
 
 
 def test_fixed_seed_batch_is_valid_on_the_reference(batch):

@@ -108,7 +108,11 @@ _softmax_memo = threading.local()
 
 def sparse_softmax_cross_entropy(logits, labels):
     """The per-row loss as the reference computes it, -(shifted[n, y] - lse[n]), without
-    the [N, C] log-softmax matrix (only the picked entries are subtracted)."""
+    the [N, C] log-softmax matrix (only the picked entries are subtracted). float16: the
+    record's own (its softmax runs in float32, rounded once)."""
+    if logits.dtype not in _FAST_FLOATS:
+        _softmax_memo.entry = None  # (nothing kept: its VJP is the record's too)
+        return OPS["sparse_softmax_cross_entropy"].reference(logits, labels)
     if logits.size == 0:
         check_indices("sparse_softmax_cross_entropy", labels, logits.shape[1])
         return OPS["sparse_softmax_cross_entropy"].reference(logits, labels)
@@ -192,7 +196,7 @@ def sparse_softmax_cross_entropy_vjp(g, inputs, out):
     """softmax(logits) - one_hot(labels), times g: the reference's operations in its order,
     as method calls, and no error state entered for finite rows."""
     logits, labels = inputs
-    if logits.size == 0 or logits.dtype not in _FLOATS:
+    if logits.size == 0 or logits.dtype not in _FAST_FLOATS:  # (float16: the record's)
         return OPS["sparse_softmax_cross_entropy"].vjp(g, inputs, out)
     d_logits = _softmax_minus_one_hot(logits, labels, out)
     if g.dtype == d_logits.dtype:
@@ -257,7 +261,7 @@ def mean_cross_entropy_vjp(g, loss, mean, logits, labels, *, axis, keepdims):
     is one number, the mean's share g / count multiplies the cross-entropy's gradient as
     that one number instead of as the [N] array of it `mean_vjp` fills: the same products,
     without the array, its fill and the [N, 1] view (hand-written NumPy's `d / len(y)`)."""
-    if (g.size != 1 or logits.size == 0 or logits.dtype not in _FLOATS
+    if (g.size != 1 or logits.size == 0 or logits.dtype not in _FAST_FLOATS
             or loss.dtype != logits.dtype):
         (spread,) = mean_vjp(g, [loss], mean, axis=axis, keepdims=keepdims)
         if spread is None:
