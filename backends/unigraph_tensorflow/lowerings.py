@@ -55,9 +55,10 @@ def binary(op):
 
 def in_float32(lowering):
     """`lowering` with float16 operands run in float32 and the result rounded to float16
-    once: TF's float16 Sum, Mean, Cumsum, Prod and Einsum accumulate in float16 (quirks
-    "sum (mean, cumsum, prod)" and "einsum"), where the op records (and torch, Paddle,
-    onnxruntime) accumulate in float32."""
+    once: TF's float16 Sum, Mean, Cumsum, Prod and Einsum accumulate in float16 and
+    FloorDiv floors the float16 quotient (quirks "sum (mean, cumsum, prod)", "einsum",
+    "floor_divide"), where the op records (and torch, Paddle, onnxruntime) accumulate in
+    float32 and floor the exact quotient."""
     def lowered(x, *operands, **attrs):
         if x.dtype != tf.float16:
             return lowering(x, *operands, **attrs)
@@ -85,9 +86,6 @@ def floor_divide(x, y):
     and -1 // inf = -0.0 where they give -1 (quirk "floor_divide")."""
     if not x.dtype.is_floating:
         return raw.FloorDiv(x=x, y=y)
-    if x.dtype == tf.float16:  # no float16 TruncateMod kernel; exact in float32
-        wide = floor_divide(raw.Cast(x=x, DstT=tf.float32), raw.Cast(x=y, DstT=tf.float32))
-        return raw.Cast(x=wide, DstT=tf.float16)
     rest = raw.TruncateMod(x=x, y=y)  # fmod: the sign of x
     whole = (x - rest) / y
     # raw Equal/NotEqual: a TF1 Session graph's Tensor == is Python's identity test
@@ -258,8 +256,6 @@ def reduction(op):
         return op(input=x, axis=int_operand(axis), keep_dims=keepdims)
 
     return lowering
-
-
 
 
 def argmax(x, *, axis, keepdims):
@@ -516,7 +512,9 @@ LOWERINGS = {
     # math (floor ops: the sign of y, as NumPy; TF's gradient of the step functions is
     # none, which the backend reads as 0)
     "mod": binary(raw.FloorMod),
-    "floor_divide": floor_divide,
+    # float16 in float32: no float16 TruncateMod kernel, and FloorDiv floors the float16
+    # quotient (quirk "floor_divide"); exact in float32
+    "floor_divide": in_float32(floor_divide),
     "floor": unary(raw.Floor),
     "ceil": unary(raw.Ceil),
     "round": unary(raw.Round),  # halves to even, as NumPy

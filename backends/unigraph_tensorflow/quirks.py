@@ -425,7 +425,7 @@ QUIRKS = [
         behaviour="float16 FloorDiv floors the quotient rounded to float16: 14.516 // 0.605 "
                   "is 24 (the exact quotient is 23.99)",
         workaround="float16 floor_divide runs in float32, rounded to float16 once "
-                   "(lowerings.floor_divide)",
+                   "(lowerings.in_float32)",
         pin=_float16_floor_divide_floors_the_rounded_quotient,
     ),
     Quirk(

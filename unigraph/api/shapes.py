@@ -20,9 +20,8 @@ from unigraph.api.operands import (
 from unigraph.dispatch import apply
 from unigraph.dtypes import as_dtype, is_int
 from unigraph.errors import ShapeError
-from unigraph.ops.base import OPS, TensorSpec
 from unigraph.ops.shape import resolved_shape
-from unigraph.shape_checks import shape_check_error
+from unigraph.shape_checks import check_size, shape_check_error
 from unigraph.tensor import Tensor
 from unigraph.tracing import user_source
 
@@ -131,7 +130,7 @@ def ensure_size(x, minimum, axis=None, message=None):
     attrs = {"axes": axes, "minimum": int(minimum), "message": message}
     if None not in [x.shape[a] for a in axes]:
         # every size known (eagerly, or given by input_spec): the record's rule checks now
-        OPS["ensure_size"].infer(TensorSpec(x.shape, x.dtype), **attrs)
+        check_size(x, **attrs)
         return unchanged(x)
     return apply("ensure_size", [x], attrs)
 
@@ -273,7 +272,7 @@ def merge_axes(x, start: int, stop: int):
 def reshape_as(t, x):
     """t (of x's element count) laid out as x's shape: a dim input_spec leaves open is the
     reshape's -1, several are `reshape_to_sizes` of x's sizes counted when it runs."""
-    if [d for d in x.shape].count(None) < 2:
+    if tuple(x.shape).count(None) < 2:
         return reshape(t, tuple(-1 if d is None else d for d in x.shape))
     return reshape_to_sizes(t, [_run_time_size(x, i) if d is None else d
                                 for i, d in enumerate(x.shape)])
