@@ -7,7 +7,18 @@ from __future__ import annotations
 import numpy as np
 
 from unigraph.api.creation import ones_like
-from unigraph.api.elementwise import abs, cast, equal, exp, log, maximum, minimum, sqrt, where
+from unigraph.api.elementwise import (
+    abs,
+    cast,
+    equal,
+    exp,
+    less,
+    log,
+    maximum,
+    minimum,
+    sqrt,
+    where,
+)
 from unigraph.api.operands import (
     _axes,
     _promote,
@@ -92,8 +103,8 @@ def std(x, axis=None, keepdims=False, ddof=0):
 
 def logsumexp(x, axis=None, keepdims=False):
     """log(sum(exp(x))) over `axis`, without overflow: m + log(sum(exp(x - m))) with m the
-    max (its gradient cancels: the result's is softmax(x)). A slice holding +inf gives NaN,
-    as log_softmax.
+    max (its gradient cancels: the result's is softmax(x)). A slice holding +inf gives inf,
+    one of only -inf gives -inf, as NumPy's `np.logaddexp.reduce`.
 
     Example::
 
@@ -112,12 +123,16 @@ def logsumexp(x, axis=None, keepdims=False):
     # gives -inf (the result then -inf, as above), not a max's error over nothing.
     peak = a if axes == () else apply("max", [a], {"axis": axes, "keepdims": True,
                                                    "initial": -np.inf})
-    total = sum(exp(a - peak), axes, keepdims=True)  # (>= 1, or NaN, but over nothing)
-    if any(a.shape[i] is None for i in (range(a.ndim) if axes is None else axes)):
-        # A run may leave the axis empty: the total 0 and the peak -inf. log(1) + -inf there,
-        # not log(0), whose divide by zero NumPy would print (no other target does).
-        total = total + cast(equal(peak, -np.inf), a.dtype)
-    out = log(total) + peak
+    # The shift is the peak where it is finite, else 0: a slice of only -inf (or one a run
+    # leaves empty) then sums exp(-inf) = 0 terms and one holding +inf sums an inf, so the
+    # result is -inf or inf, as NumPy's logaddexp.reduce; shifting by the peak itself would
+    # make -inf - -inf or inf - inf, NaN. Where the peak is -inf the total gets 1, so that
+    # log(1) + -inf is taken there, not log(0), whose divide by zero NumPy would print (no
+    # other target does).
+    lowest = equal(peak, -np.inf)
+    shift = where(less(abs(peak), np.inf), peak, 0.0)
+    total = sum(exp(a - shift), axes, keepdims=True) + cast(lowest, a.dtype)
+    out = log(total) + where(lowest, peak, shift)
     if keepdims:
         return out
     return squeeze(out, tuple(range(a.ndim)) if axes is None else axes)
