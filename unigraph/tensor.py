@@ -216,6 +216,12 @@ class Tensor:
             raise TypeError("len() of a 0-d tensor")
         return self.shape[0]
 
+    def __setitem__(self, index, value):
+        # (`y[i] += v` ends here too: Python reads y[i], adds, then assigns.)
+        raise TypeError(f"a unigraph tensor cannot be written in place: `tensor[...] = value` at "
+                        f"{user_source()}; write `y = y.at[index].set(value)` (or "
+                        "`.at[index].add(value)` for `+=`), which returns the updated copy")
+
     def __iter__(self):
         if not self.shape or self.shape[0] is None:
             raise TypeError(f"cannot iterate over a tensor of shape {list(self.shape)}")
