@@ -338,9 +338,34 @@ class GraphBuilder:
         return list(union.values())
 
 
+# A subgraph builder's name -> (where its values live, why they leave it only as its
+# results, what to write instead), for raise_foreign.
+_BRANCH = ("a branch of a cond", "traces both branches once, whichever runs",
+           "assign it to a variable in both branches (`y = v` / `y = other`) and use that")
+_LOOP = ("traces the body once, whatever the number of trips", "fill a tensor the loop carries "
+         "(`buf = buf.at[i].set(v)`), or loop over range(n) with a Python int n, which runs as "
+         "Python")
+_MADE_IN = {"then": _BRANCH, "else": _BRANCH, "body": ("the body of a while loop", *_LOOP),
+            "cond": ("the condition of a while loop", *_LOOP)}
+
+
 def raise_foreign(tensor) -> None:
     from unigraph.errors import TracingError
 
+    builder = tensor._builder
+    region = _MADE_IN.get(builder.graph.name) if builder is not None else None
+    if region is not None:
+        made_in, why, fix = region
+        made_at = next((f" at {node.source}" for node in builder.graph.nodes
+                        if tensor._value in node.outputs and node.source), "")
+        raise TracingError(
+            f"a symbolic tensor ({tensor.dtype}{list(tensor.shape)}) made inside {made_in}"
+            f"{made_at} (ug.cond / ug.while_loop, or a Python if / while on a tensor, which "
+            f"becomes one) was used outside it, here ({user_source()}). A value leaves a loop "
+            "or a branch only as a variable it assigns; one kept elsewhere (appended to a "
+            f"Python list, stored on an object) cannot, because a static target {why}. "
+            f"Instead, {fix}"
+        )
     raise TracingError(
         f"a symbolic tensor ({tensor.dtype}{list(tensor.shape)}) from another traced function "
         f"was used here ({user_source()}); symbolic tensors only live inside the function "

@@ -209,12 +209,16 @@ def _merge(name, values: list, labels: tuple, what: str, fits=None) -> list:
 
 
 # -- if / conditional expression ----------------------------------------------------------
-def if_stmt(cond, body, orelse, get_state, set_state, names, one_branch=()):
+def if_stmt(cond, body, orelse, get_state, set_state, names, one_branch=(), grown=()):
     """`if cond: body() else: orelse()`; a `cond` node when `cond` is a symbolic tensor.
 
     `one_branch`: (name, "if" or "else") for the state variables only one branch assigns.
     When `cond` is a tensor, eager or symbolic, such a variable must be bound before the
-    `if`: the rule a static graph needs, checked in every mode so that they all agree."""
+    `if`: the rule a static graph needs, checked in every mode so that they all agree.
+    `grown`: (line, "kept.append") for the lists made before the `if` that it grows,
+    refused under a tensor condition in every mode (`_check_grown`)."""
+    if grown and isinstance(cond, Tensor):
+        _check_grown(grown, "`if`", "traces both branches, whichever runs")
     if one_branch and isinstance(cond, Tensor):
         _check_one_branch(dict(zip(names, get_state())), one_branch, "`if`")
     if not is_symbolic(cond):
@@ -288,6 +292,22 @@ def _check_one_branch(state: dict, one_branch, what: str) -> None:
             raise _one_branch_error(what, name, branch)
 
 
+def _check_grown(grown, what: str, why: str) -> None:
+    """A list made before a tensor `if` or loop and grown inside it (`kept.append(v)`):
+    eager Python would grow it once per iteration taken, a static trace once per branch or
+    body whatever runs, so the program could not mean one thing on every target."""
+    line, call = grown[0]
+    where = user_source()
+    raise ControlFlowError(
+        f"{what} at {where} (its condition is a tensor) grows a list made before it: "
+        f"`{call}(...)` at {where.rpartition(':')[0]}:{line}. A static target {why}, so the "
+        "list could not hold what running it in Python gives; collect the values in a "
+        "tensor instead (in a loop: `buf = buf.at[i].set(v)` with `buf` made before it; in "
+        "an `if`: a variable assigned in both branches), or loop over range(n) with a "
+        "Python int n, which runs as Python"
+    )
+
+
 def _one_branch_error(what: str, name: str, assigned: str) -> ControlFlowError:
     missing = "else" if assigned == "if" else "if"
     return ControlFlowError(
@@ -298,7 +318,9 @@ def _one_branch_error(what: str, name: str, assigned: str) -> ControlFlowError:
 
 
 # -- loops --------------------------------------------------------------------------------
-def while_stmt(test, body, get_state, set_state, names):
+_TRACES_ONCE = "traces the body once, whatever the number of trips"
+
+def while_stmt(test, body, get_state, set_state, names, grown=()):
     """`while test(): body()`. Python iterations while the test is a Python value (or an
     eager tensor); from the first symbolic test on, one `while_loop` node. From the first
     tensor test on, eager or symbolic, the loop obeys a `while_loop`'s rules (see
@@ -306,6 +328,8 @@ def while_stmt(test, body, get_state, set_state, names):
     entry, checked = None, False
     while True:
         cond = _probe(test)
+        if grown and isinstance(cond, Tensor):
+            _check_grown(grown, "`while` loop", _TRACES_ONCE)
         if is_symbolic(cond):
             break
         if entry is None and isinstance(cond, Tensor):
@@ -348,13 +372,15 @@ def _probe(test):
         return test()
 
 
-def for_stmt(iterable, extra_test, body, get_state, set_state, names):
+def for_stmt(iterable, extra_test, body, get_state, set_state, names, grown=()):
     """`for item in iterable: body(item)`, stopping early once `extra_test()` is false
     (a lowered `break`/`return`). A `ug.range` with a symbolic bound is one `while_loop`;
     with eager tensor bounds, a Python loop under a `while_loop`'s rules (its index a weak
     tensor, as in the graph loop); anything else is iterated in Python (unrolled when
     traced), and iterations that a tensor `extra_test` may skip are `cond` branches."""
     tensor_loop = isinstance(iterable, TensorRange)
+    if grown and tensor_loop:
+        _check_grown(grown, "`for` loop", _TRACES_ONCE)
     if tensor_loop and iterable.is_symbolic:
         _symbolic_range_loop(iterable, extra_test, body, get_state, set_state, names)
         return

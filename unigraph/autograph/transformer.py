@@ -196,6 +196,7 @@ class JumpLowering:
             rest = stmts[index + 1:]
             if flags and rest:
                 guarded = ast.If(test=_none_set(flags), body=self.block(rest, loop), orelse=[])
+                setattr(guarded, JUMP_GUARD, True)
                 out.append(_place(guarded, rest[0]))
                 return out
         return out
@@ -254,6 +255,7 @@ class JumpLowering:
         if stmt.orelse:
             orelse = self.block(stmt.orelse, outer)
             guarded = ast.If(test=_none_set(stop), body=orelse, orelse=[])
+            setattr(guarded, JUMP_GUARD, True)
             after = [_place(guarded, stmt.orelse[0])] if stop else orelse
             stmt.orelse = []
         return [*before, stmt, *after]
@@ -284,6 +286,33 @@ def _parameters(function) -> set:
 
 def _has_walrus(node) -> bool:
     return any(isinstance(child, ast.NamedExpr) for child in ast.walk(node))
+
+
+# Set on the `if`s the jump lowering wraps the rest of a loop body in (`if not break_:`).
+JUMP_GUARD = "unigraph_jump_guard"
+# Methods that grow a Python list in place.
+GROWING = {"append", "extend", "insert"}
+
+
+def _grown_outside(nodes, modified) -> list:
+    """(line, "kept.append") for each `kept.append(...)`-like call in `nodes` (not in nested
+    functions) on an object the block does not bind (`kept`, `self.kept`): a list made
+    before an `if` or a loop that the block grows, which a tensor condition forbids."""
+    found = set()
+    stack = list(nodes)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, SCOPES):
+            continue
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr in GROWING:
+            root = node.func.value
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if isinstance(root, ast.Name) and root.id not in modified:
+                found.add((node.lineno, ast.unparse(node.func)))
+        stack.extend(ast.iter_child_nodes(node))
+    return sorted(found)
 
 
 def convert_function(function: ast.FunctionDef, namer: Namer, alias: str,
@@ -438,10 +467,26 @@ class Converter(ast.NodeTransformer):
     def _names(self, state) -> ast.Tuple:
         return ast.Tuple(elts=[ast.Constant(value=n) for n in state], ctx=ast.Load())
 
+    @staticmethod
+    def _with_grown(call: ast.Call, grown: list) -> ast.Call:
+        """`call` with `grown=((line, "kept.append"), ...)` (see `_grown_outside`), the
+        lists made before the statement that it grows: the runtime refuses them once the
+        condition is a tensor."""
+        if grown:
+            value = ast.Tuple(elts=[ast.Tuple(elts=[ast.Constant(value=line),
+                                                    ast.Constant(value=text)], ctx=ast.Load())
+                                    for line, text in grown], ctx=ast.Load())
+            call.keywords.append(_place(ast.keyword(arg="grown", value=value), call))
+        return call
+
     def visit_If(self, node):
         modified = assigned_names(node.body + node.orelse)
         in_body, in_else = set(assigned_names(node.body)), set(assigned_names(node.orelse))
         defined, live, head = self._facts(node, modified)
+        # (Not for the `if`s the jump lowering adds: an eager loop runs them as Python, and
+        # the loop is checked itself where its condition is a tensor.)
+        grown = [] if getattr(node, JUMP_GUARD, False) else \
+            _grown_outside(node.body + node.orelse, modified)
         self.generic_visit(node)
         state = self._state_names(modified, live | head)
         functions, get_name, set_name = self._state(state, node)
@@ -460,7 +505,7 @@ class Converter(ast.NodeTransformer):
                 self._names(state)]
         if one_branch:
             args.append(ast.Tuple(elts=one_branch, ctx=ast.Load()))
-        call = self._runtime("if_stmt", args, node)
+        call = self._with_grown(self._runtime("if_stmt", args, node), grown)
         return [*self._guards(state, defined, node), *functions,
                 _place(ast.Expr(value=call), node)]
 
@@ -471,6 +516,7 @@ class Converter(ast.NodeTransformer):
             return self.generic_visit(node)
         modified = assigned_names([node.test, *node.body])
         defined, live, head = self._facts(node, modified)
+        grown = _grown_outside([node.test, *node.body], modified)
         self.generic_visit(node)
         state = self._state_names(modified, live | head)
         functions, get_name, set_name = self._state(state, node)
@@ -478,9 +524,9 @@ class Converter(ast.NodeTransformer):
         test = [_place(ast.Return(value=node.test), node.test)]
         functions += [self._scope_function(test_name, [], test, state, modified, node),
                       self._scope_function(body_name, [], node.body, state, modified, node)]
-        call = self._runtime("while_stmt", [_name(test_name), _name(body_name),
-                                            _name(get_name), _name(set_name),
-                                            self._names(state)], node)
+        call = self._with_grown(self._runtime("while_stmt", [
+            _name(test_name), _name(body_name), _name(get_name), _name(set_name),
+            self._names(state)], node), grown)
         return [*self._guards(state, defined, node), *functions,
                 _place(ast.Expr(value=call), node)]
 
@@ -489,6 +535,7 @@ class Converter(ast.NodeTransformer):
             return self.generic_visit(node)
         modified = assigned_names([node.target, *node.body])
         defined, live, head = self._facts(node, modified)
+        grown = _grown_outside(node.body, modified)
         self.generic_visit(node)
         state = self._state_names(modified, live | head)
         functions, get_name, set_name = self._state(state, node)
@@ -507,8 +554,8 @@ class Converter(ast.NodeTransformer):
         if isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name) \
                 and iterable.func.id == "range" and not iterable.keywords:
             iterable = self._runtime("range_call", [iterable.func, *iterable.args], iterable)
-        call = self._runtime("for_stmt", [iterable, extra_test, _name(body_name),
-                                          _name(get_name), _name(set_name),
-                                          self._names(state)], node)
+        call = self._with_grown(self._runtime("for_stmt", [
+            iterable, extra_test, _name(body_name), _name(get_name), _name(set_name),
+            self._names(state)], node), grown)
         return [*self._guards(state, defined, node), *functions,
                 _place(ast.Expr(value=call), node)]
