@@ -1,6 +1,17 @@
 """`ug.nn`: modules, layers and `ug.nn.functional`, written once with unigraph ops."""
 
 from unigraph.nn import functional
+from unigraph.nn.activations import (
+    ELU,
+    GELU,
+    Identity,
+    LeakyReLU,
+    ReLU,
+    Sigmoid,
+    SiLU,
+    Softmax,
+    Tanh,
+)
 from unigraph.nn.containers import ModuleDict, ModuleList
 from unigraph.nn.conv_layers import (
     AdaptiveAvgPool2D,
@@ -18,11 +29,7 @@ from unigraph.nn.layers import (
     Flatten,
     Linear,
     MaxPool2D,
-    ReLU,
     Sequential,
-    Sigmoid,
-    Softmax,
-    Tanh,
 )
 from unigraph.nn.module import Module, collect_updates
 from unigraph.nn.normalization import GroupNorm, LayerNorm
@@ -30,7 +37,8 @@ from unigraph.tensor import Parameter
 
 __all__ = [
     "AdaptiveAvgPool2D", "AvgPool1D", "AvgPool2D", "BatchNorm2D", "Conv1D", "Conv2D",
-    "ConvTranspose2D", "Dropout", "Embedding", "Flatten", "GroupNorm", "LayerNorm", "Linear",
-    "MaxPool1D", "MaxPool2D", "Module", "ModuleDict", "ModuleList", "Parameter", "ReLU",
-    "Sequential", "Sigmoid", "Softmax", "Tanh", "collect_updates", "functional",
+    "ConvTranspose2D", "Dropout", "ELU", "Embedding", "Flatten", "GELU", "GroupNorm",
+    "Identity", "LayerNorm", "LeakyReLU", "Linear", "MaxPool1D", "MaxPool2D", "Module",
+    "ModuleDict", "ModuleList", "Parameter", "ReLU", "Sequential", "SiLU", "Sigmoid",
+    "Softmax", "Tanh", "collect_updates", "functional",
 ]

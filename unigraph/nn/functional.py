@@ -31,10 +31,11 @@ from unigraph.random import known_shape, uniform
 from unigraph.tensor import Tensor, tensor
 
 __all__ = [
-    "accuracy", "activation", "adaptive_avg_pool2d", "avg_pool1d", "avg_pool2d", "conv1d",
-    "conv2d", "conv_transpose2d", "cross_entropy", "dropout", "embedding", "flatten",
-    "group_norm", "layer_norm", "linear", "log_softmax", "max_pool1d", "max_pool2d",
-    "mse_loss", "relu", "sigmoid", "softmax", "tanh",
+    "accuracy", "activation", "adaptive_avg_pool2d", "avg_pool1d", "avg_pool2d",
+    "binary_cross_entropy", "binary_cross_entropy_with_logits", "conv1d", "conv2d",
+    "conv_transpose2d", "cross_entropy", "dropout", "embedding", "flatten", "group_norm",
+    "huber_loss", "l1_loss", "layer_norm", "linear", "log_softmax", "max_pool1d", "max_pool2d",
+    "mse_loss", "relu", "sigmoid", "smooth_l1_loss", "softmax", "tanh",
 ]
 
 # The 2-D records' wrappers, as torch.nn.functional names them.
@@ -206,6 +207,63 @@ def mse_loss(prediction, target, reduction="mean"):
     cross_entropy)."""
     difference = prediction - target
     return _reduce(difference * difference, reduction, "mse_loss")
+
+
+def l1_loss(prediction, target, reduction="mean"):
+    """Mean absolute error: mean(|prediction - target|) (`reduction` as in cross_entropy).
+    Gradient sign(prediction - target), 0 where they are equal (torch's)."""
+    return _reduce(api.abs(prediction - target), reduction, "l1_loss")
+
+
+def smooth_l1_loss(prediction, target, reduction="mean", beta=1.0):
+    """torch's smooth L1: 0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta, with
+    d = prediction - target (`reduction` as in cross_entropy; beta > 0)."""
+    if not beta > 0:
+        raise ValueError(f"smooth_l1_loss: beta must be > 0, got {beta!r} (beta 0 is l1_loss)")
+    difference = prediction - target
+    size = api.abs(difference)
+    losses = api.where(size < beta, difference * difference * (0.5 / beta), size - 0.5 * beta)
+    return _reduce(losses, reduction, "smooth_l1_loss")
+
+
+def huber_loss(prediction, target, reduction="mean", delta=1.0):
+    """Huber loss: 0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta), with
+    d = prediction - target (torch's huber_loss; `reduction` as in cross_entropy)."""
+    if not delta > 0:
+        raise ValueError(f"huber_loss: delta must be > 0, got {delta!r}")
+    difference = prediction - target
+    size = api.abs(difference)
+    losses = api.where(size < delta, difference * difference * 0.5, (size - 0.5 * delta) * delta)
+    return _reduce(losses, reduction, "huber_loss")
+
+
+def binary_cross_entropy_with_logits(logits, targets, reduction="mean"):
+    """Sigmoid cross-entropy of `logits` x (any shape) against `targets` t in [0, 1] of the
+    same shape: -(t log sigmoid(x) + (1 - t) log(1 - sigmoid(x))), without overflow or
+    cancellation: x (1 - t) + softplus(-x) where x >= 0, softplus(x) - x t elsewhere (torch's
+    relu(x) - x t + log1p(exp(-|x|)) has the same values, but a kink at 0 that a composed
+    gradient would see). Gradient sigmoid(x) - t. `reduction` as in cross_entropy."""
+    x = _as_tensor(logits)
+    losses = api.where(x >= 0, x * (1.0 - targets) + api.softplus(-x),
+                       api.softplus(x) - x * targets)
+    return _reduce(losses, reduction, "binary_cross_entropy_with_logits")
+
+
+def _floored_log(p):
+    """max(log(p), -100) (torch's floor in binary_cross_entropy), and -100 at p = 0 without
+    taking log(0) (whose divide by zero NumPy would print, where no other target does)."""
+    positive = p > 0
+    return api.where(positive, api.maximum(api.log(api.where(positive, p, 1.0)), -100.0),
+                     -100.0)
+
+
+def binary_cross_entropy(probabilities, targets, reduction="mean"):
+    """-(t log p + (1 - t) log(1 - p)) of `probabilities` p in [0, 1] against `targets` t,
+    each log floored at -100 as torch's, so p = 0 or 1 gives a finite loss. Prefer
+    binary_cross_entropy_with_logits on logits: it does not lose precision near 0 and 1."""
+    p = _as_tensor(probabilities)
+    losses = -(targets * _floored_log(p) + (1.0 - targets) * _floored_log(1.0 - p))
+    return _reduce(losses, reduction, "binary_cross_entropy")
 
 
 def accuracy(logits, labels):

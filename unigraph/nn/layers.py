@@ -1,5 +1,5 @@
-"""Layers: Linear, Conv2D, 2-D pooling, Flatten, activations, Dropout, BatchNorm2D, Sequential.
-(More in normalization.py, embedding.py and conv_layers.py.)
+"""Layers: Linear, Conv2D, 2-D pooling, Flatten, Dropout, BatchNorm2D, Sequential.
+(More in activations.py, normalization.py, embedding.py and conv_layers.py.)
 
 Each is written once with unigraph ops. Weights are initialised in NumPy from unigraph's
 seeded generator (`ug.init`), so a seed gives the same layer on every backend. Images are
@@ -19,8 +19,8 @@ from unigraph.nn.module import Module, update_buffer
 from unigraph.tensor import Parameter, Tensor
 
 __all__ = [
-    "AvgPool2D", "BatchNorm2D", "Conv2D", "Dropout", "Flatten", "Linear", "MaxPool2D", "ReLU",
-    "Sequential", "Sigmoid", "Softmax", "Tanh",
+    "AvgPool2D", "BatchNorm2D", "Conv2D", "Dropout", "Flatten", "Linear", "MaxPool2D",
+    "Sequential",
 ]
 
 
@@ -209,38 +209,6 @@ class Flatten(Module):
 
     def forward(self, x):
         return F.flatten(x, self.start_axis)
-
-
-class ReLU(Module):
-    """max(x, 0)."""
-
-    def forward(self, x):
-        return F.relu(x)
-
-
-class Sigmoid(Module):
-    """1 / (1 + exp(-x))."""
-
-    def forward(self, x):
-        return F.sigmoid(x)
-
-
-class Tanh(Module):
-    """tanh(x)."""
-
-    def forward(self, x):
-        return F.tanh(x)
-
-
-class Softmax(Module):
-    """softmax along `axis`."""
-
-    def __init__(self, axis=-1):
-        super().__init__()
-        self.axis = axis
-
-    def forward(self, x):
-        return F.softmax(x, self.axis)
 
 
 class Dropout(Module):
