@@ -33,12 +33,13 @@ from unigraph.nn.layers import (
 )
 from unigraph.nn.module import Module, collect_updates
 from unigraph.nn.normalization import GroupNorm, LayerNorm
+from unigraph.nn.recurrent import GRU, LSTM
 from unigraph.tensor import Parameter
 
 __all__ = [
     "AdaptiveAvgPool2D", "AvgPool1D", "AvgPool2D", "BatchNorm2D", "Conv1D", "Conv2D",
-    "ConvTranspose2D", "Dropout", "ELU", "Embedding", "Flatten", "GELU", "GroupNorm",
-    "Identity", "LayerNorm", "LeakyReLU", "Linear", "MaxPool1D", "MaxPool2D", "Module",
+    "ConvTranspose2D", "Dropout", "ELU", "Embedding", "Flatten", "GELU", "GroupNorm", "GRU",
+    "Identity", "LayerNorm", "LeakyReLU", "Linear", "LSTM", "MaxPool1D", "MaxPool2D", "Module",
     "ModuleDict", "ModuleList", "Parameter", "ReLU", "Sequential", "SiLU", "Sigmoid",
     "Softmax", "Tanh", "collect_updates", "functional",
 ]
