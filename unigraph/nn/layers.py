@@ -57,6 +57,8 @@ class Linear(Module):
     >>> fc = ug.nn.Linear(784, 10, act="relu")
     """
 
+    torch_transposed = ("weight",)  # torch's nn.Linear stores [out_features, in_features]
+
     def __init__(self, in_features, out_features, bias=True, act=None, weight_init=None,
                  bias_init=None, lr_scale=1.0, dtype="float32"):
         super().__init__()
@@ -250,6 +252,8 @@ class BatchNorm2D(Module):
     training step they are graph updates (ug.assign), applied after the run like the
     weights' updates.
     """
+
+    torch_only = ("num_batches_tracked",)  # (torch counts steps; momentum 0.1 needs no count)
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, dtype="float32"):
         super().__init__()

@@ -180,6 +180,11 @@ class Module:
     ones appended later; `ModuleList` and `ModuleDict` are the explicit containers.
     """
 
+    # torch's layout of this module's own state (`load_state_dict(layout="torch")`): the
+    # parameters torch stores transposed, and the entries torch has that this module has not.
+    torch_transposed: tuple = ()
+    torch_only: tuple = ()
+
     def __init__(self):
         # (one dict update, not __setattr__ six times: every layer built runs this)
         self.__dict__.update(_parameters={}, _buffers={}, _modules={},
@@ -385,11 +390,17 @@ class Module:
         state.update({name: buffer.numpy().copy() for name, buffer in self.named_buffers()})
         return state
 
-    def load_state_dict(self, state: dict, strict: bool = True) -> None:
+    def load_state_dict(self, state: dict, strict: bool = True, layout: str = "unigraph") -> None:
         """Load arrays saved by `state_dict` (shapes must match; dtypes are converted).
 
         With `strict` (the default) the keys must be exactly this module's keys.
+        `layout="torch"` loads a torch model's `state_dict()` (torch tensors or arrays) whose
+        module names match this one's: a Linear's weight is transposed ([out, in] in torch,
+        [in, out] here) and BatchNorm's `num_batches_tracked` is left out; every other layer
+        stores its parameters as torch does. torch tensors with the default layout are
+        refused (a square Linear weight would load transposed, silently).
         """
+        state = _in_unigraph_layout(self, state, layout)
         params, buffers = self._named_state()
         own = dict(params)
         own.update(buffers)
@@ -542,6 +553,34 @@ def _add_state(prefix: str, entries, listed: list, seen: set) -> None:
             continue  # a parameter shared by two layers is listed (and trained) once
         seen.add(id(param))
         listed.append(((f"{prefix}.{name}" if prefix else name), param))
+
+
+LAYOUTS = ("unigraph", "torch")
+
+
+def _in_unigraph_layout(model: Module, state: dict, layout: str) -> dict:
+    """`state` as unigraph arrays: torch tensors copied to NumPy and, for layout "torch",
+    each module's `torch_transposed` entries transposed and its `torch_only` ones dropped."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"load_state_dict: layout must be one of {LAYOUTS}, got {layout!r}")
+    tensors = [key for key, value in state.items() if type(value).__module__ == "torch"]
+    if tensors and layout != "torch":
+        raise ValueError(
+            f"load_state_dict into {type(model).__name__}: {tensors[0]!r} is a torch tensor; "
+            "pass layout='torch' to load a torch model's state_dict (a Linear's weight is "
+            "[out, in] there and [in, out] here: a square one would load transposed)")
+    state = {key: value.detach().cpu().numpy() if key in tensors else value
+             for key, value in state.items()}
+    if layout == "unigraph":
+        return state
+    for name, module in model.named_modules():
+        prefix = f"{name}." if name else ""
+        for entry in module.torch_only:
+            state.pop(prefix + entry, None)
+        for entry in module.torch_transposed:
+            if prefix + entry in state:
+                state[prefix + entry] = np.asarray(state[prefix + entry]).T
+    return state
 
 
 def _walk_state(module: Module, prefix: str, found: tuple) -> None:
