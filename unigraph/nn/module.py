@@ -569,10 +569,10 @@ def _in_unigraph_layout(model: Module, state: dict, layout: str) -> dict:
             f"load_state_dict into {type(model).__name__}: {tensors[0]!r} is a torch tensor; "
             "pass layout='torch' to load a torch model's state_dict (a Linear's weight is "
             "[out, in] there and [in, out] here: a square one would load transposed)")
-    state = {key: value.detach().cpu().numpy() if key in tensors else value
-             for key, value in state.items()}
     if layout == "unigraph":
         return state
+    state = {key: value.detach().cpu().numpy() if key in tensors else value
+             for key, value in state.items()}
     for name, module in model.named_modules():
         prefix = f"{name}." if name else ""
         for entry in module.torch_only:
