@@ -70,6 +70,29 @@ def test_a_torch_state_dict_gives_torchs_output(target):
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_state_dict_in_torch_layout_loads_into_torch(target):
+    """The other way: a model trained with unigraph, deployed with torch.nn."""
+    ug.manual_seed(3)
+    ours = OurNet()
+    rng = np.random.default_rng(1)
+    ours.bn.load_state_dict({**ours.bn.state_dict(), "running_mean": rng.uniform(-1, 1, 4),
+                             "running_var": rng.uniform(0.5, 2.0, 4)})
+    ours.eval()
+    with ug.use_backend(*target.split(":")):  # two SGD steps on this target
+        step = ug.optim.SGD(ours.parameters(), lr=0.1)
+        for _ in range(2):
+            loss, grads = ug.value_and_grad(
+                lambda: ug.sum(ours(X, TOKENS) ** 2), wrt=ours.parameters())()
+            step.apply(grads)
+    want = run_on("numpy:eager", lambda x, t: ours(x, t), X, TOKENS)
+    native = TorchNet().double().eval()
+    state = ours.state_dict(layout="torch")
+    native.load_state_dict({k: torch.from_numpy(v) for k, v in state.items()})
+    got = native(torch.tensor(X), torch.tensor(TOKENS)).detach().numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+
+
 def test_torch_tensors_need_the_torch_layout():
     ours = OurNet()
     before = ours.state_dict()

@@ -384,10 +384,24 @@ class Module:
         return self.train(False)
 
     # -- weights as NumPy -----------------------------------------------------------------
-    def state_dict(self) -> dict:
-        """{dotted name: NumPy array copy} of every parameter and buffer."""
+    def state_dict(self, layout: str = "unigraph") -> dict:
+        """{dotted name: NumPy array copy} of every parameter and buffer. `layout="torch"`
+        gives them as the same model written with torch.nn stores them (load with
+        `{k: torch.from_numpy(v) for k, v in state.items()}`): Linear weights transposed,
+        and BatchNorm's `num_batches_tracked`, which unigraph does not count, as 0 (torch
+        reads it only with momentum=None)."""
         state = {name: param.numpy().copy() for name, param in self.named_parameters()}
         state.update({name: buffer.numpy().copy() for name, buffer in self.named_buffers()})
+        if layout not in LAYOUTS:
+            raise ValueError(f"state_dict: layout must be one of {LAYOUTS}, got {layout!r}")
+        if layout == "torch":
+            for name, module in self.named_modules():
+                prefix = f"{name}." if name else ""
+                for entry in module.torch_transposed:
+                    if prefix + entry in state:
+                        state[prefix + entry] = np.ascontiguousarray(state[prefix + entry].T)
+                for entry in module.torch_only:
+                    state[prefix + entry] = np.array(0, np.int64)
         return state
 
     def load_state_dict(self, state: dict, strict: bool = True, layout: str = "unigraph") -> None:
