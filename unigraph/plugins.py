@@ -18,6 +18,8 @@ from unigraph import hookspecs
 from unigraph.errors import BackendError
 
 _lock = threading.Lock()
+# Held while the hooks make the backend objects (reentrant: a hook may ask for the registry).
+_backends_lock = threading.RLock()
 _manager: pluggy.PluginManager | None = None
 _backends: dict | None = None
 _checked: dict = {}  # (name, mode) -> backend, for lookups that already passed
@@ -78,44 +80,57 @@ def allowed_plugins(entry_points) -> set | None:
 def register_plugin(plugin, name: str | None = None) -> None:
     """Register a plugin object or module at run time (tests, notebooks)."""
     global _backends, generation
-    plugin_manager().register(plugin, name=name)
-    _backends = None
-    _checked.clear()
-    generation += 1
+    with _backends_lock:  # not while another thread makes the backend objects
+        plugin_manager().register(plugin, name=name)
+        _backends = None
+        _checked.clear()
+        generation += 1
 
 
 def unregister_plugin(plugin) -> None:
     global _backends, generation
     name = plugin_manager().get_name(plugin)
-    plugin_manager().unregister(plugin)
-    load_errors.pop(name, None)
-    _backends = None
-    _checked.clear()
-    generation += 1
+    with _backends_lock:  # not while another thread makes the backend objects
+        plugin_manager().unregister(plugin)
+        load_errors.pop(name, None)
+        _backends = None
+        _checked.clear()
+        generation += 1
 
 
 def backends() -> dict:
     """name -> Backend for every registered backend (frameworks not imported)."""
-    global _backends
-    if _backends is None:
-        from unigraph.backend import Backend
+    made = _backends
+    if made is not None:
+        return made
+    # Under a lock: two threads that each ran the hooks would each get their own backend
+    # objects, and a tensor made on one is a stranger to the other (converted through NumPy,
+    # it leaves the gradient's graph: the first ug.grad of a second thread gave zeros).
+    with _backends_lock:
+        if _backends is None:
+            _make_backends()
+        return _backends
 
-        found = {}
-        for hook in plugin_manager().hook.unigraph_backends.get_hookimpls():
-            try:
-                result = hook.function()
-                if not isinstance(result, list | tuple) or not all(
-                        isinstance(backend, Backend) for backend in result):
-                    raise TypeError(
-                        f"unigraph_backends() must return a list of unigraph.backend.Backend "
-                        f"objects, got {result!r}")
-            except Exception as error:  # one broken plugin must not take the others down
-                load_errors[hook.plugin_name] = f"{type(error).__name__}: {error}"
-                continue
-            for backend in result:
-                found.setdefault(backend.name, backend)
-        _backends = found
-    return _backends
+
+def _make_backends() -> None:
+    global _backends
+    from unigraph.backend import Backend
+
+    found = {}
+    for hook in plugin_manager().hook.unigraph_backends.get_hookimpls():
+        try:
+            result = hook.function()
+            if not isinstance(result, list | tuple) or not all(
+                    isinstance(backend, Backend) for backend in result):
+                raise TypeError(
+                    f"unigraph_backends() must return a list of unigraph.backend.Backend "
+                    f"objects, got {result!r}")
+        except Exception as error:  # one broken plugin must not take the others down
+            load_errors[hook.plugin_name] = f"{type(error).__name__}: {error}"
+            continue
+        for backend in result:
+            found.setdefault(backend.name, backend)
+    _backends = found
 
 
 def get_backend(name: str, mode: str | None = None):
