@@ -121,8 +121,10 @@ def _einsum_vjp(g, inputs, out, *, equation):
         present = set(output).union(*others)
         kept = "".join(c for c in letters if c in present)
         terms = [output, *others]
+        # float16 contracts in float32, rounded once (by grad_for), as the forward does
         dx = np.einsum(f"{','.join(terms)}->{kept}", g,
-                       *[v for i, v in enumerate(inputs) if i != k])
+                       *[v for i, v in enumerate(inputs) if i != k],
+                       dtype=accumulator(g.dtype))
         shape = tuple(d if c in present else 1 for c, d in zip(letters, x.shape, strict=True))
         grads.append(grad_for(np.broadcast_to(dx.reshape(shape), x.shape), x))
     return grads

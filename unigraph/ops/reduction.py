@@ -259,10 +259,11 @@ def _prod_vjp(g, inputs, out, *, axis, keepdims):
     axes = reduced_axes(axis, x.ndim)
     rest = [i for i in range(x.ndim) if i not in axes]
     perm = rest + list(axes)
-    moved = np.transpose(x, perm)
+    # float16 multiplies in float32, rounded once (by grad_for), as the forward does
+    moved = np.transpose(x.astype(accumulator(x.dtype), copy=False), perm)
     # the row length named, not -1: NumPy cannot infer it when a kept dim is 0
     rows = moved.reshape(moved.shape[:len(rest)] + (math.prod(moved.shape[len(rest):]),))
-    ones = np.ones(rows.shape[:-1] + (1,), x.dtype)
+    ones = np.ones(rows.shape[:-1] + (1,), rows.dtype)
     left = np.cumprod(np.concatenate([ones, rows[..., :-1]], axis=-1), axis=-1)
     right = np.cumprod(np.concatenate([ones, rows[..., :0:-1]], axis=-1), axis=-1)[..., ::-1]
     if rows.shape[-1] == 0:
