@@ -69,6 +69,26 @@ def in_float32(lowering):
     return lowered
 
 
+def broadcast_in_float32(lowering):
+    """`lowering` with float16 operands of different shapes run in float32 and the result
+    rounded to float16 once, where a gradient may be taken: TF's gradient of an operand that
+    broadcast is a float16 Sum of the cotangent, which accumulates in float16 (quirk
+    "add (sub, mul, div, where)"); through the casts it sums in float32. The values are the
+    same: a float16 +, -, *, / or select computed in float32 and rounded once is the float16
+    result (float32's 24 bits hold 2 x 11 + 2: rounding twice is rounding once)."""
+    def lowered(*operands):
+        shapes = {tuple(v.shape.as_list()) if v.shape.is_fully_defined() else None
+                  for v in operands}
+        if ((len(shapes) == 1 and None not in shapes) or tf.float16 not in
+                {v.dtype for v in operands} or not may_be_differentiated()):
+            return lowering(*operands)
+        wide = [raw.Cast(x=v, DstT=tf.float32) if v.dtype == tf.float16 else v
+                for v in operands]
+        return raw.Cast(x=lowering(*wide), DstT=tf.float16)
+
+    return lowered
+
+
 # -- elementwise ------------------------------------------------------------------------------
 
 
@@ -167,6 +187,9 @@ def unbroadcast(g, x):
         return g
     x_shape = tf.shape(x)
     axes, _ = raw.BroadcastGradientArgs(s0=x_shape, s1=tf.shape(g))
+    if g.dtype == tf.float16:  # TF's float16 Sum adds in float16 (quirk "sum")
+        total = raw.Cast(x=tf.reduce_sum(raw.Cast(x=g, DstT=tf.float32), axes), DstT=tf.float16)
+        return tf.reshape(total, x_shape)
     return tf.reshape(tf.reduce_sum(g, axes), x_shape)
 
 
@@ -486,10 +509,11 @@ def sparse_softmax_cross_entropy(logits, labels):
 
 LOWERINGS = {
     # elementwise
-    "add": binary(raw.AddV2),
-    "sub": binary(raw.Sub),
-    "mul": binary(raw.Mul),
-    "div": binary(raw.RealDiv),  # floats only, as the record says
+    # float16 operands that broadcast, in float32 (broadcast_in_float32)
+    "add": broadcast_in_float32(binary(raw.AddV2)),
+    "sub": broadcast_in_float32(binary(raw.Sub)),
+    "mul": broadcast_in_float32(binary(raw.Mul)),
+    "div": broadcast_in_float32(binary(raw.RealDiv)),  # floats only, as the record says
     "pow": binary(raw.Pow),
     "maximum": tie_split(raw.Maximum, raw.Greater),
     "minimum": tie_split(raw.Minimum, raw.Less),
@@ -507,7 +531,7 @@ LOWERINGS = {
     "exp": unary(raw.Exp),
     "log": unary(raw.Log),
     "sqrt": unary(raw.Sqrt),
-    "where": where,
+    "where": broadcast_in_float32(where),
     "cast": cast,
     # math (floor ops: the sign of y, as NumPy; TF's gradient of the step functions is
     # none, which the backend reads as 0)
@@ -577,7 +601,7 @@ LOWERINGS = {
 # not rewritten and keep the plain entries.
 GRAPH_LOWERINGS = {
     **LOWERINGS,
-    "add": add_in_graph,
+    "add": broadcast_in_float32(add_in_graph),
     "relu": images.before_nchw_transpose(LOWERINGS["relu"]),
     "sigmoid": images.before_nchw_transpose(LOWERINGS["sigmoid"]),
     "tanh": images.before_nchw_transpose(LOWERINGS["tanh"]),

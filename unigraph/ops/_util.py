@@ -133,14 +133,19 @@ def broadcast_shapes(op: str, named_specs: dict) -> tuple:
 
 
 def unbroadcast(grad: np.ndarray, shape: tuple) -> np.ndarray:
-    """Sum `grad` over the dims that broadcasting added to or stretched in `shape`."""
+    """Sum `grad` over the dims that broadcasting added to or stretched in `shape`; float16
+    in float32, rounded once, as `sum` (a bias's float16 gradient summed in float16 over
+    4,096 rows was 515 ulps off)."""
     extra = grad.ndim - len(shape)
-    if extra:
-        grad = grad.sum(axis=tuple(range(extra)))
-    stretched = tuple(i for i, d in enumerate(shape) if d == 1 and grad.shape[i] != 1)
+    stretched = tuple(i for i, d in enumerate(shape) if d == 1 and grad.shape[extra + i] != 1)
+    if not extra and not stretched:
+        return grad
+    dtype = grad.dtype
+    wide = np.float32 if dtype == np.float16 else None  # (None: the dtype's own sum)
+    total = grad.sum(axis=tuple(range(extra)), dtype=wide) if extra else grad
     if stretched:
-        grad = grad.sum(axis=stretched, keepdims=True)
-    return grad
+        total = total.sum(axis=stretched, keepdims=True, dtype=wide)
+    return total if wide is None else total.astype(dtype)
 
 
 def grad_for(grad: np.ndarray, like: np.ndarray):

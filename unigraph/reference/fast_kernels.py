@@ -337,11 +337,12 @@ def matmul_vjp(g, inputs, out, needs=(True, True)):
 def _unbroadcast(g, shape):
     """`unbroadcast(g, shape)` as an array: g for g's own shape, one
     `np.add.reduce` over the leading dims where `shape` is g's trailing dims (a bias), the
-    same call `unbroadcast` makes through `ndarray.sum`'s Python layer; else `unbroadcast`."""
+    same call `unbroadcast` makes through `ndarray.sum`'s Python layer; else (and float16,
+    which `unbroadcast` sums in float32) `unbroadcast`."""
     if shape == g.shape:
         return np.asarray(g)  # (a 0-d ufunc result is a NumPy scalar: made an array again)
     extra = g.ndim - len(shape)
-    if extra > 0 and shape == g.shape[extra:]:
+    if extra > 0 and shape == g.shape[extra:] and g.dtype in _FAST_FLOATS:
         return np.asarray(np.add.reduce(g, axis=tuple(range(extra))))  # () : a NumPy scalar
     return np.asarray(unbroadcast(g, shape))
 
