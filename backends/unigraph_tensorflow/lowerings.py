@@ -393,7 +393,38 @@ def _asserted(x, valid, data, summarize=None):
 
 def take(x, indices, *, axis):
     indices = _checked_indices("take", indices, tf.shape(x)[axis], axis)
+    if x.dtype == tf.float16 and may_be_differentiated():
+        return _gather_summed_in_float32(x, indices, axis)
     return tf.gather(x, indices, axis=axis)
+
+
+def _gather_summed_in_float32(x, indices, axis):
+    """tf.gather of a float16 x whose gradient sums the repeats of an index in float32,
+    rounded to float16 once, as the op record's: TF's own (an IndexedSlices made dense by a
+    float16 UnsortedSegmentSum) adds in float16 (quirk "take")."""
+    index_rank = len(indices.shape)
+
+    @tf.custom_gradient
+    def gathered(x, indices):
+        # Copies made here: inside a tf.cond branch the gradient cannot take in tensors of
+        # the enclosing graph (see tie_split).
+        x, indices = raw.Identity(input=x), raw.Identity(input=indices)
+
+        def grad(g):
+            g = raw.Cast(x=tf.convert_to_tensor(g), DstT=tf.float32)
+            rank = len(g.shape)
+            index_dims = list(range(axis, axis + index_rank))
+            rest = [d for d in range(rank) if d not in index_dims]
+            moved = tf.transpose(g, index_dims + rest)  # the indices' dims first
+            rows = tf.reshape(moved, tf.concat([[-1], tf.shape(moved)[index_rank:]], 0))
+            summed = tf.math.unsorted_segment_sum(rows, tf.reshape(indices, [-1]),
+                                                  tf.shape(x)[axis])
+            back = [*range(1, axis + 1), 0, *range(axis + 1, rank - index_rank + 1)]
+            return raw.Cast(x=tf.transpose(summed, back), DstT=tf.float16), None
+
+        return tf.gather(x, indices, axis=axis), grad
+
+    return gathered(x, indices)
 
 
 def one_hot(indices, *, depth, dtype):

@@ -13,6 +13,7 @@ import numpy as np
 from unigraph.errors import ShapeError
 from unigraph.index_checks import check_indices
 from unigraph.ops._util import (
+    accumulator,
     check_axis,
     fmt,
     grad_for,
@@ -103,13 +104,15 @@ def _take_vjp(g, inputs, out, *, axis):
     x, indices = inputs
     if not is_float(x.dtype):
         return [None, None]
-    dx = np.zeros_like(x)
+    # float16 sums in float32, rounded once, as `sum` (4,096 repeats of one index summed
+    # in float16: 515 ulps off)
+    dx = np.zeros(x.shape, accumulator(x.dtype))
     # Put the indices' dims of g first, to line up with axis `axis` of dx moved first;
     # add.at sums over repeated indices.
     index_dims = range(axis, axis + indices.ndim)
     g_moved = np.moveaxis(g, list(index_dims), list(range(indices.ndim)))
     np.add.at(np.moveaxis(dx, axis, 0), indices, g_moved)
-    return [dx, None]
+    return [dx.astype(x.dtype, copy=False), None]
 
 
 register(OpDef(
