@@ -665,6 +665,16 @@ def one_hot(indices, *, depth, dtype):
 
 
 def scatter_add(x, indices, updates, *, axis):
+    if x.dtype == paddle.float16:
+        # index_add's float16 kernel adds repeats in float16 (quirk "scatter_add"): in
+        # float32, rounded once. (Not widen_half: that marks a kernel Paddle lacks.)
+        wide = _scatter_add(paddle.cast(x, paddle.float32), indices,
+                            paddle.cast(updates, paddle.float32), axis)
+        return paddle.cast(wide, paddle.float16)
+    return _scatter_add(x, indices, updates, axis)
+
+
+def _scatter_add(x, indices, updates, axis):
     others = [i for i in range(len(x.shape)) if i != axis]
     if all(x.shape[i] == updates.shape[i] for i in others):
         return paddle.index_add(x, indices, axis, updates)  # a new tensor: x is not written

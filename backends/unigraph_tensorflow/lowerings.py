@@ -608,7 +608,8 @@ LOWERINGS = {
     "slice": slice_,
     "take": take,
     "one_hot": one_hot,
-    "scatter_add": scatter_add,
+    # float16 TensorScatterAdd adds repeats in float16 (quirk "scatter_add"): in float32
+    "scatter_add": in_float32(scatter_add),
     "constant": constant,
     "full": full,
     "full_like": full_like,

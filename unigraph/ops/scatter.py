@@ -15,6 +15,7 @@ from unigraph.errors import ShapeError
 from unigraph.index_checks import check_indices
 from unigraph.ops._util import (
     NUMERIC_DTYPES,
+    accumulator,
     check_axis,
     dims_conflict,
     fmt,
@@ -45,9 +46,11 @@ def _scatter_add_infer(x, indices, updates, *, axis):
 
 def _scatter_add_reference(x, indices, updates, *, axis):
     check_indices("scatter_add", indices, x.shape[axis], axis)
-    out = np.array(x)  # a copy: the op never writes into its input
+    # A copy (the op never writes into its input); float16 sums in float32, rounded once,
+    # as `sum` (4,096 updates into one row summed in float16: 515 ulps off)
+    out = np.array(x, dtype=accumulator(x.dtype))
     np.add.at(np.moveaxis(out, axis, 0), indices, np.moveaxis(updates, axis, 0))
-    return out
+    return out.astype(x.dtype, copy=False)
 
 
 def _scatter_add_vjp(g, inputs, out, *, axis):
