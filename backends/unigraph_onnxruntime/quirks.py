@@ -74,6 +74,29 @@ def _reduce_prod_saturates() -> bool:
     return int(np.asarray(out).ravel()[0]) == np.iinfo(np.int32).max
 
 
+def _reduce_sum_saturates() -> bool:
+    import numpy as np
+
+    out = _run("ReduceSum", [np.array([[2**31 - 1, 1]], np.int32), np.array([1])])
+    return int(np.asarray(out).ravel()[0]) == np.iinfo(np.int32).max
+
+
+def _softplus_overflows() -> bool:
+    import numpy as np
+
+    half = np.asarray(_run("Softplus", [np.array([100.0], np.float16)]))
+    double = np.asarray(_run("Softplus", [np.array([710.0, -40.0])]))
+    return bool(np.isinf(half[0]) and np.isinf(double[0]) and double[1] == 0.0)
+
+
+def _where_drops_minus_zero() -> bool:
+    import numpy as np
+
+    picked = np.asarray(_run("Where", [np.array([True, False]), np.array([-0.0, 1.0]),
+                                       np.array([1.0, -0.0])]))
+    return picked.tolist() == [0.0, 0.0] and np.signbit(picked).tolist() == [False, True]
+
+
 def _reduce_max_skips_nan() -> bool:
     import numpy as np
 
@@ -177,8 +200,28 @@ QUIRKS = (
     Quirk("prod", "onnxruntime", VERSIONS,
           "integer ReduceProd saturates: prod([2**20, 2**20]) in int32 is 2**31 - 1, where "
           "NumPy wraps to 0",
-          "int32 is multiplied in int64 and cast back (wraps as NumPy); an int64 product past "
-          "the int64 range still saturates", _reduce_prod_saturates),
+          "int32 and int64 are multiplied by Mul in a Loop over the axis, which wraps as NumPy "
+          "(unigraph.onnx.integer_reductions)", _reduce_prod_saturates),
+    Quirk("sum", "onnxruntime", VERSIONS,
+          "integer ReduceSum saturates: sum([2**31 - 1, 1]) in int32 is 2**31 - 1, where "
+          "NumPy wraps to -2**31 (int64 alike)",
+          "int32 and int64 sums are the last element of a CumSum (which wraps) along each "
+          "axis, one zero put in front (unigraph.onnx.integer_reductions)",
+          _reduce_sum_saturates),
+    Quirk("softplus", "onnxruntime", VERSIONS,
+          "Softplus overflows: float16 softplus(100) is inf (its exp is float32), float64 "
+          "softplus(710) is inf and softplus(-40) is 0, not 4.2e-18 (log(1 + exp(x)) as "
+          "written)",
+          "float16 runs the float32 kernel and rounds once; float64 is written as "
+          "max(x, 0) + log1p(exp(-|x|)), log1p(u) as log(1 + u) * u / ((1 + u) - 1) "
+          "(unigraph.onnx.emitters_math)", _softplus_overflows),
+    Quirk("atan2 (floor_divide, sinh, erf)", "onnxruntime", VERSIONS,
+          "Where returns +0.0 where it takes a -0.0 from its first operand (X); from Y the "
+          "sign stays; its graph optimiser also rewrites Where(Not(c), a, b) as "
+          "Where(c, b, a)",
+          "an emitter's result that may be -0.0 goes in Where's Y, the condition written "
+          "without Not (unigraph.onnx.emitters_math; tests/test_special_values.py)",
+          _where_drops_minus_zero),
     Quirk("maximum (minimum, max, min, argmax, where, mod, sign, clip) on int16", "onnxruntime",
           VERSIONS, "Max, Min, ArgMax and Where have no int16 kernel (NOT_IMPLEMENTED)",
           "int8/uint8/int16 operands are cast to int32 and the result cast back "

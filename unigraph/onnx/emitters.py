@@ -16,9 +16,11 @@ op records' meaning, the emitter routes around it, and says so next to the entry
   it (a NaN is the maximum): an IsNaN test puts the NaN back;
 * float64 LogSoftmax of a row holding +inf is not NaN throughout: written as its formula;
 * Less/Greater and friends take no bools: bools are compared as int32;
+* integer ReduceSum and ReduceProd saturate: int32/int64 sum and prod wrap through CumSum
+  and a Loop of Mul (`unigraph.onnx.integer_reductions`);
 * the math ops (`unigraph.onnx.emitters_math`, spread into the table): float64 Tan, Asin,
-  Acos, Atan, Sinh, Cosh and Erf have no kernel, float Mod is fmod only, ReduceProd
-  saturates on integers.
+  Acos, Atan, Sinh, Cosh and Erf have no kernel, float Mod is fmod only, float16 and float64
+  Softplus overflow, and Where drops a -0.0 taken from its first operand.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import numpy as np
 
 from unigraph.export.prepare import ExportError
 from unigraph.onnx.emitters_math import MATH_EMITTERS
+from unigraph.onnx.integer_reductions import wrapping_sum
 from unigraph.ops.pooling import avg_divisor, pool_geometry, pool_pads
 from unigraph.shape_checks import MARKER, check_tag
 
@@ -111,7 +114,10 @@ def _extreme(op_type: str):
 
 
 def _sum(w, args, node):
-    return _reduce(w, "ReduceSum", args[0], node.attrs["axis"], node.attrs["keepdims"])
+    axis, keepdims = node.attrs["axis"], node.attrs["keepdims"]
+    if _dtype(node) in ("int32", "int64"):  # ORT's integer ReduceSum saturates
+        return wrapping_sum(w, args[0], axis, keepdims, _rank(node))
+    return _reduce(w, "ReduceSum", args[0], axis, keepdims)
 
 
 def _mean(w, args, node):

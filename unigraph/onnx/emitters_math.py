@@ -11,8 +11,19 @@ float64 takes a composition of ops that have one (still ONNX ops, still float64 
 * erf: its series 2/sqrt(pi) exp(-x^2) sum 2^n x^(2n+1) / (2n+1)!! (every term positive: no
   cancellation) below |x| = 4, 1 - the asymptotic erfc above.
 
-ONNX's Mod takes floats only as C's fmod (fmod=1), and ReduceProd saturates where NumPy's
-integer product wraps: see the entries.
+ONNX Runtime's float16 Softplus overflows above 88 (its exp is float32) and its float64
+Softplus is log(1 + exp(x)) as written (inf above 709, no digits below -37): float16 runs the
+float32 kernel, rounded once; float64 is max(x, 0) + log1p(exp(-|x|)), log1p(u) written as
+log(1 + u) * u / ((1 + u) - 1) (Goldberg's: exact to a few ulps; u where 1 + u rounds to 1).
+
+A -0.0 that a result must keep goes in Where's second slot (Y): ONNX Runtime's Where returns
++0.0 where it takes a -0.0 from its first (X), and its graph optimiser rewrites
+Where(Not(c), a, b) as Where(c, b, a), so such a condition is written as the comparison
+itself, never as a Not.
+
+ONNX's Mod takes floats only as C's fmod (fmod=1), and integer ReduceProd (and ReduceSum)
+saturate where NumPy's integer arithmetic wraps: see the entries and
+`unigraph.onnx.integer_reductions`.
 """
 
 from __future__ import annotations
@@ -20,6 +31,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
+from unigraph.onnx.integer_reductions import wrapping_prod
 
 # ONNX Runtime's CPU kernels for these ops have no float64 (checked: 1.32).
 NO_FLOAT64_KERNEL = ("tan", "asin", "acos", "atan", "sinh", "cosh", "erf")
@@ -65,8 +78,9 @@ def _sinh64(w, x):
     inner = w.node("Add", [_c(w, 1 / 6, "float64"),
                            w.node("Mul", [square, _c(w, 1 / 120, "float64")])])
     series = w.node("Add", [x, w.node("Mul", [x, w.node("Mul", [square, inner])])])
-    small = w.node("Less", [w.node("Abs", [x]), _c(w, 0.01, "float64")])
-    return w.node("Where", [small, series, wide])
+    # The series (sinh(-0.0) = -0.0) in Where's second slot (module docstring).
+    large = w.node("GreaterOrEqual", [w.node("Abs", [x]), _c(w, 0.01, "float64")])
+    return w.node("Where", [large, wide, series])
 
 
 def _cosh64(w, x):
@@ -132,8 +146,34 @@ def _erf64(w, x):
                           w.node("Mul", [size, _c(w, math.sqrt(math.pi), dtype)])])
     far = w.node("Mul", [w.node("Sign", [x]),
                          w.node("Sub", [_c(w, 1.0, dtype), w.node("Mul", [tail, bracket])])])
-    inside = w.node("Less", [size, limit])  # NaN: not inside, and the far formula keeps it
-    return w.node("Where", [inside, series, far])
+    # The series (erf(-0.0) = -0.0) in Where's second slot (module docstring); NaN is
+    # not outside, and the series keeps it (ORT's Max and Min propagate NaN).
+    outside = w.node("GreaterOrEqual", [size, limit])
+    return w.node("Where", [outside, far, series])
+
+
+def _log1p64(w, u):
+    one = _c(w, 1.0, "float64")
+    up = w.node("Add", [one, u])
+    rounded_away = w.node("Equal", [up, one])  # u below half an ulp of 1: log1p(u) = u
+    ratio = w.node("Div", [u, w.node("Sub", [up, one])])
+    return w.node("Where", [rounded_away, u, w.node("Mul", [w.node("Log", [up]), ratio])])
+
+
+def _softplus64(w, x):
+    # max(x, 0) + log1p(exp(-|x|)): exp never overflows, and log1p keeps exp(-40)'s digits.
+    tail = _log1p64(w, w.node("Exp", [w.node("Neg", [w.node("Abs", [x])])]))
+    return w.node("Add", [w.node("Relu", [x]), tail])
+
+
+def _softplus(w, args, node):
+    dtype = _dtype(node)
+    if dtype == "float64":
+        return _softplus64(w, args[0])
+    if dtype == "float16":
+        wide = w.node("Softplus", [w.node("Cast", args, to=w.onnx_dtype("float32"))])
+        return w.node("Cast", [wide], to=w.onnx_dtype("float16"))
+    return w.node("Softplus", args)
 
 
 # -- division ------------------------------------------------------------------------------------
@@ -174,23 +214,44 @@ def _floor_divide(w, args, node):
     floor = w.node("Floor", [quotient])
     up = w.node("Greater", [w.node("Sub", [quotient, floor]), _c(w, 0.5, dtype)])
     rounded = w.node("Add", [floor, _bool(w, up, dtype)])
+    # A zero quotient has the sign of x / y, as NumPy's (0 // -1 is -0.0); the Add above
+    # made it +0.0. It goes in Where's second slot (module docstring); a NaN quotient
+    # takes it too, and (x / y) * 0 is NaN there.
+    signed_zero = w.node("Mul", [w.node("Div", args), _c(w, 0, dtype)])
+    nonzero = w.node("Greater", [w.node("Abs", [quotient]), _c(w, 0, dtype)])
+    rounded = w.node("Where", [nonzero, rounded, signed_zero])
     # By zero: x / 0 (+-inf, NaN for 0 / 0), as NumPy; the route above gives NaN throughout.
     by_zero = w.node("Equal", [y, _c(w, 0, dtype)])
     return w.node("Where", [by_zero, w.node("Div", args), rounded])
 
 
+def _sign_is(w, compare: str, x: str, dtype: str) -> str:
+    """bool: x compares with 0 as `compare` ("Less" or "Greater"), -0.0 counting as below
+    and +0.0 as above (1 / -0.0 is -inf); False for NaN."""
+    zero = _c(w, 0, dtype)
+    reciprocal = w.node("Div", [_c(w, 1, dtype), x])
+    return w.node("Or", [w.node(compare, [x, zero]), w.node(compare, [reciprocal, zero])])
+
+
 def _atan2(w, args, node):
-    # atan(y / x), moved by pi into the left half plane; x = 0: sign(y) pi/2 (0 at y = 0).
+    # NumPy's atan2 (C's), special values included: the angle of (|x|, |y|) in [0, pi/2],
+    # mirrored to pi - angle where x < 0 or x is -0.0, then given the sign of y (-0.0 too).
     y, x = args
     dtype = _dtype(node)
-    zero, pi = _c(w, 0, dtype), _c(w, math.pi, dtype)
-    base = _atan_any(w, w.node("Div", [y, x]), dtype)
-    upper = w.node("Not", [w.node("Less", [y, zero])])
-    turn = w.node("Where", [upper, pi, w.node("Neg", [pi])])
-    left = w.node("Add", [base, turn])
-    axis = w.node("Mul", [w.node("Sign", [y]), _c(w, math.pi / 2, dtype)])
-    result = w.node("Where", [w.node("Less", [x, zero]), left, base])
-    return w.node("Where", [w.node("Equal", [x, zero]), axis, result])
+    zero, inf = _c(w, 0, dtype), _c(w, np.inf, dtype)
+    height, width = w.node("Abs", [y]), w.node("Abs", [x])
+    angle = _atan_any(w, w.node("Div", [height, width]), dtype)  # x = 0: atan(inf) = pi/2
+    # inf / inf and 0 / 0 are NaN: those angles are pi/4 and 0.
+    both_infinite = w.node("And", [w.node("Equal", [height, inf]), w.node("Equal", [width, inf])])
+    angle = w.node("Where", [both_infinite, _c(w, math.pi / 4, dtype), angle])
+    angle = w.node("Where", [w.node("Equal", [height, zero]), zero, angle])
+    mirrored = w.node("Sub", [_c(w, math.pi, dtype), angle])
+    angle = w.node("Where", [_sign_is(w, "Less", x, dtype), mirrored, angle])
+    # The negated angle (-0.0 at y = -0.0) in Where's second slot (module docstring).
+    signed = w.node("Where", [_sign_is(w, "Greater", y, dtype), angle,
+                              w.node("Neg", [angle])])
+    either_nan = w.node("Or", [w.node("IsNaN", [x]), w.node("IsNaN", [y])])
+    return w.node("Where", [either_nan, w.node("Add", [x, y]), signed])
 
 
 # -- reductions, scans, contractions, creation -------------------------------------------------
@@ -198,13 +259,9 @@ def _prod(w, args, node):
     from unigraph.onnx.emitters import _reduce
 
     axis, keepdims, dtype = node.attrs["axis"], node.attrs["keepdims"], _dtype(node)
-    if dtype != "int32":
-        return _reduce(w, "ReduceProd", args[0], axis, keepdims)
-    # ORT's integer ReduceProd saturates; NumPy's int32 product wraps. An int64 product
-    # cast to int32 wraps the same way (while the int64 product itself fits).
-    wide = w.node("Cast", args, to=w.onnx_dtype("int64"))
-    return w.node("Cast", [_reduce(w, "ReduceProd", wide, axis, keepdims)],
-                  to=w.onnx_dtype("int32"))
+    if dtype in ("int32", "int64"):  # ORT's integer ReduceProd saturates
+        return wrapping_prod(w, args[0], axis, keepdims, len(node.inputs[0].shape), dtype)
+    return _reduce(w, "ReduceProd", args[0], axis, keepdims)
 
 
 def _cumsum(w, args, node):
@@ -252,7 +309,7 @@ MATH_EMITTERS = {
     "sinh": _unary("Sinh", _sinh64),
     "cosh": _unary("Cosh", _cosh64),
     "erf": _unary("Erf", _erf64),
-    "softplus": _op("Softplus"),
+    "softplus": _softplus,
     "prod": _prod,
     "cumsum": _cumsum,
     "einsum": _einsum,
