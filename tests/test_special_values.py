@@ -318,3 +318,19 @@ def test_composed_functions_on_special_values(target, name):
         if bad.any():
             problems.append(_report(f"{name} {dtype} on {target}", bad, [x], got, want))
     assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("target", FORWARD_TARGETS)
+def test_where_picks_special_values_as_they_are(target):
+    """ug.where hands back the value it picks, -0.0 included, from either side (ONNX
+    Runtime's Where gave +0.0 for a -0.0 taken from x)."""
+    problems = []
+    for dtype in FLOATS:
+        x, y = _pairs(_float_grid("where", dtype))
+        cond = np.arange(x.size) % 3 != 1  # both sides picked, for every pair
+        cond[x.size // 2:] = ~cond[x.size // 2:]
+        got, want = _run(target, ug.where, cond, x, y), _reference("where", cond, x, y)
+        bad = _mismatches(got, want)
+        if bad.any():
+            problems.append(_report(f"where {dtype} on {target}", bad, [cond, x, y], got, want))
+    assert not problems, "\n".join(problems)

@@ -215,12 +215,14 @@ QUIRKS = (
           "float16 runs the float32 kernel and rounds once; float64 is written as "
           "max(x, 0) + log1p(exp(-|x|)), log1p(u) as log(1 + u) * u / ((1 + u) - 1) "
           "(unigraph.onnx.emitters_math)", _softplus_overflows),
-    Quirk("atan2 (floor_divide, sinh, erf)", "onnxruntime", VERSIONS,
+    Quirk("where (atan2, floor_divide, sinh, erf)", "onnxruntime", VERSIONS,
           "Where returns +0.0 where it takes a -0.0 from its first operand (X); from Y the "
           "sign stays; its graph optimiser also rewrites Where(Not(c), a, b) as "
           "Where(c, b, a)",
-          "an emitter's result that may be -0.0 goes in Where's Y, the condition written "
-          "without Not (unigraph.onnx.emitters_math; tests/test_special_values.py)",
+          "ug.where multiplies what it picked by -1 where that is a -0.0 of x "
+          "(emitters._where); inside an emitter, a result that may be -0.0 goes in Where's "
+          "Y, the condition written without Not (unigraph.onnx.emitters_math; "
+          "tests/test_special_values.py)",
           _where_drops_minus_zero),
     Quirk("maximum (minimum, max, min, argmax, where, mod, sign, clip) on int16", "onnxruntime",
           VERSIONS, "Max, Min, ArgMax and Where have no int16 kernel (NOT_IMPLEMENTED)",

@@ -16,11 +16,12 @@ op records' meaning, the emitter routes around it, and says so next to the entry
   it (a NaN is the maximum): an IsNaN test puts the NaN back;
 * float64 LogSoftmax of a row holding +inf is not NaN throughout: written as its formula;
 * Less/Greater and friends take no bools: bools are compared as int32;
+* Where gives +0.0 where it picks a -0.0 from x: `where` multiplies that back to -0.0;
 * integer ReduceSum and ReduceProd saturate: int32/int64 sum and prod wrap through CumSum
   and a Loop of Mul (`unigraph.onnx.integer_reductions`);
 * the math ops (`unigraph.onnx.emitters_math`, spread into the table): float64 Tan, Asin,
   Acos, Atan, Sinh, Cosh and Erf have no kernel, float Mod is fmod only, float16 and float64
-  Softplus overflow, and Where drops a -0.0 taken from its first operand.
+  Softplus overflow, and a -0.0 result must stay out of Where's first operand.
 """
 
 from __future__ import annotations
@@ -72,6 +73,23 @@ def _compare(op_type: str):
 
 def _not_equal(w, args, node):
     return w.node("Not", [w.node("Equal", args)])
+
+
+def _where(w, args, node):
+    """ORT's Where gives +0.0 where it picks a -0.0 from x (quirk "atan2 (floor_divide, sinh,
+    erf)" of onnxruntime): there the picked value is multiplied by -1, which gives -0.0 back
+    and leaves every other value as it is."""
+    cond, x, y = args
+    picked = w.node("Where", args)
+    dtype = _dtype(node, 1)
+    if dtype not in ("float16", "float32", "float64"):
+        return picked
+    zero = w.const(np.zeros((), dtype))
+    minus_zero = w.node("And", [w.node("Equal", [x, zero]), w.node("Less", [
+        w.node("Div", [w.const(np.ones((), dtype)), x]), zero])])  # 1 / -0.0 is -inf
+    flip = w.node("Where", [w.node("And", [cond, minus_zero]), w.const(np.array(-1, dtype)),
+                            w.const(np.ones((), dtype))])
+    return w.node("Mul", [picked, flip])
 
 
 def _cast(w, args, node):
@@ -595,7 +613,7 @@ EMITTERS = {
     "exp": _op("Exp"),
     "log": _op("Log"),
     "sqrt": _op("Sqrt"),
-    "where": _op("Where"),
+    "where": _where,
     "cast": _cast,
     "matmul": _op("MatMul"),
     "sum": _sum,
