@@ -334,3 +334,21 @@ def test_where_picks_special_values_as_they_are(target):
         if bad.any():
             problems.append(_report(f"where {dtype} on {target}", bad, [cond, x, y], got, want))
     assert not problems, "\n".join(problems)
+
+
+# softplus of a very negative x is exp(x), far below 1: log(1 + exp(x)) as written keeps none
+# of its digits (ONNX Runtime's float64 Softplus gave 0 at -40, 3e-8 off at -20).
+SOFTPLUS_TAILS = {"float16": [-5.0, -8.0], "float32": [-20.0, -40.0, -80.0],
+                  "float64": [-20.0, -40.0, -700.0]}
+
+
+@pytest.mark.parametrize("target", FORWARD_TARGETS)
+def test_softplus_keeps_the_digits_of_a_small_result(target):
+    problems = []
+    for dtype in FLOATS:
+        x = np.array(SOFTPLUS_TAILS[dtype], dtype)
+        got, want = _run(target, ug.softplus, x), _reference("softplus", x)
+        bad = _mismatches(got, want)
+        if bad.any():
+            problems.append(_report(f"softplus {dtype} on {target}", bad, [x], got, want))
+    assert not problems, "\n".join(problems)

@@ -287,9 +287,15 @@ def eager_divide(x, y):
 
 
 def softplus(x):
-    # F.softplus returns x itself above `threshold` (default 20): off by exp(-20) ~ 2e-9 in
-    # float64. Past 40, exp(-x) is below float64's rounding of x.
-    return F.softplus(x, threshold=40.0)
+    # F.softplus is log(1 + exp(x)) as written: below about -17 (float32) or -37 (float64) the
+    # 1 + exp(x) rounds to 1 and the result is 0, not exp(x) (quirk "softplus"); its threshold
+    # returned x itself above 20. Written as max(x, 0) + log1p(exp(-|x|)), exp never
+    # overflows; -|x| is taken as where(x > 0, -x, x), whose gradient is +-1 (also at 0, where
+    # abs' is 0), so the gradient is sigmoid(x) everywhere, 0.5 at 0.
+    positive = x > 0
+    toward_zero = paddle.where(positive, -x, x)
+    # exp, not paddle.exp: Paddle's exp(-inf) is 2.94e-39 (float32), not 0 (see exp below).
+    return paddle.where(positive, x, paddle.zeros_like(x)) + paddle.log1p(exp(toward_zero))
 
 
 # -- linalg -----------------------------------------------------------------------------------

@@ -202,6 +202,12 @@ def _relu_of_nan_is_zero() -> bool:
     return float(paddle.nn.functional.relu(paddle.to_tensor([float("nan")]))[0]) == 0.0
 
 
+def _softplus_loses_small_results() -> bool:
+    paddle = _paddle()
+    out = paddle.nn.functional.softplus(paddle.to_tensor([-20.0, -40.0], "float32"))
+    return out.numpy().tolist() == [0.0, 0.0]
+
+
 def _zero_gradient_where_nan(name: str):
     def pin() -> bool:
         paddle = _paddle()
@@ -1038,6 +1044,15 @@ QUIRKS = [
         workaround="where(isnan(x), NaN, relu(x)); the NaN is a constant, so the gradient "
                    "there stays 0",
         pin=_relu_of_nan_is_zero,
+    ),
+    Quirk(
+        op="softplus", framework="paddle", versions=VERSIONS,
+        behaviour="F.softplus is log(1 + exp(x)) as written: float32 softplus(-20) and "
+                  "softplus(-40) are 0, not 2.1e-9 and 4.2e-18 (float64 from -37 down)",
+        workaround="where(x > 0, x, 0) + log1p(exp(-|x|)), -|x| as where(x > 0, -x, x) "
+                   "(gradient sigmoid(x), 0.5 at 0), exp as lowerings.exp "
+                   "(tests/test_special_values.py)",
+        pin=_softplus_loses_small_results,
     ),
     _pair_quirk("maximum"),
     _pair_quirk("minimum"),
