@@ -233,6 +233,31 @@ def test_traced_nodes_name_the_users_line(target):
         assert lines[op].rsplit("/", 1)[-1] == f"{here}:{line}"
 
 
+def _ops_of_two_tensors_and_a_layer(x, w, layer):
+    a = ug.matmul(x, w)  # MATMUL LINE
+    b = a + x  # TENSORS LINE
+    return layer(b)  # LAYER LINE
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_traced_nodes_of_op_wrappers_and_layers_name_the_users_line(target):
+    """The op wrappers' traced path starts the walk for the user line beyond the wrapper:
+    `ug.matmul`, an operator on two tensors and the three ops of a Linear layer's forward
+    (matmul, add, relu: unigraph's own code) each name the user's line that called them."""
+    t = Target.parse(target)
+    here = __file__.rsplit("/", 1)[-1]
+    with ug.use_backend(t.backend, t.mode):
+        layer = ug.nn.Linear(3, 3, act="relu")
+        w = ug.tensor(np.eye(3, dtype=np.float32))
+        graph = ug.function(_ops_of_two_tensors_and_a_layer).trace(
+            np.ones((2, 3), np.float32), w, layer)
+    assert [node.op for node in graph.nodes] == ["matmul", "add", "matmul", "add", "relu"]
+    lines = [node.source.rsplit("/", 1)[-1] for node in graph.nodes]
+    expected = [_marked_line("# " + marker + " LINE")
+                for marker in ("MATMUL", "TENSORS", "LAYER", "LAYER", "LAYER")]
+    assert lines == [f"{here}:{line}" for line in expected]
+
+
 @pytest.mark.parametrize("target", TARGETS)
 def test_constructors_register_as_attribute_assignment_does(target):
     """Linear's weight and bias and Sequential's children are registered without

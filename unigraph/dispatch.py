@@ -190,9 +190,11 @@ def apply_simple(op: str, a, b=None) -> Tensor:
         else:
             values = [value_a, b._value if type(b) is Tensor and b._builder is builder else
                       value_of(builder, b)]
-        # (one frame of unigraph's own, this one: the user's line is beyond it)
+        # (two frames of unigraph's own: this one and its caller, always an op wrapper of
+        # unigraph's (ug.matmul, ug.add, ...): the user's line is beyond both, and the walk
+        # for it makes one Python frame object less a traced op)
         (out,) = builder.add_node(op, values, [infer(op, values, {})], None,
-                                  own_frames=1)
+                                  own_frames=2)
         return symbolic(builder, out)
     return eager_simple(op, a, b)
 
