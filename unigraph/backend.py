@@ -468,7 +468,14 @@ def lower_nodes(graph: Graph, env: dict, lowerings: dict, control_flow: dict) ->
     returns its outputs. Returns the natives of `graph.outputs`.
     """
     for node in graph.nodes:
-        args = [env[v.id] for v in node.inputs]
+        inputs = node.inputs
+        # (one or two inputs, most nodes, without a list comprehension's call: ~0.1 us a node)
+        if len(inputs) == 2:
+            args = [env[inputs[0].id], env[inputs[1].id]]
+        elif len(inputs) == 1:
+            args = [env[inputs[0].id]]
+        else:
+            args = [env[v.id] for v in inputs]
         build = control_flow.get(node.op)
         if build is not None:
             for value, out in zip(node.outputs, build(node, args)):
