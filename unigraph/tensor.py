@@ -25,7 +25,7 @@ import numpy as np
 from unigraph.dtypes import DEFAULT_FLOAT, DEFAULT_INT, as_dtype, result_dtype
 from unigraph.errors import TracingError
 from unigraph.ir import DTYPES
-from unigraph.tracing import user_source
+from unigraph.tracing import user_code, user_source
 
 
 class Tensor:
@@ -174,11 +174,7 @@ class Tensor:
         """`bool(self)` in full: the errors for a traced or a many-element tensor, the
         backend's cheaper read (`Backend.truth`), or a NumPy copy."""
         if self._value is not None:
-            raise TracingError(
-                f"`if`/`while`/`bool()` on a traced tensor at {user_source()}: in a static "
-                "graph its value is not known while tracing; use `ug.cond(pred, true_fn, "
-                "false_fn)` or `ug.while_loop(cond_fn, body_fn, loop_vars)` instead"
-            )
+            raise TracingError(_traced_truth_message())
         if self.shape not in _ONE_ELEMENT:
             raise ValueError(
                 f"the truth value of a tensor of shape {list(self.shape)} is ambiguous; "
@@ -606,6 +602,23 @@ class _AdoptedStore(_EagerStore):
 
 _ONE_ELEMENT = ((), (1,))  # the shapes that `bool()` reads
 _TRUTH_IN_C: dict = {}  # native tensor type -> whether its __bool__ is compiled code
+
+
+def _traced_truth_message() -> str:
+    """The error of `bool()` on a traced tensor, at the user's line; in a function that
+    autograph could not convert, naming it and why (a function with no source: exec'd, or
+    typed at the prompt)."""
+    from unigraph.autograph import calls
+
+    message = (f"`if`/`while`/`bool()` on a traced tensor at {user_source()}: in a static "
+               "graph its value is not known while tracing; use `ug.cond(pred, true_fn, "
+               "false_fn)` or `ug.while_loop(cond_fn, body_fn, loop_vars)` instead")
+    code = user_code()
+    reason = calls.unconvertible_reason(code) if code is not None else None
+    if reason is not None:
+        message += (f". `{code.co_qualname}` runs as written: autograph could not convert "
+                    f"it: {reason}")
+    return message
 
 
 def _truth_in_c(native_type) -> bool:

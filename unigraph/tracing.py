@@ -50,6 +50,13 @@ def user_frame(frame=None) -> tuple[str, str]:
     return f"{_short(frame.f_code.co_filename)}:{frame.f_lineno}", frame.f_code.co_name
 
 
+def user_code(frame=None):
+    """The code of the innermost frame outside unigraph from `frame` (default: the
+    caller's) outwards, or None."""
+    frame = _outside(frame or sys._getframe(1))
+    return None if frame is None else frame.f_code
+
+
 def _outside(frame, stops=None):
     """The innermost frame outside unigraph from `frame` outwards, or None; with `stops`
     (a container of frames), the first frame in it if that comes first."""

@@ -15,9 +15,10 @@ nodes for symbolic ones:
 The converted function is compiled under the original file name with the original line
 numbers, and shares the original's globals and closure cells, so tracebacks, error
 messages and `user_source()` point at the user's lines. `Function.source()` shows the
-converted code. Functions that cannot be converted (lambdas, builtins, generators, code
-whose source is unavailable) run as written. The user's own functions that converted code
-calls run converted too (`calls`: `helper(x)` becomes `ag__.converted(helper)(x)`).
+converted code; a lambda converts as the `def` it means. Functions that cannot be converted
+(builtins, generators, code whose source is unavailable) run as written. The user's own
+functions, methods, callable objects and lambdas that converted code calls run converted
+too (`calls`: `helper(x)` becomes `ag__.converted(helper)(x)`).
 """
 
 import __future__  # the compiler flags of future features, to compile like the original
@@ -81,10 +82,15 @@ def convert(fn) -> Conversion:
             return conversion
         except Exception as error:  # noqa: BLE001 (a function that cannot be converted still runs)
             reason = f"{type(error).__name__}: {error}"
+            if isinstance(error, OSError):  # inspect's: no file or cell holds its source
+                reason = ("its source is not available (a function made by exec or typed at "
+                          "the python prompt has none): define it in a file")
             warnings.warn(
                 f"unigraph autograph could not convert {fn.__qualname__}: {reason}. It runs "
                 "as written, so Python `if`/`while` on traced tensors will fail in it; use "
                 "ug.cond / ug.while_loop there", stacklevel=4)
+    if isinstance(fn, types.FunctionType):
+        calls.note_unconvertible(fn.__code__, reason)
     return Conversion(fn, f"# not converted: {reason}\n{original_source(fn)}", False)
 
 
@@ -95,8 +101,6 @@ class _Unsupported(Exception):
 def _unconvertible(fn) -> str | None:
     if not isinstance(fn, types.FunctionType):
         return f"{type(fn).__name__} is not a Python function"
-    if fn.__name__ == "<lambda>":
-        return "lambdas are not converted"
     if hasattr(fn, "__wrapped__") and calls.is_library(fn):
         # A user's own wrapper (`functools.wraps`) is converted: it calls the function it
         # wraps through `ag__.converted`, so that one runs converted too.
@@ -115,6 +119,8 @@ def original_source(fn) -> str:
 
 def _parse(fn) -> ast.FunctionDef:
     """The `def` of `fn`, with the line and column numbers it has in its file."""
+    if fn.__code__.co_name == "<lambda>":
+        return _parse_lambda(fn.__code__)
     # Of the code, not the function: `inspect` would follow `__wrapped__` to another def.
     lines, first_line = inspect.getsourcelines(fn.__code__)
     text = "".join(lines)
@@ -132,6 +138,35 @@ def _parse(fn) -> ast.FunctionDef:
         raise _Unsupported("its source does not start with its own `def`")
     ast.increment_lineno(tree, first_line - 1)
     return function
+
+
+def _parse_lambda(code: types.CodeType) -> ast.FunctionDef:
+    """A lambda as the `def` it means (`def <lambda>(x): return body`), positioned in its
+    file. Its file is parsed whole: a lambda's first line (`fn(\\n lambda x: ...)`) need
+    not start a statement. Of several lambdas on that line, the one whose body holds the
+    positions of the code's instructions (the innermost such: a lambda inside another)."""
+    lines, _ = inspect.findsource(code)
+    arg_names = list(code.co_varnames[:code.co_argcount])
+    # (Less the (first line, column 0) entries Python gives the code's entry and exit.)
+    entry = (code.co_firstlineno, code.co_firstlineno, 0, 0)
+    positions = [p for p in code.co_positions() if None not in p and p != entry]
+    candidates = []
+    for node in ast.walk(ast.parse("".join(lines))):
+        if isinstance(node, ast.Lambda) and node.lineno == code.co_firstlineno \
+                and [a.arg for a in (*node.args.posonlyargs, *node.args.args)] == arg_names:
+            body = node.body
+            start, end = (body.lineno, body.col_offset), (body.end_lineno, body.end_col_offset)
+            inside = sum(start <= (p[0], p[2]) and (p[1], p[3]) <= end for p in positions)
+            candidates.append((-inside, (end[0] - start[0], end[1] - start[1]), node))
+    if not candidates:
+        raise _Unsupported("its lambda was not found in its source")
+    node = min(candidates, key=lambda candidate: candidate[:2])[2]
+    function = ast.FunctionDef(name="<lambda>", args=node.args, body=[
+        ast.copy_location(ast.Return(value=node.body), node.body)], decorator_list=[],
+        returns=None, type_comment=None)
+    if "type_params" in ast.FunctionDef._fields:
+        function.type_params = []
+    return ast.copy_location(function, node)
 
 
 def _convert(fn) -> Conversion:
@@ -241,8 +276,7 @@ def _call_router(fn, function: ast.FunctionDef):
             return True  # not defined yet: decided when called
         if attribute:
             # A library module's attributes are library code; a user module's may not be.
-            return not (isinstance(value, types.ModuleType)
-                        and value.__name__.partition(".")[0] in calls.LIBRARY_PACKAGES)
+            return not (isinstance(value, types.ModuleType) and calls.is_library_module(value))
         return calls.routes_value(value)
 
     return routes

@@ -20,26 +20,39 @@ same on every target, as TF's AutoGraph `converted_call` does:
 from __future__ import annotations
 
 import functools
-import sys
+import os
+import site
 import sysconfig
 import types
 import weakref
 
-# Top-level packages whose functions are library code: called as written, never converted.
+# Top-level packages whose functions are library code wherever they are installed. The
+# standard library is told by its files' place, not by `sys.stdlib_module_names`: a user's
+# own `test.py` or `types.py` is the user's code.
 LIBRARY_PACKAGES = frozenset({
     "unigraph", "numpy", "torch", "tensorflow", "paddle", "onnx", "onnxruntime", "keras",
     "pluggy", "_pytest", "pytest",
-}) | frozenset(sys.stdlib_module_names)
-_LIBRARY_PATHS = tuple(sorted({sysconfig.get_paths()[key] for key in
-                               ("stdlib", "platstdlib", "purelib", "platlib")}))
+})
+_LIBRARY_PATHS = tuple(sorted({
+    os.path.join(path, "") for path in (
+        *(sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib", "platlib")),
+        *site.getsitepackages(), site.getusersitepackages())}))
 
 # Code objects that run as written: library code and code that cannot be converted
-# (decided once: the warning of `convert` is given once). Both are the program's own code.
-# By id, holding the code (so that no other code takes its id).
+# (decided once: the warning of `convert` is given once). By id (hashing a code object
+# hashes its bytecode), each with a weak reference whose callback forgets the id when the
+# code is freed (a lambda or nested function made anew per call of library code).
 _AS_WRITTEN: dict = {}
 # The code of converted functions and of every function compiled inside them (a nested
 # `def` of converted code is converted already): weak, as conversions are freed.
 _CONVERTED: weakref.WeakSet = weakref.WeakSet()
+# Code that autograph could not convert -> why (for the error of a tensor `if` in it).
+_UNCONVERTIBLE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def is_library_file(filename: str) -> bool:
+    """Whether `filename` is the standard library's (frozen ones too) or site-packages'."""
+    return filename.startswith(_LIBRARY_PATHS) or filename.startswith("<frozen ")
 
 
 def is_library(function: types.FunctionType) -> bool:
@@ -47,60 +60,96 @@ def is_library(function: types.FunctionType) -> bool:
     package = (function.__module__ or "").partition(".")[0]
     if package in LIBRARY_PACKAGES or package.startswith("unigraph_"):
         return True
-    return function.__code__.co_filename.startswith(_LIBRARY_PATHS)
+    return is_library_file(function.__code__.co_filename)
+
+
+def is_library_module(module: types.ModuleType) -> bool:
+    """Whether `module`'s attributes are library code: its package, or its file's place
+    (a module without a file is built into Python)."""
+    package = module.__name__.partition(".")[0]
+    if package in LIBRARY_PACKAGES or package.startswith("unigraph_"):
+        return True
+    filename = getattr(module, "__file__", None)
+    return filename is None or is_library_file(filename)
 
 
 def routes_value(value) -> bool:
     """Whether a call of `value`, known when the code is converted (a module global or a
-    builtin), must go through `call`: a user function or method, or a partial."""
+    builtin), must go through `converted`: a user function or method, a partial, or an
+    object whose class's `__call__` is a user function."""
     if type(value) is types.MethodType:
         value = value.__func__
     if type(value) is types.FunctionType:
         return not is_library(value)
-    return type(value) is functools.partial
+    if type(value) is functools.partial:
+        return True
+    call = getattr(type(value), "__call__", None)  # noqa: B004 (the function, not a test)
+    return type(call) is types.FunctionType and not isinstance(value, type) \
+        and not is_library(call)
 
 
 def converted(fn):
     """What converted code calls for `fn(...)`: the converted version of a user Python
-    function or bound method (converted once per function, kept on the function), else
-    `fn` itself (a callable object, a class, a builtin, a lambda, library code); for a
-    `functools.partial`, a partial of its function's converted version. Returning the
-    callable, not calling it: the call's arguments are passed once, by the caller."""
+    function (a lambda too), bound method or callable object's `__call__` (converted once
+    per function, kept on the function), else `fn` itself (a class, a builtin, library
+    code); for a `functools.partial`, a partial of its function's converted version.
+    Returning the callable, not calling it: the call's arguments are passed once, by the
+    caller."""
     function = fn.__func__ if type(fn) is types.MethodType else fn
     if type(function) is not types.FunctionType:
         if type(fn) is functools.partial:
             return functools.partial(converted(fn.func), *fn.args, **fn.keywords)
-        return fn
-    # The conversion first (a user's function, the case that costs), then the code's id
-    # (hashing a code object hashes its bytecode: ~0.14 us).
-    cached = function.__dict__.get("__unigraph_conversion__")
-    if cached is not None and cached[0] is function:
-        result = cached[1].function
-    elif id(function.__code__) in _AS_WRITTEN:
-        return fn
-    else:
-        result = _convert(function)
-        if result is None:
+        # A callable object: its class's `__call__`, bound to it. A Module's is library
+        # code, called as it is (it converts its own `forward`): told first, at the cost
+        # of a dict lookup, as `self.fc1(x)` asks on every call.
+        call = getattr(type(fn), "__call__", None)  # noqa: B004 (the function, not a test)
+        if type(call) is not types.FunctionType or id(call.__code__) in _AS_WRITTEN \
+                or isinstance(fn, type):
             return fn
+        result = converted_function(call)
+        return fn if result is call else types.MethodType(result, fn)
+    result = converted_function(function)
+    if result is function:
+        return fn
     if function is not fn:
         return types.MethodType(result, fn.__self__)
     return result
 
 
-def _convert(function):
-    """`function`'s converted version, or None (and its code runs as written from now on)."""
-    from unigraph import autograph
-
-    if function.__code__ in _CONVERTED:
+def converted_function(function: types.FunctionType) -> types.FunctionType:
+    """`function`'s converted version, or `function` itself where it runs as written."""
+    # The conversion first (a user's function, the case that costs), then the code's id
+    # (hashing a code object hashes its bytecode: ~0.14 us).
+    cached = function.__dict__.get("__unigraph_conversion__")
+    if cached is not None and cached[0] is function:
+        return cached[1].function
+    code = function.__code__
+    if id(code) in _AS_WRITTEN or code in _CONVERTED:
         return function
-    if is_library(function):
-        _AS_WRITTEN[id(function.__code__)] = function.__code__
-        return None
-    conversion = autograph.convert(function)
-    if not conversion.converted:
-        _AS_WRITTEN[id(function.__code__)] = function.__code__
-        return None
-    return conversion.function
+    if not is_library(function):
+        from unigraph import autograph
+
+        conversion = autograph.convert(function)  # (its warning names the user's call)
+        if conversion.converted:
+            return conversion.function
+    as_written(code)
+    return function
+
+
+def as_written(code: types.CodeType) -> None:
+    """Record that `code` runs as written, until it is freed."""
+    key = id(code)
+    _AS_WRITTEN[key] = weakref.ref(code, lambda _, key=key: _AS_WRITTEN.pop(key, None))
+
+
+def note_unconvertible(code: types.CodeType, reason: str) -> None:
+    """Record why autograph could not convert `code`."""
+    _UNCONVERTIBLE[code] = reason
+
+
+def unconvertible_reason(code: types.CodeType) -> str | None:
+    """Why autograph could not convert `code`, if it tried and could not."""
+    return _UNCONVERTIBLE.get(code)
 
 
 def mark_converted(code: types.CodeType) -> None:
