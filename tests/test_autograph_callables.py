@@ -1,11 +1,12 @@
 """Autograph converts what converted code calls, whatever kind of callable it is: a
-callable object's `__call__`, a lambda written outside converted code (and one given to
-`ug.function`), a function of a user module whose name is also a standard library module's
-(`types.py`), besides functions, bound methods, static and class methods and partials
-(tests/test_autograph_calls.py). Before, the first three ran as written: eager targets took
-the branch, static ones raised TracingError at the tensor `if`. A function with no source
-(made by exec) still runs as written; on a static target its tensor `if` now names it and
-the fix. Expected values are worked out with NumPy in the test."""
+callable object's `__call__` (also one given to `ug.function`), a lambda written outside
+converted code (also one given to `ug.function`; two of one code, each with its closure), a
+function of a user module whose name is also a standard library module's (`types.py`),
+besides functions, bound methods, static and class methods and partials
+(tests/test_autograph_calls.py). Before, these ran as written: eager targets took the
+branch, static ones raised TracingError at the tensor `if`. A function with no source (made
+by exec) still runs as written; on a static target its tensor `if` now names it and the
+fix. Expected values are worked out with NumPy in the test."""
 
 from __future__ import annotations
 
@@ -75,6 +76,15 @@ outer_lambda = lambda x: x * 2.0 if ug.sum(x) > 0.0 else -x  # noqa: E731 (the c
 # Two lambdas on one line: each converts as its own.
 pick_first, pick_second = lambda x: x + 1.0 if ug.sum(x) > 0.0 else x, lambda x: -x  # noqa: E731
 TRIPLE = functools.partial(scale, factor=3.0)
+
+
+def make_scaler(factor):
+    return lambda x: x * factor if ug.sum(x) > 0.0 else x - factor
+
+
+# Two lambdas of one code, made outside converted code, each with its own `factor`: each
+# converts (the converted code is made once), reading its own closure.
+SCALERS = [make_scaler(2.0), make_scaler(3.0)]
 NET = HelperNet()
 
 _spec = importlib.util.spec_from_file_location(
@@ -102,6 +112,11 @@ def calls_outer_lambda(x):
 @ug.function
 def calls_lambdas_of_one_line(x):
     return pick_first(x) + pick_second(x)
+
+
+@ug.function
+def calls_lambdas_of_one_code(x):
+    return SCALERS[0](x) + SCALERS[1](x)
 
 
 @ug.function
@@ -135,6 +150,7 @@ def calls_types_py_attribute(x):
 
 
 given_lambda = ug.function(lambda x: x * 2.0 if ug.sum(x) > 0.0 else -x)
+given_callable_object = ug.function(Doubler())
 
 CASES = {
     "callable-object": (calls_callable_object, double_or_negate_reference),
@@ -142,7 +158,10 @@ CASES = {
     "outer-lambda": (calls_outer_lambda, double_or_negate_reference),
     "lambdas-of-one-line": (calls_lambdas_of_one_line,
                             lambda x: (x + 1.0 if x.sum() > 0 else x) - x),
+    "lambdas-of-one-code": (calls_lambdas_of_one_code,
+                            lambda x: x * 5.0 if x.sum() > 0 else x * 2.0 - 5.0),
     "ug-function-of-lambda": (given_lambda, double_or_negate_reference),
+    "ug-function-of-callable-object": (given_callable_object, double_or_negate_reference),
     "staticmethod": (calls_static_method, double_or_negate_reference),
     "classmethod": (calls_class_method, double_or_negate_reference),
     "module-level-partial": (calls_module_level_partial,

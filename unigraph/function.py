@@ -256,7 +256,12 @@ class Function:
         if self._conversion is None:
             from unigraph import autograph
 
-            if self.autograph and not isinstance(self.fn, types.FunctionType | types.MethodType):
+            call = getattr(type(self.fn), "__call__", None)  # noqa: B004 (the function)
+            if self.autograph and type(call) is types.FunctionType \
+                    and not isinstance(self.fn, type) and not autograph.calls.is_library(call):
+                # A callable object of the user's class: its `__call__` is converted.
+                self._conversion = autograph.convert(types.MethodType(call, self.fn))
+            elif self.autograph and not isinstance(self.fn, types.FunctionType | types.MethodType):
                 # A callable object (a Module) is called as it is: its note for source()
                 # is made there (convert's note holds its repr: a 100-layer model's 0.1 ms)
                 self._conversion = autograph.Conversion(self.fn, None, False)

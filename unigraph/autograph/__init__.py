@@ -27,6 +27,7 @@ import ast
 import inspect
 import types
 import warnings
+import weakref
 
 from unigraph.autograph import calls, runtime
 
@@ -169,7 +170,39 @@ def _parse_lambda(code: types.CodeType) -> ast.FunctionDef:
     return ast.copy_location(function, node)
 
 
+# Converted code by the id of the code it converts: a function object made anew from the
+# same code (a lambda or nested `def` made on every call of the code around it) takes the
+# converted code again, with its own globals, defaults and closure cells, instead of
+# parsing and converting its source again (~ms). Each entry: (weak reference to the code,
+# id of the globals its calls were sorted out with, _Converted); forgotten when the code is
+# freed.
+_CONVERTED_CODE: dict = {}
+
+
+class _Converted:
+    """One code's conversion: its code, where each of its free variables' cells comes from
+    (an index into the original's closure, or None: the runtime alias), and its source."""
+
+    __slots__ = ("code", "cells", "source")
+
+    def __init__(self, code: types.CodeType, cells: tuple, source: str):
+        self.code = code
+        self.cells = cells
+        self.source = source
+
+
 def _convert(fn) -> Conversion:
+    key = id(fn.__code__)
+    entry = _CONVERTED_CODE.get(key)
+    if entry is None or entry[1] != id(fn.__globals__) or entry[0]() is not fn.__code__:
+        entry = (weakref.ref(fn.__code__, lambda _, key=key: _CONVERTED_CODE.pop(key, None)),
+                 id(fn.__globals__), _convert_code(fn))
+        _CONVERTED_CODE[key] = entry
+    converted = entry[2]
+    return Conversion(_instantiate(fn, converted), converted.source, True)
+
+
+def _convert_code(fn) -> _Converted:
     from unigraph.autograph.transformer import Namer, convert_function
 
     function = _parse(fn)
@@ -193,13 +226,13 @@ def _convert(fn) -> Conversion:
     convert_function(function, namer, alias, _call_router(fn, function))
     _strong_results(function, alias)
     source = ast.unparse(function)
-    return Conversion(_compile(fn, function, namer, alias), source, True)
+    return _compile(fn, function, namer, alias, source)
 
 
-def _compile(fn, function: ast.FunctionDef, namer, alias: str):
+def _compile(fn, function: ast.FunctionDef, namer, alias: str, source: str) -> _Converted:
     """Compile the converted `def` inside a factory whose parameters are `fn`'s free
-    variables (and the runtime alias), then rebuild the function on `fn`'s own globals and
-    closure cells, so that it sees the same, live, variables."""
+    variables (and the runtime alias): its code, to rebuild on `fn`'s own globals and
+    closure cells (`_instantiate`), so that it sees the same, live, variables."""
     freevars = fn.__code__.co_freevars
     factory_name = namer.new("factory")
     # Under a name of its own in the factory: there, its own name (a recursive call)
@@ -222,25 +255,29 @@ def _compile(fn, function: ast.FunctionDef, namer, alias: str):
     namespace: dict = {}
     exec(code, namespace)  # defines the factory only: nothing of the user's runs
     made = namespace[factory_name](*[None] * len(params))
-    cells = []
-    for name in made.__code__.co_freevars:
-        if name == alias:
-            cells.append(types.CellType(runtime))
-        else:
-            cells.append(fn.__closure__[freevars.index(name)])
+    cells = tuple(None if name == alias else freevars.index(name)
+                  for name in made.__code__.co_freevars)
     code = made.__code__.replace(co_name=fn.__code__.co_name)  # tracebacks name `fn`
     if hasattr(code, "co_qualname"):
         code = code.replace(co_qualname=fn.__code__.co_qualname)
     calls.mark_converted(code)
-    converted = types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__,
-                                   tuple(cells) or None)
-    converted.__kwdefaults__ = fn.__kwdefaults__
-    converted.__qualname__ = fn.__qualname__
-    converted.__module__ = fn.__module__
-    converted.__doc__ = fn.__doc__
-    converted.__annotations__ = dict(getattr(fn, "__annotations__", {}))
-    converted.__dict__.update(fn.__dict__)
-    return converted
+    return _Converted(code, cells, source)
+
+
+def _instantiate(fn, converted: _Converted):
+    """The converted function of `fn`: its converted code on `fn`'s globals, defaults and
+    closure cells."""
+    cells = tuple(types.CellType(runtime) if index is None else fn.__closure__[index]
+                  for index in converted.cells)
+    function = types.FunctionType(converted.code, fn.__globals__, fn.__name__,
+                                  fn.__defaults__, cells or None)
+    function.__kwdefaults__ = fn.__kwdefaults__
+    function.__qualname__ = fn.__qualname__
+    function.__module__ = fn.__module__
+    function.__doc__ = fn.__doc__
+    function.__annotations__ = dict(getattr(fn, "__annotations__", {}))
+    function.__dict__.update(fn.__dict__)
+    return function
 
 
 def _call_router(fn, function: ast.FunctionDef):
