@@ -72,9 +72,9 @@ def scale(x, factor):
 
 
 DOUBLER = Doubler()
-outer_lambda = lambda x: x * 2.0 if ug.sum(x) > 0.0 else -x  # noqa: E731 (the case tested)
+outer_lambda = lambda x: x * 2.0 if ug.sum(x) > 0.0 else -x
 # Two lambdas on one line: each converts as its own.
-pick_first, pick_second = lambda x: x + 1.0 if ug.sum(x) > 0.0 else x, lambda x: -x  # noqa: E731
+pick_first, pick_second = lambda x: x + 1.0 if ug.sum(x) > 0.0 else x, lambda x: -x
 TRIPLE = functools.partial(scale, factor=3.0)
 
 
@@ -221,7 +221,7 @@ def test_code_run_as_written_is_forgotten_when_freed(target):
         # A new code object per call. The lambda runs no op itself: under pytest, a lambda
         # whose frame ran a tensorflow:eager op stayed referenced after the run by
         # something outside Python's gc (not found; not so in a plain script).
-        return eval("lambda y: y")(x) * 2.0  # noqa: S307
+        return eval("lambda y: y")(x) * 2.0
 
     gc.collect()
     before = len(calls._AS_WRITTEN)
@@ -232,3 +232,22 @@ def test_code_run_as_written_is_forgotten_when_freed(target):
                 run_on(target, ug.function(calls_an_eval_lambda), POSITIVE), POSITIVE * 2.0)
     gc.collect()
     assert len(calls._AS_WRITTEN) == before
+
+
+@ug.function
+def makes_a_function_of_a_lambda(x):
+    inner = ug.function(lambda y: y * 2.0 if ug.sum(y) > 0.0 else -y)
+    return inner(x)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_lambda_of_converted_code_is_not_converted_again(target):
+    """A lambda written inside converted code is converted with it: given to ug.function
+    there, it runs as it is. (Converting lambdas first tried to convert it again: a warning,
+    "could not convert ...: SyntaxError: duplicate argument 'ag__'", on every target.)"""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for x in (POSITIVE, NEGATIVE):
+            np.testing.assert_allclose(run_on(target, makes_a_function_of_a_lambda, x),
+                                       double_or_negate_reference(x.astype(np.float64)),
+                                       rtol=1e-6)

@@ -24,6 +24,7 @@ too (`calls`: `helper(x)` becomes `ag__.converted(helper)(x)`).
 import __future__  # the compiler flags of future features, to compile like the original
 
 import ast
+import functools
 import inspect
 import types
 import warnings
@@ -72,6 +73,10 @@ def convert(fn) -> Conversion:
         inner = convert(fn.__func__)
         return Conversion(types.MethodType(inner.function, fn.__self__), inner.source,
                           inner.converted)
+    if isinstance(fn, types.FunctionType) and fn.__code__ in calls._CONVERTED:
+        # Made by converted code (a lambda or `def` inside it, given to ug.function there)
+        return Conversion(fn, "# converted with the code around it\n" + original_source(fn),
+                          True)
     reason = _unconvertible(fn)
     if reason is None:
         cached = fn.__dict__.get(_CONVERSION)
@@ -195,8 +200,9 @@ def _convert(fn) -> Conversion:
     key = id(fn.__code__)
     entry = _CONVERTED_CODE.get(key)
     if entry is None or entry[1] != id(fn.__globals__) or entry[0]() is not fn.__code__:
-        entry = (weakref.ref(fn.__code__, lambda _, key=key: _CONVERTED_CODE.pop(key, None)),
-                 id(fn.__globals__), _convert_code(fn))
+        # (The table is bound now: at exit, module globals may be None when codes die.)
+        forget = functools.partial(calls.forget, _CONVERTED_CODE, key)
+        entry = (weakref.ref(fn.__code__, forget), id(fn.__globals__), _convert_code(fn))
         _CONVERTED_CODE[key] = entry
     converted = entry[2]
     return Conversion(_instantiate(fn, converted), converted.source, True)

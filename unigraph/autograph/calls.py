@@ -139,7 +139,13 @@ def converted_function(function: types.FunctionType) -> types.FunctionType:
 def as_written(code: types.CodeType) -> None:
     """Record that `code` runs as written, until it is freed."""
     key = id(code)
-    _AS_WRITTEN[key] = weakref.ref(code, lambda _, key=key: _AS_WRITTEN.pop(key, None))
+    _AS_WRITTEN[key] = weakref.ref(code, functools.partial(forget, _AS_WRITTEN, key))
+
+
+def forget(table: dict, key: int, _reference) -> None:
+    """A weak reference's callback: drop `key` from `table` (bound when the reference is
+    made: at exit, module globals may already be None when the code dies)."""
+    table.pop(key, None)
 
 
 def note_unconvertible(code: types.CodeType, reason: str) -> None:
