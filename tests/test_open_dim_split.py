@@ -22,6 +22,8 @@ CASES = {
     "points": (lambda x: ug.split(x, [1, 3], axis=0), (None, 3), (5, 3)),
     "points_past_the_size": (lambda x: ug.split(x, [1, 3], axis=0), (None, 3), (2, 3)),
     "a_negative_point": (lambda x: ug.split(x, [-2], axis=0), (None, 3), (5, 3)),
+    # NumPy's pieces x[:3], x[3:-4] (empty) and x[-4:]: each point resolved on its own
+    "points_of_both_signs": (lambda x: ug.split(x, [3, -4], axis=0), (None, 3), (5, 3)),
     "known_axis_beside_an_open_one": (lambda x: ug.split(x, 3, axis=1), (None, 3), (2, 3)),
     "two_open_dims": (lambda x: ug.split(x, 2, axis=1), (None, None), (2, 4)),
 }
@@ -69,3 +71,18 @@ def test_a_count_that_does_not_divide_is_eagers_error(target):
     with pytest.raises(ShapeError, match=line):
         run_on(target, ug.function(halves, input_spec=[ug.Spec((None, 3), "float32")]),
                _x((5, 3)))
+
+
+@pytest.mark.parametrize("target", FORWARD_TARGETS)
+@pytest.mark.parametrize("points", [[-2], [-4, 3], [-1, -3], [3, -4, 2]])
+def test_negative_points_as_numpy(target, points):
+    """Each split point is resolved on its own, as NumPy's: [-4, 3] of 5 rows gives pieces
+    of 1, 2 and 2 rows (before: a piece after a negative point ran from the wrong start)."""
+    x = _x((5, 3))
+    program = ug.function(lambda x: ug.split(x, points, axis=0),
+                          input_spec=[ug.Spec((None, 3), "float32")])
+    out = run_on(target, program, x)
+    expected = np.split(x, points, axis=0)
+    assert [piece.shape for piece in out] == [piece.shape for piece in expected]
+    for piece, want in zip(out, expected, strict=True):
+        np.testing.assert_array_equal(piece, want)

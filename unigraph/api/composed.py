@@ -4,6 +4,8 @@ var, std, logsumexp, norm.
 
 from __future__ import annotations
 
+import builtins
+
 import numpy as np
 
 from unigraph.api.creation import ones_like
@@ -69,9 +71,11 @@ def _count(x, axes, keepdims, ddof):
     those dims are known; where one is left open by input_spec, counted when the program
     runs, a float64 sum of ones cast once to x's dtype (the float eager divides by)."""
     dims = [x.shape[a] for a in (range(x.ndim) if axes is None else axes)]
+    # n - ddof at or below 0 counts as 0, as NumPy's (var of 1 element with ddof=2, or of
+    # none with ddof=1, is NaN: 0 / 0, not 0 / -1).
     if None not in dims:
-        return float(int(np.prod(dims, dtype=np.int64)) - ddof)
-    return cast(sum(ones_like(x, "float64"), axes, keepdims) - ddof, x.dtype)
+        return float(builtins.max(int(np.prod(dims, dtype=np.int64)) - ddof, 0))
+    return cast(maximum(sum(ones_like(x, "float64"), axes, keepdims) - ddof, 0.0), x.dtype)
 
 
 def var(x, axis=None, keepdims=False, ddof=0):
@@ -98,6 +102,7 @@ def std(x, axis=None, keepdims=False, ddof=0):
         >>> ug.std([1.0, 3.0])
         1.0
     """
+    _axes(axis, np.ndim(x) if not hasattr(x, "ndim") else x.ndim, "std")  # (errors name std)
     return sqrt(var(x, axis, keepdims, ddof))
 
 

@@ -14,6 +14,7 @@ from unigraph.api.operands import (
     _axis,
     _promote,
     _tensor_or_array,
+    unchanged,
 )
 from unigraph.api.shapes import (
     broadcast_to,
@@ -243,12 +244,13 @@ def split(x, indices_or_sections, axis=0):
         >>> ug.split([1, 2, 3, 4, 5], [2])
         [[1, 2], [3, 4, 5]]
     """
-    x = _tensor_or_array(x)
+    x = unchanged(_tensor_or_array(x))  # (a whole piece of a NumPy array: a tensor too)
     axis = _axis(axis, len(x.shape), "split")
     size = x.shape[axis]
     if size is None:
         return _split_open_axis(x, indices_or_sections, axis)
-    if isinstance(indices_or_sections, int):
+    if isinstance(indices_or_sections, int | np.integer):
+        indices_or_sections = int(indices_or_sections)
         if indices_or_sections <= 0 or size % indices_or_sections:
             raise ShapeError(f"split: axis {axis} of size {size} does not split into "
                              f"{indices_or_sections} equal pieces (at {user_source()}); pass "
@@ -257,10 +259,12 @@ def split(x, indices_or_sections, axis=0):
         bounds = list(range(step, size, step)) if step else [0] * (indices_or_sections - 1)
     else:
         bounds = [int(b) for b in indices_or_sections]
-    edges = [0, *bounds, size]
+    # Each piece is x[a:b] between neighbouring points, each resolved as a Python slice (a
+    # negative point counts from the end, both clamp to 0..size; b before a: empty), as
+    # NumPy's split: [-2] of 5 rows is x[:-2], x[-2:], pieces of 3 and 2.
+    starts, stops = [0, *bounds], [*bounds, size]
     lead = (builtins.slice(None),) * axis
-    return [getitem(x, lead + (builtins.slice(a, builtins.max(a, b)),))
-            for a, b in zip(edges[:-1], edges[1:])]
+    return [getitem(x, lead + (builtins.slice(a, b),)) for a, b in zip(starts, stops)]
 
 
 def _split_open_axis(x, indices_or_sections, axis):
@@ -270,12 +274,11 @@ def _split_open_axis(x, indices_or_sections, axis):
     checked when the program runs, so a size n does not divide is a ShapeError naming the
     line then, as eagerly."""
     lead = (builtins.slice(None),) * axis
-    if not isinstance(indices_or_sections, int):
+    if not isinstance(indices_or_sections, int | np.integer):
         bounds = [int(b) for b in indices_or_sections]
         starts, stops = [0, *bounds], [*bounds, None]
-        return [getitem(x, lead + (builtins.slice(a, b if b is None else builtins.max(a, b)),))
-                for a, b in zip(starts, stops)]
-    count = indices_or_sections
+        return [getitem(x, lead + (builtins.slice(a, b),)) for a, b in zip(starts, stops)]
+    count = int(indices_or_sections)
     if count <= 0:
         raise ShapeError(f"split: axis {axis} (its size known only when the program runs) "
                          f"does not split into {count} equal pieces (at {user_source()}); "

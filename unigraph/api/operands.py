@@ -159,15 +159,32 @@ def weak_scalar(t, number):
 
 def _axis(axis, ndim: int, op: str) -> int:
     if not -ndim <= axis < builtins.max(ndim, 1):
-        raise ShapeError(f"{op}: axis {axis} is out of range for a tensor of rank {ndim}")
+        raise ShapeError(f"{op}: axis {axis} at {user_source()} is out of range for a tensor "
+                         f"of rank {ndim}")
     return axis % ndim if ndim else 0
 
 
 def _axes(axis, ndim: int, op: str):
+    """`axis` (None, an int or a tuple) as sorted non-negative axes, refused as NumPy's
+    AxisError refuses it: out of range, named twice, or any axis of a 0-d x (the callers
+    that take NumPy's int 0 or -1 on a 0-d x handle it first, see `zero_d_axis`)."""
     if axis is None:
         return None
-    axes = (axis,) if isinstance(axis, int) else tuple(axis)
-    return tuple(sorted(_axis(a, ndim, op) for a in axes))
+    axes = (axis,) if isinstance(axis, int | np.integer) else tuple(axis)
+    if not ndim and axes:
+        raise ShapeError(f"{op}: axis {axis!r} at {user_source()} is out of range for a 0-d "
+                         "tensor, which has no axes; pass axis=None")
+    found = tuple(sorted(_axis(a, ndim, op) for a in axes))
+    if len(set(found)) < len(found):
+        raise ShapeError(f"{op}: axis {axis!r} at {user_source()} names an axis twice; name "
+                         "each once")
+    return found
+
+
+def zero_d_axis(axis, ndim: int) -> bool:
+    """Whether `axis` is the int 0 or -1 on a 0-d x, which NumPy's reductions, `squeeze`
+    and `cumsum` take as the whole x (its one element)."""
+    return ndim == 0 and isinstance(axis, int | np.integer) and axis in (0, -1)
 
 
 def _tensor_or_array(x):

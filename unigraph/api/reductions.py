@@ -16,6 +16,7 @@ from unigraph.api.operands import (
     promote_for,
     ready_dtypes,
     unchanged,
+    zero_d_axis,
 )
 from unigraph.api.shapes import reshape
 from unigraph.dispatch import apply
@@ -23,6 +24,9 @@ from unigraph.dtypes import is_float
 from unigraph.tensor import Parameter, Tensor
 
 _PLAIN = (Tensor, Parameter)  # never a WeakTensor: it promotes like a Python number
+# A bool x reduces as NumPy's: sum, prod and cumsum count in int64 (NumPy's default int);
+# max and min compare 0 and 1 (in int32, which every backend reduces) and give bools.
+_BOOL_AS = {"sum": "int64", "prod": "int64", "cumsum": "int64", "max": "int32", "min": "int32"}
 
 
 def _reduction(op: str):
@@ -33,11 +37,17 @@ def _reduction(op: str):
     ready = ready_dtypes(op)
 
     def function(x, axis=None, keepdims=False):
-        if axis is None and type(x) in _PLAIN and x.dtype in ready:  # `loss.mean()`: as is
+        # `loss.mean()`: as is (a bool x is counted as ints below)
+        if axis is None and type(x) in _PLAIN and x.dtype in ready and x.dtype != "bool":
             return apply(op, [x], {"axis": None, "keepdims": bool(keepdims)})
         (a,) = promote_for(op, x)
         ndim = len(np.shape(a)) if not isinstance(a, Tensor) else a.ndim
-        axes = _axes(axis, ndim, op)
+        # (NumPy's mean, as its var, refuses an axis of a 0-d x; its sum, max... take 0, -1)
+        axes = None if op != "mean" and zero_d_axis(axis, ndim) else _axes(axis, ndim, op)
+        if str(a.dtype) == "bool" and op in _BOOL_AS:  # NumPy's: True is 1
+            a = cast(a, _BOOL_AS[op])
+            if op in ("max", "min"):
+                return cast(function(a, axes, keepdims), "bool")
         if axes == ():
             return unchanged(a)
         return apply(op, [a], {"axis": axes, "keepdims": bool(keepdims)})
@@ -55,15 +65,24 @@ prod = _reduction("prod")
 
 
 def argmax(x, axis=-1, keepdims=False):
-    """Index of the first maximum along `axis` (int64)."""
+    """Index (int64) of the first maximum along `axis`; `axis=None` counts over the flattened
+    x, as NumPy (with keepdims, every dim kept as 1). A bool x is compared as 0 and 1."""
     (a,) = _promote(x)
+    if str(a.dtype) == "bool":
+        a = cast(a, "int32")
+    if axis is None or a.ndim == 0:
+        # NumPy's argmax of a 0-d x (axis None, 0 or -1) is 0: the flattened x's first.
+        _axis(0 if axis is None else axis, a.ndim or 1, "argmax")
+        flat = apply("argmax", [reshape(a, (-1,))], {"axis": 0, "keepdims": False})
+        return reshape(flat, (1,) * a.ndim) if keepdims else flat
     return apply("argmax", [a], {"axis": _axis(axis, a.ndim, "argmax"),
                                  "keepdims": bool(keepdims)})
 
 
 def argmin(x, axis=-1, keepdims=False):
-    """Index (int64) of the first minimum along `axis`; a NaN counts as the minimum, as
-    NumPy. `argmax` of the order-reversed x: -x for floats, -x - 1 for ints (no overflow).
+    """Index (int64) of the first minimum along `axis` (`axis=None`: over the flattened x);
+    a NaN counts as the minimum, as NumPy. `argmax` of the order-reversed x: -x for floats,
+    -x - 1 for ints (no overflow).
 
     Example::
 
@@ -71,9 +90,11 @@ def argmin(x, axis=-1, keepdims=False):
         [1, 0]
     """
     (a,) = _promote(x)
-    if a.dtype == "bool":
+    if str(a.dtype) == "bool":
         a = cast(a, "int32")
-    return argmax(-a if is_float(a.dtype) else -a - 1, axis, keepdims)
+    if axis is not None:  # (an empty axis is argmax's error, eagerly and when run)
+        _axis(axis, a.ndim or 1, "argmin")
+    return argmax(-a if is_float(str(a.dtype)) else -a - 1, axis, keepdims)
 
 
 def cumsum(x, axis=None):
@@ -85,7 +106,9 @@ def cumsum(x, axis=None):
         [[1, 3], [3, 7]]
     """
     (a,) = _promote(x)
-    if axis is None:
+    if str(a.dtype) == "bool":
+        a = cast(a, _BOOL_AS["cumsum"])
+    if axis is None or zero_d_axis(axis, a.ndim):  # (NumPy's cumsum of a 0-d x is [x])
         a, axis = reshape(a, (-1,)), 0
     return apply("cumsum", [a], {"axis": _axis(axis, a.ndim, "cumsum")})
 

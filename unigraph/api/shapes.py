@@ -16,6 +16,7 @@ from unigraph.api.operands import (
     _promote,
     _tensor_or_array,
     unchanged,
+    zero_d_axis,
 )
 from unigraph.dispatch import apply
 from unigraph.dtypes import as_dtype, is_int
@@ -85,6 +86,8 @@ def squeeze(x, axis=None):
                 "open by input_spec), so which dims are 1 is not known while tracing; name "
                 "the axes to remove: ug.squeeze(x, axis=...)")
         axes = tuple(i for i, d in enumerate(x.shape) if d == 1)
+    elif zero_d_axis(axis, len(x.shape)):  # NumPy's: a 0-d x unchanged
+        axes = ()
     else:
         axes = _axes(axis, len(x.shape), "squeeze")
     if not axes:
@@ -136,9 +139,19 @@ def ensure_size(x, minimum, axis=None, message=None):
 
 
 def expand_dims(x, axis):
-    """Insert a size-1 dimension at `axis`."""
+    """Insert a size-1 dimension at `axis`, or at each of a tuple of axes (positions in the
+    result, as NumPy's)."""
     x = _tensor_or_array(x)
-    return apply("expand_dims", [x], {"axis": _axis(axis, len(x.shape) + 1, "expand_dims")})
+    if isinstance(axis, int | np.integer):
+        return apply("expand_dims", [x], {"axis": _axis(axis, len(x.shape) + 1, "expand_dims")})
+    rank = len(x.shape) + len(axis)
+    axes = [_axis(a, rank, "expand_dims") for a in axis]
+    if len(set(axes)) < len(axes):
+        raise ShapeError(f"expand_dims: axis {tuple(axis)} at {user_source()} names one "
+                         "position twice; name each new axis once")
+    for a in sorted(axes):  # (in increasing order, each lands where the result has it)
+        x = apply("expand_dims", [x], {"axis": a})
+    return x
 
 
 def broadcast_to(x, shape):
@@ -169,11 +182,15 @@ def take(x, indices, axis=0):
         [30, 30, 10]
     """
     x = _tensor_or_array(x)
+    if axis is None:  # NumPy's: over the flattened x
+        x, axis = reshape(x, (-1,)), 0
     axis = _axis(axis, len(x.shape), "take")
     if isinstance(indices, list | tuple):
         from unigraph.tensor import as_array
 
         indices = as_array(indices, what="ug.take's indices")
+        if indices.size == 0:  # `[]` reads as float32; NumPy's take of no indices is empty
+            indices = indices.astype(np.int64)
     indices = _wide_indices(_tensor_or_array(indices))
     size = x.shape[axis]
     if isinstance(indices, np.ndarray):
@@ -328,7 +345,10 @@ def tile(x, reps):
         [1, 2, 1, 2]
     """
     x = _tensor_or_array(x)
-    reps = (reps,) if isinstance(reps, int) else tuple(int(r) for r in reps)
+    reps = (reps,) if isinstance(reps, int | np.integer) else tuple(int(r) for r in reps)
+    if any(r < 0 for r in reps):
+        raise ValueError(f"tile: reps {reps} at {user_source()} has a negative count; each "
+                         "must be >= 0 (0 leaves that axis empty)")
     if len(reps) > len(x.shape):
         added = len(reps) - len(x.shape)
         if None in x.shape:  # a reshape could leave only one dim open
@@ -349,6 +369,9 @@ def tile(x, reps):
 
 
 def _pad_widths(pad_width, rank: int) -> list:
+    if np.size(pad_width) == 0:  # (NumPy refuses it too: `pad_width` must be integral)
+        raise ValueError(f"pad: widths {pad_width!r} at {user_source()} are empty; give an "
+                         "int, a (before, after) pair, or one pair per axis")
     widths = np.broadcast_to(np.asarray(pad_width, dtype=np.int64).reshape(-1, 2)
                              if np.ndim(pad_width) else np.full((1, 2), pad_width), (rank, 2))
     if (widths < 0).any():
