@@ -95,6 +95,7 @@ from unigraph.api import (
     squeeze,
     stack,
     std,
+    stop_gradient,
     sub,
     sum,
     take,

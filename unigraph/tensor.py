@@ -357,6 +357,10 @@ class Tensor:
     def cumsum(self, axis=None):
         return _api.cumsum(self, axis)
 
+    def detach(self):
+        """This tensor's value with no gradient flowing back through it: `ug.stop_gradient`."""
+        return _api.stop_gradient(self)
+
 
 _new = object.__new__
 

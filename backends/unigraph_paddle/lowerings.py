@@ -947,6 +947,12 @@ def sqrt_(x):
     return _sqrt_or_new(x, None)
 
 
+def detach(x):
+    """x with stop_gradient set: `Tensor.detach` in dygraph, `Value.detach` (a
+    `share_data_` op whose result stops the gradient) in a Program."""
+    return x.detach()
+
+
 LOWERINGS = {
     # elementwise
     # (in a Program, with a 0-d operand: see unigraph_paddle.program_scalars)
@@ -972,6 +978,7 @@ LOWERINGS = {
     "exp": exp,
     "log": paddle.log,
     "sqrt": exact_sqrt,
+    "stop_gradient": detach,
     # x decides, after the bool cond
     "where": widen_small_ints(widen_half(where, dtype_input=1), dtype_input=1),
     "cast": cast,

@@ -562,6 +562,7 @@ LOWERINGS = {
     "exp": unary(raw.Exp),
     "log": unary(raw.Log),
     "sqrt": unary(raw.Sqrt),
+    "stop_gradient": lambda x: raw.StopGradient(input=x),
     "where": broadcast_in_float32(where),
     "cast": cast,
     # math (floor ops: the sign of y, as NumPy; TF's gradient of the step functions is

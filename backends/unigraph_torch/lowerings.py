@@ -460,6 +460,7 @@ LOWERINGS = {
     "exp": torch.exp,
     "log": torch.log,
     "sqrt": torch.sqrt,
+    "stop_gradient": torch.Tensor.detach,
     "where": torch.where,
     "cast": cast,
     # math

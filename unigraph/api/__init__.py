@@ -58,6 +58,7 @@ from unigraph.api.elementwise import (
     sinh,
     softplus,
     sqrt,
+    stop_gradient,
     sub,
     tan,
     tanh,

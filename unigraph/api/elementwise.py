@@ -118,6 +118,7 @@ sinh = _unary("sinh")
 cosh = _unary("cosh")
 erf = _unary("erf")
 softplus = _unary("softplus")
+stop_gradient = _unary("stop_gradient")
 logical_not = _unary("logical_not")
 relu = _unary("relu")
 # Float-only records in ops/nn.py, which does not set `promote="float"` yet.

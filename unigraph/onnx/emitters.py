@@ -648,6 +648,8 @@ EMITTERS = {
     "avg_pool2d": _avg_pool2d,
     "sparse_softmax_cross_entropy": _sparse_softmax_cross_entropy,
     "print": _print,
+    # inference computes no gradient: the value flows on
+    "stop_gradient": _op("Identity"),
     **MATH_EMITTERS,
 }
 # The ops ONNX or ONNX Runtime cannot run on small ints (see _widen_small_ints).

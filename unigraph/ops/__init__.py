@@ -15,6 +15,7 @@ Signatures (inputs ; attrs) -> output:
                equal not_equal less less_equal greater greater_equal (x, y) -> bool
                logical_and logical_or (x: bool, y: bool) -> bool;  logical_not (x: bool)
                neg abs (x) ; exp log sqrt (x: float)
+               stop_gradient (x) -> x, its gradient 0
                where (cond: bool, x, y) -> x.dtype ; cast (x ; dtype)
   math         mod floor_divide (x, y) -> x.dtype, floor semantics ; atan2 (y: float, x)
                floor ceil round sin cos tan asin acos atan sinh cosh erf softplus (x: float)

@@ -249,6 +249,24 @@ _unary(
 )
 
 
+
+def _stop_gradient_samples(rng):
+    # Every sample is `at_kink`: the gradient 0 is this op's definition, not the derivative
+    # finite differences would measure (1); the consistency suite checks the 0 on every target.
+    return [Sample((normal(rng, (3, 4)),), at_kink=True),
+            Sample((normal(rng, (2, 1, 5)),), at_kink=True),
+            Sample((rng.integers(-5, 5, (4,)),))]
+
+
+_unary(
+    "stop_gradient", lambda x: x, lambda g, x, out: np.zeros_like(x),
+    "x, unchanged, with no gradient flowing back through it: its gradient is 0, as torch's "
+    "x.detach(), tf.stop_gradient and Paddle's x.detach() (target networks, "
+    "straight-through estimators). Any dtype.",
+    _stop_gradient_samples, allowed=DTYPES,
+    example="ug.stop_gradient([1.0, -2.0])  # [1.0, -2.0]",
+)
+
 def _where_infer(cond, x, y):
     require_bool("where", "cond", cond)
     dtype = require_same_dtype("where", {"x": x, "y": y})
