@@ -949,8 +949,10 @@ def sqrt_(x):
 
 def detach(x):
     """x with stop_gradient set: `Tensor.detach` in dygraph, `Value.detach` (a
-    `share_data_` op whose result stops the gradient) in a Program."""
-    return x.detach()
+    `share_data_` op whose result stops the gradient) in a Program. An int or bool x has no
+    gradient to stop, and a Program has no int16 share_data_ kernel (quirk "small ints"):
+    it is x itself."""
+    return x.detach() if _is_float(x) else x
 
 
 LOWERINGS = {

@@ -1419,6 +1419,14 @@ QUIRKS = [
         pin=_detached_int16_cast_fails_to_run,
     ),
     Quirk(
+        op="stop_gradient", framework="paddle", versions=VERSIONS,
+        behaviour="in a Program, Value.detach() of an int16 value fails to run: no int16 "
+                  "share_data_ kernel (the cast quirk's pin)",
+        workaround="an int or bool x has no gradient to stop: the lowering returns it as it "
+                   "is and detaches floats only",
+        pin=_detached_int16_cast_fails_to_run,
+    ),
+    Quirk(
         op="print", framework="paddle", versions=VERSIONS,
         behaviour="a Program (PIR) refuses paddle.static.py_func, so no Python callback can "
                   "format a print at run time",
