@@ -328,6 +328,14 @@ def reduce_sum(x, *, axis, keepdims):
     return paddle.sum(x, axis=_axes(axis), keepdim=keepdims, dtype=x.dtype)
 
 
+def reduce_any(x, *, axis, keepdims):
+    return paddle.any(x, axis=_axes(axis), keepdim=keepdims)
+
+
+def reduce_all(x, *, axis, keepdims):
+    return paddle.all(x, axis=_axes(axis), keepdim=keepdims)
+
+
 def reduce_mean(x, *, axis, keepdims):
     return paddle.mean(x, axis=_axes(axis), keepdim=keepdims)
 
@@ -974,7 +982,11 @@ LOWERINGS = {
                                   any_dtype=True),
     "logical_and": paddle.logical_and,
     "logical_or": paddle.logical_or,
+    "logical_xor": paddle.logical_xor,
     "logical_not": paddle.logical_not,
+    "isnan": paddle.isnan,
+    "isinf": paddle.isinf,
+    "isfinite": paddle.isfinite,
     "neg": neg,
     "abs": widen_small_ints(widen_half(absolute)),
     "exp": exp,
@@ -1014,6 +1026,8 @@ LOWERINGS = {
     "prod": widen_small_ints(widen_half(reduce_prod)),
     "cumsum": widen_small_ints(widen_half(cumsum)),
     "argmax": widen_small_ints(widen_half(argmax)),
+    "any": reduce_any,
+    "all": reduce_all,
     # shape
     "reshape": reshape,
     "transpose": transpose,

@@ -556,7 +556,11 @@ LOWERINGS = {
     "greater_equal": ordered(raw.GreaterEqual),
     "logical_and": binary(raw.LogicalAnd),
     "logical_or": binary(raw.LogicalOr),
+    "logical_xor": tf.math.logical_xor,
     "logical_not": unary(raw.LogicalNot),
+    "isnan": unary(raw.IsNan),
+    "isinf": unary(raw.IsInf),
+    "isfinite": unary(raw.IsFinite),
     "neg": neg,
     "abs": absolute,
     "exp": unary(raw.Exp),
@@ -596,6 +600,8 @@ LOWERINGS = {
     "prod": in_float32(reduction(raw.Prod)),
     "cumsum": in_float32(lambda x, *, axis: raw.Cumsum(x=x, axis=axis)),
     "argmax": argmax,
+    "any": reduction(raw.Any),
+    "all": reduction(raw.All),
     # shape
     "reshape": reshape,
     "transpose": transpose,
@@ -649,7 +655,7 @@ GRAPH_LOWERINGS = {
 # needs no route.)
 BROADCASTING = ("add", "sub", "mul", "div", "pow", "maximum", "minimum", "equal", "not_equal",
                 "less", "less_equal", "greater", "greater_equal", "logical_and",
-                "logical_or", "mod", "floor_divide", "atan2")
+                "logical_or", "logical_xor", "mod", "floor_divide", "atan2")
 GRAPH_LOWERINGS.update(
     (name, ranks.graph_broadcasting(GRAPH_LOWERINGS[name])) for name in BROADCASTING)
 LOWERINGS.update((name, ranks.eager_broadcasting(LOWERINGS[name])) for name in BROADCASTING)

@@ -101,6 +101,14 @@ def reduce_sum(x, *, axis, keepdims):
     return torch.sum(x, dim=axis, keepdim=keepdims, dtype=x.dtype)
 
 
+def reduce_any(x, *, axis, keepdims):
+    return torch.any(x, dim=axis, keepdim=keepdims)
+
+
+def reduce_all(x, *, axis, keepdims):
+    return torch.all(x, dim=axis, keepdim=keepdims)
+
+
 def reduce_mean(x, *, axis, keepdims):
     return torch.mean(x, dim=axis, keepdim=keepdims)
 
@@ -454,7 +462,11 @@ LOWERINGS = {
     "greater_equal": torch.ge,
     "logical_and": torch.logical_and,
     "logical_or": torch.logical_or,
+    "logical_xor": torch.logical_xor,
     "logical_not": torch.logical_not,
+    "isnan": torch.isnan,
+    "isinf": torch.isinf,
+    "isfinite": torch.isfinite,
     "neg": torch.neg,
     "abs": torch.abs,
     "exp": torch.exp,
@@ -491,6 +503,8 @@ LOWERINGS = {
     "prod": reduce_prod,
     "cumsum": cumsum,
     "argmax": argmax,
+    "any": reduce_any,
+    "all": reduce_all,
     # shape
     "reshape": reshape,
     "transpose": transpose,

@@ -38,12 +38,16 @@ from unigraph.api.elementwise import (
     floor_divide,
     greater,
     greater_equal,
+    isfinite,
+    isinf,
+    isnan,
     less,
     less_equal,
     log,
     logical_and,
     logical_not,
     logical_or,
+    logical_xor,
     maximum,
     minimum,
     mod,
@@ -79,7 +83,18 @@ from unigraph.api.nn_ops import (
     softmax,
     sparse_softmax_cross_entropy,
 )
-from unigraph.api.reductions import argmax, argmin, cumsum, max, mean, min, prod, sum
+from unigraph.api.reductions import (
+    all,
+    any,
+    argmax,
+    argmin,
+    cumsum,
+    max,
+    mean,
+    min,
+    prod,
+    sum,
+)
 from unigraph.api.shapes import (
     broadcast_to,
     concat,
@@ -109,6 +124,7 @@ _OPERATORS = {
     "__matmul__": matmul, "__neg__": neg, "__abs__": abs, "__lt__": less,
     "__le__": less_equal, "__gt__": greater, "__ge__": greater_equal, "__eq__": equal,
     "__ne__": not_equal, "__and__": logical_and, "__or__": logical_or,
+    "__xor__": logical_xor,
     "__invert__": logical_not, "__getitem__": getitem,
 }
 for _name, _function in _OPERATORS.items():

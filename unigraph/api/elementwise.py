@@ -4,6 +4,7 @@ then the op record.
 
 from __future__ import annotations
 
+from unigraph.api.creation import full_like
 from unigraph.api.operands import (
     _KEEPS_FLOAT,
     _KEEPS_INT,
@@ -16,7 +17,7 @@ from unigraph.api.operands import (
     ready_dtypes,
 )
 from unigraph.dispatch import apply, apply_simple, eager_binary, eager_simple
-from unigraph.dtypes import as_dtype
+from unigraph.dtypes import as_dtype, is_float
 from unigraph.tensor import Parameter, Tensor
 from unigraph.tracing import _builder, open_builders
 
@@ -98,6 +99,7 @@ greater = _binary("greater")
 greater_equal = _binary("greater_equal")
 logical_and = _binary("logical_and")
 logical_or = _binary("logical_or")
+logical_xor = _binary("logical_xor")
 
 neg = _unary("neg")
 abs = _unary("abs")
@@ -124,6 +126,30 @@ relu = _unary("relu")
 # Float-only records in ops/nn.py, which does not set `promote="float"` yet.
 sigmoid = _unary("sigmoid", policy="float")
 tanh = _unary("tanh", policy="float")
+
+
+def _float_test(op: str, for_others: bool):
+    """`ug.<op>(x)` (isnan, isinf, isfinite): the record for a floating x; an int or bool x
+    holds no NaN or infinity, so the answer is `for_others` everywhere, as NumPy's (a
+    `full_like` of x's shape: no cast to float, no op that a framework lacks for ints)."""
+
+    test = _unary(op)
+
+    def function(x):
+        (a,) = _promote(x)
+        if is_float(str(a.dtype)):
+            return test(a)
+        return full_like(a, for_others, "bool")
+
+    function.__name__ = function.__qualname__ = op
+    function.__doc__ = _record_doc(op, "An int or bool x gives "
+                                   f"{'all True' if for_others else 'all False'}, as NumPy.")
+    return function
+
+
+isnan = _float_test("isnan", False)
+isinf = _float_test("isinf", False)
+isfinite = _float_test("isfinite", True)
 
 
 def where(condition, x, y):

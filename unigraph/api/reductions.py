@@ -64,6 +64,28 @@ min = _reduction("min")
 prod = _reduction("prod")
 
 
+def _logical(op: str):
+    """`ug.any` / `ug.all(x, axis=None, keepdims=False)`: a non-bool x is read as x != 0
+    first (NumPy's truth: NaN is true), then the record over bools."""
+
+    reduce = _reduction(op)
+
+    def function(x, axis=None, keepdims=False):
+        (a,) = _promote(x)
+        if str(a.dtype) != "bool":
+            a = cast(a, "bool")
+        return reduce(a, axis, keepdims)
+
+    function.__name__ = function.__qualname__ = op
+    function.__doc__ = _record_doc(op, "`axis`: an int, a tuple of ints or None (all axes). "
+                                       "A non-bool x counts its nonzero values as True.")
+    return function
+
+
+any = _logical("any")
+all = _logical("all")
+
+
 def argmax(x, axis=-1, keepdims=False):
     """Index (int64) of the first maximum along `axis`; `axis=None` counts over the flattened
     x, as NumPy (with keepdims, every dim kept as 1). A bool x is compared as 0 and 1."""

@@ -142,6 +142,42 @@ def _mean(w, args, node):
     return _reduce(w, "ReduceMean", args[0], node.attrs["axis"], node.attrs["keepdims"])
 
 
+def _count_true(w, x: str, node) -> str:
+    """How many elements of the bool x are True per slice (int64; 0 over an empty axis):
+    ONNX's Reduce* ops take no bools, and ReduceMax of nothing is not False."""
+    ones = w.node("Cast", [x], to=w.onnx_dtype("int64"))
+    return _reduce(w, "ReduceSum", ones, node.attrs["axis"], node.attrs["keepdims"])
+
+
+def _any(w, args, node):
+    return w.node("Greater", [_count_true(w, args[0], node), w.const(np.zeros((), np.int64))])
+
+
+def _all(w, args, node):
+    falses = _count_true(w, w.node("Not", args), node)
+    return w.node("Equal", [falses, w.const(np.zeros((), np.int64))])
+
+
+# The least float32 magnitude that rounds to a float16 infinity (65504 is float16's largest).
+FLOAT16_OVERFLOW = 65520.0
+
+
+def _isinf(w, args, node):
+    if _dtype(node) != "float16":
+        return w.node("IsInf", args)
+    # IsInf takes no float16 at opset 18, and ORT hands a float16 value that an op without
+    # a float16 kernel computed (in float32) to a Cast to float32 unrounded (quirk "isinf"):
+    # |x| >= 65520 is where that value rounds to a float16 infinity, and it holds for a
+    # float16 x as well.
+    wide = w.node("Cast", args, to=w.onnx_dtype("float32"))
+    return w.node("GreaterOrEqual", [w.node("Abs", [wide]),
+                                     w.const(np.array(FLOAT16_OVERFLOW, np.float32))])
+
+
+def _isfinite(w, args, node):
+    return w.node("Not", [w.node("Or", [w.node("IsNaN", args), _isinf(w, args, node)])])
+
+
 def _argmax(w, args, node):
     axis, keepdims = node.attrs["axis"], int(node.attrs["keepdims"])
     found = w.node("ArgMax", args, axis=axis, keepdims=keepdims)
@@ -608,6 +644,10 @@ EMITTERS = {
     "logical_and": _op("And"),
     "logical_or": _op("Or"),
     "logical_not": _op("Not"),
+    "logical_xor": _op("Xor"),
+    "isnan": _op("IsNaN"),
+    "isinf": _isinf,
+    "isfinite": _isfinite,
     "neg": _op("Neg"),
     "abs": _op("Abs"),
     "exp": _op("Exp"),
@@ -621,6 +661,8 @@ EMITTERS = {
     "max": _extreme("ReduceMax"),
     "min": _extreme("ReduceMin"),
     "argmax": _argmax,
+    "any": _any,
+    "all": _all,
     "reshape": _reshape,
     "transpose": _transpose,
     "concat": _concat,

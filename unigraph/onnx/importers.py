@@ -93,14 +93,6 @@ def _gelu(ctx, args, attrs):
     return ug.gelu(args[0], approximate=attrs.get("approximate", "none"))
 
 
-def _is_nan(ctx, args, attrs):
-    return ug.not_equal(args[0], args[0])  # only NaN differs from itself
-
-
-def _xor(ctx, args, attrs):
-    return ug.not_equal(*args)
-
-
 def _mod(ctx, args, attrs):
     x, y = args
     if not attrs.get("fmod", 0):
@@ -434,8 +426,8 @@ IMPORTERS = {
     "Where": _op(ug.where),
     "LessOrEqual": _op(ug.less_equal),
     "GreaterOrEqual": _op(ug.greater_equal),
-    "Xor": _xor,
-    "IsNaN": _is_nan,
+    "Xor": _op(ug.logical_xor),
+    "IsNaN": _op(ug.isnan),
     "Mod": _mod,
     "Sign": _op(ug.sign),
     "Floor": _op(ug.floor),

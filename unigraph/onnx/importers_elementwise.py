@@ -58,6 +58,8 @@ def _shrink(ctx, args, attrs):
 
 def _is_inf(ctx, args, attrs):
     x = args[0]
+    if attrs.get("detect_positive", 1) and attrs.get("detect_negative", 1):
+        return ug.isinf(x)
     positive = ug.equal(x, np.inf) if attrs.get("detect_positive", 1) else None
     negative = ug.equal(x, -np.inf) if attrs.get("detect_negative", 1) else None
     if positive is None and negative is None:

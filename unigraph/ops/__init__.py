@@ -13,7 +13,8 @@ Signatures (inputs ; attrs) -> output:
 
   elementwise  add sub mul div pow maximum minimum (x, y) -> x.dtype   [div, pow: float]
                equal not_equal less less_equal greater greater_equal (x, y) -> bool
-               logical_and logical_or (x: bool, y: bool) -> bool;  logical_not (x: bool)
+               logical_and logical_or logical_xor (x: bool, y: bool) -> bool
+               logical_not (x: bool) ; isnan isinf isfinite (x: float) -> bool
                neg abs (x) ; exp log sqrt (x: float)
                stop_gradient (x) -> x, its gradient 0
                where (cond: bool, x, y) -> x.dtype ; cast (x ; dtype)
@@ -24,6 +25,7 @@ Signatures (inputs ; attrs) -> output:
   reduction    sum mean max min (x ; axis: tuple | None, keepdims: bool) [sum keeps dtype]
                prod (x ; axis, keepdims) -> x.dtype ; cumsum (x ; axis: int) -> x.dtype
                argmax (x ; axis: int, keepdims: bool) -> int64, first maximum wins
+               any all (x: bool ; axis, keepdims) -> bool, False / True over nothing
   shape        reshape (x ; shape) ; transpose (x ; perm) ; concat stack (*xs ; axis)
                squeeze (x ; axis: tuple) ; expand_dims (x ; axis: int)
                ensure_shape (x, *others ; shape: ints or None, message) -> x, checked

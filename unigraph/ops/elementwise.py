@@ -74,15 +74,17 @@ def _binary(name, compute, grads, doc, samples, allowed=NUMERIC_DTYPES, out_dtyp
                           example=example, promote=_promotion(allowed)))
 
 
-def _unary(name, compute, grad, doc, samples, allowed=NUMERIC_DTYPES, example=""):
-    """An op f(x); grad(g, x, out) -> dx, or None: not differentiable."""
+def _unary(name, compute, grad, doc, samples, allowed=NUMERIC_DTYPES, example="",
+           out_dtype=None):
+    """An op f(x); grad(g, x, out) -> dx, or None: not differentiable; `out_dtype` None
+    keeps x's."""
 
     def infer(x):
         require_dtype(name, "x", x, allowed, _FIXES[allowed])
-        return x
+        return TensorSpec(x.shape, out_dtype) if out_dtype else x
 
     def reference(x):
-        return np.asarray(compute(x)).astype(x.dtype, copy=False)
+        return np.asarray(compute(x)).astype(out_dtype or x.dtype, copy=False)
 
     def vjp(g, inputs, out):
         return [grad_for(grad(g, inputs[0], out), inputs[0])]
@@ -209,6 +211,11 @@ _binary(
     _binary_samples(_bools), allowed=("bool",), out_dtype="bool",
     example="ug.logical_or([True, True, False], [True, False, False])  # [True, True, False]",
 )
+_binary(
+    "logical_xor", np.logical_xor, None, "x or y but not both (x != y), elementwise, for bools.",
+    _binary_samples(_bools), allowed=("bool",), out_dtype="bool",
+    example="ug.logical_xor([True, True, False], [True, False, False])  # [False, True, False]",
+)
 _unary(
     "logical_not", np.logical_not, None, "not x, elementwise, for bools.",
     lambda rng: [Sample((_bools(rng, (3, 4)),)), Sample((np.array(True),))], allowed=("bool",),
@@ -266,6 +273,30 @@ _unary(
     _stop_gradient_samples, allowed=DTYPES,
     example="ug.stop_gradient([1.0, -2.0])  # [1.0, -2.0]",
 )
+
+
+def _special_samples(rng):
+    """NaN, both infinities, zeros of both signs and finite values, at two shapes."""
+    special = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, -1.5, 3.0, 6e4])
+    scattered = normal(rng, (3, 4))
+    scattered[0, 1], scattered[1, 3], scattered[2, 0] = np.nan, np.inf, -np.inf
+    return [Sample((special,)), Sample((scattered,))]
+
+
+# Tests of floating values: bool results, no gradient. `ug.isnan` of an int or bool x is
+# all False (`ug.isfinite`'s all True), as NumPy, without an op (api/elementwise.py).
+for _name, _fn, _text, _result in [
+    ("isnan", np.isnan, "x is NaN", "[False, True, False, False]"),
+    ("isinf", np.isinf, "x is +inf or -inf", "[False, False, True, True]"),
+    ("isfinite", np.isfinite, "x is neither NaN nor infinite", "[True, False, False, False]"),
+]:
+    _unary(
+        _name, _fn, None, f"Whether {_text}, elementwise, as a bool (NumPy's np.{_fn.__name__}"
+        "). Floats; an int or bool x has no NaN or infinity. Not differentiable.",
+        _special_samples, allowed=FLOAT_DTYPES, out_dtype="bool",
+        example=f"ug.{_name}([1.0, nan, inf, -inf])  # {_result}",
+    )
+
 
 def _where_infer(cond, x, y):
     require_bool("where", "cond", cond)

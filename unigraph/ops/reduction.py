@@ -18,6 +18,7 @@ from unigraph.ops._util import (
     grad_for,
     normal,
     reduced_axes,
+    require_bool,
     require_dtype,
     require_float,
     require_numeric,
@@ -212,6 +213,39 @@ def _extreme(name, np_fn, word, example):
 
 _extreme("max", np.max, "maximal", "ug.max([[1.0, 3.0], [2.0, nan]], axis=1)  # [3.0, nan]")
 _extreme("min", np.min, "minimal", "ug.min([[1.0, 3.0], [2.0, 0.5]], axis=1)  # [1.0, 0.5]")
+
+
+def _logical_samples(rng):
+    """bools at the reductions' shapes and axes, and an empty axis (any: False, all: True)."""
+    def bools(rng, shape):
+        return rng.random(shape) < 0.5
+
+    return _reduction_samples(bools)(rng) + [
+        Sample((np.zeros((0, 3), bool),), {"axis": (0,), "keepdims": True})]
+
+
+def _logical(name, np_fn, word, empty, example):
+    def infer(x, *, axis, keepdims):
+        require_bool(name, "x", x)
+        return TensorSpec(_reduced_shape(name, x, axis, keepdims), "bool")
+
+    register(OpDef(
+        name=name,
+        infer=infer,
+        reference=lambda x, *, axis, keepdims: np.asarray(
+            np_fn(x, axis=axis, keepdims=keepdims)),
+        vjp=None,
+        doc=f"Whether {word} element of a bool x over `axis` (a tuple; None: all) is True, "
+            f"as NumPy's np.{name}; {empty} over an empty axis. Not differentiable.",
+        samples=_logical_samples,
+        example=example,
+    ))
+
+
+_logical("any", np.any, "any", "False",
+         "ug.any([[True, False], [False, False]], axis=1)  # [True, False]")
+_logical("all", np.all, "every", "True",
+         "ug.all([[True, False], [True, True]], axis=1)  # [False, True]")
 
 
 def _argmax_infer(x, *, axis, keepdims):
