@@ -51,7 +51,8 @@ RTOL = {"float16": 2e-3, "float32": 2e-6, "float64": 1e-13}
 
 UNARY_FLOAT = ["neg", "abs", "exp", "log", "sqrt", "floor", "ceil", "round", "sin", "cos",
                "tan", "asin", "acos", "atan", "sinh", "cosh", "erf", "softplus", "sigmoid",
-               "tanh", "relu", "stop_gradient", "isnan", "isinf", "isfinite"]
+               "tanh", "relu", "stop_gradient", "isnan", "isinf", "isfinite",
+               "log1p", "expm1"]
 BINARY_FLOAT = ["add", "sub", "mul", "div", "pow", "maximum", "minimum", "mod",
                 "floor_divide", "atan2", "equal", "not_equal", "less", "less_equal",
                 "greater", "greater_equal"]

@@ -155,6 +155,13 @@ def _isinf_of_float16_refused_or_unrounded() -> bool:
     return refused and not bool(seen[0])
 
 
+def _where_drops_a_picked_negative_zero() -> bool:
+    import numpy as np
+
+    picked = _run("Where", [np.array([True]), np.array([-0.0]), np.array([5.0])])
+    return not isinstance(picked, Exception) and not np.signbit(picked[0])
+
+
 def _conv_transpose_refusals() -> bool:
     import numpy as np
 
@@ -223,6 +230,13 @@ QUIRKS = (
           "float16: |Cast(x, float32)| >= 65520, where a float32 value rounds to a float16 "
           "infinity (emitters._isinf)",
           _isinf_of_float16_refused_or_unrounded),
+    Quirk("where (log1p, expm1)", "onnxruntime", VERSIONS,
+          "Where that picks a -0.0 beside a nonzero value gives +0.0: Where([True], [-0.0], "
+          "[5.0]) is [0.0] (both -0.0: -0.0)",
+          "log1p and expm1 end in x * factor, Where picking only among positive factors "
+          "(emitters_math._log1p, _expm1). Not routed around in ug.where itself: "
+          "where(x == 0, x, 2 * x) at x = -0.0 exports as +0.0",
+          _where_drops_a_picked_negative_zero),
     Quirk("tan (asin, acos, atan, atan2, sinh, cosh, erf)", "onnxruntime", VERSIONS,
           "Tan, Asin, Acos, Atan, Sinh, Cosh and Erf have no float64 kernel (NOT_IMPLEMENTED)",
           "float64 is written with ops that have one: sin/cos, exp, a float32 Atan seed and a "

@@ -1014,6 +1014,8 @@ LOWERINGS = {
     "sinh": widen_half(paddle.sinh),
     "cosh": widen_half(paddle.cosh),
     "erf": paddle.erf,
+    "log1p": paddle.log1p,
+    "expm1": paddle.expm1,
     "softplus": widen_half(softplus),
     # linalg
     "matmul": widen_half(matmul),

@@ -588,6 +588,8 @@ LOWERINGS = {
     "sinh": unary(raw.Sinh),
     "cosh": unary(raw.Cosh),
     "erf": erf,
+    "log1p": unary(raw.Log1p),
+    "expm1": unary(raw.Expm1),
     "softplus": lambda x: raw.Softplus(features=x),
     # linalg
     "matmul": matmul,

@@ -491,6 +491,8 @@ LOWERINGS = {
     "sinh": torch.sinh,
     "cosh": torch.cosh,
     "erf": torch.erf,
+    "log1p": torch.log1p,
+    "expm1": torch.expm1,
     "softplus": softplus,
     # linalg
     "matmul": torch.matmul,

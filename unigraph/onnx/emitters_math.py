@@ -1,6 +1,6 @@
 """ONNX emitters for the math op records (rounding, floor division and modulo, trigonometry,
-erf, softplus), prod, cumsum, einsum, full and full_like; `unigraph.onnx.emitters.EMITTERS`
-spreads `MATH_EMITTERS` into its table.
+erf, softplus, log1p, expm1), prod, cumsum, einsum, full and full_like;
+`unigraph.onnx.emitters.EMITTERS` spreads `MATH_EMITTERS` into its table.
 
 ONNX Runtime (1.32) has no float64 kernel for Tan, Asin, Acos, Atan, Sinh, Cosh and Erf, so
 float64 takes a composition of ops that have one (still ONNX ops, still float64 throughout):
@@ -13,13 +13,16 @@ float64 takes a composition of ops that have one (still ONNX ops, still float64 
 
 ONNX Runtime's float16 Softplus overflows above 88 (its exp is float32) and its float64
 Softplus is log(1 + exp(x)) as written (inf above 709, no digits below -37): float16 runs the
-float32 kernel, rounded once; float64 is max(x, 0) + log1p(exp(-|x|)), log1p(u) written as
-log(1 + u) * u / ((1 + u) - 1) (Goldberg's: exact to a few ulps; u where 1 + u rounds to 1).
+float32 kernel, rounded once; float64 is max(x, 0) + log1p(exp(-|x|)), with log1p's
+emitter below.
 
 A -0.0 that a result must keep goes in Where's second slot (Y): ONNX Runtime's Where returns
 +0.0 where it takes a -0.0 from its first (X), and its graph optimiser rewrites
 Where(Not(c), a, b) as Where(c, b, a), so such a condition is written as the comparison
 itself, never as a Not.
+
+ONNX has no Log1p or Expm1: they are Goldberg's and Kahan's corrected quotients of Log
+and Exp (accurate near 0, where log(1 + x) and exp(x) - 1 lose every digit).
 
 ONNX's Mod takes floats only as C's fmod (fmod=1), and integer ReduceProd (and ReduceSum)
 saturate where NumPy's integer arithmetic wraps: see the entries and
@@ -152,17 +155,9 @@ def _erf64(w, x):
     return w.node("Where", [outside, far, series])
 
 
-def _log1p64(w, u):
-    one = _c(w, 1.0, "float64")
-    up = w.node("Add", [one, u])
-    rounded_away = w.node("Equal", [up, one])  # u below half an ulp of 1: log1p(u) = u
-    ratio = w.node("Div", [u, w.node("Sub", [up, one])])
-    return w.node("Where", [rounded_away, u, w.node("Mul", [w.node("Log", [up]), ratio])])
-
-
 def _softplus64(w, x):
     # max(x, 0) + log1p(exp(-|x|)): exp never overflows, and log1p keeps exp(-40)'s digits.
-    tail = _log1p64(w, w.node("Exp", [w.node("Neg", [w.node("Abs", [x])])]))
+    tail = _log1p_of(w, w.node("Exp", [w.node("Neg", [w.node("Abs", [x])])]), "float64")
     return w.node("Add", [w.node("Relu", [x]), tail])
 
 
@@ -293,6 +288,58 @@ def _op(op_type: str):
     return lambda w, args, node: w.node(op_type, args)
 
 
+def _in_float32(route):
+    """`route(w, x, dtype)` run in float32 for a float16 x and rounded back once: its
+    correction terms need every step rounded the same way, and ORT computes some float16
+    ops in float32 (see quirk "isinf")."""
+
+    def emit(w, args, node):
+        dtype = _dtype(node)
+        if dtype != "float16":
+            return route(w, args[0], dtype)
+        wide = w.node("Cast", args, to=w.onnx_dtype("float32"))
+        return w.node("Cast", [route(w, wide, "float32")], to=w.onnx_dtype("float16"))
+
+    return emit
+
+
+# Both below end in x * factor, the factor picked by Where among positive values: ORT's Where
+# gives +0.0 where it picks a -0.0 beside a nonzero value (quirk "where (log1p, expm1)"),
+# so x's own zero (-0.0 too) comes out of the product: NumPy's log1p(-0.0) is -0.0.
+def _log1p_of(w, x, dtype):
+    # ONNX has no Log1p. Goldberg's log1p: u = 1 + x rounded, then x * log(u) / (u - 1),
+    # whose quotient corrects u's rounding; the factor is 1 where u == 1 (x itself) and at
+    # u = +inf (x = +inf; inf / inf would be NaN). x = -1 gives -1 * inf, -inf.
+    one = _c(w, 1.0, dtype)
+    u = w.node("Add", [one, x])
+    ratio = w.node("Div", [w.node("Log", [u]), w.node("Sub", [u, one])])
+    exact = w.node("Or", [w.node("Equal", [u, one]),
+                          w.node("IsInf", [u], detect_negative=0)])
+    return w.node("Mul", [x, w.node("Where", [exact, one, ratio])])
+
+
+_log1p = _in_float32(_log1p_of)
+
+
+# Below this, expm1 is -1 in float64 (exp(-40) = 4e-18 is under half an ulp of 1), and the
+# formula's exp and log stay normal numbers in float32.
+EXPM1_FLOOR = -40.0
+
+
+@_in_float32
+def _expm1(w, x, dtype):
+    # ONNX has no Expm1. Kahan's expm1: u = exp(x), then x * (u - 1) / log(u); the factor is
+    # 1 where u == 1 (x itself), u itself where u overflows (x * inf = inf). x is floored at
+    # EXPM1_FLOOR first (Max keeps a NaN), so -inf gives -1, not -inf * 0.
+    one = _c(w, 1.0, dtype)
+    floored = w.node("Max", [x, _c(w, EXPM1_FLOOR, dtype)])
+    u = w.node("Exp", [floored])
+    ratio = w.node("Div", [w.node("Sub", [u, one]), w.node("Log", [u])])
+    factor = w.node("Where", [w.node("IsInf", [u]), u, ratio])
+    factor = w.node("Where", [w.node("Equal", [u, one]), one, factor])
+    return w.node("Mul", [floored, factor])
+
+
 MATH_EMITTERS = {
     "floor": _op("Floor"),
     "ceil": _op("Ceil"),
@@ -310,6 +357,8 @@ MATH_EMITTERS = {
     "cosh": _unary("Cosh", _cosh64),
     "erf": _unary("Erf", _erf64),
     "softplus": _softplus,
+    "log1p": _log1p,
+    "expm1": _expm1,
     "prod": _prod,
     "cumsum": _cumsum,
     "einsum": _einsum,

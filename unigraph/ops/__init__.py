@@ -20,6 +20,7 @@ Signatures (inputs ; attrs) -> output:
                where (cond: bool, x, y) -> x.dtype ; cast (x ; dtype)
   math         mod floor_divide (x, y) -> x.dtype, floor semantics ; atan2 (y: float, x)
                floor ceil round sin cos tan asin acos atan sinh cosh erf softplus (x: float)
+               log1p expm1 (x: float), accurate near 0
   linalg       matmul (a, b): rank >= 2, batch dims broadcast, float
                einsum (*xs: float ; equation: explicit 'ij,jk->ik', no '...')
   reduction    sum mean max min (x ; axis: tuple | None, keepdims: bool) [sum keeps dtype]

@@ -1,5 +1,5 @@
 """Elementwise math beyond arithmetic: rounding, floor division and modulo, trigonometry,
-hyperbolic functions, erf and softplus.
+hyperbolic functions, log1p and expm1, erf and softplus.
 
 Each is an op of one dtype, computed in that dtype, on the pattern of `elementwise.py`.
 Rounding ops are step functions: their gradient is 0 (as torch, TF and Paddle give), not
@@ -137,6 +137,37 @@ _float_math("sinh", np.sinh, lambda g, x, out: g * np.cosh(x),
 _float_math("cosh", np.cosh, lambda g, x, out: g * np.sinh(x),
             "Hyperbolic cosine. Gradient sinh(x).", normal,
             "ug.cosh([0.0, 1.0])  # [1.0, 1.5430806]")
+
+
+def _near_zero_samples(make):
+    """`make`'s values, and values near 0 where log(1 + x) and exp(x) - 1 lose every digit
+    (1 + 1e-10 rounds to 1 in float32): the op must be computed as itself."""
+
+    def samples(rng):
+        tiny = np.array([1e-10, -1e-10, 3e-8, -2e-5, 0.0, 1e-3, -0.5, 2.0])
+        return _unary_samples(make)(rng) + [Sample((tiny,))]
+
+    return samples
+
+
+def _above_minus_one(rng, shape):
+    return rng.uniform(-0.9, 3.0, shape)
+
+
+_unary(
+    "log1p", np.log1p, lambda g, x, out: g / (1 + x),
+    "log(1 + x), accurate for x near 0 (log1p(1e-10) is 1e-10 where log(1 + 1e-10) rounds "
+    "to 0 in float32), for floats: -inf at -1, NaN below. Gradient 1 / (1 + x).",
+    _near_zero_samples(_above_minus_one), allowed=FLOAT_DTYPES,
+    example="ug.log1p([0.0, 1e-10, -1.0])  # [0.0, 1e-10, -inf]",
+)
+_unary(
+    "expm1", np.expm1, lambda g, x, out: g * np.exp(x),
+    "exp(x) - 1, accurate for x near 0 (expm1(1e-10) is 1e-10 where exp(1e-10) - 1 is 0 in "
+    "float32), for floats: -1 at -inf. Gradient exp(x).",
+    _near_zero_samples(normal), allowed=FLOAT_DTYPES,
+    example="ug.expm1([0.0, 1e-10, -inf])  # [0.0, 1e-10, -1.0]",
+)
 
 
 def _erf(x):
