@@ -111,6 +111,8 @@ from unigraph.api import (
     tanh,
     tile,
     transpose,
+    tril,
+    triu,
     unsqueeze,
     var,
     where,

@@ -56,7 +56,8 @@ def _no_int16_kernels() -> bool:
 
     x = np.array([1, 2], np.int16)
     cases = [("Max", [x, x]), ("Min", [x, x]), ("ArgMax", [x]),
-             ("Where", [np.array([True, False]), x, x])]
+             ("Where", [np.array([True, False]), x, x]),
+             ("Trilu", [np.ones((2, 2), np.int8)])]
     return all("NOT_IMPLEMENTED" in str(_run(op, inputs)) for op, inputs in cases)
 
 
@@ -269,8 +270,10 @@ QUIRKS = (
           "Y, the condition written without Not (unigraph.onnx.emitters_math; "
           "tests/test_special_values.py)",
           _where_drops_minus_zero),
-    Quirk("maximum (minimum, max, min, argmax, where, mod, sign, clip) on int16", "onnxruntime",
-          VERSIONS, "Max, Min, ArgMax and Where have no int16 kernel (NOT_IMPLEMENTED)",
+    Quirk("maximum (minimum, max, min, argmax, where, mod, sign, clip, tril, triu) "
+          "on int16", "onnxruntime",
+          VERSIONS, "Max, Min, ArgMax, Where and Trilu have no int16 kernel (NOT_IMPLEMENTED); "
+          "Trilu none for int8 or uint8 either",
           "int8/uint8/int16 operands are cast to int32 and the result cast back "
           "(unigraph.onnx.emitters._widen_small_ints; ONNX itself gives ReduceSum, "
           "ReduceProd, CumSum, Floor and uint8 Neg no such types)", _no_int16_kernels),

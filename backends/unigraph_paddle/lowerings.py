@@ -1020,6 +1020,9 @@ LOWERINGS = {
     # linalg
     "matmul": widen_half(matmul),
     "einsum": widen_half(einsum),
+    # no int8, uint8 or int16 kernels (quirk "small ints")
+    "tril": widen_small_ints(lambda x, *, k: paddle.tril(x, k)),
+    "triu": widen_small_ints(lambda x, *, k: paddle.triu(x, k)),
     # reduction
     "sum": widen_small_ints(reduce_sum),
     "mean": widen_half(reduce_mean),

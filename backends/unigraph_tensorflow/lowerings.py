@@ -538,6 +538,20 @@ def sparse_softmax_cross_entropy(logits, labels):
     return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
 
 
+def triangle(lower: bool):
+    """tril / triu: x where column - row <= k (>= k for triu), else zeros. TF's
+    MatrixBandPart keeps a band around the diagonal, which cannot drop the main diagonal
+    (tril with k < 0, triu with k > 0): the mask is made from ranges instead, any k."""
+
+    def lowering(x, *, k):
+        shape = tf.shape(x)
+        offset = tf.range(shape[-1])[None, :] - tf.range(shape[-2])[:, None]
+        keep = offset <= k if lower else offset >= k
+        return raw.SelectV2(condition=keep, t=x, e=tf.zeros_like(x))
+
+    return lowering
+
+
 LOWERINGS = {
     # elementwise
     # float16 operands that broadcast, in float32 (broadcast_in_float32)
@@ -594,6 +608,8 @@ LOWERINGS = {
     # linalg
     "matmul": matmul,
     "einsum": in_float32(einsum),
+    "tril": triangle(lower=True),
+    "triu": triangle(lower=False),
     # reductions
     "sum": in_float32(reduction(raw.Sum)),
     "mean": in_float32(reduction(raw.Mean)),

@@ -497,6 +497,8 @@ LOWERINGS = {
     # linalg
     "matmul": torch.matmul,
     "einsum": einsum,
+    "tril": lambda x, *, k: torch.tril(x, diagonal=k),
+    "triu": lambda x, *, k: torch.triu(x, diagonal=k),
     # reductions
     "sum": reduce_sum,
     "mean": reduce_mean,

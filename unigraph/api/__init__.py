@@ -71,7 +71,7 @@ from unigraph.api.elementwise import (
     where,
 )
 from unigraph.api.indexing import getitem, index_update, slice, split
-from unigraph.api.linalg import einsum, matmul
+from unigraph.api.linalg import einsum, matmul, tril, triu
 from unigraph.api.nn_ops import (
     avg_pool2d,
     conv2d,

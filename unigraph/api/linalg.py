@@ -1,7 +1,9 @@
-"""Linear algebra: `ug.matmul` and `ug.einsum`.
+"""Linear algebra: `ug.matmul`, `ug.einsum`, `ug.tril` and `ug.triu`.
 """
 
 from __future__ import annotations
+
+import operator
 
 from unigraph.api.operands import (
     _docs_from_records,
@@ -35,6 +37,20 @@ def einsum(equation, *operands):
 
 
 einsum.__doc__ = _record_doc("einsum")
+
+
+def _triangle(op: str):
+    def function(x, k=0):
+        (a,) = promote_for(op, x)
+        return apply(op, [a], {"k": operator.index(k)})
+
+    function.__name__ = function.__qualname__ = op
+    function.__doc__ = _record_doc(op)
+    return function
+
+
+tril = _triangle("tril")
+triu = _triangle("triu")
 
 
 _docs_from_records(matmul)

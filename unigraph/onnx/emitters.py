@@ -586,6 +586,14 @@ def _sparse_softmax_cross_entropy(w, args, node):
     return w.node("Neg", [w.node("Squeeze", [picked, w.const(_ints([1]))])])
 
 
+def _trilu(upper: int):
+    def emit(w, args, node):
+        return w.node("Trilu", [args[0], w.const(np.array(node.attrs["k"], np.int64))],
+                      upper=upper)
+
+    return emit
+
+
 def _print(w, args, node):
     # ONNX has no op that prints: an exported model computes what the graph computes, and
     # its ug.print calls become Identity (the printed value flows on; nothing is printed).
@@ -690,6 +698,8 @@ EMITTERS = {
     "avg_pool2d": _avg_pool2d,
     "sparse_softmax_cross_entropy": _sparse_softmax_cross_entropy,
     "print": _print,
+    "tril": _trilu(upper=0),
+    "triu": _trilu(upper=1),
     # inference computes no gradient: the value flows on
     "stop_gradient": _op("Identity"),
     **MATH_EMITTERS,
@@ -697,6 +707,6 @@ EMITTERS = {
 # The ops ONNX or ONNX Runtime cannot run on small ints (see _widen_small_ints).
 EMITTERS.update({name: _widen_small_ints(EMITTERS[name]) for name in (
     "neg", "maximum", "minimum", "sum", "max", "min", "argmax", "floor_divide", "mod",
-    "prod", "cumsum")})
+    "prod", "cumsum", "tril", "triu")})
 EMITTERS["where"] = _widen_small_ints(EMITTERS["where"], dtype_input=1,
                                      dtypes=SMALL_INTS + ("bool",))

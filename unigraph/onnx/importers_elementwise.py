@@ -169,10 +169,7 @@ def _trilu(ctx, args, attrs):
     x = args[0]
     k = int(ctx.static(args[1], "k of Trilu").reshape(-1)[0]) if len(args) > 1 and \
         args[1] is not None else 0
-    rows, cols = x.shape[-2:]
-    keep = np.triu(np.ones((rows, cols), bool), k) if attrs.get("upper", 1) else \
-        np.tril(np.ones((rows, cols), bool), k)
-    return ug.where(ug.constant(keep), x, ug.zeros_like(x))
+    return ug.triu(x, k) if attrs.get("upper", 1) else ug.tril(x, k)
 
 
 def _depth_to_space(ctx, args, attrs):

@@ -23,6 +23,7 @@ Signatures (inputs ; attrs) -> output:
                log1p expm1 (x: float), accurate near 0
   linalg       matmul (a, b): rank >= 2, batch dims broadcast, float
                einsum (*xs: float ; equation: explicit 'ij,jk->ik', no '...')
+               tril triu (x: rank >= 2 ; k: int) -> x.dtype, zeros off the triangle
   reduction    sum mean max min (x ; axis: tuple | None, keepdims: bool) [sum keeps dtype]
                prod (x ; axis, keepdims) -> x.dtype ; cumsum (x ; axis: int) -> x.dtype
                argmax (x ; axis: int, keepdims: bool) -> int64, first maximum wins

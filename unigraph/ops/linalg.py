@@ -1,4 +1,4 @@
-"""Linear algebra: matmul and einsum."""
+"""Linear algebra: matmul, einsum, and the triangles tril and triu."""
 
 from __future__ import annotations
 
@@ -150,3 +150,46 @@ register(OpDef(
     ],
     tolerance=ACCUMULATING_TOLERANCE,
 ))
+
+
+def _triangle(name, np_fn, side, example):
+    """tril / triu: x with the elements on the other side of diagonal `k` of its last two
+    dims zeroed (False for bools), as NumPy's np.tril / np.triu."""
+
+    def infer(x, *, k):
+        if len(x.shape) < 2:
+            raise ShapeError(f"{name}: x is {fmt(x)}, but {name} needs rank >= 2 (a matrix "
+                             "or a batch of them; use expand_dims to make a vector a [1, n] "
+                             "matrix)")
+        if not isinstance(k, int):
+            raise ShapeError(f"{name}: k is {k!r}; pass an int (the diagonal: 0 the main "
+                             "one, 1 above it, -1 below)")
+        return x
+
+    def vjp(g, inputs, out, *, k):
+        return [grad_for(np_fn(g, k), inputs[0])]
+
+    def samples(rng):
+        return [Sample((normal(rng, (3, 4)),), {"k": 0}),
+                Sample((normal(rng, (2, 4, 3)),), {"k": -1}),
+                Sample((normal(rng, (3, 5)),), {"k": 2}),
+                Sample((rng.integers(-5, 5, (4, 4)),), {"k": 1})]
+
+    register(OpDef(
+        name=name,
+        infer=infer,
+        reference=lambda x, *, k: np_fn(x, k),
+        vjp=vjp,
+        doc=f"x with every element {side} diagonal k of the last two dims set to 0 (False "
+            "for bools), as NumPy's np." + name + ": k = 0 is the main diagonal, k > 0 "
+            "above it, k < 0 below. Any dtype; rank >= 2 (the leading dims are a batch). "
+            f"Gradient: {name} of the cotangent.",
+        samples=samples,
+        example=example,
+    ))
+
+
+_triangle("tril", np.tril, "above",
+          "ug.tril([[1, 2, 3], [4, 5, 6], [7, 8, 9]], k=-1)  # [[0, 0, 0], [4, 0, 0], [7, 8, 0]]")
+_triangle("triu", np.triu, "below",
+          "ug.triu([[1, 2, 3], [4, 5, 6], [7, 8, 9]], k=1)  # [[0, 2, 3], [0, 0, 6], [0, 0, 0]]")
