@@ -14,6 +14,7 @@ from unigraph.api import (
     arange,
     argmax,
     argmin,
+    argsort,
     asin,
     atan,
     atan2,

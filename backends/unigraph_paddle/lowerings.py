@@ -1031,6 +1031,7 @@ LOWERINGS = {
     "prod": widen_small_ints(widen_half(reduce_prod)),
     "cumsum": widen_small_ints(widen_half(cumsum)),
     "argmax": widen_small_ints(widen_half(argmax)),
+    "argsort": widen_small_ints(lambda x, *, axis: paddle.argsort(x, axis=axis, stable=True)),
     "any": reduce_any,
     "all": reduce_all,
     # shape

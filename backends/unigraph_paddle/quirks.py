@@ -121,13 +121,14 @@ def _no_small_int_kernels() -> bool:
     cases = [(paddle.maximum, "int16", 2), (paddle.multiply, "uint8", 2),
              (paddle.abs, "uint8", 1), (paddle.remainder, "int16", 2),
              (paddle.argmax, "int8", 1), (paddle.max, "int16", 1), (paddle.prod, "uint8", 1)]
-    try:
-        paddle.tril(paddle.to_tensor(np.ones((2, 2), "int8")))
-    except RuntimeError as error:
-        if "is not registered" not in str(error):
+    for fn in (paddle.tril, paddle.argsort):  # (2-D: tril needs a matrix)
+        try:
+            fn(paddle.to_tensor(np.ones((2, 2), "int8")))
+        except RuntimeError as error:
+            if "is not registered" not in str(error):
+                return False
+        else:
             return False
-    else:
-        return False
     for fn, dtype, arity in cases:
         x = paddle.to_tensor(np.array([1, 2], dtype))
         try:
@@ -1396,11 +1397,11 @@ QUIRKS = [
     ),
     Quirk(
         op="add, sub, mul, neg, abs, maximum, minimum, where, mod, floor_divide, sum, max, "
-           "min, prod, cumsum, argmax, take, tril, triu (int8, uint8, int16)",
+           "min, prod, cumsum, argmax, argsort, take, tril, triu (int8, uint8, int16)",
         framework="paddle", versions=VERSIONS,
         behaviour="most CPU kernels are missing for int8, uint8 or int16 (e.g. maximum "
                   "int16, multiply uint8, abs uint8, remainder int16, argmax int8, tril "
-                  "int8: "
+                  "int8, argsort int8: "
                   "'kernel ... is not registered')",
         workaround="computed in int32 and cast back, which wraps modulo 2**bits as NumPy "
                    "does (unigraph_paddle.lowerings.widen_small_ints)",

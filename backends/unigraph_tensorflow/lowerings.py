@@ -538,6 +538,27 @@ def sparse_softmax_cross_entropy(logits, labels):
     return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
 
 
+def argsort(x, *, axis):
+    """tf.argsort(stable=True), whose order is wrong around a NaN (quirk "argsort"): floats
+    are sorted with NaN read as 0, then that order is sorted stably by "is NaN", which moves
+    the NaNs last and keeps the rest (ties included) in place. (Along the last axis: the
+    axis is moved there and back.)"""
+    if not x.dtype.is_floating:
+        return raw.Cast(x=tf.argsort(x, axis=axis, stable=True), DstT=tf.int64)
+    last = len(x.shape) - 1
+    perm = [d for d in range(last + 1) if d != axis] + [axis]
+    back = [perm.index(d) for d in range(last + 1)]
+    x = raw.Transpose(x=x, perm=perm) if axis != last else x
+    nan = raw.IsNan(x=x)
+    first = tf.argsort(raw.SelectV2(condition=nan, t=tf.zeros_like(x), e=x), axis=-1,
+                       stable=True)
+    nan_after = tf.gather(raw.Cast(x=nan, DstT=tf.int32), first, axis=last, batch_dims=last)
+    order = tf.gather(first, tf.argsort(nan_after, axis=-1, stable=True), axis=last,
+                      batch_dims=last)
+    order = raw.Cast(x=order, DstT=tf.int64)
+    return raw.Transpose(x=order, perm=back) if axis != last else order
+
+
 def triangle(lower: bool):
     """tril / triu: x where column - row <= k (>= k for triu), else zeros. TF's
     MatrixBandPart keeps a band around the diagonal, which cannot drop the main diagonal
@@ -618,6 +639,7 @@ LOWERINGS = {
     "prod": in_float32(reduction(raw.Prod)),
     "cumsum": in_float32(lambda x, *, axis: raw.Cumsum(x=x, axis=axis)),
     "argmax": argmax,
+    "argsort": argsort,
     "any": reduction(raw.Any),
     "all": reduction(raw.All),
     # shape

@@ -411,6 +411,13 @@ def _float64_erf_is_nan_at_infinity() -> bool:
     return bool(np.isnan(got[:3]).all() and abs(got[3] - 0.8427007929497149) < 1e-15)
 
 
+def _stable_argsort_misorders_around_nan() -> bool:
+    tf = _tf()
+    x = np.array([3.0, np.nan, 1.0, 3.0, -np.inf, 1.0, np.nan, 0.0], np.float32)
+    got = tf.argsort(x, stable=True).numpy()
+    return bool((got != np.argsort(x, kind="stable")).any())
+
+
 QUIRKS = [
     Quirk(
         op="conv2d", framework="tensorflow", versions=VERSIONS,
@@ -727,5 +734,14 @@ QUIRKS = [
         workaround="float64: where(|x| > 6, sign(x), Erf(x)); erf(6) rounds to 1 in float64 "
                    "and its gradient there is 0 either way (lowerings.erf)",
         pin=_float64_erf_is_nan_at_infinity,
+    ),
+    Quirk(
+        op="argsort", framework="tensorflow", versions=VERSIONS,
+        behaviour="tf.argsort(stable=True) of floats holding a NaN misorders the other "
+                  "values too: [3, nan, 1, 3, -inf, 1, nan, 0] is put in the order [-inf, 1, 3, "
+                  "nan, 1, 3, nan, 0]",
+        workaround="sorted with NaN read as 0, then that order sorted stably by 'is NaN' "
+                   "(NaN last, the rest in place: lowerings.argsort)",
+        pin=_stable_argsort_misorders_around_nan,
     ),
 ]

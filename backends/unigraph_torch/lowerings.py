@@ -507,6 +507,7 @@ LOWERINGS = {
     "prod": reduce_prod,
     "cumsum": cumsum,
     "argmax": argmax,
+    "argsort": lambda x, *, axis: torch.argsort(x, dim=axis, stable=True),  # NaN last
     "any": reduce_any,
     "all": reduce_all,
     # shape

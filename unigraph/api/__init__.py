@@ -90,6 +90,7 @@ from unigraph.api.reductions import (
     any,
     argmax,
     argmin,
+    argsort,
     cumsum,
     max,
     mean,

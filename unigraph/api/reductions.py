@@ -119,6 +119,13 @@ def argmin(x, axis=-1, keepdims=False):
     return argmax(-a if is_float(str(a.dtype)) else -a - 1, axis, keepdims)
 
 
+def argsort(x, axis=-1):
+    """Indices that sort x along `axis` (int64), stable, NaN last, as NumPy's
+    `np.argsort(x, axis, kind="stable")`."""
+    (a,) = _promote(x)
+    return apply("argsort", [a], {"axis": _axis(axis, a.ndim, "argsort")})
+
+
 def cumsum(x, axis=None):
     """Running sum along `axis` (None: over the flattened x, as NumPy).
 
@@ -138,4 +145,4 @@ def cumsum(x, axis=None):
 cumsum.__doc__ = _record_doc("cumsum", "`axis` None: over the flattened x, as NumPy.")
 
 
-_docs_from_records(argmax)
+_docs_from_records(argmax, argsort)

@@ -586,6 +586,16 @@ def _sparse_softmax_cross_entropy(w, args, node):
     return w.node("Neg", [w.node("Squeeze", [picked, w.const(_ints([1]))])])
 
 
+def _argsort(w, args, node):
+    # TopK of every element, smallest first (sorted=1), its indices: ORT orders equal
+    # values by index and NaN last, as the record, for every int dtype too
+    # (tests/test_argsort.py).
+    axis = node.attrs["axis"]
+    size = w.node("Reshape", [w.node("Gather", [w.node("Shape", args), w.const(_ints([axis]))]),
+                              w.const(_ints([1]))])
+    return w.node("TopK", [args[0], size], count=2, axis=axis, largest=0, sorted=1)[1]
+
+
 def _trilu(upper: int):
     def emit(w, args, node):
         return w.node("Trilu", [args[0], w.const(np.array(node.attrs["k"], np.int64))],
@@ -698,6 +708,7 @@ EMITTERS = {
     "avg_pool2d": _avg_pool2d,
     "sparse_softmax_cross_entropy": _sparse_softmax_cross_entropy,
     "print": _print,
+    "argsort": _argsort,
     "tril": _trilu(upper=0),
     "triu": _trilu(upper=1),
     # inference computes no gradient: the value flows on

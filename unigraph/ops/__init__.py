@@ -27,6 +27,7 @@ Signatures (inputs ; attrs) -> output:
   reduction    sum mean max min (x ; axis: tuple | None, keepdims: bool) [sum keeps dtype]
                prod (x ; axis, keepdims) -> x.dtype ; cumsum (x ; axis: int) -> x.dtype
                argmax (x ; axis: int, keepdims: bool) -> int64, first maximum wins
+               argsort (x ; axis: int) -> int64, stable, NaN last
                any all (x: bool ; axis, keepdims) -> bool, False / True over nothing
   shape        reshape (x ; shape) ; transpose (x ; perm) ; concat stack (*xs ; axis)
                squeeze (x ; axis: tuple) ; expand_dims (x ; axis: int)

@@ -279,6 +279,35 @@ register(OpDef(
 ))
 
 
+def _argsort_infer(x, *, axis):
+    require_numeric("argsort", "x", x)
+    check_axis("argsort", x, axis)
+    return TensorSpec(x.shape, "int64")
+
+
+def _argsort_samples(rng):
+    ties = np.array([[3.0, np.nan, 1.0, 3.0, -np.inf, 1.0, np.nan, 0.0, -0.0, np.inf]])
+    return [
+        Sample((distinct(rng, (3, 4)),), {"axis": 1}),
+        Sample((distinct(rng, (2, 3, 4)),), {"axis": 0}),
+        Sample((ties,), {"axis": 1}),  # ties keep their order; 0.0 ties -0.0; NaN last
+        Sample((rng.integers(-3, 3, (3, 6)),), {"axis": 1}),
+    ]
+
+
+register(OpDef(
+    name="argsort",
+    infer=_argsort_infer,
+    reference=lambda x, *, axis: np.argsort(x, axis=axis, kind="stable").astype(np.int64),
+    vjp=None,
+    doc="Indices (int64) that sort x ascending along one `axis`, stable as NumPy's "
+        "kind='stable': equal values (0.0 and -0.0 too) keep their order, NaN sorts last. "
+        "Not differentiable.",
+    example="ug.argsort([3.0, 1.0, nan, 1.0], axis=0)  # [1, 3, 0, 2]",
+    samples=_argsort_samples,
+))
+
+
 def _prod_infer(x, *, axis, keepdims):
     require_numeric("prod", "x", x)
     return TensorSpec(_reduced_shape("prod", x, axis, keepdims), x.dtype)
