@@ -98,6 +98,7 @@ from unigraph.api import (
     slice,
     softmax,
     softplus,
+    sort,
     sparse_softmax_cross_entropy,
     split,
     sqrt,

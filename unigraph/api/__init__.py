@@ -96,6 +96,7 @@ from unigraph.api.reductions import (
     mean,
     min,
     prod,
+    sort,
     sum,
 )
 from unigraph.api.shapes import (

@@ -11,6 +11,7 @@ from unigraph.api.operands import (
     _axes,
     _axis,
     _docs_from_records,
+    _known_shape,
     _promote,
     _record_doc,
     promote_for,
@@ -18,7 +19,7 @@ from unigraph.api.operands import (
     unchanged,
     zero_d_axis,
 )
-from unigraph.api.shapes import reshape
+from unigraph.api.shapes import reshape, take, transpose
 from unigraph.dispatch import apply
 from unigraph.dtypes import is_float
 from unigraph.tensor import Parameter, Tensor
@@ -124,6 +125,34 @@ def argsort(x, axis=-1):
     `np.argsort(x, axis, kind="stable")`."""
     (a,) = _promote(x)
     return apply("argsort", [a], {"axis": _axis(axis, a.ndim, "argsort")})
+
+
+def sort(x, axis=-1):
+    """x sorted ascending along `axis`, NaN last, as NumPy's `np.sort(x, axis,
+    kind="stable")` (tied 0.0 and -0.0 keep their order in x): x taken at
+    `ug.argsort`'s indices (the rows flattened, each index moved by its row's offset), so
+    the gradient goes back to each element's place (a tie: by the stable order). Every dim
+    must be known while tracing.
+
+    Example::
+
+        >>> ug.sort([[3.0, nan, 1.0], [2.0, -1.0, 2.0]])
+        [[1.0, 3.0, nan], [-1.0, 2.0, 2.0]]
+    """
+    (a,) = _promote(x)
+    axis = _axis(axis, a.ndim, "sort")
+    shape = _known_shape(a, "ug.sort")
+    order = argsort(a, axis)
+    if a.ndim == 1:
+        return take(a, order, axis=0)
+    perm = [d for d in range(a.ndim) if d != axis] + [axis]
+    rows = transpose(a, perm)
+    size = shape[axis]
+    count = int(np.prod([shape[d] for d in perm[:-1]], dtype=np.int64))
+    offsets = np.arange(count, dtype=np.int64).reshape(rows.shape[:-1] + (1,)) * size
+    flat = reshape(transpose(order, perm) + offsets, (-1,))
+    taken = reshape(take(reshape(rows, (-1,)), flat, axis=0), rows.shape)
+    return transpose(taken, [perm.index(d) for d in range(a.ndim)])
 
 
 def cumsum(x, axis=None):
