@@ -156,13 +156,6 @@ def _isinf_of_float16_refused_or_unrounded() -> bool:
     return refused and not bool(seen[0])
 
 
-def _where_drops_a_picked_negative_zero() -> bool:
-    import numpy as np
-
-    picked = _run("Where", [np.array([True]), np.array([-0.0]), np.array([5.0])])
-    return not isinstance(picked, Exception) and not np.signbit(picked[0])
-
-
 def _conv_transpose_refusals() -> bool:
     import numpy as np
 
@@ -231,13 +224,6 @@ QUIRKS = (
           "float16: |Cast(x, float32)| >= 65520, where a float32 value rounds to a float16 "
           "infinity (emitters._isinf)",
           _isinf_of_float16_refused_or_unrounded),
-    Quirk("where (log1p, expm1)", "onnxruntime", VERSIONS,
-          "Where that picks a -0.0 beside a nonzero value gives +0.0: Where([True], [-0.0], "
-          "[5.0]) is [0.0] (both -0.0: -0.0)",
-          "log1p and expm1 end in x * factor, Where picking only among positive factors "
-          "(emitters_math._log1p, _expm1). Not routed around in ug.where itself: "
-          "where(x == 0, x, 2 * x) at x = -0.0 exports as +0.0",
-          _where_drops_a_picked_negative_zero),
     Quirk("tan (asin, acos, atan, atan2, sinh, cosh, erf)", "onnxruntime", VERSIONS,
           "Tan, Asin, Acos, Atan, Sinh, Cosh and Erf have no float64 kernel (NOT_IMPLEMENTED)",
           "float64 is written with ops that have one: sin/cos, exp, a float32 Atan seed and a "
@@ -261,13 +247,14 @@ QUIRKS = (
           "float16 runs the float32 kernel and rounds once; float64 is written as "
           "max(x, 0) + log1p(exp(-|x|)), log1p(u) as log(1 + u) * u / ((1 + u) - 1) "
           "(unigraph.onnx.emitters_math)", _softplus_overflows),
-    Quirk("where (atan2, floor_divide, sinh, erf)", "onnxruntime", VERSIONS,
+    Quirk("where (atan2, floor_divide, sinh, erf, log1p, expm1)", "onnxruntime", VERSIONS,
           "Where returns +0.0 where it takes a -0.0 from its first operand (X); from Y the "
           "sign stays; its graph optimiser also rewrites Where(Not(c), a, b) as "
           "Where(c, b, a)",
           "ug.where multiplies what it picked by -1 where that is a -0.0 of x "
           "(emitters._where); inside an emitter, a result that may be -0.0 goes in Where's "
-          "Y, the condition written without Not (unigraph.onnx.emitters_math; "
+          "Y, the condition written without Not; log1p and expm1 end in x * factor, Where "
+          "picking only among positive factors (unigraph.onnx.emitters_math; "
           "tests/test_special_values.py)",
           _where_drops_minus_zero),
     Quirk("maximum (minimum, max, min, argmax, where, mod, sign, clip, tril, triu) "

@@ -304,7 +304,7 @@ def _in_float32(route):
 
 
 # Both below end in x * factor, the factor picked by Where among positive values: ORT's Where
-# gives +0.0 where it picks a -0.0 beside a nonzero value (quirk "where (log1p, expm1)"),
+# gives +0.0 where it picks a -0.0 beside a nonzero value (quirk "where (atan2, ...)"),
 # so x's own zero (-0.0 too) comes out of the product: NumPy's log1p(-0.0) is -0.0.
 def _log1p_of(w, x, dtype):
     # ONNX has no Log1p. Goldberg's log1p: u = 1 + x rounded, then x * log(u) / (u - 1),
