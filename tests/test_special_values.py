@@ -314,7 +314,7 @@ def test_composed_functions_on_special_values(target, name):
         else:
             x = np.array(list(FLOAT_ROWS.values()), dtype)
         got, want = _run(target, fn, x), numpy_fn(x)
-        # sign(-0.0): np.sign gives +0.0, ug.sign's x * 0 keeps -0.0; either is a zero.
+        # sign(-0.0): np.sign gives +0.0, ug.sign keeps x's -0.0; either is a zero.
         bad = _mismatches(got, want, zero_sign=name == "clip")
         if bad.any():
             problems.append(_report(f"{name} {dtype} on {target}", bad, [x], got, want))

@@ -19,6 +19,7 @@ from unigraph.api.elementwise import (
     maximum,
     minimum,
     sqrt,
+    stop_gradient,
     where,
 )
 from unigraph.api.operands import (
@@ -51,7 +52,7 @@ def clip(x, min=None, max=None):
 
 def sign(x):
     """-1, 0 or 1 by the sign of x (NaN stays NaN), in x's dtype; gradient 0. Composed of
-    `greater`, `less`, `mul` and `where`.
+    `greater`, `less`, `stop_gradient` and `where`.
 
     Example::
 
@@ -61,9 +62,12 @@ def sign(x):
     (a,) = _promote(x)
     if a.dtype == "bool":
         raise TypeError(f"ug.sign at {user_source()} takes numbers, not bools")
+    # Neither positive nor negative: x itself (a zero, or NaN), its gradient stopped. (Not
+    # x * 0, which the NumPy targets would warn about at an infinity no branch keeps.)
+    rest = stop_gradient(a)
     if a.dtype == "uint8":  # never negative (and -1 does not fit in uint8)
-        return where(a > 0, 1, a * 0)
-    return where(a > 0, 1, where(a < 0, -1, a * 0))  # a * 0: NaN stays NaN, gradient 0
+        return where(a > 0, 1, rest)
+    return where(a > 0, 1, where(a < 0, -1, rest))
 
 
 def _count(x, axes, keepdims, ddof):
