@@ -23,7 +23,7 @@ import types
 import numpy as np
 
 from unigraph.dtypes import DEFAULT_FLOAT, DEFAULT_INT, as_dtype, result_dtype
-from unigraph.errors import TracingError
+from unigraph.errors import ShapeError, TracingError
 from unigraph.ir import DTYPES
 from unigraph.tracing import user_code, user_source
 
@@ -219,8 +219,16 @@ class Tensor:
                         "`.at[index].add(value)` for `+=`), which returns the updated copy")
 
     def __iter__(self):
-        if not self.shape or self.shape[0] is None:
-            raise TypeError(f"cannot iterate over a tensor of shape {list(self.shape)}")
+        if not self.shape:
+            raise TypeError("cannot iterate over a tensor of shape []")
+        if self.shape[0] is None:
+            # A `for` over the rows unrolls while tracing: it needs their number.
+            raise ShapeError(
+                f"`for` over the rows of a tensor at {user_source()} whose first dim is left "
+                f"open by input_spec (shape {list(self.shape)}): the loop is unrolled while "
+                "tracing, so the number of rows must be known; give that dim a size in "
+                "input_spec (eager targets know it and run the loop)"
+            )
         return (self[i] for i in range(self.shape[0]))
 
     def __repr__(self):
