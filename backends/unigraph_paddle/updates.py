@@ -54,6 +54,7 @@ from unigraph.ops.updates import WRITTEN_INPUTS
 from unigraph_paddle.program_scalars import EXPAND_FROM
 
 _IN_PLACE = {"sub": "subtract_", "add": "add_"}
+KERNEL_DTYPES = ("float32", "float64")  # what Paddle's adam_ kernel writes
 
 
 @dataclass(frozen=True)
@@ -228,6 +229,10 @@ def plan_fused(graph: Graph) -> dict:
         if positions is None:
             continue
         targets = [node.inputs[i].id for i in positions]
+        # The kernel writes float32 and float64 variables; a float16 update runs in float32
+        # copies (adam._widened), which a fused write would never bring back.
+        if any(node.inputs[i].dtype not in KERNEL_DTYPES for i in positions):
+            continue
         if (len({v.id for v in node.inputs}) == len(node.inputs)
                 and all(new_of.get(target) == out.id and times[target] == 1
                         and last_reader[target] == index and target not in read_at_end
