@@ -21,8 +21,10 @@ from unigraph.autograph.calls import converted  # noqa: F401 (ag__.converted)
 from unigraph.autograph.ranges import TensorRange, range, range_call  # noqa: A004, F401
 from unigraph.autograph.weak import is_weak, strong, weak
 from unigraph.control_flow import (
+    checked_shape,
     emit_cond,
     fits_open,
+    known_shape,
     loop_error,
     max_loop_iterations,
     trace_subgraph,
@@ -407,8 +409,9 @@ def for_stmt(iterable, extra_test, body, get_state, set_state, names, grown=()):
             with region("while_loop"):
                 body(item)
             if not checked:
-                _check_loop_types(names, entry, get_state(), "`for` loop")
-                checked = True
+                _check_loop_types(names, entry, get_state(), "`for` loop", set_state)
+                # Traced (unrolled), each iteration may leave other dims open: check each.
+                checked = not any(is_symbolic(x) for x in entry)
         elif isinstance(go, Tensor):
             with region("cond"):
                 body(item)
@@ -465,13 +468,27 @@ def _check_loop_entry(entry, names, what: str) -> None:
 _LOOP_LABELS = ("before the loop", "after the loop body")
 
 
-def _check_loop_types(names, entry, after, what: str) -> None:
-    """Eager mode: the state after one iteration must have the types it had before, as the
-    state of a `while_loop` must (Python numbers carried in are int64/float32 tensors)."""
-    for name, old, new in zip(names, entry, after):
+def _check_loop_types(names, entry, after, what: str, set_state=None) -> None:
+    """A loop run in Python with tensor bounds: the state after one iteration must have the
+    types it had before, as the state of a `while_loop` must (Python numbers carried in are
+    int64/float32 tensors). Traced (the loop unrolled), a dim left open on one side may be
+    any size on the other, as in a traced `while_loop`: the value after the body is checked
+    when the program runs to have the sizes either knows (`checked_shape`, given back
+    through `set_state`), as eagerly it must."""
+    checked = list(after)
+    for index, (name, old, new) in enumerate(zip(names, entry, after)):
         if isinstance(old, _SCALARS):
             old = np.asarray(old, python_scalar_dtype(old))
-        _merge(name, [old, new], _LOOP_LABELS, what)
+        traced = is_symbolic(old) or is_symbolic(new)
+        _merge(name, [old, new], _LOOP_LABELS, what, fits_open if traced else None)
+        if traced and isinstance(new, Tensor) and isinstance(old, Tensor) \
+                and new.shape != old.shape:
+            message = (f"{what} at {user_source()}: variable {name!r} is "
+                       f"{_type_text(old)} before the loop but {_type_text(new)} after the body")
+            checked[index] = checked_shape(
+                new, known_shape(tuple(old.shape), tuple(new.shape)), message, [old])
+    if set_state is not None and any(a is not b for a, b in zip(checked, after)):
+        set_state(tuple(checked))
 
 
 def _symbolic_loop(loop_cond, loop_body, get_state, set_state, names, what, prefix=()):
