@@ -6,7 +6,9 @@
 hypothesis draws programs built from the op records (`strategies`): elementwise ops with
 broadcasting, reductions, reshapes / transposes / slices, matmul, the softmax family,
 conv2d and pools with valid shapes, nested `ug.cond` / `ug.while_loop` with bounded trip
-counts, and Python `if` / `while` inside `@ug.function` (autograph). A program is data
+counts, and Python `if` / `while` / `for` (over `range(n)`, `ug.range`, a value's rows;
+`break` / `continue`) inside `@ug.function` and in plain helper functions it calls
+(autograph). A program is data
 (`model`), rendered as a standalone script using only numpy and unigraph, and that script
 is what runs. About one draw in five is instead a training program (`training`): a small
 `ug.nn` model, a loss and 1-3 `ug.optim` steps, judged by each step's loss, the weights

@@ -1,10 +1,10 @@
 """A random program as data: statements over named tensors, rendered as Python source.
 
-A `Program` is a list of statements (`Assign`, `Branch`, `Loop`; the last two hold nested
-`Block`s) over float inputs. `render(program)` writes it as a standalone script that uses
-only `import numpy as np` and `import unigraph as ug`: the `@ug.function program`, the
-`grad_program` that differentiates a weighted sum of its float outputs, the input arrays,
-and a `__main__` that prints every target's answer next to the float64 reference. The
+A `Program` is a list of statements (`Assign`, `Branch`, `Loop`, `Call`; the last three
+hold nested `Block`s) over float inputs. `render(program)` writes it as a standalone
+script that uses only `import numpy as np` and `import unigraph as ug`: the `@ug.function
+program`, the `grad_program` that differentiates a weighted sum of its float outputs, the
+input arrays, and a `__main__` that prints every target's answer next to the float64 reference. The
 tester runs exactly that source, so a printed reproducer is what failed.
 
 Statements the outputs do not need are left out when rendering (hypothesis shrinks the
@@ -89,19 +89,37 @@ class Loop:
     # "dict" (style "while_loop" only): the loop carries {"v": value, "acc": sum}, where
     # "acc" starts as init * 0.5 and adds `param` each trip; `out` is their sum
     carry: str = ""
+    # A converted `for` (styles "for_range": `range(trips)`, "for_ug_range":
+    # `ug.range(ug.tensor(trips))`, "for_rows": the rows of `over`, each bound to `row`):
+    # the body's carried value is `out`; `exit` ("break" or "continue") runs at the top of
+    # the body where `exit_test` ({v}: the carried value) holds; with `indexed`, the body's
+    # result adds 0.25 times the loop index (a Python int, or a weak int tensor).
+    over: str = ""
+    row: Var | None = None
+    exit: str = ""
+    exit_test: str = ""
+    indexed: bool = False
 
 
 @dataclass
 class Call:
-    """`out = fn_{tag}(*args)`: the program calls a helper `@ug.function`, defined at module
-    level, whose parameters are `params` (one per name of `args`, in order) and whose body
-    reads nothing else."""
+    """`out = fn_{tag}(*args)`: the program calls a helper `@ug.function` (or, `plain`, a
+    plain function `helper_{tag}`), defined at module level, whose parameters are `params`
+    (one per name of `args`, in order) and whose body reads nothing else."""
 
     out: Var
     args: tuple
     params: tuple
     body: Block
     tag: int
+    # A plain Python function (not `@ug.function`), named `helper_{tag}`: autograph
+    # converts it where converted code calls it (`autograph.calls`), so a tensor `if` or
+    # `while` in its body is graph control flow on static targets.
+    plain: bool = False
+
+    @property
+    def function(self) -> str:
+        return f"helper_{self.tag}" if self.plain else f"fn_{self.tag}"
 
 
 @dataclass
@@ -227,8 +245,9 @@ def reads(stmt) -> set:
         return set(stmt.pred_uses) | _blockreads(stmt.then) | _blockreads(stmt.orelse)
     if isinstance(stmt, Call):  # every argument is passed, used or not
         return set(stmt.args)
-    # The extra predicate reads only the carried value.
-    return {stmt.init} | (_blockreads(stmt.body) - {stmt.param.name, stmt.out.name})
+    # The extra predicate and a `for`'s exit test read only the carried value.
+    own = {stmt.param.name, stmt.out.name} | ({stmt.row.name} if stmt.row else set())
+    return {stmt.init} | ({stmt.over} if stmt.over else set()) | (_blockreads(stmt.body) - own)
 
 
 def _blockreads(block: Block) -> set:
@@ -253,10 +272,9 @@ def _pruned(stmt):
         return Branch(stmt.out, stmt.pred, stmt.pred_uses, _prune_block(stmt.then),
                       _prune_block(stmt.orelse), stmt.style, stmt.tag, stmt.pack)
     if isinstance(stmt, Loop):
-        return Loop(stmt.out, stmt.init, stmt.param, stmt.trips, _prune_block(stmt.body),
-                    stmt.style, stmt.tag, stmt.extra, stmt.carry)
+        return dataclasses.replace(stmt, body=_prune_block(stmt.body))
     if isinstance(stmt, Call):
-        return Call(stmt.out, stmt.args, stmt.params, _prune_block(stmt.body), stmt.tag)
+        return dataclasses.replace(stmt, body=_prune_block(stmt.body))
     return stmt
 
 
@@ -273,18 +291,19 @@ def _lines(stmt, depth: int) -> list:
     if isinstance(stmt, Branch):
         return _branch_lines(stmt, depth)
     if isinstance(stmt, Call):
-        return [f"{pad}{stmt.out.name} = fn_{stmt.tag}({', '.join(stmt.args)})"]
+        return [f"{pad}{stmt.out.name} = {stmt.function}({', '.join(stmt.args)})"]
     return _loop_lines(stmt, depth)
 
 
 def _helpers(stmts) -> list:
-    """The module-level `@ug.function` helpers the program's `Call`s name, each followed by
-    two blank lines."""
+    """The module-level helpers the program's `Call`s name (`@ug.function`s, or plain
+    functions), each followed by two blank lines."""
     lines = []
     for stmt in walk(stmts):
         if isinstance(stmt, Call):
             params = ", ".join(p.name for p in stmt.params)
-            lines += ["@ug.function", f"def fn_{stmt.tag}({params}):"]
+            lines += ([] if stmt.plain else ["@ug.function"]) + [
+                f"def {stmt.function}({params}):"]
             lines += _block_lines(stmt.body, 1, "return ") + ["", ""]
     return lines
 
@@ -319,6 +338,8 @@ def _branch_lines(stmt: Branch, depth: int) -> list:
 def _loop_lines(stmt: Loop, depth: int) -> list:
     pad, inner = INDENT * depth, INDENT * (depth + 1)
     counter = f"k{stmt.tag}"
+    if stmt.style.startswith("for_"):
+        return _for_lines(stmt, depth)
     if stmt.style == "while":
         carried = stmt.out.name
         test = f"{counter} < {stmt.trips}"
@@ -339,6 +360,22 @@ def _loop_lines(stmt: Loop, depth: int) -> list:
             + _block_lines(stmt.body, depth + 1, f"return {counter} + 1, ")
             + [f"{pad}_, {stmt.out.name} = ug.while_loop(cond_{stmt.tag}, body_{stmt.tag}, "
                f"(ug.tensor(0), {stmt.init}))"])
+
+
+def _for_lines(stmt: Loop, depth: int) -> list:
+    """A Python `for` that autograph converts (see `Loop.over`)."""
+    pad, inner = INDENT * depth, INDENT * (depth + 1)
+    carried, index = stmt.out.name, f"k{stmt.tag}"
+    iterable = {"for_range": f"range({stmt.trips})",
+                "for_ug_range": f"ug.range(ug.tensor({stmt.trips}))"}.get(stmt.style, stmt.over)
+    if stmt.style == "for_rows":
+        index = stmt.row.name
+    lines = [f"{pad}{carried} = {stmt.init}", f"{pad}for {index} in {iterable}:"]
+    if stmt.exit:
+        lines += [f"{inner}if {stmt.exit_test.format(v=carried)}:", f"{inner}{INDENT}{stmt.exit}"]
+    result = stmt.body.result + (f" + 0.25 * {index}" if stmt.indexed else "")
+    return lines + _block_lines(Block(stmt.body.stmts, result, stmt.body.result_uses),
+                                depth + 1, f"{carried} = ")
 
 
 def _dict_loop_lines(stmt: Loop, depth: int) -> list:

@@ -450,6 +450,9 @@ OPEN_DIM_LIMITS: list = [
     (r"adaptive_avg_pool2d: output size .* needs known H and W .*only output size 1 "
      r"\(global average pooling\) takes H and W left open",
      "adaptive_avg_pool2d to a size other than 1 of open H or W (README: Shapes that vary)"),
+    (r"`for` over the rows of a tensor at .* whose first dim is left open by input_spec .*"
+     r"give that dim a size in input_spec",
+     "a converted `for row in x` over an open first dim (unrolled while tracing)"),
 ]
 
 

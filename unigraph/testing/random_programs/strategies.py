@@ -38,7 +38,8 @@ and pool windows fit, indices and labels are in range):
 * `ug.cond` (whose branches may return a tuple or a dict of two values) /
   `ug.while_loop` with nested functions, Python `if` / `while` that autograph converts,
   and calls of a helper `@ug.function`, nested up to `max_depth`, loops with a bounded
-  trip count;
+  trip count; Python `for` loops with `break` / `continue` and calls of plain helper
+  functions (`autograph_draws`);
 * a program that returns a tuple or a dict of its outputs;
 * a `grad_program` that takes `ug.grad` of the loss, or `ug.value_and_grad` (the loss and
   the gradients);
@@ -1039,6 +1040,11 @@ from unigraph.testing.random_programs import more_draws  # noqa: E402
 
 OPERATIONS += more_draws.OPERATIONS
 CONTROL_FLOW += more_draws.CONTROL_FLOW
+
+# The draws added in s20 (`autograph_draws`): `for` loops, break / continue, plain helpers.
+from unigraph.testing.random_programs import autograph_draws  # noqa: E402
+
+CONTROL_FLOW += autograph_draws.CONTROL_FLOW
 
 
 def statement(b: Builder, env, depth):
