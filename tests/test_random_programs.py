@@ -736,3 +736,14 @@ def test_a_training_normalisation_of_a_nearly_constant_group_is_rejected():
     spread = np.array([[0.4, 0.6], [0.1, 0.9]])
     assert not hazard(spread, spread.mean(axis=1, keepdims=True))
     assert not hazard(rows, rows)  # an elementwise subtraction is not a centering
+
+
+def test_a_documented_open_dim_limit_where_the_closed_program_is_refused_too():
+    """onnxruntime:static in a gradient run: ug.take(x0, [-1]) along an open dim is the
+    documented open-dim limit, and the rerun with every dim known is refused too (ONNX
+    Runtime runs inference only, a refusal naming the line): an "open-dim limit", not a
+    failure. It was a "raw error" (the IndexError naming the line that the other static
+    targets count as the limit; seed 14008, float16, 2 programs)."""
+    program = _open_program("ug.take(x0, np.array([-1]), axis=0)", (1, 2))
+    (outcome,) = evaluate(program, ["onnxruntime:static"], grads=True).outcomes
+    assert outcome.status == "open-dim limit" and not outcome.failed, outcome
