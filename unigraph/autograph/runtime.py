@@ -322,6 +322,7 @@ def _one_branch_error(what: str, name: str, assigned: str) -> ControlFlowError:
 # -- loops --------------------------------------------------------------------------------
 _TRACES_ONCE = "traces the body once, whatever the number of trips"
 
+
 def while_stmt(test, body, get_state, set_state, names, grown=()):
     """`while test(): body()`. Python iterations while the test is a Python value (or an
     eager tensor); from the first symbolic test on, one `while_loop` node. From the first
