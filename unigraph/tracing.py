@@ -345,11 +345,15 @@ class GraphBuilder:
         return list(union.values())
 
 
+# Why a static target cannot do what Python does with a value made in a branch or loop
+# body (here and in autograph's refusal of a list grown there).
+TRACES_BRANCHES = "traces both branches once, whichever runs"
+TRACES_BODY = "traces the body once, whatever the number of trips"
 # A subgraph builder's name -> (where its values live, why they leave it only as its
 # results, what to write instead), for raise_foreign.
-_BRANCH = ("a branch of a cond", "traces both branches once, whichever runs",
+_BRANCH = ("a branch of a cond", TRACES_BRANCHES,
            "assign it to a variable in both branches (`y = v` / `y = other`) and use that")
-_LOOP = ("traces the body once, whatever the number of trips", "fill a tensor the loop carries "
+_LOOP = (TRACES_BODY, "fill a tensor the loop carries "
          "(`buf = buf.at[i].set(v)`), or loop over range(n) with a Python int n, which runs as "
          "Python")
 _MADE_IN = {"then": _BRANCH, "else": _BRANCH, "body": ("the body of a while loop", *_LOOP),

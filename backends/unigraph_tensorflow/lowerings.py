@@ -77,10 +77,13 @@ def broadcast_in_float32(lowering):
     same: a float16 +, -, *, / or select computed in float32 and rounded once is the float16
     result (float32's 24 bits hold 2 x 11 + 2: rounding twice is rounding once)."""
     def lowered(*operands):
+        # The last operand has the result's dtype (where's first is its bool condition):
+        # tested first, so that an op of any other dtype pays one comparison.
+        if operands[-1].dtype != tf.float16 or not may_be_differentiated():
+            return lowering(*operands)
         shapes = {tuple(v.shape.as_list()) if v.shape.is_fully_defined() else None
                   for v in operands}
-        if ((len(shapes) == 1 and None not in shapes) or tf.float16 not in
-                {v.dtype for v in operands} or not may_be_differentiated()):
+        if len(shapes) == 1 and None not in shapes:
             return lowering(*operands)
         wide = [raw.Cast(x=v, DstT=tf.float32) if v.dtype == tf.float16 else v
                 for v in operands]

@@ -34,7 +34,14 @@ from unigraph.dtypes import python_scalar_dtype
 from unigraph.errors import ControlFlowError, ControlFlowShapeError
 from unigraph.function import is_array_leaf
 from unigraph.tensor import Tensor, tensor
-from unigraph.tracing import GraphBuilder, current_builder, region, user_source
+from unigraph.tracing import (
+    TRACES_BODY,
+    TRACES_BRANCHES,
+    GraphBuilder,
+    current_builder,
+    region,
+    user_source,
+)
 
 _SCALARS = (bool, int, float)
 
@@ -220,7 +227,7 @@ def if_stmt(cond, body, orelse, get_state, set_state, names, one_branch=(), grow
     `grown`: (line, "kept.append") for the lists made before the `if` that it grows,
     refused under a tensor condition in every mode (`_check_grown`)."""
     if grown and isinstance(cond, Tensor):
-        _check_grown(grown, "`if`", "traces both branches, whichever runs")
+        _check_grown(grown, "`if`", TRACES_BRANCHES)
     if one_branch and isinstance(cond, Tensor):
         _check_one_branch(dict(zip(names, get_state())), one_branch, "`if`")
     if not is_symbolic(cond):
@@ -320,9 +327,6 @@ def _one_branch_error(what: str, name: str, assigned: str) -> ControlFlowError:
 
 
 # -- loops --------------------------------------------------------------------------------
-_TRACES_ONCE = "traces the body once, whatever the number of trips"
-
-
 def while_stmt(test, body, get_state, set_state, names, grown=()):
     """`while test(): body()`. Python iterations while the test is a Python value (or an
     eager tensor); from the first symbolic test on, one `while_loop` node. From the first
@@ -332,7 +336,7 @@ def while_stmt(test, body, get_state, set_state, names, grown=()):
     while True:
         cond = _probe(test)
         if grown and isinstance(cond, Tensor):
-            _check_grown(grown, "`while` loop", _TRACES_ONCE)
+            _check_grown(grown, "`while` loop", TRACES_BODY)
         if is_symbolic(cond):
             break
         if entry is None and isinstance(cond, Tensor):
@@ -383,7 +387,7 @@ def for_stmt(iterable, extra_test, body, get_state, set_state, names, grown=()):
     traced), and iterations that a tensor `extra_test` may skip are `cond` branches."""
     tensor_loop = isinstance(iterable, TensorRange)
     if grown and tensor_loop:
-        _check_grown(grown, "`for` loop", _TRACES_ONCE)
+        _check_grown(grown, "`for` loop", TRACES_BODY)
     if tensor_loop and iterable.is_symbolic:
         _symbolic_range_loop(iterable, extra_test, body, get_state, set_state, names)
         return

@@ -390,18 +390,15 @@ class Module:
         `{k: torch.from_numpy(v) for k, v in state.items()}`): Linear weights transposed,
         and BatchNorm's `num_batches_tracked`, which unigraph does not count, as 0 (torch
         reads it only with momentum=None)."""
+        _check_layout("state_dict", layout)
         state = {name: param.numpy().copy() for name, param in self.named_parameters()}
         state.update({name: buffer.numpy().copy() for name, buffer in self.named_buffers()})
-        if layout not in LAYOUTS:
-            raise ValueError(f"state_dict: layout must be one of {LAYOUTS}, got {layout!r}")
         if layout == "torch":
-            for name, module in self.named_modules():
-                prefix = f"{name}." if name else ""
-                for entry in module.torch_transposed:
-                    if prefix + entry in state:
-                        state[prefix + entry] = np.ascontiguousarray(state[prefix + entry].T)
-                for entry in module.torch_only:
-                    state[prefix + entry] = np.array(0, np.int64)
+            transposed, torch_only = _torch_entries(self)
+            for key in transposed:
+                if key in state:
+                    state[key] = np.ascontiguousarray(state[key].T)
+            state.update((key, np.array(0, np.int64)) for key in torch_only)
         return state
 
     def load_state_dict(self, state: dict, strict: bool = True, layout: str = "unigraph") -> None:
@@ -572,11 +569,26 @@ def _add_state(prefix: str, entries, listed: list, seen: set) -> None:
 LAYOUTS = ("unigraph", "torch")
 
 
+def _check_layout(method: str, layout: str) -> None:
+    if layout not in LAYOUTS:
+        raise ValueError(f"{method}: layout must be one of {LAYOUTS}, got {layout!r}")
+
+
+def _torch_entries(model: Module) -> tuple[list, list]:
+    """The state keys of `model` that torch stores transposed, and those only torch has:
+    each module's `torch_transposed` and `torch_only` under its dotted name."""
+    transposed, torch_only = [], []
+    for name, module in model.named_modules():
+        prefix = f"{name}." if name else ""
+        transposed += [prefix + entry for entry in module.torch_transposed]
+        torch_only += [prefix + entry for entry in module.torch_only]
+    return transposed, torch_only
+
+
 def _in_unigraph_layout(model: Module, state: dict, layout: str) -> dict:
     """`state` as unigraph arrays: torch tensors copied to NumPy and, for layout "torch",
     each module's `torch_transposed` entries transposed and its `torch_only` ones dropped."""
-    if layout not in LAYOUTS:
-        raise ValueError(f"load_state_dict: layout must be one of {LAYOUTS}, got {layout!r}")
+    _check_layout("load_state_dict", layout)
     tensors = [key for key, value in state.items() if type(value).__module__ == "torch"]
     if tensors and layout != "torch":
         raise ValueError(
@@ -587,13 +599,12 @@ def _in_unigraph_layout(model: Module, state: dict, layout: str) -> dict:
         return state
     state = {key: value.detach().cpu().numpy() if key in tensors else value
              for key, value in state.items()}
-    for name, module in model.named_modules():
-        prefix = f"{name}." if name else ""
-        for entry in module.torch_only:
-            state.pop(prefix + entry, None)
-        for entry in module.torch_transposed:
-            if prefix + entry in state:
-                state[prefix + entry] = np.asarray(state[prefix + entry]).T
+    transposed, torch_only = _torch_entries(model)
+    for key in torch_only:
+        state.pop(key, None)
+    for key in transposed:
+        if key in state:
+            state[key] = np.asarray(state[key]).T
     return state
 
 
