@@ -20,6 +20,7 @@ same on every target, as TF's AutoGraph `converted_call` does:
 from __future__ import annotations
 
 import functools
+import linecache
 import os
 import site
 import sysconfig
@@ -83,9 +84,53 @@ def routes_value(value) -> bool:
         return not is_library(value)
     if type(value) is functools.partial:
         return True
+    if isinstance(value, type):
+        return user_init(value) is not None
     call = getattr(type(value), "__call__", None)  # noqa: B004 (the function, not a test)
-    return type(call) is types.FunctionType and not isinstance(value, type) \
-        and not is_library(call)
+    return type(call) is types.FunctionType and not is_library(call)
+
+
+def user_init(cls: type):
+    """`cls.__init__` where a call of `cls` runs it as `type.__call__` does and it is the
+    user's own function with source, else None: a library class, one whose metaclass has
+    its own `__call__`, an `__init__` generated without a file (a dataclass's, made by
+    `exec`), a builtin's."""
+    init = cls.__init__
+    if type(init) is not types.FunctionType or type(cls).__call__ is not type.__call__ \
+            or is_library(init):
+        return None
+    filename = init.__code__.co_filename
+    if filename.startswith("<") and not linecache.getlines(filename):
+        return None  # (an IPython cell's `<...>` name is in linecache: it converts)
+    return init
+
+
+def constructor(cls: type):
+    """What converted code calls for `cls(...)`: where `cls.__init__` is the user's own
+    (`user_init`), a function that makes the object as `type.__call__` does and runs the
+    converted `__init__` on it, so that a tensor `if` in it means the same on every target;
+    else `cls` itself."""
+    init = user_init(cls)
+    if init is None:
+        return cls
+    converted_init = converted_function(init)
+    if converted_init is init:
+        return cls
+
+    def construct(*args, **kwargs):
+        new = cls.__new__
+        # (object.__new__ refuses the arguments that type.__call__ gives only __init__)
+        obj = object.__new__(cls) if new is object.__new__ else new(cls, *args, **kwargs)
+        if isinstance(obj, cls):
+            # type.__call__ runs type(obj).__init__: a subclass's own, if `__new__` made one
+            own = type(obj).__init__
+            if own is init:
+                converted_init(obj, *args, **kwargs)
+            else:
+                converted(types.MethodType(own, obj))(*args, **kwargs)
+        return obj
+
+    return construct
 
 
 def converted(fn):
@@ -103,8 +148,10 @@ def converted(fn):
         # code, called as it is (it converts its own `forward`): told first, at the cost
         # of a dict lookup, as `self.fc1(x)` asks on every call.
         call = getattr(type(fn), "__call__", None)  # noqa: B004 (the function, not a test)
-        if type(call) is not types.FunctionType or id(call.__code__) in _AS_WRITTEN \
-                or isinstance(fn, type):
+        if type(call) is not types.FunctionType:
+            # A class (its metaclass's `__call__` is `type.__call__`), or a builtin
+            return constructor(fn) if isinstance(fn, type) else fn
+        if id(call.__code__) in _AS_WRITTEN or isinstance(fn, type):
             return fn
         result = converted_function(call)
         return fn if result is call else types.MethodType(result, fn)
