@@ -23,20 +23,25 @@ import sys
 import numpy as np
 
 
-def format_line(message: str, arrays) -> str:
-    """The one text of a print: `message` then each value, space-separated.
+def format_line(message: str, arrays, texts=None) -> str:
+    """The one text of a print: `message` then each value, space-separated; with `texts`
+    (a Python `print` in converted code, see `autograph.printing`), the text before each
+    value and after the last one instead, its `end` included.
 
     >>> format_line("x", [np.array([1.0, 2.0])])
     'x [1. 2.]'
+    >>> format_line("", [np.array(3)], texts=("i = ", "!"))
+    'i = 3!'
     """
-    parts = [message] if message else []
-    parts += [np.array2string(np.asarray(a), separator=" ") for a in arrays]
-    return " ".join(parts)
+    values = [np.array2string(np.asarray(a), separator=" ") for a in arrays]
+    if texts is not None:
+        return "".join(text + value for text, value in zip(texts, values)) + texts[-1]
+    return " ".join([message, *values] if message else values)
 
 
-def emit(message: str, *arrays) -> None:
+def emit(message: str, *arrays, texts=None) -> None:
     """Write one print's line to stdout now (the lowerings call this with host values)."""
-    sys.stdout.write(format_line(message, arrays) + "\n")
+    sys.stdout.write(format_line(message, arrays, texts) + ("\n" if texts is None else ""))
     sys.stdout.flush()
 
 
@@ -46,23 +51,31 @@ def print(*values, message: str = ""):  # noqa: A001  (ug.print, as tf.print)
 
     >>> y = ug.print(x * 2, message="x * 2")      # x * 2 [2. 4.]
     """
-    from unigraph.dispatch import apply
     from unigraph.tensor import Tensor
-    from unigraph.tracing import _builder
 
     if not values:
         raise TypeError("ug.print needs at least one value to print (and message=...)")
     if not isinstance(message, str):
         raise TypeError(f"ug.print: message must be a str, got {type(message).__name__}")
     inputs = [v if isinstance(v, Tensor) else _as_tensor(v) for v in values]
-    out = apply("print", inputs, {"message": message})
+    out = print_values(inputs, {"message": message})
+    return out if len(values) == 1 else (out, *values[1:])
+
+
+def print_values(inputs: list, attrs: dict):
+    """Apply the `print` op to the tensors `inputs`; return the first, printed."""
+    from unigraph.dispatch import apply
+    from unigraph.tensor import Tensor
+    from unigraph.tracing import _builder
+
+    out = apply("print", inputs, attrs)
     builder = _builder.get()
-    first = values[0]
+    first = inputs[0]
     if builder is not None and isinstance(first, Tensor) and first._builder is builder:
         # Later uses of the printed tensor read the printed value (the same numbers), so
         # the print cannot be pruned away before them (TF Sessions fetch only what is used).
         first._value = out._value
-    return out if len(values) == 1 else (out, *values[1:])
+    return out
 
 
 def _as_tensor(value):

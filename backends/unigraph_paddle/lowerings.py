@@ -727,18 +727,20 @@ def _printable(x):
     return paddle.cast(x, "int32") if x.dtype in (paddle.int8, paddle.uint8, paddle.int16) else x
 
 
-def print_(*xs, message):
+def print_(*xs, message, texts=None):
     if type(xs[0]) is _EAGER_TENSOR:
-        emit(message, *[x.numpy() for x in xs])
+        emit(message, *[x.numpy() for x in xs], texts=texts)
         return xs[0]
     # A Program has no Python callback in Paddle 3.3.1 (py_func is refused under PIR: quirk
-    # "print"): Paddle's own Print op, its text reduced to the message and the data.
+    # "print"): Paddle's own Print op, its text reduced to the message and the data (with
+    # `texts`, a Python print's: each value's message is the text before it).
     # Printing detached copies: Paddle's Print prints the gradient too when one flows
     # through it, whatever print_phase says; the result then depends on the prints.
+    messages = [message] * len(xs) if texts is None else [t.strip() for t in texts[:-1]]
     printed = [paddle.static.Print(
-        _printable(x).detach(), message=message, summarize=-1, print_tensor_name=False,
+        _printable(x).detach(), message=text, summarize=-1, print_tensor_name=False,
         print_tensor_type=False, print_tensor_shape=False, print_tensor_layout=False,
-        print_tensor_lod=False) for x in xs]
+        print_tensor_lod=False) for x, text in zip(xs, messages)]
     zero = paddle.cast(paddle.zeros_like(printed[0]), xs[0].dtype)
     if xs[0].dtype == paddle.bool:
         return paddle.logical_or(xs[0], zero)

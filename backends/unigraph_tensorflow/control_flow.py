@@ -18,9 +18,29 @@ def make_control_flow(tf, lowerings: dict, gradients: str) -> dict:
     """{op: builder(node, args) -> outputs} for `lower_nodes`; `gradients` is "graph"
     (tf.compat.v1.gradients) or "tape" (tf.GradientTape)."""
     # Here, not at the top: backend.py imports this module before tensorflow may be imported.
+    from unigraph_tensorflow.lowerings import PRINTS, last_print
     from unigraph_tensorflow.taping import differentiating
 
     control_flow: dict = {}
+
+    def after_prints(outs: list) -> list:
+        """`outs` of a branch or loop body, made to run after the prints made in its graph:
+        in a v1 Graph (tensorflow:static), a stateful op of a body that no output depends
+        on does not run (a `print(x * 3)` in a loop whose value is used nowhere). The
+        cond or while op is then a print of the graph around it, fetched or depended on
+        in its turn."""
+        graph = tf.compat.v1.get_default_graph()
+        prints = [p for p in graph.get_collection(PRINTS) if p.graph is graph]
+        if not prints:
+            return outs
+        with tf.control_dependencies(prints):
+            return [tf.identity(out) for out in outs]
+
+    def note_prints(before: int, outs: list) -> None:
+        # The prints of the branches or body are now the cond's or while's.
+        graph = tf.compat.v1.get_default_graph()
+        if len(graph.get_collection(PRINTS)) != before and outs:
+            tf.compat.v1.add_to_collection(PRINTS, outs[0].op)
 
     def lower_several(node, args):  # an output per result: a fused update (adam_update)
         return list(lowerings[node.op](*args, **node.attrs))
@@ -34,11 +54,14 @@ def make_control_flow(tf, lowerings: dict, gradients: str) -> dict:
     def lower_cond(node, args):
         pred, operands = args[0], args[1:]  # a [1] predicate is fine: tf.cond squeezes it
         then_graph, else_graph = node.subgraphs["then"], node.subgraphs["else"]
-        outs = tf.cond(
-            pred,
-            lambda: lower_subgraph(then_graph, operands),
-            lambda: lower_subgraph(else_graph, operands),
-        )
+        before = len(tf.compat.v1.get_collection(PRINTS))
+        with tf.control_dependencies(last_print()):  # (its prints after those before it)
+            outs = tf.cond(
+                pred,
+                lambda: after_prints(lower_subgraph(then_graph, operands)),
+                lambda: after_prints(lower_subgraph(else_graph, operands)),
+            )
+        note_prints(before, list(outs))
         return list(outs)
 
     def lower_while_loop(node, args):
@@ -50,7 +73,7 @@ def make_control_flow(tf, lowerings: dict, gradients: str) -> dict:
         invariants = [tf.TensorShape(value.shape) for value in node.inputs[:count]]
 
         def body(*values):
-            outs = lower_subgraph(body_graph, list(values) + captured)
+            outs = after_prints(lower_subgraph(body_graph, list(values) + captured))
             # A lowering may know less of a shape than the IR (a size read when the graph
             # runs, where input_spec left a dim open); TF then finds the value more general
             # after an iteration than its invariant. The IR's shape is what it is.
@@ -59,12 +82,16 @@ def make_control_flow(tf, lowerings: dict, gradients: str) -> dict:
                     out.set_shape(value.shape)
             return outs
 
-        outs = tf.while_loop(
-            lambda *values: lower_subgraph(cond_graph, list(values) + captured)[0],
-            body,
-            carried,
-            shape_invariants=invariants,
-        )
+        before = len(tf.compat.v1.get_collection(PRINTS))
+        with tf.control_dependencies(last_print()):  # (its prints after those before it)
+            outs = tf.while_loop(
+                lambda *values: after_prints(
+                    lower_subgraph(cond_graph, list(values) + captured))[0],
+                body,
+                carried,
+                shape_invariants=invariants,
+            )
+        note_prints(before, list(outs))
         return list(outs)
 
     def leaves_of(args):

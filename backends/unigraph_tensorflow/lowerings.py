@@ -462,17 +462,27 @@ def _scatter_nd_add(x, indices, updates, axis):
 PRINTS = "unigraph_prints"  # the graph collection of the print ops (see print_)
 
 
-def print_(*xs, message):
+def last_print() -> list:
+    """[the last print op of the current graph] (a cond or while op holding prints
+    counts), or []: a print made next runs after it, so that a Session prints in program
+    order, as every other target does."""
+    graph = tf.compat.v1.get_default_graph()
+    prints = [p for p in graph.get_collection(PRINTS) if p.graph is graph]
+    return prints[-1:]
+
+
+def print_(*xs, message, texts=None):
     if tf.executing_eagerly():
-        emit(message, *[x.numpy() for x in xs])
+        emit(message, *[x.numpy() for x in xs], texts=texts)
         return xs[0]
     # Graph modes: a Python callback (unigraph's text, not tf.print's) that the result
     # depends on, so a Session that fetches the result runs it, once per loop iteration.
     def show(*arrays):
-        emit(message, *arrays)
+        emit(message, *arrays, texts=texts)
         return np.int8(0)
 
-    done = tf.numpy_function(show, list(xs), tf.int8, stateful=True, name="print")
+    with tf.control_dependencies(last_print()):
+        done = tf.numpy_function(show, list(xs), tf.int8, stateful=True, name="print")
     # A Session runs only what it fetches: a print whose value is not used again is found
     # here by the tensorflow:static builder (PRINTS), which fetches it with the outputs.
     tf.compat.v1.add_to_collection(PRINTS, done)

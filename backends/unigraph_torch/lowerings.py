@@ -229,10 +229,10 @@ def scatter_add(x, indices, updates, *, axis):
     return torch.index_add(x, axis, indices, updates)
 
 
-def print_(*xs, message):
+def print_(*xs, message, texts=None):
     # The host values, formatted by unigraph (the same text on every target); generated
     # torch:static code calls this too, so a print in a loop body prints per iteration.
-    emit(message, *[x.detach().cpu().numpy() for x in xs])
+    emit(message, *[x.detach().cpu().numpy() for x in xs], texts=texts)
     return xs[0]
 
 

@@ -322,6 +322,10 @@ def _call_router(fn, function: ast.FunctionDef):
             return not (isinstance(value, types.ModuleType) and calls.is_library_module(value))
         return calls.routes_value(value)
 
+    # Whether `print(...)` is the builtin (no scope of `fn` binds it, nor its globals):
+    # then it becomes `ag__.print_(...)` (`autograph.printing`).
+    routes.prints = "print" not in bound and \
+        fn.__globals__.get("print", builtins.get("print")) is print
     return routes
 
 

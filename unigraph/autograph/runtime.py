@@ -18,6 +18,7 @@ import numpy as np
 
 from unigraph import api, pytree
 from unigraph.autograph.calls import converted  # noqa: F401 (ag__.converted)
+from unigraph.autograph.printing import Field, FString, print_  # noqa: F401 (ag__.print_)
 from unigraph.autograph.ranges import TensorRange, range, range_call  # noqa: A004, F401
 from unigraph.autograph.weak import is_weak, strong, weak
 from unigraph.control_flow import (
@@ -284,6 +285,13 @@ def _symbolic_cond(pred, true_run, false_run, names, what: str) -> list:
         kept.append(index)
         then_out.append(a)
         else_out.append(b)
+    if not kept and any(node.op == "print" for b in (then_builder, else_builder)
+                        for node in b.graph.walk()):
+        # A branch that only prints (`if c: print(x)`) still has a result, the condition
+        # passed through: a backend builds no `cond` without one (Paddle), or runs only
+        # what a result needs (a TF Session).
+        then_out.append(pred)
+        else_out.append(pred)
     values = emit_cond(builder, pred, [], (then_builder, tuple(then_out)),
                        (else_builder, tuple(else_out)))
     for index, value in zip(kept, values):

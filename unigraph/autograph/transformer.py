@@ -385,6 +385,13 @@ class Converter(ast.NodeTransformer):
         whose converted version then runs (decided by `routes`, see `autograph.calls`)."""
         self.generic_visit(node)
         func = node.func
+        if isinstance(func, ast.Name) and func.id == "print" \
+                and getattr(self.routes, "prints", False):
+            # The builtin print: a tensor argument prints when it runs (autograph.printing)
+            node.func = _place(ast.Attribute(value=_name(self.alias), attr="print_",
+                                             ctx=ast.Load()), func)
+            node.args = [self._print_argument(arg) for arg in node.args]
+            return node
         if self.routes is None or (isinstance(func, ast.Attribute)
                                    and isinstance(func.value, ast.Name)
                                    and func.value.id == self.alias):
@@ -393,6 +400,30 @@ class Converter(ast.NodeTransformer):
             return node
         node.func = self._runtime("converted", [func], node)
         return node
+
+    def _print_argument(self, arg):
+        """An f-string argument of print -> `ag__.FString("text", ag__.Field(value), ...)`:
+        its tensor fields print when the line runs. A field with a conversion or format
+        spec carries a lambda that formats it as Python would."""
+        if not isinstance(arg, ast.JoinedStr):
+            return arg
+        pieces = []
+        for value in arg.values:
+            if not isinstance(value, ast.FormattedValue):
+                pieces.append(value)
+                continue
+            field_args = [value.value]
+            if value.conversion != -1 or value.format_spec is not None:
+                name = self.namer.new("field")
+                field = ast.FormattedValue(value=_name(name), conversion=value.conversion,
+                                           format_spec=value.format_spec)
+                field_args.append(ast.Lambda(
+                    args=ast.arguments(posonlyargs=[], args=[ast.arg(arg=name)], vararg=None,
+                                       kwonlyargs=[], kw_defaults=[], kwarg=None,
+                                       defaults=[]),
+                    body=ast.JoinedStr(values=[field])))
+            pieces.append(self._runtime("Field", field_args, value))
+        return self._runtime("FString", pieces, arg)
 
     def visit_IfExp(self, node):
         self.generic_visit(node)
