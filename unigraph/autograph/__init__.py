@@ -16,9 +16,10 @@ The converted function is compiled under the original file name with the origina
 numbers, and shares the original's globals and closure cells, so tracebacks, error
 messages and `user_source()` point at the user's lines. `Function.source()` shows the
 converted code; a lambda converts as the `def` it means. Functions that cannot be converted
-(builtins, generators, code whose source is unavailable) run as written. The user's own
-functions, methods, callable objects and lambdas that converted code calls run converted
-too (`calls`: `helper(x)` becomes `ag__.converted(helper)(x)`).
+(builtins, coroutines, code whose source is unavailable) run as written; a generator's
+statements that hold a `yield` stay Python's (their condition must be a Python value). The
+user's own functions, methods, callable objects and lambdas that converted code calls run
+converted too (`calls`: `helper(x)` becomes `ag__.converted(helper)(x)`).
 """
 
 import __future__  # the compiler flags of future features, to compile like the original
@@ -39,7 +40,7 @@ __all__ = ["Conversion", "convert", "original_source", "runtime"]
 _FUTURE_FLAGS = 0
 for _feature in __future__.all_feature_names:
     _FUTURE_FLAGS |= getattr(__future__, _feature).compiler_flag
-_UNCONVERTIBLE_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+_UNCONVERTIBLE_FLAGS = inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 
 
 class Conversion:
@@ -112,7 +113,7 @@ def _unconvertible(fn) -> str | None:
         # wraps through `ag__.converted`, so that one runs converted too.
         return "it is a library decorator's wrapper"
     if fn.__code__.co_flags & _UNCONVERTIBLE_FLAGS:
-        return "generators and coroutines are not converted"
+        return "coroutines and async generators are not converted"
     return None
 
 

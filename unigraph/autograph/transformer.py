@@ -284,6 +284,19 @@ def _parameters(function) -> set:
     return set(names)
 
 
+def _holds_yield(node) -> bool:
+    """Whether `node` holds a `yield` of the function being converted (not of a nested
+    scope): a generator's."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, (ast.Yield, ast.YieldFrom)):
+            return True
+        stack.extend(child for child in ast.iter_child_nodes(current)
+                     if not isinstance(child, SCOPES))
+    return False
+
+
 def _has_walrus(node) -> bool:
     return any(isinstance(child, ast.NamedExpr) for child in ast.walk(node))
 
@@ -425,7 +438,28 @@ class Converter(ast.NodeTransformer):
             pieces.append(self._runtime("Field", field_args, value))
         return self._runtime("FString", pieces, arg)
 
+    def _kept_python(self, node, what: str):
+        """A statement holding a generator's `yield` stays Python's (a `yield` cannot be
+        inside a cond branch or a loop body, which are functions of their own), its inner
+        statements converted; its condition or iterable must be a Python value in every
+        mode (`ag__.python_value`): a tensor one is refused eagerly too."""
+        self.generic_visit(node)
+        if isinstance(node, ast.For):
+            node.iter = self._runtime("python_value", [node.iter, ast.Constant(value=what)],
+                                      node.iter)
+            extra = getattr(node, EXTRA_TEST, None)
+            if extra is not None:  # (the flags of a lowered `break`/`return`)
+                stop = ast.If(test=ast.UnaryOp(op=ast.Not(), operand=self.visit(extra)),
+                              body=[ast.Break()], orelse=[])
+                node.body.insert(0, _place(stop, node))
+        else:
+            node.test = self._runtime("python_value", [node.test, ast.Constant(value=what)],
+                                      node.test)
+        return node
+
     def visit_IfExp(self, node):
+        if _holds_yield(node):
+            return self._kept_python(node, "conditional expression")
         self.generic_visit(node)
         if _has_walrus(node.body) or _has_walrus(node.orelse):
             return node  # a lambda would give `:=` a scope of its own
@@ -434,7 +468,7 @@ class Converter(ast.NodeTransformer):
 
     def visit_BoolOp(self, node):
         self.generic_visit(node)
-        if any(_has_walrus(value) for value in node.values[1:]):
+        if any(_has_walrus(value) or _holds_yield(value) for value in node.values[1:]):
             return node
         helper = "and_" if isinstance(node.op, ast.And) else "or_"
         return self._runtime(helper, [node.values[0], *map(_lambda, node.values[1:])], node)
@@ -511,6 +545,8 @@ class Converter(ast.NodeTransformer):
         return call
 
     def visit_If(self, node):
+        if _holds_yield(node):
+            return self._kept_python(node, "`if`")
         modified = assigned_names(node.body + node.orelse)
         in_body, in_else = set(assigned_names(node.body)), set(assigned_names(node.orelse))
         defined, live, head = self._facts(node, modified)
@@ -541,6 +577,8 @@ class Converter(ast.NodeTransformer):
                 _place(ast.Expr(value=call), node)]
 
     def visit_While(self, node):
+        if _holds_yield(node):
+            return self._kept_python(node, "`while`")
         if node.orelse or _has_walrus(node.test):
             # `:=` in the test would change loop variables in the loop's *condition*,
             # which a while_loop cannot do: the loop stays a Python `while`.
@@ -562,6 +600,8 @@ class Converter(ast.NodeTransformer):
                 _place(ast.Expr(value=call), node)]
 
     def visit_For(self, node):
+        if _holds_yield(node):
+            return self._kept_python(node, "`for`")
         if node.orelse:
             return self.generic_visit(node)
         modified = assigned_names([node.target, *node.body])
