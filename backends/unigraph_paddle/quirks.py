@@ -1487,7 +1487,8 @@ QUIRKS = [
                   "format a print at run time",
         workaround="paddle:static prints with paddle.static.Print (Paddle's text: '- "
                    "message:' and '- data:' lines) of a detached copy (Print would also "
-                   "print the gradient), the result depending on it",
+                   "print the gradient), the result depending on it; of a Python print in "
+                   "converted code, each value's message is the text before it",
         pin=_py_func_refused_in_a_program,
     ),
     Quirk(
