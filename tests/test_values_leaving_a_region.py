@@ -46,6 +46,48 @@ def range_kept_in_a_list(x):
     return ug.stack(kept)
 
 
+class Scaler:
+    def __init__(self):
+        self.scale = 1.0
+        self.steps = 0
+
+    def pick(self, x):
+        if ug.sum(x) > 0:  # STATEMENT
+            self.scale = 2.0  # GROWN
+        else:
+            self.scale = -1.0
+        return x * self.scale
+
+    def count(self, x):
+        while ug.sum(x) < 10:  # STATEMENT
+            x = x * 2
+            self.steps += 1  # GROWN
+        return x
+
+
+def if_sets_an_attribute(x):
+    return Scaler().pick(x)
+
+
+def while_counts_in_an_attribute(x):
+    return Scaler().count(x)
+
+
+def range_sets_an_item(x):
+    last = {}
+    for i in ug.range(ug.cast(ug.sum(x), "int64")):  # STATEMENT
+        x = x + 1.0
+        last["x"], last["i"] = x, i  # GROWN
+    return x
+
+
+def if_deletes_an_item(x):
+    cache = {"y": x}
+    if ug.sum(x) > 0:  # STATEMENT
+        del cache["y"]  # GROWN
+    return x
+
+
 def while_loop_kept_in_a_list(x):
     kept = []
 
@@ -78,22 +120,30 @@ def _at(fn, marker):
 
 
 REFUSED = {
-    "while": (while_kept_in_a_list, "`while` loop", "STATEMENT", "kept.append"),
-    "if": (if_kept_in_a_list, "`if`", "STATEMENT", "kept.append"),
-    "for": (range_kept_in_a_list, "`for` loop", "STATEMENT", "kept.append"),
+    "while": (while_kept_in_a_list, "`while` loop", while_kept_in_a_list, "kept.append(...)"),
+    "if": (if_kept_in_a_list, "`if`", if_kept_in_a_list, "kept.append(...)"),
+    "for": (range_kept_in_a_list, "`for` loop", range_kept_in_a_list, "kept.append(...)"),
+    "if_attribute": (if_sets_an_attribute, "`if`", Scaler.pick, "self.scale = ..."),
+    "while_attribute": (while_counts_in_an_attribute, "`while` loop", Scaler.count,
+                        "self.steps += ..."),
+    "for_item": (range_sets_an_item, "`for` loop", range_sets_an_item, "last['i'] = ..."),
+    "if_del": (if_deletes_an_item, "`if`", if_deletes_an_item, "del cache['y']"),
 }
 
 
 @pytest.mark.parametrize("case", sorted(REFUSED))
 @pytest.mark.parametrize("target", TARGETS)
-def test_a_list_grown_under_a_tensor_condition_is_refused_alike(target, case):
-    fn, statement, marker, call = REFUSED[case]
+def test_an_object_changed_under_a_tensor_condition_is_refused_alike(target, case):
+    """A list grown, an attribute or an item set or deleted: eager targets ran the change
+    once per trip taken, static ones once per trace (an attribute kept the branch traced
+    last, whatever the condition)."""
+    fn, statement, source, change = REFUSED[case]
     with pytest.raises(ug.ControlFlowError) as caught:
         run_on(target, ug.function(fn), np.array([1.0, 2.0]))
     message = str(caught.value)
-    assert re.search(rf"{statement} at {_at(fn, marker)} \(its condition is a tensor\) grows a "
-                     rf"list made before it: `{call}\(\.\.\.\)` at {_at(fn, 'GROWN')}", message), \
-        message
+    assert re.search(rf"{statement} at {_at(source, 'STATEMENT')} \(its condition is a tensor\) "
+                     rf"changes a Python object made before it: `{re.escape(change)}` at "
+                     rf"{_at(source, 'GROWN')}", message), message
     assert "buf = buf.at[i].set(v)" in message, message
 
 

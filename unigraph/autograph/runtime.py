@@ -225,8 +225,9 @@ def if_stmt(cond, body, orelse, get_state, set_state, names, one_branch=(), grow
     `one_branch`: (name, "if" or "else") for the state variables only one branch assigns.
     When `cond` is a tensor, eager or symbolic, such a variable must be bound before the
     `if`: the rule a static graph needs, checked in every mode so that they all agree.
-    `grown`: (line, "kept.append") for the lists made before the `if` that it grows,
-    refused under a tensor condition in every mode (`_check_grown`)."""
+    `grown`: (line, "kept.append(...)") for the Python objects made before the `if` that it
+    changes (a list grown, an attribute or item set), refused under a tensor condition in
+    every mode (`_check_grown`)."""
     if grown and isinstance(cond, Tensor):
         _check_grown(grown, "`if`", TRACES_BRANCHES)
     if one_branch and isinstance(cond, Tensor):
@@ -310,18 +311,19 @@ def _check_one_branch(state: dict, one_branch, what: str) -> None:
 
 
 def _check_grown(grown, what: str, why: str) -> None:
-    """A list made before a tensor `if` or loop and grown inside it (`kept.append(v)`):
-    eager Python would grow it once per iteration taken, a static trace once per branch or
-    body whatever runs, so the program could not mean one thing on every target."""
-    line, call = grown[0]
+    """A Python object made before a tensor `if` or loop and changed inside it
+    (`kept.append(v)`, `self.scale = v`): eager Python would change it once per iteration
+    taken, a static trace once per branch or body whatever runs, so the program could not
+    mean one thing on every target."""
+    line, change = grown[0]
     where = user_source()
     raise ControlFlowError(
-        f"{what} at {where} (its condition is a tensor) grows a list made before it: "
-        f"`{call}(...)` at {where.rpartition(':')[0]}:{line}. A static target {why}, so the "
-        "list could not hold what running it in Python gives; collect the values in a "
-        "tensor instead (in a loop: `buf = buf.at[i].set(v)` with `buf` made before it; in "
-        "an `if`: a variable assigned in both branches), or loop over range(n) with a "
-        "Python int n, which runs as Python"
+        f"{what} at {where} (its condition is a tensor) changes a Python object made "
+        f"before it: `{change}` at {where.rpartition(':')[0]}:{line}. A static target "
+        f"{why}, so the object could not hold what running it in Python gives; carry the "
+        "values in tensors instead (in a loop: `buf = buf.at[i].set(v)` with `buf` made "
+        "before it; in an `if`: a variable assigned in both branches, set on the object "
+        "after the `if`), or loop over range(n) with a Python int n, which runs as Python"
     )
 
 

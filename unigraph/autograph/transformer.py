@@ -308,9 +308,11 @@ GROWING = {"append", "extend", "insert"}
 
 
 def _grown_outside(nodes, modified) -> list:
-    """(line, "kept.append") for each `kept.append(...)`-like call in `nodes` (not in nested
-    functions) on an object the block does not bind (`kept`, `self.kept`): a list made
-    before an `if` or a loop that the block grows, which a tensor condition forbids."""
+    """(line, "kept.append(...)") for each `kept.append(...)`-like call in `nodes` (not in
+    nested functions) on an object the block does not bind (`kept`, `self.kept`), and
+    (line, "self.scale = ...") for each attribute or item such an object has set or deleted
+    there: Python objects made before an `if` or a loop that the block changes, which a
+    tensor condition forbids."""
     found = set()
     stack = list(nodes)
     while stack:
@@ -318,14 +320,52 @@ def _grown_outside(nodes, modified) -> list:
         if isinstance(node, SCOPES):
             continue
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                and node.func.attr in GROWING:
-            root = node.func.value
-            while isinstance(root, ast.Attribute):
-                root = root.value
-            if isinstance(root, ast.Name) and root.id not in modified:
-                found.add((node.lineno, ast.unparse(node.func)))
+                and node.func.attr in GROWING and _made_outside(node.func.value, modified):
+            found.add((node.lineno, f"{ast.unparse(node.func)}(...)"))
+        for target in _stored_in(node):
+            if isinstance(target, (ast.Attribute, ast.Subscript)) \
+                    and _made_outside(target.value, modified):
+                found.add((node.lineno, _change(node, target)))
         stack.extend(ast.iter_child_nodes(node))
     return sorted(found)
+
+
+def _made_outside(value, modified) -> bool:
+    """Whether `value` (`kept`, `self.kept`, `d[k]`) is reached from a name the block does
+    not bind."""
+    while isinstance(value, (ast.Attribute, ast.Subscript)):
+        value = value.value
+    return isinstance(value, ast.Name) and value.id not in modified
+
+
+def _change(statement, target) -> str:
+    """`self.scale = ...`, `self.steps += ...`, `del cache['y']`: the change, its value
+    left out."""
+    if isinstance(statement, ast.Delete):
+        return f"del {ast.unparse(target)}"
+    op = statement.op if isinstance(statement, ast.AugAssign) else None
+    return ast.unparse(ast.AugAssign(target=target, op=op, value=ast.Name(id="...")) if op
+                       else ast.Assign(targets=[target], value=ast.Name(id="..."), lineno=0))
+
+
+def _stored_in(node) -> list:
+    """The targets a statement stores to or deletes, tuples and lists unpacked."""
+    if isinstance(node, (ast.Assign, ast.Delete)):
+        targets = list(node.targets)
+    elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+        targets = [node.target]
+    else:
+        return []
+    stored = []
+    while targets:
+        target = targets.pop()
+        if isinstance(target, (ast.Tuple, ast.List)):
+            targets.extend(target.elts)
+        elif isinstance(target, ast.Starred):
+            targets.append(target.value)
+        else:
+            stored.append(target)
+    return stored
 
 
 def convert_function(function: ast.FunctionDef, namer: Namer, alias: str,
@@ -534,9 +574,9 @@ class Converter(ast.NodeTransformer):
 
     @staticmethod
     def _with_grown(call: ast.Call, grown: list) -> ast.Call:
-        """`call` with `grown=((line, "kept.append"), ...)` (see `_grown_outside`), the
-        lists made before the statement that it grows: the runtime refuses them once the
-        condition is a tensor."""
+        """`call` with `grown=((line, "kept.append(...)"), ...)` (see `_grown_outside`),
+        the Python objects made before the statement that it changes: the runtime refuses
+        them once the condition is a tensor."""
         if grown:
             value = ast.Tuple(elts=[ast.Tuple(elts=[ast.Constant(value=line),
                                                     ast.Constant(value=text)], ctx=ast.Load())
