@@ -112,6 +112,7 @@ from unigraph.api import (
     tan,
     tanh,
     tile,
+    topk,
     transpose,
     tril,
     triu,

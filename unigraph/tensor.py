@@ -333,6 +333,10 @@ class Tensor:
     def argmin(self, axis=-1, keepdims=False):
         return _api.argmin(self, axis, keepdims)
 
+    def topk(self, k, axis=-1, largest=True, sorted=True):
+        """`ug.topk(self, k, axis, largest, sorted)`: (values, indices)."""
+        return _api.topk(self, k, axis, largest, sorted)
+
     def flatten(self, start_axis=0, end_axis=-1):
         return _api.flatten(self, start_axis, end_axis)
 

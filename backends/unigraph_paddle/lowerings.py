@@ -984,6 +984,14 @@ def detach(x):
     return x.detach() if _is_float(x) else x
 
 
+def topk(x, *, k, axis, largest):
+    """The first k of the stable argsort: paddle.topk orders equal values by no rule of
+    their index (quirk "topk"); a stable descending argsort keeps them in index order, NaN
+    first."""
+    order = paddle.argsort(x, axis=axis, descending=largest, stable=True)
+    return paddle.slice(order, axes=[axis], starts=[0], ends=[k])
+
+
 LOWERINGS = {
     # elementwise
     # (in a Program, with a 0-d operand: see unigraph_paddle.program_scalars)
@@ -1053,6 +1061,7 @@ LOWERINGS = {
     "cumsum": widen_small_ints(widen_half(cumsum)),
     "argmax": widen_small_ints(widen_half(argmax)),
     "argsort": widen_small_ints(lambda x, *, axis: paddle.argsort(x, axis=axis, stable=True)),
+    "topk": widen_small_ints(topk),
     "any": reduce_any,
     "all": reduce_all,
     # shape

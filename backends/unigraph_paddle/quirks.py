@@ -1058,6 +1058,14 @@ def _abs_gradient_is_nan_at_infinity() -> bool:
     return bool(np.isnan(grad.numpy()[:2]).all() and grad.numpy()[2] == 1.0)
 
 
+
+def _topk_misorders_ties() -> bool:
+    paddle = _paddle()
+    x = np.array([3, 1, 3, 0, -1, 1, 3, 0, 2, 2, 5, -7, 3, 3])
+    got = paddle.topk(paddle.to_tensor(x), len(x))[1].numpy()
+    stable = len(x) - 1 - np.argsort(x[::-1], kind="stable")[::-1]
+    return bool((got != stable).any())
+
 QUIRKS = [
     Quirk(
         op="log_softmax", framework="paddle", versions=VERSIONS,
@@ -1694,5 +1702,14 @@ QUIRKS = [
                    "paddle.sign's backward is inf * 0 there), the rest through abs of x with "
                    "the infinities masked out (lowerings.absolute)",
         pin=_abs_gradient_is_nan_at_infinity,
+    ),
+    Quirk(
+        op="topk", framework="paddle", versions=VERSIONS,
+        behaviour="paddle.topk orders equal values by no rule of their index: the 3s of "
+                  "[3, 1, 3, 0, -1, 1, 3, 0, 2, 2, 5, -7, 3, 3] come as indices 0, 2, 13, 12, "
+                  "6 (largest=False too)",
+        workaround="the first k of paddle.argsort(descending=largest, stable=True): ties in "
+                   "index order, NaN first when largest (lowerings.topk)",
+        pin=_topk_misorders_ties,
     ),
 ]

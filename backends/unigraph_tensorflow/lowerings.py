@@ -572,6 +572,32 @@ def argsort(x, *, axis):
     return raw.Transpose(x=order, perm=back) if axis != last else order
 
 
+def topk(x, *, k, axis, largest):
+    """tf.math.top_k where it keeps the record's order (ints, largest: equal values in index
+    order); it misorders floats around a NaN (quirk "topk"), and has no smallest-first form
+    that -x would give an int at its minimum. There: the stable argsort above (largest: of
+    x reversed along `axis`, the order reversed back, n - 1 - i: descending, ties still in
+    index order, NaN first), its first k."""
+    rank = len(x.shape)
+    last = rank - 1
+    if largest and not x.dtype.is_floating:
+        perm = [d for d in range(rank) if d != axis] + [axis]
+        moved = raw.Transpose(x=x, perm=perm) if axis != last else x
+        order = raw.Cast(x=raw.TopKV2(input=moved, k=k, sorted=True).indices, DstT=tf.int64)
+        return raw.Transpose(x=order, perm=[perm.index(d) for d in range(rank)]) \
+            if axis != last else order
+    if largest:
+        size = x.shape[axis]
+        order = tf.reverse(argsort(tf.reverse(x, [axis]), axis=axis), [axis])
+        order = tf.constant(size - 1, tf.int64) - order
+    else:
+        order = argsort(x, axis=axis)
+    begin = [0] * rank
+    size = [-1] * rank
+    size[axis] = k
+    return tf.slice(order, begin, size)
+
+
 def triangle(lower: bool):
     """tril / triu: x where column - row <= k (>= k for triu), else zeros. TF's
     MatrixBandPart keeps a band around the diagonal, which cannot drop the main diagonal
@@ -653,6 +679,7 @@ LOWERINGS = {
     "cumsum": in_float32(lambda x, *, axis: raw.Cumsum(x=x, axis=axis)),
     "argmax": argmax,
     "argsort": argsort,
+    "topk": topk,
     "any": reduction(raw.Any),
     "all": reduction(raw.All),
     # shape

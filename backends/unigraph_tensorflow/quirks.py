@@ -418,6 +418,15 @@ def _stable_argsort_misorders_around_nan() -> bool:
     return bool((got != np.argsort(x, kind="stable")).any())
 
 
+
+def _top_k_misorders_around_nan() -> bool:
+    tf = _tf()
+    x = np.array([3.0, np.nan, 1.0, 3.0, -np.inf, 1.0, np.nan, 0.0], np.float32)
+    got = tf.math.top_k(x, len(x)).indices.numpy()
+    stable = len(x) - 1 - np.argsort(x[::-1], kind="stable")[::-1]
+    return bool((got != stable).any())
+
+
 QUIRKS = [
     Quirk(
         op="conv2d", framework="tensorflow", versions=VERSIONS,
@@ -743,5 +752,15 @@ QUIRKS = [
         workaround="sorted with NaN read as 0, then that order sorted stably by 'is NaN' "
                    "(NaN last, the rest in place: lowerings.argsort)",
         pin=_stable_argsort_misorders_around_nan,
+    ),
+    Quirk(
+        op="topk", framework="tensorflow", versions=VERSIONS,
+        behaviour="tf.math.top_k of floats holding a NaN misorders them: [3, nan, 1, 3, -inf, "
+                  "1, nan, 0] comes as indices 0, 1, 3, 2, 5, 4, 6, 7 (NaN neither first nor "
+                  "last); it has no smallest-first form",
+        workaround="floats, and largest=False: the first k of the stable argsort (of x "
+                   "reversed along the axis, reversed back, for largest); ints largest first: "
+                   "tf.math.top_k (lowerings.topk)",
+        pin=_top_k_misorders_around_nan,
     ),
 ]

@@ -445,6 +445,13 @@ def adam_update_(param, grad, m, v, lr, step, beta1, beta2, eps):
     return _adam_into(param, grad, m, v, lr, step, beta1, beta2, eps, (param, m, v))
 
 
+def topk(x, *, k, axis, largest):
+    """The first k of the stable sort: torch.topk orders equal values by no rule of their
+    index (quirk "topk"); a stable descending sort keeps them in index order, NaN first."""
+    order = torch.sort(x, dim=axis, descending=largest, stable=True).indices
+    return torch.narrow(order, axis, 0, k)
+
+
 LOWERINGS = {
     # elementwise
     "add": torch.add,
@@ -508,6 +515,7 @@ LOWERINGS = {
     "cumsum": cumsum,
     "argmax": argmax,
     "argsort": lambda x, *, axis: torch.argsort(x, dim=axis, stable=True),  # NaN last
+    "topk": topk,
     "any": reduce_any,
     "all": reduce_all,
     # shape

@@ -39,6 +39,17 @@ def _max_pool_gradient_to_last_nan() -> bool:
     return x.grad.flatten().tolist() == [0.0, 1.0]
 
 
+
+def _topk_misorders_ties() -> bool:
+    import numpy as np
+    import torch
+
+    x = np.array([3, 1, 3, 0, -1, 1, 3, 0, 2, 2, 5, -7, 3, 3])
+    got = torch.topk(torch.tensor(x), len(x)).indices.numpy()
+    stable = len(x) - 1 - np.argsort(x[::-1], kind="stable")[::-1]
+    return bool((got != stable).any())
+
+
 def _pair_quirk(name: str) -> Quirk:
     return Quirk(
         op=name, framework="torch", versions=VERSIONS,
@@ -95,5 +106,14 @@ QUIRKS = [
                    "torch.argmax over F.unfold windows (the first maximum, NaN counting as "
                    "the maximum)",
         pin=_max_pool_gradient_to_last_nan,
+    ),
+    Quirk(
+        op="topk", framework="torch", versions=VERSIONS,
+        behaviour="torch.topk orders equal values by no rule of their index: the 3s of "
+                  "[3, 1, 3, 0, -1, 1, 3, 0, 2, 2, 5, -7, 3, 3] come as indices 0, 2, 13, 12, "
+                  "6 (largest=False too)",
+        workaround="the first k of torch.sort(descending=largest, stable=True): ties in index "
+                   "order, NaN first when largest (lowerings.topk)",
+        pin=_topk_misorders_ties,
     ),
 ]

@@ -98,6 +98,7 @@ from unigraph.api.reductions import (
     prod,
     sort,
     sum,
+    topk,
 )
 from unigraph.api.shapes import (
     broadcast_to,

@@ -11,6 +11,7 @@ from unigraph.api.operands import (
     _axes,
     _axis,
     _docs_from_records,
+    _exact_int,
     _known_shape,
     _promote,
     _record_doc,
@@ -141,17 +142,44 @@ def sort(x, axis=-1):
     """
     (a,) = _promote(x)
     axis = _axis(axis, a.ndim, "sort")
-    shape = _known_shape(a, "ug.sort")
-    order = argsort(a, axis)
+    return _taken_along(a, argsort(a, axis), axis, _known_shape(a, "ug.sort"))
+
+
+def topk(x, k, axis=-1, largest=True, sorted=True):
+    """The k largest (`largest=False`: smallest) elements of x along `axis` and their
+    indices (int64), as `torch.topk` / `tf.math.top_k` / `paddle.topk` but in one order on
+    every target: NumPy's stable order, so equal values (0.0 and -0.0 too) keep their order
+    in x and NaN counts as the largest (first when largest, last when not). The values are
+    x taken at the indices (as ug.sort's), so their gradient goes back to the chosen places.
+    `sorted=False` is accepted and gives the same sorted result. k may be 0; a k larger
+    than the dim is a ShapeError, and every dim must be known while tracing.
+
+    Example::
+
+        >>> values, indices = ug.topk([3.0, 1.0, nan, 3.0], 2)
+        [nan, 3.0], [2, 0]
+    """
+    (a,) = _promote(x)
+    axis = _axis(axis, a.ndim, "topk")
+    shape = _known_shape(a, "ug.topk")
+    order = apply("topk", [a], {"k": _exact_int(k, "ug.topk's k"), "axis": axis,
+                                "largest": bool(largest)})
+    return _taken_along(a, order, axis, shape), order
+
+
+def _taken_along(a, order, axis, shape):
+    """x at `order`'s indices along `axis` (np.take_along_axis): the rows along `axis` are
+    flattened, each index moved by its row's offset, then one take (a composition of
+    transpose, reshape and take: its gradient goes back to each element's place)."""
     if a.ndim == 1:
         return take(a, order, axis=0)
     perm = [d for d in range(a.ndim) if d != axis] + [axis]
     rows = transpose(a, perm)
-    size = shape[axis]
+    order = transpose(order, perm)
     count = int(np.prod([shape[d] for d in perm[:-1]], dtype=np.int64))
-    offsets = np.arange(count, dtype=np.int64).reshape(rows.shape[:-1] + (1,)) * size
-    flat = reshape(transpose(order, perm) + offsets, (-1,))
-    taken = reshape(take(reshape(rows, (-1,)), flat, axis=0), rows.shape)
+    offsets = np.arange(count, dtype=np.int64).reshape(rows.shape[:-1] + (1,)) * shape[axis]
+    flat = reshape(order + offsets, (-1,))
+    taken = reshape(take(reshape(rows, (-1,)), flat, axis=0), order.shape)
     return transpose(taken, [perm.index(d) for d in range(a.ndim)])
 
 

@@ -596,6 +596,14 @@ def _argsort(w, args, node):
     return w.node("TopK", [args[0], size], count=2, axis=axis, largest=0, sorted=1)[1]
 
 
+def _topk(w, args, node):
+    # TopK's indices (sorted=1): ORT orders equal values by index and NaN as the largest,
+    # smallest first or largest first, as the record, ints too (tests/test_topk.py).
+    attrs = node.attrs
+    return w.node("TopK", [args[0], w.const(_ints([attrs["k"]]))], count=2, axis=attrs["axis"],
+                  largest=int(attrs["largest"]), sorted=1)[1]
+
+
 def _trilu(upper: int):
     def emit(w, args, node):
         return w.node("Trilu", [args[0], w.const(np.array(node.attrs["k"], np.int64))],
@@ -709,6 +717,7 @@ EMITTERS = {
     "sparse_softmax_cross_entropy": _sparse_softmax_cross_entropy,
     "print": _print,
     "argsort": _argsort,
+    "topk": _topk,
     "tril": _trilu(upper=0),
     "triu": _trilu(upper=1),
     # inference computes no gradient: the value flows on

@@ -28,6 +28,8 @@ Signatures (inputs ; attrs) -> output:
                prod (x ; axis, keepdims) -> x.dtype ; cumsum (x ; axis: int) -> x.dtype
                argmax (x ; axis: int, keepdims: bool) -> int64, first maximum wins
                argsort (x ; axis: int) -> int64, stable, NaN last
+               topk (x ; k: int, axis: int, largest: bool) -> int64, argsort's order (largest:
+               descending, ties still in index order, NaN first), its first k
                any all (x: bool ; axis, keepdims) -> bool, False / True over nothing
   shape        reshape (x ; shape) ; transpose (x ; perm) ; concat stack (*xs ; axis)
                squeeze (x ; axis: tuple) ; expand_dims (x ; axis: int)

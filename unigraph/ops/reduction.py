@@ -308,6 +308,53 @@ register(OpDef(
 ))
 
 
+def _topk_infer(x, *, k, axis, largest):
+    require_numeric("topk", "x", x)
+    check_axis("topk", x, axis)
+    size = x.shape[axis]
+    if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 0:
+        raise ShapeError(f"topk: k={k!r} must be an int >= 0")
+    if size is not None and k > size:
+        raise ShapeError(f"topk: k={k} is larger than axis {axis} of {fmt(x)} (use k <= {size})")
+    return TensorSpec(x.shape[:axis] + (k,) + x.shape[axis + 1:], "int64")
+
+
+def topk_order(x, *, k, axis, largest):
+    """The record's order: NumPy's stable ascending order, or for `largest` the stable
+    ascending order of x reversed along `axis`, reversed back (descending, ties still in
+    index order, NaN first); its first k."""
+    if largest:
+        order = x.shape[axis] - 1 - np.flip(
+            np.argsort(np.flip(x, axis), axis=axis, kind="stable"), axis)
+    else:
+        order = np.argsort(x, axis=axis, kind="stable")
+    return np.take(order, np.arange(k), axis=axis).astype(np.int64)
+
+
+def _topk_samples(rng):
+    ties = np.array([[3.0, np.nan, 1.0, 3.0, -np.inf, 1.0, np.nan, 0.0, -0.0, np.inf]])
+    return [
+        Sample((distinct(rng, (2, 3, 4)),), {"k": 2, "axis": 0, "largest": False}),
+        Sample((ties,), {"k": 7, "axis": 1, "largest": True}),  # NaN first; ties in order
+        Sample((ties,), {"k": 9, "axis": 1, "largest": False}),  # 0.0 ties -0.0; NaN last
+        Sample((rng.integers(-3, 3, (3, 6)),), {"k": 4, "axis": 1, "largest": True}),
+    ]
+
+
+register(OpDef(
+    name="topk",
+    infer=_topk_infer,
+    reference=topk_order,
+    vjp=None,
+    doc="Indices (int64) of the k largest (`largest=False`: smallest) elements of x along "
+        "one `axis`, in order, as NumPy's stable order: equal values (0.0 and -0.0 too) keep "
+        "their order, NaN is the largest (first when largest, last when not). Not "
+        "differentiable (ug.topk takes the values at them).",
+    example="ug.topk([3.0, 1.0, nan, 3.0], 2)  # ([nan, 3.0], [2, 0])",
+    samples=_topk_samples,
+))
+
+
 def _prod_infer(x, *, axis, keepdims):
     require_numeric("prod", "x", x)
     return TensorSpec(_reduced_shape("prod", x, axis, keepdims), x.dtype)
