@@ -35,7 +35,7 @@ __all__ = [
     "binary_cross_entropy", "binary_cross_entropy_with_logits", "conv1d", "conv2d",
     "conv_transpose2d", "cross_entropy", "dropout", "embedding", "flatten", "group_norm",
     "huber_loss", "l1_loss", "layer_norm", "linear", "log_softmax", "max_pool1d", "max_pool2d",
-    "mse_loss", "relu", "sigmoid", "smooth_l1_loss", "softmax", "tanh",
+    "mse_loss", "nll_loss", "relu", "sigmoid", "smooth_l1_loss", "softmax", "tanh",
 ]
 
 # The 2-D records' wrappers, as torch.nn.functional names them; and the elementwise
@@ -252,6 +252,67 @@ def binary_cross_entropy(probabilities, targets, reduction="mean"):
     p = _as_tensor(probabilities)
     losses = -(targets * _floored_log(p) + (1.0 - targets) * _floored_log(1.0 - p))
     return _reduce(losses, reduction, "binary_cross_entropy")
+
+
+
+def nll_loss(log_probs, target, reduction="mean", ignore_index=-100, weight=None):
+    """Negative log-likelihood of integer `target` under `log_probs`, as torch's
+    `F.nll_loss`: log_probs [N, C] (or [N, C, d1, ...], or [C] with a 0-d target), target
+    [N] (or [N, d1, ...]) in [0, C); loss_n = -weight[t_n] * log_probs[n, t_n], 0 where
+    t_n == ignore_index. "mean" divides the sum by the sum of the chosen weights (the count
+    of kept targets without `weight`), "sum" sums, "none" keeps target's shape.
+
+    A target outside [0, C) that is not ignore_index raises `ug.IndexOutOfRangeError`.
+    Every dim must be known while tracing (the log-probabilities are taken at flat
+    positions found from the shape, as ug.topk's).
+
+    >>> F.nll_loss(F.log_softmax(logits, axis=1), labels)  # = F.cross_entropy(logits, labels)
+    """
+    from unigraph.api.reductions import _taken_along
+    from unigraph.dispatch import apply
+
+    x = _as_tensor(log_probs)
+    t = _as_tensor(target)
+    if t.dtype not in _INT_DTYPES:
+        raise TypeError(f"nll_loss: target must hold integer class ids, got {t.dtype}; "
+                        "cast it, e.g. ug.cast(target, 'int64')")
+    if x.ndim == 1:  # [C] and a 0-d target: one row
+        loss = nll_loss(api.expand_dims(x, 0), api.reshape(t, (1,)), reduction, ignore_index,
+                        weight)
+        return api.reshape(loss, ()) if reduction == "none" else loss
+    shape = _known(x)
+    if x.ndim < 2 or tuple(t.shape) != shape[:1] + shape[2:]:
+        raise ShapeError(f"nll_loss: log_probs {list(shape)} needs a target of shape "
+                         f"{list(shape[:1] + shape[2:])} (log_probs without its class dim 1), "
+                         f"got {list(t.shape)}")
+    classes = shape[1]
+    if weight is None:
+        weights = api.ones((classes,), x.dtype)
+    else:
+        weights = api.cast(_as_tensor(weight), x.dtype)
+        if tuple(weights.shape) != (classes,):
+            raise ShapeError(f"nll_loss: weight must have one entry per class, shape "
+                             f"[{classes}], got {list(weights.shape)}")
+    kept = api.not_equal(t, ignore_index)
+    t = api.cast(t, "int64")
+    safe = api.where(kept, t, api.zeros_like(t))  # an ignored target reads class 0, unused
+    # the op itself (not ug.take, which counts a negative index from the end): a target
+    # outside [0, C) is an IndexOutOfRangeError on every target
+    chosen = apply("take", [weights, safe], {"axis": 0})
+    picked = api.squeeze(_taken_along(x, api.expand_dims(safe, 1), 1, shape), 1)
+    # where, not a product with the mask: an ignored -inf log-probability adds nothing (and
+    # meets no weight: the weights' gradient would be 0 * -inf there)
+    zeros = api.zeros_like(picked)
+    losses = api.where(kept, -(chosen * api.where(kept, picked, zeros)), zeros)
+    if reduction == "mean":
+        return api.sum(losses) / api.sum(api.where(kept, chosen, api.zeros_like(chosen)))
+    return _reduce(losses, reduction, "nll_loss")
+
+
+def _known(x) -> tuple:
+    from unigraph.api.operands import _known_shape
+
+    return _known_shape(x, "F.nll_loss")
 
 
 def accuracy(logits, labels):
