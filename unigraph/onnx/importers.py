@@ -285,6 +285,20 @@ def _split(ctx, args, attrs):
     return list(ug.split(x, [int(p) for p in points], axis=axis)) if points else [ug.add(x, 0)]
 
 
+
+def _top_k(ctx, args, attrs):
+    """TopK -> ug.topk: k an input from opset 10 (known at import), else the attribute;
+    ONNX's order (ties by index, sorted) is the record's. sorted=0 leaves the order open in
+    ONNX: the sorted one is one of the orders it allows."""
+    if len(args) > 1:
+        k = int(ctx.static(args[1], "k of TopK").reshape(-1)[0])
+    else:
+        k = attrs["k"]
+    values, indices = ug.topk(args[0], k, axis=attrs.get("axis", -1),
+                              largest=bool(attrs.get("largest", 1)))
+    return [values, indices]
+
+
 def _gather_elements(ctx, args, attrs):
     """out[i, j, ...] = data[..., index[i, j, ...] on `axis`, ...]: one `take` from the
     flattened data at flat positions (index * stride of `axis` + the other coordinates'
@@ -472,6 +486,7 @@ IMPORTERS = {
     "Expand": _expand,
     "Slice": _slice,
     "Pad": _pad,
+    "TopK": _top_k,
     "Split": _split,
     "GatherElements": _gather_elements,
     "ConstantOfShape": _constant_of_shape,
