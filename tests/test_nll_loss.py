@@ -77,8 +77,10 @@ def test_spatial_and_single_inputs(target, reduction):
 
 
 @pytest.mark.parametrize("target", TARGETS)
-def test_a_target_outside_the_classes_is_refused(target):
+@pytest.mark.parametrize("bad", [4, -1])
+def test_a_target_outside_the_classes_is_refused(target, bad):
+    """-1 too: it is not ignore_index, and not counted from the end (torch refuses it)."""
     log_probs, _ = _case((3, 4), "float64")
-    fn = ug.function(lambda x: F.nll_loss(x, np.array([0, 4, 1])))
+    fn = ug.function(lambda x: F.nll_loss(x, np.array([0, bad, 1])))
     with pytest.raises(ug.IndexOutOfRangeError):
         run_on(target, fn, log_probs)

@@ -104,6 +104,13 @@ def test_a_k_larger_than_the_dim_is_refused_by_name(target):
 
 
 @pytest.mark.parametrize("target", TARGETS)
+def test_a_negative_k_is_refused_by_name(target):
+    fn = ug.function(lambda x: ug.topk(x, -1))
+    with pytest.raises(ug.ShapeError, match=r"topk: k=-1 must be an int >= 0"):
+        run_on(target, fn, np.ones((3, 5)))
+
+
+@pytest.mark.parametrize("target", TARGETS)
 def test_a_dim_open_until_the_run_is_refused_by_name(target):
     """A trace (static targets) with a dim input_spec leaves open is refused, naming the
     function and the shape (the values are taken at flat positions found from the shape, as
