@@ -77,6 +77,17 @@ def test_spatial_and_single_inputs(target, reduction):
 
 
 @pytest.mark.parametrize("target", TARGETS)
+def test_an_open_batch_dim(target):
+    """input_spec leaving N open: the rows are counted when the program runs."""
+    log_probs, labels = _case((5, 3), "float64", seed=3)
+    labels[2] = -100
+    want, _, _ = _torch(log_probs, labels, "mean", weight=np.array([1.0, 2.0, 0.5]))
+    fn = ug.function(lambda x, t: F.nll_loss(x, t, weight=np.array([1.0, 2.0, 0.5])),
+                     input_spec=[ug.Spec((None, 3), "float64"), ug.Spec((None,), "int64")])
+    np.testing.assert_allclose(run_on(target, fn, log_probs, labels), want, rtol=1e-13, atol=0)
+
+
+@pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("bad", [4, -1])
 def test_a_target_outside_the_classes_is_refused(target, bad):
     """-1 too: it is not ignore_index, and not counted from the end (torch refuses it)."""

@@ -20,10 +20,12 @@ from unigraph.api.operands import (
     unchanged,
     zero_d_axis,
 )
-from unigraph.api.shapes import reshape, take, transpose
+from unigraph.api.shapes import expand_dims, reshape, run_time_positions, take, transpose
 from unigraph.dispatch import apply
 from unigraph.dtypes import is_float
+from unigraph.errors import ShapeError
 from unigraph.tensor import Parameter, Tensor
+from unigraph.tracing import user_source
 
 _PLAIN = (Tensor, Parameter)  # never a WeakTensor: it promotes like a Python number
 # A bool x reduces as NumPy's: sum, prod and cumsum count in int64 (NumPy's default int);
@@ -142,7 +144,8 @@ def sort(x, axis=-1):
     """
     (a,) = _promote(x)
     axis = _axis(axis, a.ndim, "sort")
-    return _taken_along(a, argsort(a, axis), axis, _known_shape(a, "ug.sort"))
+    _known_shape(a, "ug.sort")
+    return _taken_along(a, argsort(a, axis), axis, "ug.sort")
 
 
 def topk(x, k, axis=-1, largest=True, sorted=True):
@@ -152,7 +155,8 @@ def topk(x, k, axis=-1, largest=True, sorted=True):
     in x and NaN counts as the largest (first when largest, last when not). The values are
     x taken at the indices (as ug.sort's), so their gradient goes back to the chosen places.
     `sorted=False` is accepted and gives the same sorted result. k may be 0; a k larger
-    than the dim is a ShapeError, and every dim must be known while tracing.
+    than the dim is a ShapeError. While tracing, `axis`'s dim must be known, and at most
+    one other dim may be left open by input_spec (a batch).
 
     Example::
 
@@ -161,25 +165,42 @@ def topk(x, k, axis=-1, largest=True, sorted=True):
     """
     (a,) = _promote(x)
     axis = _axis(axis, a.ndim, "topk")
-    shape = _known_shape(a, "ug.topk")
-    order = apply("topk", [a], {"k": _exact_int(k, "ug.topk's k"), "axis": axis,
-                                "largest": bool(largest)})
-    return _taken_along(a, order, axis, shape), order
+    k = _exact_int(k, "ug.topk's k")
+    if a.shape[axis] is None:
+        raise ShapeError(f"ug.topk: axis {axis} of the shape {list(a.shape)} of the tensor at "
+                         f"{user_source()} is known only at run time, so k={k} cannot be "
+                         "checked against it: give that dim a size in input_spec, or state "
+                         "the sizes first with ug.ensure_shape(x, shape)")
+    order = apply("topk", [a], {"k": k, "axis": axis, "largest": bool(largest)})
+    return _taken_along(a, order, axis, "ug.topk"), order
 
 
-def _taken_along(a, order, axis, shape):
-    """x at `order`'s indices along `axis` (np.take_along_axis): the rows along `axis` are
-    flattened, each index moved by its row's offset, then one take (a composition of
-    transpose, reshape and take: its gradient goes back to each element's place)."""
+def _taken_along(a, order, axis, what):
+    """x at `order`'s indices along `axis` (np.take_along_axis; `axis`'s dim known): the rows
+    along `axis` are flattened, each index moved by its row's offset, then one take (a
+    composition of transpose, reshape and take: its gradient goes back to each element's
+    place). One other dim may be left open by input_spec: the offsets are then counted when
+    the program runs (`run_time_positions`); two are refused, naming `what`."""
     if a.ndim == 1:
         return take(a, order, axis=0)
     perm = [d for d in range(a.ndim) if d != axis] + [axis]
     rows = transpose(a, perm)
     order = transpose(order, perm)
-    count = int(np.prod([shape[d] for d in perm[:-1]], dtype=np.int64))
-    offsets = np.arange(count, dtype=np.int64).reshape(rows.shape[:-1] + (1,)) * shape[axis]
-    flat = reshape(order + offsets, (-1,))
-    taken = reshape(take(reshape(rows, (-1,)), flat, axis=0), order.shape)
+    size = a.shape[axis]
+    outer = rows.shape[:-1]
+    if None not in outer:
+        count = int(np.prod(outer, dtype=np.int64))
+        offsets = np.arange(count, dtype=np.int64).reshape(outer + (1,)) * size
+        flat = reshape(order + offsets, (-1,))
+        taken = reshape(take(reshape(rows, (-1,)), flat, axis=0), order.shape)
+    else:
+        if outer.count(None) > 1 or not size:
+            _known_shape(a, what)
+        rows = reshape(rows, (-1, size))
+        offsets = expand_dims(run_time_positions(rows, 0), 1) * np.int64(size)
+        flat = reshape(reshape(order, (-1, order.shape[-1])) + offsets, (-1,))
+        taken = reshape(take(reshape(rows, (-1,)), flat, axis=0),
+                        tuple(-1 if d is None else d for d in order.shape))
     return transpose(taken, [perm.index(d) for d in range(a.ndim)])
 
 

@@ -263,8 +263,8 @@ def nll_loss(log_probs, target, reduction="mean", ignore_index=-100, weight=None
     of kept targets without `weight`), "sum" sums, "none" keeps target's shape.
 
     A target outside [0, C) that is not ignore_index raises `ug.IndexOutOfRangeError`.
-    Every dim must be known while tracing (the log-probabilities are taken at flat
-    positions found from the shape, as ug.topk's).
+    While tracing, C must be known, and at most one other dim may be left open by
+    input_spec (a batch), as for ug.topk.
 
     >>> F.nll_loss(F.log_softmax(logits, axis=1), labels)  # = F.cross_entropy(logits, labels)
     """
@@ -280,12 +280,16 @@ def nll_loss(log_probs, target, reduction="mean", ignore_index=-100, weight=None
         loss = nll_loss(api.expand_dims(x, 0), api.reshape(t, (1,)), reduction, ignore_index,
                         weight)
         return api.reshape(loss, ()) if reduction == "none" else loss
-    shape = _known(x)
-    if x.ndim < 2 or tuple(t.shape) != shape[:1] + shape[2:]:
+    shape = tuple(x.shape)
+    if x.ndim < 2 or len(t.shape) != x.ndim - 1 or any(
+            a is not None and b is not None and a != b
+            for a, b in zip(t.shape, shape[:1] + shape[2:])):
         raise ShapeError(f"nll_loss: log_probs {list(shape)} needs a target of shape "
                          f"{list(shape[:1] + shape[2:])} (log_probs without its class dim 1), "
                          f"got {list(t.shape)}")
     classes = shape[1]
+    if classes is None:
+        _known(x)
     if weight is None:
         weights = api.ones((classes,), x.dtype)
     else:
@@ -299,7 +303,7 @@ def nll_loss(log_probs, target, reduction="mean", ignore_index=-100, weight=None
     # the op itself (not ug.take, which counts a negative index from the end): a target
     # outside [0, C) is an IndexOutOfRangeError on every target
     chosen = apply("take", [weights, safe], {"axis": 0})
-    picked = api.squeeze(_taken_along(x, api.expand_dims(safe, 1), 1, shape), 1)
+    picked = api.squeeze(_taken_along(x, api.expand_dims(safe, 1), 1, "F.nll_loss"), 1)
     # where, not a product with the mask: an ignored -inf log-probability adds nothing (and
     # meets no weight: the weights' gradient would be 0 * -inf there)
     zeros = api.zeros_like(picked)
