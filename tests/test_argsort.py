@@ -79,16 +79,3 @@ def test_sort_gradient_goes_back_to_each_place(target):
     np.testing.assert_allclose(value, np.sum(np.sort(x, axis=0) * w)
                                + np.sum(np.sort(x) * w * 2.0), rtol=1e-13)
     np.testing.assert_allclose(gradient, by_columns + by_rows, rtol=1e-13)
-
-
-@pytest.mark.parametrize("target", TARGETS)
-def test_sort_of_a_dim_open_until_the_run_is_refused_by_name(target):
-    """A trace (static targets) with a dim input_spec leaves open is refused, naming the
-    function and the shape; eagerly every dim is known and the call sorts."""
-    x = np.array([[3.0, 1.0, 2.0], [0.0, -1.0, 5.0]])
-    fn = ug.function(lambda x: ug.sort(x), input_spec=[ug.Spec((None, 3), "float64")])
-    if target.endswith(":eager"):
-        np.testing.assert_array_equal(run_on(target, fn, x), np.sort(x))
-        return
-    with pytest.raises(ug.ShapeError, match=r"ug.sort: the shape \[None, 3\]"):
-        run_on(target, fn, x)

@@ -12,7 +12,6 @@ from unigraph.api.operands import (
     _axis,
     _docs_from_records,
     _exact_int,
-    _known_shape,
     _promote,
     _record_doc,
     promote_for,
@@ -20,7 +19,15 @@ from unigraph.api.operands import (
     unchanged,
     zero_d_axis,
 )
-from unigraph.api.shapes import expand_dims, reshape, run_time_positions, take, transpose
+from unigraph.api.shapes import (
+    _run_time_size,
+    merge_axes,
+    reshape,
+    reshape_as,
+    run_time_positions,
+    take,
+    transpose,
+)
 from unigraph.dispatch import apply
 from unigraph.dtypes import is_float
 from unigraph.errors import ShapeError
@@ -134,8 +141,9 @@ def sort(x, axis=-1):
     """x sorted ascending along `axis`, NaN last, as NumPy's `np.sort(x, axis,
     kind="stable")` (tied 0.0 and -0.0 keep their order in x): x taken at
     `ug.argsort`'s indices (the rows flattened, each index moved by its row's offset), so
-    the gradient goes back to each element's place (a tie: by the stable order). Every dim
-    must be known while tracing.
+    the gradient goes back to each element's place (a tie: by the stable order). Along or
+    across dims that input_spec leaves open, the rows' offsets are counted when the program
+    runs.
 
     Example::
 
@@ -144,8 +152,7 @@ def sort(x, axis=-1):
     """
     (a,) = _promote(x)
     axis = _axis(axis, a.ndim, "sort")
-    _known_shape(a, "ug.sort")
-    return _taken_along(a, argsort(a, axis), axis, "ug.sort")
+    return _taken_along(a, argsort(a, axis), axis)
 
 
 def topk(x, k, axis=-1, largest=True, sorted=True):
@@ -155,8 +162,8 @@ def topk(x, k, axis=-1, largest=True, sorted=True):
     in x and NaN counts as the largest (first when largest, last when not). The values are
     x taken at the indices (as ug.sort's), so their gradient goes back to the chosen places.
     `sorted=False` is accepted and gives the same sorted result. k may be 0; a k larger
-    than the dim is a ShapeError. While tracing, `axis`'s dim must be known, and at most
-    one other dim may be left open by input_spec (a batch).
+    than the dim is a ShapeError. While tracing, `axis`'s dim must be known; the others may
+    be left open by input_spec.
 
     Example::
 
@@ -172,36 +179,48 @@ def topk(x, k, axis=-1, largest=True, sorted=True):
                          "checked against it: give that dim a size in input_spec, or state "
                          "the sizes first with ug.ensure_shape(x, shape)")
     order = apply("topk", [a], {"k": k, "axis": axis, "largest": bool(largest)})
-    return _taken_along(a, order, axis, "ug.topk"), order
+    return _taken_along(a, order, axis), order
 
 
-def _taken_along(a, order, axis, what):
-    """x at `order`'s indices along `axis` (np.take_along_axis; `axis`'s dim known): the rows
-    along `axis` are flattened, each index moved by its row's offset, then one take (a
-    composition of transpose, reshape and take: its gradient goes back to each element's
-    place). One other dim may be left open by input_spec: the offsets are then counted when
-    the program runs (`run_time_positions`); two are refused, naming `what`."""
+def _taken_along(a, order, axis):
+    """x at `order`'s indices along `axis` (np.take_along_axis): the rows along `axis` are
+    flattened, each index moved by its row's start, then one take (a composition of
+    transpose, reshape and take: its gradient goes back to each element's place). Along or
+    across dims that input_spec leaves open, the starts are counted when the program runs."""
     if a.ndim == 1:
         return take(a, order, axis=0)
     perm = [d for d in range(a.ndim) if d != axis] + [axis]
-    rows = transpose(a, perm)
-    order = transpose(order, perm)
-    size = a.shape[axis]
-    outer = rows.shape[:-1]
-    if None not in outer:
-        count = int(np.prod(outer, dtype=np.int64))
-        offsets = np.arange(count, dtype=np.int64).reshape(outer + (1,)) * size
+    rows, order = transpose(a, perm), transpose(order, perm)
+    if None in a.shape or None in order.shape:
+        taken = _taken_along_open_rows(rows, order, a, axis)
+    else:
+        size = a.shape[axis]
+        count = int(np.prod(rows.shape[:-1], dtype=np.int64))
+        offsets = np.arange(count, dtype=np.int64).reshape(rows.shape[:-1] + (1,)) * size
         flat = reshape(order + offsets, (-1,))
         taken = reshape(take(reshape(rows, (-1,)), flat, axis=0), order.shape)
-    else:
-        if outer.count(None) > 1 or not size:
-            _known_shape(a, what)
-        rows = reshape(rows, (-1, size))
-        offsets = expand_dims(run_time_positions(rows, 0), 1) * np.int64(size)
-        flat = reshape(reshape(order, (-1, order.shape[-1])) + offsets, (-1,))
-        taken = reshape(take(reshape(rows, (-1,)), flat, axis=0),
-                        tuple(-1 if d is None else d for d in order.shape))
     return transpose(taken, [perm.index(d) for d in range(a.ndim)])
+
+
+def _taken_along_open_rows(rows, order, a, axis: int):
+    """`_taken_along`'s rows (the axis last) taken at `order` where input_spec leaves a dim
+    open: the rows flattened, each index moved by its row's start, counted from its flat
+    position when the program runs (a row of `order` holds `picked` indices: all of the
+    axis for sort, k for topk)."""
+    size = a.shape[axis]
+    if size is None:
+        size = _run_time_size(a, axis)
+    flat_order = merge_axes(order, 0, order.ndim)
+    positions = run_time_positions(flat_order, 0)
+    picked = order.shape[-1]
+    if picked is None or picked == size:
+        starts = positions - positions % size
+    elif picked:
+        starts = positions // picked * size
+    else:  # k = 0: no index to move
+        starts = positions
+    taken = take(merge_axes(rows, 0, rows.ndim), flat_order + starts, axis=0)
+    return reshape_as(taken, order)
 
 
 def cumsum(x, axis=None):

@@ -263,8 +263,7 @@ def nll_loss(log_probs, target, reduction="mean", ignore_index=-100, weight=None
     of kept targets without `weight`), "sum" sums, "none" keeps target's shape.
 
     A target outside [0, C) that is not ignore_index raises `ug.IndexOutOfRangeError`.
-    While tracing, C must be known, and at most one other dim may be left open by
-    input_spec (a batch), as for ug.topk.
+    While tracing, C must be known; the other dims may be left open by input_spec.
 
     >>> F.nll_loss(F.log_softmax(logits, axis=1), labels)  # = F.cross_entropy(logits, labels)
     """
@@ -303,7 +302,7 @@ def nll_loss(log_probs, target, reduction="mean", ignore_index=-100, weight=None
     # the op itself (not ug.take, which counts a negative index from the end): a target
     # outside [0, C) is an IndexOutOfRangeError on every target
     chosen = apply("take", [weights, safe], {"axis": 0})
-    picked = api.squeeze(_taken_along(x, api.expand_dims(safe, 1), 1, "F.nll_loss"), 1)
+    picked = api.squeeze(_taken_along(x, api.expand_dims(safe, 1), 1), 1)
     # where, not a product with the mask: an ignored -inf log-probability adds nothing (and
     # meets no weight: the weights' gradient would be 0 * -inf there)
     zeros = api.zeros_like(picked)
