@@ -101,17 +101,18 @@ def check(x, *others, shape: tuple, message: str):
     return x
 
 
-def check_size(x, *, axes: tuple, minimum: int, message: str):
+def check_size(x, *, axes: tuple, minimum: int, message: str, multiple: int = 1):
     """The `ensure_size` op: `x`, or a `ShapeError` with `message` and x's shape where its
-    dims `axes` hold fewer than `minimum` elements (its shape rule, its reference and every
-    backend's lowering). A dim a graph leaves open (None; Paddle's -1) is not checked here:
-    `check_before_run` checks it, for the run's shapes, before the run."""
+    dims `axes` hold fewer than `minimum` elements, or a count that `multiple` does not
+    divide (`ug.split` by a count along an open dim; its shape rule, its reference and
+    every backend's lowering). A dim a graph leaves open (None; Paddle's -1) is not checked
+    here: `check_before_run` checks it, for the run's shapes, before the run."""
     sizes = [x.shape[a] for a in axes]
     if all(size is not None and size >= 0 for size in sizes):
         count = 1
         for size in sizes:
             count *= int(size)
-        if count < minimum:
+        if count < minimum or count % multiple:
             raise ShapeError(f"{message}, got an input of shape {list(x.shape)}")
     return x
 

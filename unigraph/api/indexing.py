@@ -270,9 +270,9 @@ def split(x, indices_or_sections, axis=0):
 def _split_open_axis(x, indices_or_sections, axis):
     """`split` along an axis input_spec leaves open. Split points are slices resolved when
     the program runs, as eagerly's (the last piece runs to the end). n equal pieces are
-    takes of the rows of the axis's positions laid out as [n, -1]: a reshape whose -1 is
-    checked when the program runs, so a size n does not divide is a ShapeError naming the
-    line then, as eagerly."""
+    takes of the rows of the axis's positions laid out as [n, -1], after an `ensure_size`
+    whose `multiple` n is checked when the program runs (before it): a size n does not
+    divide is a ShapeError naming split, the line and the fix, as eagerly."""
     lead = (builtins.slice(None),) * axis
     if not isinstance(indices_or_sections, int | np.integer):
         bounds = [int(b) for b in indices_or_sections]
@@ -283,6 +283,12 @@ def _split_open_axis(x, indices_or_sections, axis):
         raise ShapeError(f"split: axis {axis} (its size known only when the program runs) "
                          f"does not split into {count} equal pieces (at {user_source()}); "
                          "pass a count above 0, or the split points as a list")
+    x = apply("ensure_size", [x], {
+        "axes": (axis,), "minimum": 0, "multiple": count,
+        "message": f"split: axis {axis} (its size known only when the program runs, left open "
+                   f"by input_spec) does not split into {count} equal pieces (at "
+                   f"{user_source()}); pass the split points as a list, or give the dim its "
+                   "size in input_spec"})
     pieces = reshape(run_time_positions(x, axis), (count, -1))
     return [take(x, getitem(pieces, i), axis=axis) for i in range(count)]
 

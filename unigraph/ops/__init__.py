@@ -34,7 +34,7 @@ Signatures (inputs ; attrs) -> output:
   shape        reshape (x ; shape) ; transpose (x ; perm) ; concat stack (*xs ; axis)
                squeeze (x ; axis: tuple) ; expand_dims (x ; axis: int)
                ensure_shape (x, *others ; shape: ints or None, message) -> x, checked
-               ensure_size (x ; axes: tuple, minimum: int, message) -> x, checked
+               ensure_size (x ; axes: tuple, minimum: int, message[, multiple: int]) -> x, checked
                broadcast_to (x ; shape) ; flip (x ; axes: tuple) -> x reversed along axes
   indexing     slice (x ; begin, end, stride: tuples, one per dim)
                take (x, indices: int ; axis) ; one_hot (indices: int ; depth, dtype)

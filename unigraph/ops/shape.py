@@ -258,8 +258,8 @@ register(OpDef(
 ))
 
 
-def _ensure_size_infer(x, *, axes, minimum, message):
-    check_size(x, axes=axes, minimum=minimum, message=message)
+def _ensure_size_infer(x, *, axes, minimum, message, multiple=1):
+    check_size(x, axes=axes, minimum=minimum, message=message, multiple=multiple)
     return TensorSpec(x.shape, x.dtype)
 
 
@@ -267,10 +267,11 @@ register(OpDef(
     name="ensure_size",
     infer=_ensure_size_infer,
     reference=check_size,
-    vjp=lambda g, inputs, out, *, axes, minimum, message: [g],
+    vjp=lambda g, inputs, out, *, axes, minimum, message, multiple=1: [g],
     doc="x, unchanged, when its dims `axes` hold at least `minimum` elements together (their "
-        "product); else a ShapeError with `message` and x's shape: while tracing where those "
-        "dims are known, and where `input_spec` leaves one open, when the program runs, "
+        "product), a multiple of `multiple` (an optional attr, 1 by default); else a "
+        "ShapeError with `message` and x's shape: while tracing where those dims are known, "
+        "and where `input_spec` leaves one open, when the program runs, "
         "before it (unigraph/shape_checks.py, RULE_CHECKED). BatchNorm's training mode "
         "needs 2 values per channel.",
     example="ug.ensure_size([[1.0], [2.0]], 2, axis=0)  # [[1.0], [2.0]]",
