@@ -601,6 +601,11 @@ class Adam(Optimizer):
     eps-hat to sqrt(v) before bias correction, which differs by O(eps)). t is a float64
     scalar per parameter; 1 - beta ** t is computed in float64, then cast to p's dtype.
     Each op is rounded in p's dtype, one after another: every target gives the same bits.
+    float16 parameters: the update runs in float32 (p, g, m and v widened exactly, lr and
+    the corrections cast to float32) and p, m and v are each rounded to float16 once, as
+    torch.optim.Adam(fused=True) and Paddle update float16 parameters; m and v stay
+    float16. In float16 alone the default eps 1e-8 is 0, and a zero v gives 0 / 0 = NaN
+    (torch's default foreach Adam does), a v whose g * g underflows inf.
 
     fused=True (torch.optim.Adam's name): on a backend that lowers the fused update
     `adam_update` (`unigraph.ops.updates`; torch, Paddle, TensorFlow's graph modes), each
@@ -667,13 +672,18 @@ class Adam(Optimizer):
 
     def _rate(self, lr_scale: float, dtype: str | None):
         # The fused update takes lr * lr_scale in float64 (torch: lr / (1 - beta1 ** t) as
-        # a Python float, then rounded once).
-        return super()._rate(lr_scale, None if self._fused_here else dtype)
+        # a Python float, then rounded once); a float16 parameter's update runs in float32.
+        if self._fused_here:
+            return super()._rate(lr_scale, None)
+        return super()._rate(lr_scale, "float32" if dtype == "float16" else dtype)
 
     def update(self, param, grad, lr):
         m, v, step = self.state(param, "m"), self.state(param, "v"), self.state(param, "step")
         if self._fused_here:
             self._fused_update(param, grad, lr, m, v, step)
+            return
+        if param.dtype == "float16":
+            self._update_in_float32(param, grad, lr, m, v, step)
             return
         b1, b2 = self.beta1, self.beta2
         if self._corrections is not None:  # eagerly, not inside control flow
@@ -693,6 +703,25 @@ class Adam(Optimizer):
         denominator = scratch(scratch(new_v / correction2, "sqrt"), "add", self.eps)
         self.subtract(param, scratch(scratch(new_m / correction1, "mul", lr), "div",
                                       denominator))
+
+    def _update_in_float32(self, param, grad, lr, m, v, step) -> None:
+        """`update` of a float16 parameter: the formula's ops in float32 on the widened p,
+        g, m and v (lr: float32), p, m and v each rounded to float16 once (see the class
+        docstring)."""
+        b1, b2 = self.beta1, self.beta2
+        wide_p, wide_g, wide_m, wide_v = (api.cast(x, "float32")
+                                          for x in (param, grad, m, v))
+        new_m = wide_m * b1 + wide_g * (1.0 - b1)
+        new_v = wide_v * b2 + (wide_g * wide_g) * (1.0 - b2)
+        t, correction1, correction2, t_value = self._bias_corrections(step, "float32")
+        assign(step, t)
+        if t_value is not None:
+            self._step_values[id(step)] = (step, step.version, t_value)
+        new_p = wide_p - ((new_m / correction1) * lr) / (api.sqrt(new_v / correction2)
+                                                         + self.eps)
+        assign(m, api.cast(new_m, "float16"))
+        assign(v, api.cast(new_v, "float16"))
+        assign(param, api.cast(new_p, "float16"))
 
     def _fused_update(self, param, grad, lr, m, v, step) -> None:
         """The update as one `adam_update` call (`fused=True` on a backend that lowers it):

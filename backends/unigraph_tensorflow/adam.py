@@ -26,8 +26,13 @@ raw = tf.raw_ops
 
 def adam_update(param, grad, m, v, lr, step, *, beta1, beta2, eps):
     """The formula of `unigraph.ops.updates.adam_update`, op by op in param's dtype (its
-    reference's order): (new param, new m, new v)."""
+    reference's order): (new param, new m, new v). float16: in float32, each result rounded
+    to float16 once (`ug.optim.Adam`)."""
     dtype = param.dtype
+    if dtype == tf.float16:
+        wide = (tf.cast(x, tf.float32) for x in (param, grad, m, v))
+        return tuple(tf.cast(x, dtype) for x in adam_update(
+            *wide, lr, step, beta1=beta1, beta2=beta2, eps=eps))
 
     def correction(beta):  # cast(1 - beta ** t, dtype), in t's dtype first
         return tf.cast(1.0 - tf.pow(tf.constant(beta, step.dtype), step), dtype)
@@ -60,6 +65,9 @@ def written_by_adam(graph) -> tuple[list, set]:
     """(the top-level `adam_update` nodes of `graph` that can write into their variables,
     the ids of the values they write): `unigraph.ops.updates.adam_updates_in_place`; a read
     of an old value is fine, TF's kernel copies a buffer a read holds. Their updates are
-    `apply_adam` ops (on the node's `ADAM_WRITTEN` and `ADAM_READ` inputs), not assigns."""
-    nodes = adam_updates_in_place(graph)
+    `apply_adam` ops (on the node's `ADAM_WRITTEN` and `ADAM_READ` inputs), not assigns.
+    Not a float16 one: ResourceApplyAdam runs in float16, where eps (1e-8) is 0 and a zero
+    v gives NaN; the formula runs in float32 instead (`adam_update`)."""
+    nodes = [node for node in adam_updates_in_place(graph)
+             if node.inputs[0].dtype != "float16"]
     return nodes, {out.id for node in nodes for out in node.outputs}

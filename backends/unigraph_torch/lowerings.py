@@ -418,7 +418,16 @@ def _adam_into(param, grad, m, v, lr, step, beta1, beta2, eps, out: tuple) -> tu
     path, `m.lerp_(g, 1 - b1)`, `v.mul_(b2).addcmul_(g, g, value=1 - b2)`,
     `denom = (v.sqrt() / sqrt(c2)).add_(eps)`, `p.addcdiv_(m, denom, value=-lr / c1)`
     (c1, c2 the bias corrections as Python floats), the new param, m and v written into
-    `out` (the inputs themselves, or new tensors: the same kernels, the same bits)."""
+    `out` (the inputs themselves, or new tensors: the same kernels, the same bits). float16:
+    those kernels on float32 copies, each result rounded to float16 once (as torch's fused
+    Adam; in float16 an eps of 1e-8 is 0: `ug.optim.Adam`)."""
+    if param.dtype == torch.float16:
+        wide = tuple(x.float() for x in (param, grad, m, v))
+        results = _adam_into(*wide, lr, step, beta1, beta2, eps, (wide[0], wide[2], wide[3]))
+        with torch.no_grad():
+            for target, result in zip(out, results):
+                target.copy_(result)
+        return out
     step_size, bias_correction2_sqrt = _adam_numbers(lr, step, beta1, beta2)
     new_param, new_m, new_v = out
     with torch.no_grad():

@@ -79,7 +79,27 @@ def _float16_prod_no_closer_than_float32_rounded() -> bool:
     return rounded <= 1.0 and ulps(torch.prod(torch.from_numpy(x), dim=0)) >= rounded
 
 
+def _float16_adam_of_a_zero_gradient_is_nan() -> bool:
+    import torch
+
+    param = torch.nn.Parameter(torch.tensor([0.5, 0.75], dtype=torch.float16))
+    adam = torch.optim.Adam([param], lr=0.01, foreach=False)  # eps: the default, 1e-8
+    param.grad = torch.tensor([1.0, 0.0], dtype=torch.float16)
+    adam.step()
+    return bool(torch.isnan(param.detach()[1])) and not bool(torch.isnan(param.detach()[0]))
+
+
 QUIRKS = [
+    Quirk(
+        op="adam_update", framework="torch", versions=VERSIONS,
+        behaviour="torch.optim.Adam's default (foreach and for-loop) update of a float16 "
+                  "parameter runs in float16, where the default eps 1e-8 is 0: an entry "
+                  "whose gradient is 0 becomes 0 / 0 = NaN (fused=True runs in float32)",
+        workaround="a float16 adam_update runs the same kernels on float32 copies, p, m and "
+                   "v each rounded to float16 once (lowerings._adam_into), as ug.optim.Adam's "
+                   "formula",
+        pin=_float16_adam_of_a_zero_gradient_is_nan,
+    ),
     Quirk(
         op="prod", framework="torch", versions=VERSIONS,
         behaviour="the CPU float16 torch.prod is no closer than the float32 one rounded, and "

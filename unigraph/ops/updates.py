@@ -15,7 +15,8 @@ written. The meaning is Adam's documented formula (`ug.optim.Adam`):
     p <- p - lr * (m / (1 - beta1 ** t)) / (sqrt(v / (1 - beta2 ** t)) + eps)
 
 The reference below is that formula as the records compute it, op after op (each rounded
-in the parameter's dtype): the bits of `Adam(fused=False)` on every target. A backend's
+in the parameter's dtype; a float16 parameter's in float32, p, m and v rounded to float16
+once): the bits of `Adam(fused=False)` on every target. A backend's
 lowering (a `lowerings["adam_update"]` entry) computes the same algebra with its
 framework's own kernels, whose rounding differs (torch: `lerp_`, `addcmul_`, `addcdiv_`,
 the bias corrections as Python floats; Paddle: its `adam_` kernel; TensorFlow's graph modes:
@@ -56,6 +57,10 @@ def _adam_update_reference(param, grad, m, v, lr, step, *, beta1, beta2, eps):
     add, sub, mul, div, sqrt, pow_ = (OPS[name].reference for name in
                                       ("add", "sub", "mul", "div", "sqrt", "pow"))
     dtype = param.dtype
+    if dtype == np.float16:  # in float32, each result rounded once (`ug.optim.Adam`)
+        wide = (x.astype(np.float32) for x in (param, grad, m, v))
+        return tuple(x.astype(np.float16) for x in _adam_update_reference(
+            *wide, lr, step, beta1=beta1, beta2=beta2, eps=eps))
 
     def number(x):  # a Python number meeting a tensor of `dtype` (a weak scalar)
         return np.asarray(x, dtype)
