@@ -65,8 +65,12 @@ class Linear(Module):
         in_features, out_features = int(in_features), int(out_features)
         # Plain attributes of a module that registers nothing yet: set directly, without
         # Module.__setattr__'s checks (a model of 100 layers is built in ~1 ms).
-        self.__dict__.update(in_features=in_features, out_features=out_features, act=act,
-                             _act=F.activation(act), bias=None)
+        own = self.__dict__
+        own["in_features"] = in_features
+        own["out_features"] = out_features
+        own["act"] = act
+        own["_act"] = F.activation(act)
+        own["bias"] = None
         # Drawn when first read (ug.init.parameter): a loaded layer never draws.
         self._register_new("weight", initializers.parameter(
             weight_init or initializers.DEFAULT_WEIGHT, (in_features, out_features),

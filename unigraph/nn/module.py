@@ -186,10 +186,15 @@ class Module:
     torch_only: tuple = ()
 
     def __init__(self):
-        # (one dict update, not __setattr__ six times: every layer built runs this)
-        self.__dict__.update(_parameters={}, _buffers={}, _modules={},
-                             _containers={},  # name -> list/tuple/dict attribute
-                             _training=True, path="")
+        # (stores into the new instance's dict, not __setattr__ six times, nor a keyword
+        # dict made for one `update`: every layer built runs this)
+        own = self.__dict__
+        own["_parameters"] = {}
+        own["_buffers"] = {}
+        own["_modules"] = {}
+        own["_containers"] = {}  # name -> list/tuple/dict attribute
+        own["_training"] = True
+        own["path"] = ""
 
     @property
     def training(self) -> bool:
