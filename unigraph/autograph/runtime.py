@@ -12,6 +12,7 @@ tuple, names in `names`); `set_state(values)` assigns them in the user's functio
 from __future__ import annotations
 
 import functools
+import operator
 import re
 
 import numpy as np
@@ -585,3 +586,35 @@ def or_(first, *rest):
 
 def not_(x):
     return api.logical_not(_as_bool(x)) if is_symbolic(x) else not x
+
+
+# The comparison operators of a chained comparison, by the AST's class name.
+COMPARISONS = {
+    "Eq": operator.eq, "NotEq": operator.ne, "Lt": operator.lt, "LtE": operator.le,
+    "Gt": operator.gt, "GtE": operator.ge, "Is": operator.is_, "IsNot": operator.is_not,
+    "In": lambda a, b: a in b, "NotIn": lambda a, b: a not in b,
+}
+
+
+def compare_chain(first, *links):
+    """`first < b() <= c() ...` (links are (operator name, operand thunk) pairs): Python's
+    `first < b and b <= c ...` with each operand evaluated once, through `and_`, so a
+    tensor comparison becomes an elementwise `logical_and` instead of a `bool()`."""
+    left, comparisons = first, []
+    for index, (name, operand) in enumerate(links):
+        right = operand()
+        comparisons.append(COMPARISONS[name](left, right))
+        if index + 1 < len(links) and not is_symbolic(comparisons[-1]) \
+                and not comparisons[-1]:
+            return comparisons[-1]  # Python's short circuit, on a concrete value
+        left = right
+    return and_(comparisons[0], *[(lambda c=c: c) for c in comparisons[1:]])
+
+
+def python_test(value, what: str, fix: str):
+    """The value a Python form decides on that a graph cannot hold (an `assert`, a
+    comprehension's `if`, a `while` test with `:=`): a tensor is refused in every mode, eager
+    too, so that every target agrees."""
+    if isinstance(value, Tensor | TensorRange):
+        raise ControlFlowError(f"{what} on a tensor at {user_source()}: {fix}")
+    return value

@@ -303,6 +303,15 @@ def _has_walrus(node) -> bool:
 
 # Set on the `if`s the jump lowering wraps the rest of a loop body in (`if not break_:`).
 JUMP_GUARD = "unigraph_jump_guard"
+# The fixes named when a Python form meets a tensor (`ag__.python_test`).
+ASSERT_FIX = ("a static graph cannot stop on a value it computes, so the eager targets "
+              "would check it and the static ones could not; check the function's result "
+              "after the call, or replace bad values with ug.where")
+FILTER_FIX = ("the list's length would depend on a value a static graph knows only when it "
+              "runs; keep every element and choose values with ug.where or an "
+              "`a if cond else b` element")
+WALRUS_FIX = ("a while_loop's condition cannot assign a variable; assign it before the loop "
+              "and again at the end of the loop's body")
 # Methods that grow a Python list in place.
 GROWING = {"append", "extend", "insert"}
 
@@ -513,6 +522,34 @@ class Converter(ast.NodeTransformer):
         helper = "and_" if isinstance(node.op, ast.And) else "or_"
         return self._runtime(helper, [node.values[0], *map(_lambda, node.values[1:])], node)
 
+    def visit_Compare(self, node):
+        """`a < b <= c` -> `ag__.compare_chain(a, ("Lt", lambda: b), ("LtE", lambda: c))`:
+        Python's `a < b and b <= c` (b evaluated once), which on tensors is a `bool()`."""
+        self.generic_visit(node)
+        if len(node.ops) == 1 or any(_has_walrus(c) or _holds_yield(c)
+                                     for c in node.comparators):
+            return node
+        links = [ast.Tuple(elts=[ast.Constant(value=type(op).__name__), _lambda(operand)],
+                           ctx=ast.Load()) for op, operand in zip(node.ops, node.comparators)]
+        return self._runtime("compare_chain", [node.left, *links], node)
+
+    def _python_test(self, test, what: str, fix: str) -> ast.Call:
+        """`test` -> `ag__.python_test(test, what, fix)`: a form a graph cannot hold, whose
+        value must be Python's in every mode (a tensor is refused, eagerly too)."""
+        return self._runtime("python_test", [test, ast.Constant(value=what),
+                                             ast.Constant(value=fix)], test)
+
+    def visit_Assert(self, node):
+        self.generic_visit(node)
+        node.test = self._python_test(node.test, "`assert`", ASSERT_FIX)
+        return node
+
+    def visit_comprehension(self, node):
+        self.generic_visit(node)
+        node.ifs = [self._python_test(test, "a comprehension's `if`", FILTER_FIX)
+                    for test in node.ifs]
+        return node
+
     def visit_UnaryOp(self, node):
         self.generic_visit(node)
         if isinstance(node.op, ast.Not):
@@ -621,8 +658,12 @@ class Converter(ast.NodeTransformer):
             return self._kept_python(node, "`while`")
         if node.orelse or _has_walrus(node.test):
             # `:=` in the test would change loop variables in the loop's *condition*,
-            # which a while_loop cannot do: the loop stays a Python `while`.
-            return self.generic_visit(node)
+            # which a while_loop cannot do: the loop stays a Python `while`, and a test
+            # with `:=` must give a Python value (a tensor one is refused in every mode).
+            self.generic_visit(node)
+            if _has_walrus(node.test):
+                node.test = self._python_test(node.test, "`:=` in a `while` test", WALRUS_FIX)
+            return node
         modified = assigned_names([node.test, *node.body])
         defined, live, head = self._facts(node, modified)
         grown = _grown_outside([node.test, *node.body], modified)
