@@ -316,8 +316,12 @@ def _check_grown(grown, what: str, why: str) -> None:
     (`kept.append(v)`, `self.scale = v`): eager Python would change it once per iteration
     taken, a static trace once per branch or body whatever runs, so the program could not
     mean one thing on every target."""
-    line, change = grown[0]
+    line, change, *fix = grown[0]
     where = user_source()
+    if fix:  # a `raise`, or a `del` of a variable the statement carries
+        raise ControlFlowError(
+            f"{what} at {where} (its condition is a tensor) holds `{change}` at "
+            f"{where.rpartition(':')[0]}:{line}. A static target {why}, so {fix[0]}")
     raise ControlFlowError(
         f"{what} at {where} (its condition is a tensor) changes a Python object made "
         f"before it: `{change}` at {where.rpartition(':')[0]}:{line}. A static target "

@@ -312,6 +312,11 @@ FILTER_FIX = ("the list's length would depend on a value a static graph knows on
               "`a if cond else b` element")
 WALRUS_FIX = ("a while_loop's condition cannot assign a variable; assign it before the loop "
               "and again at the end of the loop's body")
+RAISE_FIX = ("it would raise on every call, whatever the values; check the values after the "
+             "call (or decide the `raise` on a Python value), or replace bad values with "
+             "ug.where")
+DEL_FIX = ("the variable would be deleted on every path, whichever runs; delete it after "
+           "the `if` or the loop")
 # Methods that grow a Python list in place.
 GROWING = {"append", "extend", "insert"}
 
@@ -337,6 +342,47 @@ def _grown_outside(nodes, modified) -> list:
                 found.add((node.lineno, _change(node, target)))
         stack.extend(ast.iter_child_nodes(node))
     return sorted(found)
+
+
+def _run_on_every_path(nodes) -> list:
+    """(line, "raise ...", None) for each `raise` in `nodes` and (line, "del y", "y") for
+    each `del` of a plain name not assigned again after it, not in nested functions, nor in
+    a `try` body that has handlers, nor in a nested `if` or loop (checked by its own):
+    statements a static trace runs on every path, whichever the tensor condition takes.
+    `_refused` keeps the `del`s of variables the statement carries."""
+    found, stored = [], {}  # stored: a name -> the last line that assigns it
+    stack = list(nodes)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, SCOPES):
+            continue
+        if isinstance(node, ast.Raise):
+            found.append((node.lineno, ast.unparse(node), None))
+        elif isinstance(node, ast.Delete):
+            found.extend((node.lineno, f"del {target.id}", target.id)
+                         for target in node.targets if isinstance(target, ast.Name))
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            stored[node.id] = max(stored.get(node.id, 0), node.lineno)
+        if isinstance(node, ast.Try | ast.TryStar) and node.handlers:
+            stack.extend([*node.handlers, *node.orelse, *node.finalbody])
+            continue
+        if isinstance(node, ast.While | ast.For) or (isinstance(node, ast.If)
+                                                      and not getattr(node, JUMP_GUARD, False)):
+            # A nested `if` or loop checks its own body once its condition is known: a
+            # `raise` under a Python condition (`if n < 0: raise ...`) stays Python's.
+            stack.extend([node.test] if isinstance(node, ast.If | ast.While) else [node.iter])
+            continue
+        stack.extend(ast.iter_child_nodes(node))
+    # A `del y` followed by `y = ...` leaves `y` bound: nothing to refuse.
+    return [(line, text, name) for line, text, name in found
+            if name is None or stored.get(name, 0) <= line]
+
+
+def _refused(found, state) -> list:
+    """(line, text, fix) for the `raise`s and the `del`s of `state` variables in `found`
+    (`_run_on_every_path`), refused under a tensor condition in every mode."""
+    return sorted((line, text, RAISE_FIX if name is None else DEL_FIX)
+                  for line, text, name in found if name is None or name in state)
 
 
 def _made_outside(value, modified) -> bool:
@@ -615,9 +661,9 @@ class Converter(ast.NodeTransformer):
         the Python objects made before the statement that it changes: the runtime refuses
         them once the condition is a tensor."""
         if grown:
-            value = ast.Tuple(elts=[ast.Tuple(elts=[ast.Constant(value=line),
-                                                    ast.Constant(value=text)], ctx=ast.Load())
-                                    for line, text in grown], ctx=ast.Load())
+            value = ast.Tuple(elts=[ast.Tuple(elts=[ast.Constant(value=part) for part in entry],
+                                              ctx=ast.Load())
+                                    for entry in grown], ctx=ast.Load())
             call.keywords.append(_place(ast.keyword(arg="grown", value=value), call))
         return call
 
@@ -629,10 +675,12 @@ class Converter(ast.NodeTransformer):
         defined, live, head = self._facts(node, modified)
         # (Not for the `if`s the jump lowering adds: an eager loop runs them as Python, and
         # the loop is checked itself where its condition is a tensor.)
-        grown = [] if getattr(node, JUMP_GUARD, False) else \
-            _grown_outside(node.body + node.orelse, modified)
+        guard = getattr(node, JUMP_GUARD, False)
+        grown = [] if guard else _grown_outside(node.body + node.orelse, modified)
+        every_path = [] if guard else _run_on_every_path(node.body + node.orelse)
         self.generic_visit(node)
         state = self._state_names(modified, live | head)
+        grown += _refused(every_path, state)
         functions, get_name, set_name = self._state(state, node)
         body_name, else_name = self.namer.new("if_body"), self.namer.new("else_body")
         functions += [self._scope_function(body_name, [], node.body, state, modified, node),
@@ -667,8 +715,10 @@ class Converter(ast.NodeTransformer):
         modified = assigned_names([node.test, *node.body])
         defined, live, head = self._facts(node, modified)
         grown = _grown_outside([node.test, *node.body], modified)
+        every_path = _run_on_every_path([node.test, *node.body])
         self.generic_visit(node)
         state = self._state_names(modified, live | head)
+        grown += _refused(every_path, state)
         functions, get_name, set_name = self._state(state, node)
         test_name, body_name = self.namer.new("loop_test"), self.namer.new("loop_body")
         test = [_place(ast.Return(value=node.test), node.test)]
@@ -688,8 +738,10 @@ class Converter(ast.NodeTransformer):
         modified = assigned_names([node.target, *node.body])
         defined, live, head = self._facts(node, modified)
         grown = _grown_outside(node.body, modified)
+        every_path = _run_on_every_path(node.body)
         self.generic_visit(node)
         state = self._state_names(modified, live | head)
+        grown += _refused(every_path, state)
         functions, get_name, set_name = self._state(state, node)
         body_name, item = self.namer.new("loop_body"), self.namer.new("item")
         bind = _place(ast.Assign(targets=[node.target], value=_name(item)), node.target)
