@@ -161,7 +161,9 @@ def _ones_mask(x, kernel, stride, padding, ceil_mode, count_include_pad):
     """[1, 1, H', W']: 1 at each cell an avg pool window counts, over the padded x."""
     _, ((t, b), (left, r)), (eh, ew) = pool_geometry(
         tuple(x.shape[2:]), kernel, stride, padding, (1, 1), ceil_mode)
-    height, width = x.shape[2:]
+    # A dim input_spec leaves open is -1 in a Program: its size is read when the program
+    # runs (paddle.ones takes a shape with Tensor elements; ceil_mode needs known sizes).
+    height, width = dims_of(x)[2:]
     if count_include_pad:
         ones = paddle.ones([1, 1, height + t + b, width + left + r], dtype=x.dtype)
         return _pad(ones, [0, ew, 0, eh])
