@@ -264,8 +264,13 @@ def watching(watch: Watch):
     original = backend.eager_op
 
     def eager_op(op, inputs, attrs):
+        read = inputs
+        if op not in OPS and op.endswith("_") and inputs:
+            # An update in place writes its result into its first input: the watch must see
+            # what the op read (Adam's sqrt_ of v_hat), not what it wrote there.
+            read = [np.array(np.asarray(inputs[0]), copy=True), *inputs[1:]]
         out = original(op, inputs, attrs)
-        watch(op, inputs, attrs, out)
+        watch(op, read, attrs, out)
         return out
 
     backend.eager_op = eager_op
