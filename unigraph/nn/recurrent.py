@@ -4,10 +4,14 @@ into them as it is.
 
     >>> lstm = ug.nn.LSTM(8, 16, num_layers=2, batch_first=True)
     >>> out, (h, c) = lstm(x)                # x [N, T, 8] -> out [N, T, 16], h, c [2, N, 16]
+    >>> gru = ug.nn.GRU(8, 16, bidirectional=True)
+    >>> out, h = gru(x)                      # x [T, N, 8] -> out [T, N, 32], h [2, N, 16]
 
 The time loop is a Python loop over the T steps (unrolled in a static graph), so T must be
 known while tracing; the batch may be left open by `input_spec`. Each layer multiplies the
-whole sequence by its input weights once, then steps through time with the hidden weights.
+whole sequence by its input weights once, then steps through time with the hidden weights;
+with `bidirectional=True` a second set of weights (torch's `_reverse` names) steps from the
+last time step to the first, and the layer's output is both directions' outputs concatenated.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import math
 from unigraph import api
 from unigraph import init as initializers
 from unigraph.errors import ShapeError
+from unigraph.nn import functional as F
 from unigraph.nn.module import Module
 from unigraph.tensor import Tensor, tensor
 
@@ -30,31 +35,43 @@ class _Recurrent(Module):
     kind = ""
 
     def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
-                 dtype="float32"):
+                 dropout=0.0, bidirectional=False, dtype="float32"):
         super().__init__()
         self.input_size, self.hidden_size = int(input_size), int(hidden_size)
         self.num_layers, self.batch_first = int(num_layers), bool(batch_first)
         if self.input_size < 1 or self.hidden_size < 1 or self.num_layers < 1:
             raise ValueError(f"{self.kind}: input_size, hidden_size and num_layers must be "
                              f">= 1, got {input_size}, {hidden_size}, {num_layers}")
-        self.has_bias = bool(bias)
+        if not 0.0 <= dropout <= 1.0:
+            raise ValueError(f"{self.kind}: dropout must lie in [0, 1], got {dropout}")
+        self.has_bias, self.dropout = bool(bias), float(dropout)
+        self.bidirectional = bool(bidirectional)
+        self.directions = 2 if self.bidirectional else 1
         hidden, rows = self.hidden_size, self.gates * self.hidden_size
         bound = 1.0 / math.sqrt(hidden)  # torch's: every weight and bias U(-1/sqrt(H), 1/sqrt(H))
+        # torch's order: per layer, the forward direction's four, then the `_reverse` four
         for layer in range(self.num_layers):
-            size = self.input_size if layer == 0 else hidden
-            shapes = {f"weight_ih_l{layer}": (rows, size), f"weight_hh_l{layer}": (rows, hidden)}
-            if self.has_bias:
-                shapes.update({f"bias_ih_l{layer}": (rows,), f"bias_hh_l{layer}": (rows,)})
-            for name, shape in shapes.items():
-                self._register_new(name, initializers.parameter(
-                    initializers.uniform(-bound, bound), shape, dtype, size, rows))
+            size = self.input_size if layer == 0 else hidden * self.directions
+            for suffix in self._suffixes():
+                shapes = {f"weight_ih_l{layer}{suffix}": (rows, size),
+                          f"weight_hh_l{layer}{suffix}": (rows, hidden)}
+                if self.has_bias:
+                    shapes.update({f"bias_ih_l{layer}{suffix}": (rows,),
+                                   f"bias_hh_l{layer}{suffix}": (rows,)})
+                for name, shape in shapes.items():
+                    self._register_new(name, initializers.parameter(
+                        initializers.uniform(-bound, bound), shape, dtype, size, rows))
 
-    def _weights(self, layer):
-        w_ih = getattr(self, f"weight_ih_l{layer}")
-        w_hh = getattr(self, f"weight_hh_l{layer}")
+    def _suffixes(self):
+        return ("", "_reverse") if self.bidirectional else ("",)
+
+    def _weights(self, layer, suffix=""):
+        w_ih = getattr(self, f"weight_ih_l{layer}{suffix}")
+        w_hh = getattr(self, f"weight_hh_l{layer}{suffix}")
         if not self.has_bias:
             return w_ih, w_hh, None, None
-        return w_ih, w_hh, getattr(self, f"bias_ih_l{layer}"), getattr(self, f"bias_hh_l{layer}")
+        return (w_ih, w_hh, getattr(self, f"bias_ih_l{layer}{suffix}"),
+                getattr(self, f"bias_hh_l{layer}{suffix}"))
 
     def _sequence(self, x):
         """x as [T, N, input_size], checked."""
@@ -71,58 +88,82 @@ class _Recurrent(Module):
         return sequence
 
     def _initial(self, sequence, given, name):
-        """[num_layers, N, H] zeros, or `given` checked against that shape."""
+        """[num_layers * directions, N, H] zeros, or `given` checked against that shape."""
         if given is None:
             return None
         given = given if isinstance(given, Tensor) else tensor(given)
-        want = (self.num_layers, sequence.shape[1], self.hidden_size)
+        want = (self.num_layers * self.directions, sequence.shape[1], self.hidden_size)
         if len(given.shape) != 3 or any(g is not None and w is not None and g != w
                                         for g, w in zip(given.shape, want)):
-            raise ShapeError(f"{self.kind}: the initial {name} must be [num_layers, N, "
+            layers = "num_layers * 2" if self.bidirectional else "num_layers"
+            raise ShapeError(f"{self.kind}: the initial {name} must be [{layers}, N, "
                              f"hidden_size] = {list(want)}, got {list(given.shape)}")
         return given
 
     def _run(self, sequence, states):
-        """Every layer over `sequence` [T, N, input_size], from `states` (each [num_layers,
-        N, H], or None: zeros); returns (the output, in the input's order, and the final
-        states, each [num_layers, N, H])."""
+        """Every layer over `sequence` [T, N, input_size], from `states` (each [num_layers *
+        directions, N, H], or None: zeros); returns (the output, in the input's order, and
+        the final states, each [num_layers * directions, N, H], torch's order: layer by
+        layer, the forward direction first)."""
         # [N, H] zeros, N perhaps open: a [N, 1] slice's zeros broadcast with [1, H] zeros
         zeros = api.zeros_like(sequence[0, :, :1]) + api.zeros((1, self.hidden_size),
                                                                sequence.dtype)
+        steps = range(sequence.shape[0])
         finals = []
         for layer in range(self.num_layers):
-            w_ih, w_hh, b_ih, b_hh = self._weights(layer)
-            inputs = api.matmul(sequence, api.transpose(w_ih))  # [T, N, gates * H], at once
-            if b_ih is not None:
-                inputs = inputs + b_ih
-            state = [zeros if s is None else s[layer] for s in states]
-            outputs = []
-            for step in range(sequence.shape[0]):
-                state = self._step(inputs[step], state, w_hh, b_hh)
-                outputs.append(state[0])
-            sequence = api.stack(outputs, axis=0)
-            finals.append(state)
+            if layer > 0 and self.dropout > 0.0 and self.training:
+                # torch drops each layer's output but the last's (and only in training)
+                sequence = F.dropout(sequence, self.dropout, True)
+            directions = []
+            for index, suffix in enumerate(self._suffixes()):
+                w_ih, w_hh, b_ih, b_hh = self._weights(layer, suffix)
+                inputs = api.matmul(sequence, api.transpose(w_ih))  # [T, N, gates * H]
+                if b_ih is not None:
+                    inputs = inputs + b_ih
+                position = layer * self.directions + index
+                state = [zeros if s is None else s[position] for s in states]
+                outputs = [None] * len(steps)
+                for step in (reversed(steps) if suffix else steps):
+                    state = self._step(inputs[step], state, w_hh, b_hh)
+                    outputs[step] = state[0]
+                directions.append(api.stack(outputs, axis=0))
+                finals.append(state)
+            sequence = (api.concat(directions, axis=2) if len(directions) > 1
+                        else directions[0])
         output = api.transpose(sequence, (1, 0, 2)) if self.batch_first else sequence
         return output, [api.stack(list(kind), axis=0) for kind in zip(*finals)]
 
     def extra_repr(self):
         return (f"{self.input_size}, {self.hidden_size}, num_layers={self.num_layers}, "
-                f"bias={self.has_bias}, batch_first={self.batch_first}")
+                f"bias={self.has_bias}, batch_first={self.batch_first}, "
+                f"dropout={self.dropout}, bidirectional={self.bidirectional}")
 
 
 class LSTM(_Recurrent):
-    """torch.nn.LSTM's long short-term memory (unidirectional), gates i, f, g, o:
+    """torch.nn.LSTM's long short-term memory, gates i, f, g, o:
 
         i, f, o = sigmoid(x W_i* + b_i* + h W_h* + b_h*), g = tanh(...)
         c' = f * c + i * g;  h' = o * tanh(c')
 
     `forward(x, state=None)`: x [T, N, input_size] ([N, T, input_size] with batch_first);
-    state (h0, c0), each [num_layers, N, hidden_size] (zeros when None). Returns
-    (output [T, N, hidden_size] (or batch first), (h_n, c_n)). Parameters, per layer k:
-    weight_ih_lk [4H, in], weight_hh_lk [4H, H], bias_ih_lk and bias_hh_lk [4H].
+    state (h0, c0), each [num_layers * D, N, hidden_size] (zeros when None; D is 2 with
+    bidirectional, else 1). Returns (output [T, N, D * hidden_size] (or batch first),
+    (h_n, c_n)). Parameters, per layer k: weight_ih_lk [4H, in], weight_hh_lk [4H, H],
+    bias_ih_lk and bias_hh_lk [4H] (in is input_size for k = 0, else D * H), and with
+    bidirectional the same four named ..._lk_reverse. `dropout` drops each layer's output
+    but the last's in training mode, with unigraph's generator (as ug.nn.Dropout).
+    `proj_size` (torch's LSTM with projections) is not supported: it must be 0.
     """
 
     gates, kind = 4, "LSTM"
+
+    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
+                 dropout=0.0, bidirectional=False, proj_size=0, dtype="float32"):
+        if proj_size:
+            raise ValueError(f"LSTM: proj_size={proj_size} (torch's LSTM with projections) "
+                             "is not supported by ug.nn.LSTM; use proj_size=0")
+        super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout,
+                         bidirectional, dtype)
 
     def forward(self, x, state=None):
         h0, c0 = (None, None) if state is None else state
@@ -142,13 +183,14 @@ class LSTM(_Recurrent):
 
 
 class GRU(_Recurrent):
-    """torch.nn.GRU's gated recurrent unit (unidirectional), gates r, z, n:
+    """torch.nn.GRU's gated recurrent unit, gates r, z, n:
 
         r, z = sigmoid(x W_i* + b_i* + h W_h* + b_h*)
         n = tanh(x W_in + b_in + r * (h W_hn + b_hn));  h' = (1 - z) * n + z * h
 
-    `forward(x, h0=None)`: x as LSTM's; h0 [num_layers, N, hidden_size] (zeros when None).
-    Returns (output, h_n). Parameters as LSTM's with 3H rows.
+    `forward(x, h0=None)`: x as LSTM's; h0 [num_layers * D, N, hidden_size] (zeros when
+    None). Returns (output, h_n). Parameters, bidirectional and dropout as LSTM's, with 3H
+    rows.
     """
 
     gates, kind = 3, "GRU"
