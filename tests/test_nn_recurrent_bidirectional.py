@@ -1,7 +1,8 @@
 """ug.nn.LSTM / GRU with bidirectional=True (and dropout between layers) on every target,
 against torch.nn.LSTM / GRU with the same weights, loaded with layout="torch": the output
 (both directions concatenated), h_n / c_n [num_layers * 2, N, H], and the gradient of the
-input, of the initial states and of every parameter (the `_reverse` ones included)."""
+input, of the initial states and of every parameter (the `_reverse` ones included). Also
+LSTM's proj_size (weight_hr, a P-wide h)."""
 
 import numpy as np
 import pytest
@@ -18,12 +19,14 @@ CASES = {
 }
 
 
-def _pair(kind, layers, batch_first, dropout=0.0):
+def _pair(kind, layers, batch_first, dropout=0.0, bidirectional=True, **projection):
     torch.manual_seed(1)
     native = getattr(torch.nn, kind)(3, 4, num_layers=layers, batch_first=batch_first,
-                                     bidirectional=True, dropout=dropout).double()
+                                     bidirectional=bidirectional, dropout=dropout,
+                                     **projection).double()
     ours = getattr(ug.nn, kind)(3, 4, num_layers=layers, batch_first=batch_first,
-                                bidirectional=True, dropout=dropout, dtype="float64")
+                                bidirectional=bidirectional, dropout=dropout, dtype="float64",
+                                **projection)
     ours.load_state_dict(native.state_dict(), layout="torch")
     return native, ours
 
@@ -46,13 +49,36 @@ def _torch_results(native, kind, x, states, r):
 @pytest.mark.parametrize("case", list(CASES))
 @pytest.mark.parametrize("target", TARGETS)
 def test_bidirectional_gives_torchs_outputs_states_and_gradients(target, case, kind):
-    layers, batch_first, n, with_states = CASES[case]
-    native, ours = _pair(kind, layers, batch_first)
+    _check_against_torch(target, kind, *CASES[case])
+
+
+# (num_layers, batch_first, N, given initial states, bidirectional, proj_size)
+PROJECTED = {
+    "bidirectional_two_layers_initial_states": (2, False, 2, True, True, 2),
+    "one_layer_batch_first_n1": (1, True, 1, False, False, 3),
+}
+
+
+@pytest.mark.parametrize("case", list(PROJECTED))
+@pytest.mark.parametrize("target", TARGETS)
+def test_lstm_proj_size_gives_torchs_outputs_states_and_gradients(target, case):
+    _check_against_torch(target, "LSTM", *PROJECTED[case])
+
+
+def _check_against_torch(target, kind, layers, batch_first, n, with_states,
+                         bidirectional=True, proj_size=0):
+    projection = {"proj_size": proj_size} if proj_size else {}
+    native, ours = _pair(kind, layers, batch_first, bidirectional=bidirectional, **projection)
+    directions = 2 if bidirectional else 1
+    width = proj_size or 4  # of h and of each direction's output
     rng = np.random.default_rng(7)
     x = rng.normal(size=(n, 5, 3) if batch_first else (5, n, 3))
-    r = rng.normal(size=(n, 5, 8) if batch_first else (5, n, 8))
+    r = rng.normal(size=(n, 5, directions * width) if batch_first
+                   else (5, n, directions * width))
     count = 2 if kind == "LSTM" else 1
-    states = [rng.normal(size=(layers * 2, n, 4)) for _ in range(count)] if with_states else []
+    sizes = [width, 4][:count]
+    states = ([rng.normal(size=(layers * directions, n, size)) for size in sizes]
+              if with_states else [])
     want = _torch_results(native, kind, x, states, r)
     names = [name for name, _ in native.named_parameters()]
     params = [dict(ours.named_parameters())[name] for name in names]
@@ -78,7 +104,8 @@ def test_bidirectional_gives_torchs_outputs_states_and_gradients(target, case, k
     labels = (["loss", "output"] + [f"final{k}" for k in range(count)] + ["x"]
               + [f"state{k}" for k in range(len(states))] + names)
     assert len(got) == len(want) == len(labels)
-    assert any(name.endswith("_reverse") for name in names)
+    assert any(name.endswith("_reverse") for name in names) == bidirectional
+    assert any(name.startswith("weight_hr") for name in names) == bool(proj_size)
     for label, g, w in zip(labels, got, want):
         assert np.shape(g) == np.shape(w), label
         np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-12, err_msg=label)
@@ -115,8 +142,16 @@ def _run_layer(target, kind, layer, x):
 def test_dropout_and_proj_size_errors_name_the_fix():
     with pytest.raises(ValueError, match=r"dropout must lie in \[0, 1\], got 1.5"):
         ug.nn.GRU(3, 4, num_layers=2, dropout=1.5)
-    with pytest.raises(ValueError, match="proj_size"):
-        ug.nn.LSTM(3, 4, proj_size=2)
+    with pytest.raises(ValueError, match=r"proj_size must be 0 \(no projection\) or lie in "
+                                         r"\[1, hidden_size\) = \[1, 4\), got 4"):
+        ug.nn.LSTM(3, 4, proj_size=4)
+    with pytest.raises(TypeError, match="proj_size"):
+        ug.nn.GRU(3, 4, proj_size=2)
+    projected = ug.nn.LSTM(3, 4, proj_size=2)
+    with pytest.raises(ug.ShapeError, match=r"initial h0 must be \[num_layers, N, "
+                                            r"proj_size\] = \[1, 2, 2\], got \[1, 2, 4\]"):
+        projected(np.zeros((5, 2, 3), np.float32), (np.zeros((1, 2, 4), np.float32),
+                                                    np.zeros((1, 2, 4), np.float32)))
     lstm = ug.nn.LSTM(3, 4, num_layers=2, bidirectional=True)
     with pytest.raises(ug.ShapeError, match=r"initial h0 must be \[num_layers \* 2, N, "
                                             r"hidden_size\] = \[4, 2, 4\], got \[2, 2, 4\]"):

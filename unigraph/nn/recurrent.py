@@ -35,7 +35,7 @@ class _Recurrent(Module):
     kind = ""
 
     def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
-                 dropout=0.0, bidirectional=False, dtype="float32"):
+                 dropout=0.0, bidirectional=False, dtype="float32", proj_size=0):
         super().__init__()
         self.input_size, self.hidden_size = int(input_size), int(hidden_size)
         self.num_layers, self.batch_first = int(num_layers), bool(batch_first)
@@ -47,17 +47,24 @@ class _Recurrent(Module):
         self.has_bias, self.dropout = bool(bias), float(dropout)
         self.bidirectional = bool(bidirectional)
         self.directions = 2 if self.bidirectional else 1
+        self.proj_size = int(proj_size)
+        if not 0 <= self.proj_size < self.hidden_size:
+            raise ValueError(f"{self.kind}: proj_size must be 0 (no projection) or lie in "
+                             f"[1, hidden_size) = [1, {self.hidden_size}), got {proj_size}")
         hidden, rows = self.hidden_size, self.gates * self.hidden_size
+        out = self.proj_size or hidden  # the size of h (and of each direction's output)
         bound = 1.0 / math.sqrt(hidden)  # torch's: every weight and bias U(-1/sqrt(H), 1/sqrt(H))
-        # torch's order: per layer, the forward direction's four, then the `_reverse` four
+        # torch's order: per layer, the forward direction's weights, then the `_reverse` ones
         for layer in range(self.num_layers):
-            size = self.input_size if layer == 0 else hidden * self.directions
+            size = self.input_size if layer == 0 else out * self.directions
             for suffix in self._suffixes():
                 shapes = {f"weight_ih_l{layer}{suffix}": (rows, size),
-                          f"weight_hh_l{layer}{suffix}": (rows, hidden)}
+                          f"weight_hh_l{layer}{suffix}": (rows, out)}
                 if self.has_bias:
                     shapes.update({f"bias_ih_l{layer}{suffix}": (rows,),
                                    f"bias_hh_l{layer}{suffix}": (rows,)})
+                if self.proj_size:
+                    shapes[f"weight_hr_l{layer}{suffix}"] = (self.proj_size, hidden)
                 for name, shape in shapes.items():
                     self._register_new(name, initializers.parameter(
                         initializers.uniform(-bound, bound), shape, dtype, size, rows))
@@ -66,12 +73,16 @@ class _Recurrent(Module):
         return ("", "_reverse") if self.bidirectional else ("",)
 
     def _weights(self, layer, suffix=""):
-        w_ih = getattr(self, f"weight_ih_l{layer}{suffix}")
-        w_hh = getattr(self, f"weight_hh_l{layer}{suffix}")
-        if not self.has_bias:
-            return w_ih, w_hh, None, None
-        return (w_ih, w_hh, getattr(self, f"bias_ih_l{layer}{suffix}"),
-                getattr(self, f"bias_hh_l{layer}{suffix}"))
+        """(weight_ih, weight_hh, bias_ih, bias_hh, weight_hr) of a layer's direction, None
+        for those it lacks."""
+        def named(name, present=True):
+            return getattr(self, f"{name}_l{layer}{suffix}") if present else None
+        return (named("weight_ih"), named("weight_hh"), named("bias_ih", self.has_bias),
+                named("bias_hh", self.has_bias), named("weight_hr", self.proj_size > 0))
+
+    def _state_sizes(self):
+        """The last dim of each state (h first)."""
+        return (self.hidden_size,)
 
     def _sequence(self, x):
         """x as [T, N, input_size], checked."""
@@ -88,16 +99,20 @@ class _Recurrent(Module):
         return sequence
 
     def _initial(self, sequence, given, name):
-        """[num_layers * directions, N, H] zeros, or `given` checked against that shape."""
+        """[num_layers * directions, N, size] zeros (size: proj_size for a projected h0,
+        else hidden_size), or `given` checked against that shape."""
         if given is None:
             return None
         given = given if isinstance(given, Tensor) else tensor(given)
-        want = (self.num_layers * self.directions, sequence.shape[1], self.hidden_size)
+        projected = self.proj_size > 0 and name == "h0"
+        size = self.proj_size if projected else self.hidden_size
+        want = (self.num_layers * self.directions, sequence.shape[1], size)
         if len(given.shape) != 3 or any(g is not None and w is not None and g != w
                                         for g, w in zip(given.shape, want)):
             layers = "num_layers * 2" if self.bidirectional else "num_layers"
+            width = "proj_size" if projected else "hidden_size"
             raise ShapeError(f"{self.kind}: the initial {name} must be [{layers}, N, "
-                             f"hidden_size] = {list(want)}, got {list(given.shape)}")
+                             f"{width}] = {list(want)}, got {list(given.shape)}")
         return given
 
     def _run(self, sequence, states):
@@ -105,9 +120,9 @@ class _Recurrent(Module):
         directions, N, H], or None: zeros); returns (the output, in the input's order, and
         the final states, each [num_layers * directions, N, H], torch's order: layer by
         layer, the forward direction first)."""
-        # [N, H] zeros, N perhaps open: a [N, 1] slice's zeros broadcast with [1, H] zeros
-        zeros = api.zeros_like(sequence[0, :, :1]) + api.zeros((1, self.hidden_size),
-                                                               sequence.dtype)
+        # [N, size] zeros, N perhaps open: a [N, 1] slice's zeros broadcast with [1, size]
+        column = api.zeros_like(sequence[0, :, :1])
+        zeros = [column + api.zeros((1, size), sequence.dtype) for size in self._state_sizes()]
         steps = range(sequence.shape[0])
         finals = []
         for layer in range(self.num_layers):
@@ -116,15 +131,15 @@ class _Recurrent(Module):
                 sequence = F.dropout(sequence, self.dropout, True)
             directions = []
             for index, suffix in enumerate(self._suffixes()):
-                w_ih, w_hh, b_ih, b_hh = self._weights(layer, suffix)
+                w_ih, w_hh, b_ih, b_hh, w_hr = self._weights(layer, suffix)
                 inputs = api.matmul(sequence, api.transpose(w_ih))  # [T, N, gates * H]
                 if b_ih is not None:
                     inputs = inputs + b_ih
                 position = layer * self.directions + index
-                state = [zeros if s is None else s[position] for s in states]
+                state = [zero if s is None else s[position] for s, zero in zip(states, zeros)]
                 outputs = [None] * len(steps)
                 for step in (reversed(steps) if suffix else steps):
-                    state = self._step(inputs[step], state, w_hh, b_hh)
+                    state = self._step(inputs[step], state, w_hh, b_hh, w_hr)
                     outputs[step] = state[0]
                 directions.append(api.stack(outputs, axis=0))
                 finals.append(state)
@@ -136,7 +151,8 @@ class _Recurrent(Module):
     def extra_repr(self):
         return (f"{self.input_size}, {self.hidden_size}, num_layers={self.num_layers}, "
                 f"bias={self.has_bias}, batch_first={self.batch_first}, "
-                f"dropout={self.dropout}, bidirectional={self.bidirectional}")
+                f"dropout={self.dropout}, bidirectional={self.bidirectional}"
+                + (f", proj_size={self.proj_size}" if self.proj_size else ""))
 
 
 class LSTM(_Recurrent):
@@ -152,18 +168,17 @@ class LSTM(_Recurrent):
     bias_ih_lk and bias_hh_lk [4H] (in is input_size for k = 0, else D * H), and with
     bidirectional the same four named ..._lk_reverse. `dropout` drops each layer's output
     but the last's in training mode, with unigraph's generator (as ug.nn.Dropout).
-    `proj_size` (torch's LSTM with projections) is not supported: it must be 0.
+    `proj_size` P > 0 (torch's LSTM with projections, P < hidden_size): h' = (o * tanh(c'))
+    W_hr, so h, h0, h_n and each direction's output are P wide (c stays H), weight_hh_lk is
+    [4H, P], a later layer reads D * P, and each direction adds weight_hr_lk [P, H].
     """
 
     gates, kind = 4, "LSTM"
 
     def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
                  dropout=0.0, bidirectional=False, proj_size=0, dtype="float32"):
-        if proj_size:
-            raise ValueError(f"LSTM: proj_size={proj_size} (torch's LSTM with projections) "
-                             "is not supported by ug.nn.LSTM; use proj_size=0")
         super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout,
-                         bidirectional, dtype)
+                         bidirectional, dtype, proj_size)
 
     def forward(self, x, state=None):
         h0, c0 = (None, None) if state is None else state
@@ -172,14 +187,20 @@ class LSTM(_Recurrent):
                                               self._initial(sequence, c0, "c0")))
         return output, (h, c)
 
-    def _step(self, inputs, state, w_hh, b_hh):
+    def _state_sizes(self):
+        return (self.proj_size or self.hidden_size, self.hidden_size)
+
+    def _step(self, inputs, state, w_hh, b_hh, w_hr):
         h, c = state
         gates = inputs + api.matmul(h, api.transpose(w_hh))
         if b_hh is not None:
             gates = gates + b_hh
         i, f, g, o = api.split(gates, 4, axis=1)
         c = api.sigmoid(f) * c + api.sigmoid(i) * api.tanh(g)
-        return [api.sigmoid(o) * api.tanh(c), c]
+        h = api.sigmoid(o) * api.tanh(c)
+        if w_hr is not None:
+            h = api.matmul(h, api.transpose(w_hr))
+        return [h, c]
 
 
 class GRU(_Recurrent):
@@ -195,12 +216,18 @@ class GRU(_Recurrent):
 
     gates, kind = 3, "GRU"
 
+    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
+                 dropout=0.0, bidirectional=False, dtype="float32"):
+        # torch.nn.GRU's keywords: no proj_size
+        super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout,
+                         bidirectional, dtype)
+
     def forward(self, x, h0=None):
         sequence = self._sequence(x)
         output, (h,) = self._run(sequence, (self._initial(sequence, h0, "h0"),))
         return output, h
 
-    def _step(self, inputs, state, w_hh, b_hh):
+    def _step(self, inputs, state, w_hh, b_hh, w_hr):
         (h,) = state
         hidden = api.matmul(h, api.transpose(w_hh))
         if b_hh is not None:
