@@ -121,8 +121,11 @@ class _Recurrent(Module):
         the final states, each [num_layers * directions, N, H], torch's order: layer by
         layer, the forward direction first)."""
         # [N, size] zeros, N perhaps open: a [N, 1] slice's zeros broadcast with [1, size]
+        # (one tensor per size: h and c share theirs but under proj_size)
         column = api.zeros_like(sequence[0, :, :1])
-        zeros = [column + api.zeros((1, size), sequence.dtype) for size in self._state_sizes()]
+        by_size = {size: column + api.zeros((1, size), sequence.dtype)
+                   for size in set(self._state_sizes())}
+        zeros = [by_size[size] for size in self._state_sizes()]
         steps = range(sequence.shape[0])
         finals = []
         for layer in range(self.num_layers):
