@@ -60,8 +60,13 @@ def _is_inf(ctx, args, attrs):
     x = args[0]
     if attrs.get("detect_positive", 1) and attrs.get("detect_negative", 1):
         return ug.isinf(x)
-    positive = ug.equal(x, np.inf) if attrs.get("detect_positive", 1) else None
-    negative = ug.equal(x, -np.inf) if attrs.get("detect_negative", 1) else None
+    # isinf and a sign, not x == inf: ONNX Runtime can hand a float16 value that an op
+    # computed in float32 to its reader unrounded (6e8 for an overflowed 6e4 * 1e4; quirk
+    # "isinf (isfinite)"), which only ug.isinf's export accounts for.
+    positive = ug.logical_and(ug.isinf(x), ug.greater(x, 0.0)) \
+        if attrs.get("detect_positive", 1) else None
+    negative = ug.logical_and(ug.isinf(x), ug.less(x, 0.0)) \
+        if attrs.get("detect_negative", 1) else None
     if positive is None and negative is None:
         return ug.less(ug.abs(x), -1.0)  # nothing to detect: all false, NaN included
     if positive is None or negative is None:
