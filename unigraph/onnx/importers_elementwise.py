@@ -56,6 +56,10 @@ def _shrink(ctx, args, attrs):
     return ug.where(ug.less(x, -lambd), x + bias, ug.where(ug.greater(x, lambd), x - bias, zero))
 
 
+def _swish(ctx, args, attrs):
+    return args[0] * ug.sigmoid(args[0] * attrs.get("alpha", 1.0))
+
+
 def _is_inf(ctx, args, attrs):
     x = args[0]
     if attrs.get("detect_positive", 1) and attrs.get("detect_negative", 1):
@@ -177,6 +181,40 @@ def _trilu(ctx, args, attrs):
     return ug.triu(x, k) if attrs.get("upper", 1) else ug.tril(x, k)
 
 
+def _eye_like(ctx, args, attrs):
+    """Ones on diagonal k of a 2-D tensor's shape, in `dtype` or the input's dtype."""
+    from onnx import helper
+
+    x = args[0]
+    if None in x.shape:
+        ctx.refuse("EyeLike of a tensor whose shape is known only at run time")
+    dtype = _dtype(x) if "dtype" not in attrs else \
+        np.dtype(helper.tensor_dtype_to_np_dtype(attrs["dtype"])).name
+    return ug.eye(x.shape[0], x.shape[1], attrs.get("k", 0), dtype=dtype)
+
+
+def _range(ctx, args, attrs):
+    """start, start + delta, ... before limit, in start's dtype: the length depends on the
+    values, so they must be known at import (a Range of known values folds before this)."""
+    start, limit, delta = (ctx.static(a, f"the {what} of Range").reshape(-1)[0]
+                           for a, what in zip(args, ("start", "limit", "delta")))
+    return ug.arange(start.item(), limit.item(), delta.item(), dtype=start.dtype.name)
+
+
+def _one_hot(ctx, args, attrs):
+    """values[1] where an index (negative ones from the end) equals its position along the
+    new `axis` of size depth, values[0] elsewhere (an index outside [-depth, depth): all
+    values[0]), as ONNX's reference."""
+    indices, values = _tensor(args[0]), _tensor(args[2])
+    depth = int(ctx.static(args[1], "the depth of OneHot").reshape(-1)[0])
+    rank = len(indices.shape)
+    axis = attrs.get("axis", -1) % (rank + 1)
+    wrapped = ug.where(ug.less(indices, 0), indices + depth, indices)
+    positions = ug.reshape(ug.arange(depth, dtype=_dtype(indices)),
+                           (1,) * axis + (depth,) + (1,) * (rank - axis))
+    return ug.where(ug.equal(ug.expand_dims(wrapped, axis), positions), values[1], values[0])
+
+
 def _depth_to_space(ctx, args, attrs):
     x, b = args[0], attrs["blocksize"]
     n, c, h, w = x.shape
@@ -203,6 +241,7 @@ ELEMENTWISE_IMPORTERS = {
     "Celu": _celu,
     "ThresholdedRelu": _thresholded_relu,
     "Mish": _mish,
+    "Swish": _swish,
     "Shrink": _shrink,
     "IsInf": _is_inf,
     "CastLike": _cast_like,
@@ -217,6 +256,9 @@ ELEMENTWISE_IMPORTERS = {
     "LayerNormalization": _layer_norm,
     "Tile": _tile,
     "Trilu": _trilu,
+    "EyeLike": _eye_like,
+    "Range": _range,
+    "OneHot": _one_hot,
     "DepthToSpace": _depth_to_space,
     "SpaceToDepth": _space_to_depth,
 }

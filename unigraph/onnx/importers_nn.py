@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 import unigraph as ug
+import unigraph.nn.functional as F
 from unigraph.ir import FLOAT_DTYPES
 from unigraph.onnx.importers_3d import (
     average_pool_dilated,
@@ -230,7 +231,34 @@ def _batch_norm(ctx, args, attrs):
     return (x - ug.reshape(mean, shape)) * inverse + ug.reshape(bias, shape)
 
 
+def _per_channel(value, rank: int):
+    return ug.reshape(value, (-1,) + (1,) * (rank - 2))
+
+
+def _instance_norm(ctx, args, attrs):
+    """(x - mean) / sqrt(var + epsilon) * scale + bias, mean and var over each sample's and
+    channel's positions (dims 2 on), scale and bias per channel."""
+    x, scale, bias = args[:3]
+    rank = len(x.shape)
+    return F.group_norm(x, x.shape[1], None, None, attrs.get("epsilon", 1e-5)) \
+        * _per_channel(scale, rank) + _per_channel(bias, rank)
+
+
+def _group_norm(ctx, args, attrs):
+    """F.group_norm; scale and bias are per channel from opset 21, per group before it."""
+    x, scale, bias = args[:3]
+    groups, rank = int(attrs["num_groups"]), len(x.shape)
+    if ctx.opset < 21:  # one scale and bias per group: each group's channels share them
+        spread = ug.ones((1, x.shape[1] // groups), _dtype(scale))
+        scale = ug.reshape(ug.reshape(scale, (groups, 1)) * spread, (-1,))
+        bias = ug.reshape(ug.reshape(bias, (groups, 1)) * spread, (-1,))
+    return F.group_norm(x, groups, None, None, attrs.get("epsilon", 1e-5)) \
+        * _per_channel(scale, rank) + _per_channel(bias, rank)
+
+
 NN_IMPORTERS = {
+    "InstanceNormalization": _instance_norm,
+    "GroupNormalization": _group_norm,
     "LRN": _lrn,
     "Conv": _conv,
     "ConvTranspose": _conv_transpose,
