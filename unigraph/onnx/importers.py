@@ -327,9 +327,19 @@ def _constant_of_shape(ctx, args, attrs):
 
 
 def _cumsum(ctx, args, attrs):
-    if attrs.get("exclusive", 0) or attrs.get("reverse", 0):
-        ctx.refuse("CumSum with exclusive or reverse")
-    return ug.cumsum(args[0], axis=int(ctx.static(args[1], "the axis of CumSum")))
+    """reverse: the sums from the end (flip, sum, flip); exclusive: each sum leaves its own
+    element out (the sums of x with a zero put first, less the last), exactly."""
+    x = args[0]
+    axis = int(ctx.static(args[1], "the axis of CumSum").reshape(-1)[0]) % len(x.shape)
+    if attrs.get("reverse", 0):
+        x = ug.flip(x, axis)
+    if attrs.get("exclusive", 0):
+        pads = [(0, 0)] * len(x.shape)
+        pads[axis] = (1, 0)
+        out = ug.cumsum(ug.pad(x, pads), axis=axis)[(slice(None),) * axis + (slice(None, -1),)]
+    else:
+        out = ug.cumsum(x, axis=axis)
+    return ug.flip(out, axis) if attrs.get("reverse", 0) else out
 
 
 def _einsum(ctx, args, attrs):
