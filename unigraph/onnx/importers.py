@@ -186,7 +186,7 @@ def _concat(ctx, args, attrs):
 
 def _axes(ctx, args, attrs, what):
     if len(args) > 1 and args[1] is not None:
-        return tuple(int(a) for a in ctx.static(args[1], f"the axes of {what}"))
+        return tuple(int(a) for a in ctx.static(args[1], f"the axes of {what}").reshape(-1))
     return tuple(attrs["axes"]) if "axes" in attrs else None
 
 
