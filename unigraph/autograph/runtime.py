@@ -542,18 +542,6 @@ def _symbolic_loop(loop_cond, loop_body, get_state, set_state, names, what, pref
 
 
 # -- and / or / not -----------------------------------------------------------------------
-def python_value(value, what: str):
-    """The condition or iterable of a generator's statement that holds a `yield` (left a
-    Python statement: a `yield` cannot be inside a graph's branch or loop body): a tensor
-    there is refused in every mode, eager too, so that every target agrees."""
-    if isinstance(value, Tensor | TensorRange):
-        raise ControlFlowError(
-            f"{what} on a tensor at {user_source()} holds a generator's `yield`: a `yield` "
-            "cannot be inside a cond or while_loop; decide it on a Python value, or compute "
-            "the values under the tensor condition first and yield them after it")
-    return value
-
-
 def _as_bool(x):
     x = _as_tensor(x)
     return x if x.dtype == "bool" else api.not_equal(x, 0)
@@ -617,7 +605,8 @@ def compare_chain(first, *links):
 
 def python_test(value, what: str, fix: str):
     """The value a Python form decides on that a graph cannot hold (an `assert`, a
-    comprehension's `if`, a `while` test with `:=`): a tensor is refused in every mode, eager
+    comprehension's `if`, a `while` test with `:=`, the condition or iterable of a
+    generator's statement that holds a `yield`): a tensor is refused in every mode, eager
     too, so that every target agrees."""
     if isinstance(value, Tensor | TensorRange):
         raise ControlFlowError(f"{what} on a tensor at {user_source()}: {fix}")

@@ -315,6 +315,9 @@ WALRUS_FIX = ("a while_loop's condition cannot assign a variable; assign it befo
 RAISE_FIX = ("it would raise on every call, whatever the values; check the values after the "
              "call (or decide the `raise` on a Python value), or replace bad values with "
              "ug.where")
+YIELD_FIX = ("it holds a generator's `yield`, which cannot be inside a cond or while_loop; "
+             "decide it on a Python value, or compute the values under the tensor condition "
+             "first and yield them after it")
 DEL_FIX = ("the variable would be deleted on every path, whichever runs; delete it after "
            "the `if` or the loop")
 # Methods that grow a Python list in place.
@@ -537,19 +540,17 @@ class Converter(ast.NodeTransformer):
         """A statement holding a generator's `yield` stays Python's (a `yield` cannot be
         inside a cond branch or a loop body, which are functions of their own), its inner
         statements converted; its condition or iterable must be a Python value in every
-        mode (`ag__.python_value`): a tensor one is refused eagerly too."""
+        mode (`ag__.python_test`): a tensor one is refused eagerly too."""
         self.generic_visit(node)
         if isinstance(node, ast.For):
-            node.iter = self._runtime("python_value", [node.iter, ast.Constant(value=what)],
-                                      node.iter)
+            node.iter = self._python_test(node.iter, what, YIELD_FIX)
             extra = getattr(node, EXTRA_TEST, None)
             if extra is not None:  # (the flags of a lowered `break`/`return`)
                 stop = ast.If(test=ast.UnaryOp(op=ast.Not(), operand=self.visit(extra)),
                               body=[ast.Break()], orelse=[])
                 node.body.insert(0, _place(stop, node))
         else:
-            node.test = self._runtime("python_value", [node.test, ast.Constant(value=what)],
-                                      node.test)
+            node.test = self._python_test(node.test, what, YIELD_FIX)
         return node
 
     def visit_IfExp(self, node):
